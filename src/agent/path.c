@@ -1,0 +1,173 @@
+/* Request paths: validation, resolution inside the root with openat2, and
+ * running each file operation under the caller's fsuid/fsgid. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "util.h"
+
+static gid_t saved_groups[256];
+static int nsaved = -1;
+
+int ag_req_creds(const uint8_t *payload, size_t len, uint32_t *uid, uint32_t *gid,
+                 struct pd_error *err)
+{
+        struct pd_attr a;
+        *uid = geteuid();
+        *gid = getegid();
+        if (pd_msg_find(payload, len, PD_A_UID, &a) && !pd_attr_u32(&a, uid))
+                return pd_error_setx(err, EINVAL, "UID must be 4 bytes");
+        if (pd_msg_find(payload, len, PD_A_GID, &a) && !pd_attr_u32(&a, gid))
+                return pd_error_setx(err, EINVAL, "GID must be 4 bytes");
+        return 0;
+}
+
+/* The kernel checks file access against fsuid, fsgid and the supplementary
+ * groups: as root we swap all three (single-threaded, so a raw setgroups
+ * only affects this one thread, which is the whole agent). */
+void ag_fsid_enter(struct ag_fsid *s, uint32_t uid, uint32_t gid)
+{
+        s->olduid = -1;
+        s->oldgid = -1;
+        if (geteuid() != 0 || uid == 0)
+                return;
+        nsaved = getgroups(PD_ARRAY_SIZE(saved_groups), saved_groups);
+        gid_t g = gid;
+        syscall(SYS_setgroups, 1, &g);
+        s->oldgid = setfsgid(gid);
+        s->olduid = setfsuid(uid);
+}
+
+void ag_fsid_leave(struct ag_fsid *s)
+{
+        if (s->olduid >= 0)
+                setfsuid((uid_t)s->olduid);
+        if (s->oldgid >= 0)
+                setfsgid((gid_t)s->oldgid);
+        if (nsaved >= 0)
+                syscall(SYS_setgroups, nsaved, saved_groups);
+        nsaved = -1;
+}
+
+int ag_path_abs(const char *in, uint32_t uid, char *out, size_t size, struct pd_error *err)
+{
+        if (!in[0])
+                return pd_error_setx(err, EINVAL, "empty path");
+        int n;
+        if (in[0] == '/') {
+                n = snprintf(out, size, "%s", in);
+        } else {
+                char home[PATH_MAX];
+                if (ag_home_of(uid, home, sizeof home, NULL) < 0)
+                        strcpy(home, "/");
+                n = snprintf(out, size, "%s/%s", strcmp(home, "/") ? home : "", in);
+        }
+        if (n < 0 || (size_t)n >= size || (size_t)n >= PATH_MAX)
+                return pd_error_setx(err, ENAMETOOLONG, "path too long");
+        for (const char *p = out; *p;) {
+                while (*p == '/')
+                        p++;
+                size_t l = strcspn(p, "/");
+                if (l > NAME_MAX)
+                        return pd_error_setx(err, ENAMETOOLONG, "path component of %zu bytes", l);
+                p += l;
+        }
+        return 0;
+}
+
+int ag_open_in_root(struct agent *ag, const char *abs, int flags, mode_t mode)
+{
+        struct open_how how = {
+                .flags = (uint64_t)(flags | O_CLOEXEC),
+                .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
+                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
+        };
+        int fd = (int)syscall(SYS_openat2, ag->rootfd, abs, &how, sizeof how);
+        return fd < 0 ? -errno : fd;
+}
+
+int ag_open_parent(struct agent *ag, const char *abs, char *name, size_t size, struct pd_error *err)
+{
+        char dir[PATH_MAX];
+        size_t len = strlen(abs);
+        if (len >= sizeof dir)
+                return pd_error_setx(err, ENAMETOOLONG, "path too long");
+        memcpy(dir, abs, len + 1);
+        while (len > 1 && dir[len - 1] == '/')
+                dir[--len] = '\0';
+        char *slash = strrchr(dir, '/');
+        const char *base;
+        if (!slash) {
+                base = dir;
+                dir[0] = '\0';
+        } else {
+                base = slash + 1;
+        }
+        if (snprintf(name, size, "%s", base) >= (int)size)
+                return pd_error_setx(err, ENAMETOOLONG, "name too long");
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+                return pd_error_setx(err, EINVAL, "path '%s' must not end in '%s'", abs, name);
+        if (slash)
+                *slash = '\0';
+        int fd = ag_open_in_root(ag, dir[0] ? dir : "/", O_PATH | O_DIRECTORY, 0);
+        if (fd < 0)
+                return pd_error_set(err, -fd, "open '%s'", dir[0] ? dir : "/");
+        return fd;
+}
+
+int ag_put_entry(struct pd_msg *m, int dirfd, const char *name, const char *abspath,
+                 struct pd_error *err)
+{
+        struct stat st;
+        int fl = AT_SYMLINK_NOFOLLOW | (name[0] ? 0 : AT_EMPTY_PATH);
+        if (fstatat(dirfd, name, &st, fl) < 0)
+                return pd_error_set(err, errno, "stat '%s'", abspath);
+        uint32_t ft = S_ISREG(st.st_mode) ? PD_FT_FILE : S_ISDIR(st.st_mode) ? PD_FT_DIR :
+                      S_ISLNK(st.st_mode) ? PD_FT_SYMLINK : PD_FT_OTHER;
+        size_t mark = pd_msg_nest_begin(m, PD_A_ENTRY);
+        const char *base = strrchr(abspath, '/');
+        base = base && base[1] ? base + 1 : abspath;
+        pd_msg_put_str(m, PD_A_NAME, base);
+        pd_msg_put_str(m, PD_A_PATH, abspath);
+        pd_msg_put_u32(m, PD_A_FTYPE, ft);
+        pd_msg_put_u64(m, PD_A_SIZE, (uint64_t)st.st_size);
+        pd_msg_put_u32(m, PD_A_MODE, st.st_mode & 07777);
+        pd_msg_put_u32(m, PD_A_UID, st.st_uid);
+        pd_msg_put_u32(m, PD_A_GID, st.st_gid);
+        pd_msg_put_u64(m, PD_A_MTIME_NS, (uint64_t)st.st_mtim.tv_sec * 1000000000u +
+                       (uint64_t)st.st_mtim.tv_nsec);
+        if (S_ISLNK(st.st_mode)) {
+                char link[PATH_MAX];
+                ssize_t n = readlinkat(dirfd, name, link, sizeof link - 1);
+                if (n >= 0) {
+                        link[n] = '\0';
+                        pd_msg_put_str(m, PD_A_LINK, link);
+                }
+        }
+        pd_msg_nest_end(m, mark);
+        return 0;
+}
+
+int ag_get_path(const struct ag_req *r, uint16_t tag, uint32_t uid, char *out, size_t size)
+{
+        char raw[PATH_MAX + 1];
+        struct pd_attr a;
+        if (!pd_msg_find(r->payload, r->h->len, tag, &a))
+                return ag_missing(r->err, tag == PD_A_PATH ? "PATH" : "PATH2");
+        if (memchr(a.data, '\0', a.len))
+                return pd_error_setx(r->err, EINVAL, "path contains a NUL byte");
+        if (a.len >= sizeof raw)
+                return pd_error_setx(r->err, ENAMETOOLONG, "path of %" PRIu32 " bytes", a.len);
+        pd_attr_str(&a, raw, sizeof raw);
+        return ag_path_abs(raw, uid, out, size, r->err);
+}

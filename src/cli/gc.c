@@ -1,0 +1,46 @@
+#include <getopt.h>
+#include <stdio.h>
+
+#include "cli.h"
+#include "sandbox.h"
+
+int pd_cmd_gc(int argc, char **argv)
+{
+        const char *state_dir = pd_state_dir_default();
+        static const struct option opts[] = {
+                { "state-dir", required_argument, NULL, 's' },
+                { "help", no_argument, NULL, 'h' },
+                { 0 },
+        };
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+                switch (c) {
+                case 's': state_dir = optarg; break;
+                case 'h':
+                        printf("usage: paddock gc [--state-dir DIR]\n"
+                               "Destroy every sandbox, cgroup and uid range owned by the state directory.\n");
+                        return 0;
+                default: return PD_EXIT_PADDOCK;
+                }
+        }
+        if (optind < argc) {
+                pd_cli_error("gc: unexpected argument '%s'", argv[optind]);
+                return PD_EXIT_PADDOCK;
+        }
+        struct pd_state st;
+        struct pd_error err = { 0 };
+        if (pd_state_open(state_dir, &st, &err) < 0) {
+                pd_cli_error("%s", err.msg);
+                return PD_EXIT_PADDOCK;
+        }
+        int n = 0;
+        int r = pd_gc(&st, &n, &err);
+        pd_state_close(&st);
+        if (r < 0) {
+                pd_cli_error("gc: %s", err.msg);
+                return PD_EXIT_PADDOCK;
+        }
+        printf("removed %d sandbox%s\n", n, n == 1 ? "" : "es");
+        return 0;
+}

@@ -1,0 +1,709 @@
+/* paddock run [OPTIONS] -- CMD [ARGS...]: the one-shot path. No daemon:
+ * create a sandbox, run CMD in it through the agent protocol, stream its
+ * output, exit with its status (DESIGN §8), destroy the sandbox. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "conn.h"
+#include "sandbox.h"
+#include "trace.h"
+#include "util.h"
+
+#define MAX_ENV 256
+#define STDIN_QUEUE_MAX (1u << 20)
+
+struct run_opts {
+        struct pd_spec spec;
+        const char *state_dir;
+        const char *env[MAX_ENV];
+        unsigned n_env;
+        const char *workdir;
+        const char *user;
+        bool tty;
+        bool json;
+        uint64_t timeout_ms;
+        char **argv;
+};
+
+struct run_result {
+        int status;             /* exit status of paddock run */
+        const char *reason;     /* exit, signal, timeout, oom, not-found, cannot-execute, error */
+        int exit_code, signo;
+        char message[PD_ERROR_MSG_MAX];
+};
+
+static void usage(FILE *f)
+{
+        fprintf(f,
+                "usage: paddock run [OPTIONS] [--] CMD [ARGS...]\n"
+                "Run CMD in a fresh sandbox, stream its output, exit with its status.\n\n"
+                "  --isolation TIER   container (default)\n"
+                "  --template NAME|DIR  registered template name (default base) or a directory\n"
+                "  --memory SIZE      memory limit (default 512M)\n"
+                "  --pids N           process limit (default 512)\n"
+                "  --cpus N           CPU limit, fractions allowed (default 1)\n"
+                "  --disk SIZE        writable layer size (default 1G; tmpfs, capped below --memory)\n"
+                "  --timeout DURATION kill the sandbox after this long (exit 124)\n"
+                "  -e, --env K=V      set an environment variable (K alone: take it from here)\n"
+                "  -w, --workdir DIR  working directory inside (default: the user's home)\n"
+                "  -u, --user USER    user or root (default user, uid 1000)\n"
+                "  -v, --volume HOST:SANDBOX[:ro]  bind a host path into the sandbox\n"
+                "  -t, --tty          give the command a terminal\n"
+                "  --net none         network mode (only none for now)\n"
+                "  --state-dir DIR    state directory (default %s)\n"
+                "  --json             print a final JSON result on stderr\n\n"
+                "Exit status: the command's own; 128+N if signal N ended it; 124 timeout;\n"
+                "125 paddock's own error; 126 cannot execute; 127 not found; 137 with\n"
+                "reason oom after an out-of-memory kill.\n",
+                PD_DEFAULT_STATE_DIR);
+}
+
+static int parse_volume(char *arg, struct pd_spec *spec)
+{
+        if (spec->n_volumes >= PD_MAX_VOLUMES) {
+                pd_cli_error("too many volumes (at most %d)", PD_MAX_VOLUMES);
+                return -1;
+        }
+        struct pd_volume *v = &spec->volumes[spec->n_volumes];
+        char *colon = strchr(arg, ':');
+        if (!colon || colon == arg || colon[1] != '/') {
+                pd_cli_error("invalid volume '%s' (expected HOST:/SANDBOX[:ro])", arg);
+                return -1;
+        }
+        *colon = '\0';
+        v->host = arg;
+        v->target = colon + 1;
+        char *mode = strchr(colon + 1, ':');
+        if (mode) {
+                *mode++ = '\0';
+                if (strcmp(mode, "ro") && strcmp(mode, "rw")) {
+                        pd_cli_error("invalid volume mode '%s' (ro or rw)", mode);
+                        return -1;
+                }
+                v->readonly = !strcmp(mode, "ro");
+        }
+        if (strstr(v->target, "/../") || !strcmp(v->target, "/") ||
+            (strlen(v->target) >= 3 && !strcmp(v->target + strlen(v->target) - 3, "/..")) ||
+            strlen(v->target) >= 250) {
+                pd_cli_error("invalid volume target '%s'", v->target);
+                return -1;
+        }
+        spec->n_volumes++;
+        return 0;
+}
+
+static int parse(int argc, char **argv, struct run_opts *o)
+{
+        enum { O_ISO = 256, O_TEMPLATE, O_MEMORY, O_PIDS, O_CPUS, O_DISK, O_TIMEOUT, O_NET, O_STATE, O_JSON };
+        static const struct option opts[] = {
+                { "isolation", required_argument, NULL, O_ISO },
+                { "template", required_argument, NULL, O_TEMPLATE },
+                { "memory", required_argument, NULL, O_MEMORY },
+                { "pids", required_argument, NULL, O_PIDS },
+                { "cpus", required_argument, NULL, O_CPUS },
+                { "disk", required_argument, NULL, O_DISK },
+                { "timeout", required_argument, NULL, O_TIMEOUT },
+                { "env", required_argument, NULL, 'e' },
+                { "workdir", required_argument, NULL, 'w' },
+                { "user", required_argument, NULL, 'u' },
+                { "volume", required_argument, NULL, 'v' },
+                { "tty", no_argument, NULL, 't' },
+                { "net", required_argument, NULL, O_NET },
+                { "state-dir", required_argument, NULL, O_STATE },
+                { "json", no_argument, NULL, O_JSON },
+                { "help", no_argument, NULL, 'h' },
+                { 0 },
+        };
+        struct pd_error err = { 0 };
+        int c;
+        uint64_t v;
+        optind = 1;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, "+e:w:u:v:th", opts, NULL)) != -1) {
+                switch (c) {
+                case O_ISO:
+                        if (pd_isolation_parse(optarg, &o->spec.isolation) < 0) {
+                                pd_cli_error("unknown isolation '%s' (process, container, supervised, microvm)", optarg);
+                                return -1;
+                        }
+                        break;
+                case O_TEMPLATE:
+                        if (strchr(optarg, '/') || !strcmp(optarg, ".") || !strcmp(optarg, "..")) {
+                                o->spec.template_dir = optarg;
+                                o->spec.template_name = NULL;
+                        } else {
+                                o->spec.template_name = optarg;
+                        }
+                        break;
+                case O_MEMORY:
+                        if (pd_parse_size(optarg, &v, &err) < 0 || v < (16u << 20)) {
+                                pd_cli_error("--memory: %s", err.code ? err.msg : "at least 16M");
+                                return -1;
+                        }
+                        o->spec.memory_bytes = v;
+                        break;
+                case O_DISK:
+                        if (pd_parse_size(optarg, &v, &err) < 0 || v < (1u << 20)) {
+                                pd_cli_error("--disk: %s", err.code ? err.msg : "at least 1M");
+                                return -1;
+                        }
+                        o->spec.disk_bytes = v;
+                        break;
+                case O_PIDS: {
+                        char *end;
+                        errno = 0;
+                        unsigned long n = strtoul(optarg, &end, 10);
+                        if (errno || *end || end == optarg || n < 1 || n > 4194304) {
+                                pd_cli_error("--pids: invalid count '%s' (1 to 4194304)", optarg);
+                                return -1;
+                        }
+                        o->spec.pids = (uint32_t)n;
+                        break;
+                }
+                case O_CPUS:
+                        if (pd_parse_cpus(optarg, &v, &err) < 0) {
+                                pd_cli_error("--cpus: %s", err.msg);
+                                return -1;
+                        }
+                        o->spec.millicpus = (uint32_t)v;
+                        break;
+                case O_TIMEOUT:
+                        if (pd_parse_duration_ms(optarg, &o->timeout_ms, &err) < 0) {
+                                pd_cli_error("--timeout: %s", err.msg);
+                                return -1;
+                        }
+                        break;
+                case 'e':
+                        if (o->n_env >= MAX_ENV || !*optarg || *optarg == '=') {
+                                pd_cli_error("-e: invalid or too many variables ('%s')", optarg);
+                                return -1;
+                        }
+                        o->env[o->n_env++] = optarg;
+                        break;
+                case 'w':
+                        if (optarg[0] != '/') {
+                                pd_cli_error("-w: '%s' is not an absolute path", optarg);
+                                return -1;
+                        }
+                        o->workdir = optarg;
+                        break;
+                case 'u': o->user = optarg; break;
+                case 'v':
+                        if (parse_volume(optarg, &o->spec) < 0)
+                                return -1;
+                        break;
+                case 't': o->tty = true; break;
+                case O_NET:
+                        if (strcmp(optarg, "none")) {
+                                pd_cli_error("--net %s: only 'none' is available in this version", optarg);
+                                return -1;
+                        }
+                        break;
+                case O_STATE: o->state_dir = optarg; break;
+                case O_JSON: o->json = true; break;
+                case 'h': usage(stdout); exit(0);
+                case '?':
+                default:
+                        if (optopt)
+                                pd_cli_error("run: unknown option '-%c' or missing value (see paddock run --help)", optopt);
+                        else
+                                pd_cli_error("run: unknown option '%s' or missing value (see paddock run --help)",
+                                             argv[optind - 1]);
+                        return -1;
+                }
+        }
+        if (optind >= argc) {
+                pd_cli_error("run: no command given (usage: paddock run [OPTIONS] -- CMD [ARGS...])");
+                return -1;
+        }
+        o->argv = argv + optind;
+        return 0;
+}
+
+/* uid, gid, home and groups of -u. */
+struct run_user {
+        uint32_t uid, gid;
+        const char *home;
+        const char *name;
+        uint32_t groups[4];
+        unsigned n_groups;
+};
+
+static int resolve_user(const char *u, struct run_user *out)
+{
+        if (!u || !strcmp(u, "user")) {
+                *out = (struct run_user){ PD_USER_UID, PD_USER_UID, "/home/user", "user", { PD_USER_UID, 27, 100 }, 3 };
+                return 0;
+        }
+        if (!strcmp(u, "root") || !strcmp(u, "0")) {
+                *out = (struct run_user){ 0, 0, "/root", "root", { 0 }, 1 };
+                return 0;
+        }
+        pd_cli_error("-u: unknown user '%s' (user or root)", u);
+        return -1;
+}
+
+static void build_spawn(const struct run_opts *o, const struct run_user *u, struct pd_msg *m,
+                        unsigned short rows, unsigned short cols)
+{
+        for (char **a = o->argv; *a; a++)
+                pd_msg_put_str(m, PD_A_ARG, *a);
+        char buf[512];
+        const char *defaults[][2] = {
+                { "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" },
+                { "HOME", u->home }, { "USER", u->name }, { "LOGNAME", u->name },
+                { "SHELL", "/bin/bash" }, { "LANG", "C.UTF-8" }, { "HOSTNAME", "paddock" },
+                { "TERM", o->tty ? (getenv("TERM") ? getenv("TERM") : "xterm") : NULL },
+        };
+        for (size_t i = 0; i < PD_ARRAY_SIZE(defaults); i++) {
+                if (!defaults[i][1])
+                        continue;
+                bool overridden = false;
+                size_t kl = strlen(defaults[i][0]);
+                for (unsigned j = 0; j < o->n_env; j++)
+                        if (!strncmp(o->env[j], defaults[i][0], kl) && (o->env[j][kl] == '=' || !o->env[j][kl]))
+                                overridden = true;
+                if (overridden)
+                        continue;
+                snprintf(buf, sizeof buf, "%s=%s", defaults[i][0], defaults[i][1]);
+                pd_msg_put_str(m, PD_A_ENV, buf);
+        }
+        for (unsigned j = 0; j < o->n_env; j++) {
+                if (strchr(o->env[j], '=')) {
+                        pd_msg_put_str(m, PD_A_ENV, o->env[j]);
+                } else if (getenv(o->env[j])) {
+                        snprintf(buf, sizeof buf, "%s=%s", o->env[j], getenv(o->env[j]));
+                        pd_msg_put_str(m, PD_A_ENV, buf);
+                }
+        }
+        pd_msg_put_str(m, PD_A_CWD, o->workdir ? o->workdir : u->home);
+        pd_msg_put_u32(m, PD_A_UID, u->uid);
+        pd_msg_put_u32(m, PD_A_GID, u->gid);
+        for (unsigned i = 0; i < u->n_groups; i++)
+                pd_msg_put_u32(m, PD_A_GROUPS, u->groups[i]);
+        if (o->tty) {
+                pd_msg_put_u32(m, PD_A_PTY_ROWS, rows);
+                pd_msg_put_u32(m, PD_A_PTY_COLS, cols);
+        }
+        pd_msg_put_u32(m, PD_A_STDIN, 1);
+}
+
+/* The live part: stdin -> agent, agent output -> stdout/stderr. */
+struct session {
+        struct pd_conn conn;
+        uint32_t pid;
+        int stdin_fd;           /* -1 once closed */
+        int sig_fd, timer_fd, agent_fd;
+        bool tty;
+        bool exited;
+        struct run_result *res;
+};
+
+static void attach(struct session *s, uint32_t stream)
+{
+        struct pd_msg m;
+        pd_msg_init(&m);
+        pd_msg_put_u32(&m, PD_A_PID, s->pid);
+        pd_msg_put_u32(&m, PD_A_STREAM, stream);
+        pd_msg_put_u64(&m, PD_A_OFFSET, 0);
+        pd_msg_put_u32(&m, PD_A_FOLLOW, 1);
+        pd_conn_queue_msg(&s->conn, PD_T_ATTACH, pd_conn_new_id(&s->conn), &m);
+        pd_msg_free(&m);
+}
+
+static void send_signal(struct session *s, int signo)
+{
+        struct pd_msg m;
+        pd_msg_init(&m);
+        pd_msg_put_u32(&m, PD_A_PID, s->pid);
+        pd_msg_put_u32(&m, PD_A_SIGNO, (uint32_t)signo);
+        pd_msg_put_u32(&m, PD_A_GROUP, 1);
+        pd_conn_queue_msg(&s->conn, PD_T_SIGNAL, pd_conn_new_id(&s->conn), &m);
+        pd_msg_free(&m);
+}
+
+static void on_exit_frame(struct session *s, const uint8_t *p, size_t len)
+{
+        struct pd_msg_iter it;
+        struct pd_attr a;
+        uint32_t v;
+        char reason[32] = "exit";
+        s->res->exit_code = -1;
+        s->res->signo = 0;
+        pd_msg_iter_init(&it, p, len);
+        while (pd_msg_next(&it, &a)) {
+                if (a.tag == PD_A_EXIT_CODE && pd_attr_u32(&a, &v))
+                        s->res->exit_code = (int)v;
+                else if (a.tag == PD_A_SIGNO && pd_attr_u32(&a, &v))
+                        s->res->signo = (int)v;
+                else if (a.tag == PD_A_REASON)
+                        pd_attr_str(&a, reason, sizeof reason);
+        }
+        if (s->res->signo) {
+                s->res->status = 128 + s->res->signo;
+                s->res->reason = "signal";
+        } else {
+                s->res->status = s->res->exit_code & 0xff;
+                s->res->reason = "exit";
+        }
+        s->exited = true;
+}
+
+/* Handle one frame from the agent. Returns -1 on a fatal protocol error. */
+static int on_frame(struct session *s, const struct pd_frame_hdr *h, const uint8_t *p)
+{
+        switch (h->type) {
+        case PD_T_OUTPUT: {
+                if (h->id != s->pid || h->len < 8)
+                        return 0;
+                int fd = h->aux == PD_STREAM_STDERR ? 2 : 1;
+                (void)pd_write_all(fd, p + 8, h->len - 8);
+                return 0;
+        }
+        case PD_T_GAP:
+                pd_cli_error("warning: output was lost (ring buffer overrun)");
+                return 0;
+        case PD_T_EXIT:
+                if (h->id == s->pid)
+                        on_exit_frame(s, p, h->len);
+                return 0;
+        case PD_T_ERROR: {
+                char msg[256];
+                pd_conn_error_text(p, h->len, msg, sizeof msg);
+                /* stdin writes racing the process's exit are harmless */
+                if (h->aux == ESRCH || h->aux == EPIPE)
+                        return 0;
+                snprintf(s->res->message, sizeof s->res->message, "agent: %s", msg);
+                return -1;
+        }
+        default:
+                return 0;
+        }
+}
+
+static void forward_stdin(struct session *s)
+{
+        char buf[65536];
+        ssize_t n = read(s->stdin_fd, buf, sizeof buf);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                return;
+        if (n <= 0) {
+                struct pd_msg m;
+                pd_msg_init(&m);
+                pd_msg_put_u32(&m, PD_A_PID, s->pid);
+                pd_conn_queue_msg(&s->conn, PD_T_STDIN_CLOSE, pd_conn_new_id(&s->conn), &m);
+                pd_msg_free(&m);
+                s->stdin_fd = -1;
+                return;
+        }
+        pd_conn_queue(&s->conn, PD_T_STDIN, 0, s->pid, 0, buf, (size_t)n);
+}
+
+static void on_signal(struct session *s)
+{
+        struct signalfd_siginfo si;
+        while (read(s->sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+                if (si.ssi_signo == SIGWINCH) {
+                        struct winsize ws;
+                        if (ioctl(0, TIOCGWINSZ, &ws) == 0) {
+                                struct pd_msg m;
+                                pd_msg_init(&m);
+                                pd_msg_put_u32(&m, PD_A_PID, s->pid);
+                                pd_msg_put_u32(&m, PD_A_PTY_ROWS, ws.ws_row);
+                                pd_msg_put_u32(&m, PD_A_PTY_COLS, ws.ws_col);
+                                pd_conn_queue_msg(&s->conn, PD_T_RESIZE, pd_conn_new_id(&s->conn), &m);
+                                pd_msg_free(&m);
+                        }
+                } else {
+                        send_signal(s, (int)si.ssi_signo);
+                }
+        }
+}
+
+/* Returns 0 when the process exited, 1 on timeout, -1 on error. */
+static int session_loop(struct session *s)
+{
+        while (!s->exited) {
+                struct pollfd p[5];
+                int n = 0;
+                bool want_stdin = s->stdin_fd >= 0 && pd_conn_pending(&s->conn) < STDIN_QUEUE_MAX;
+                p[n++] = (struct pollfd){ .fd = s->conn.fd,
+                                          .events = POLLIN | (pd_conn_pending(&s->conn) ? POLLOUT : 0) };
+                p[n++] = (struct pollfd){ .fd = s->sig_fd, .events = POLLIN };
+                p[n++] = (struct pollfd){ .fd = s->timer_fd, .events = POLLIN };
+                p[n++] = (struct pollfd){ .fd = s->agent_fd, .events = POLLIN };
+                p[n++] = (struct pollfd){ .fd = want_stdin ? s->stdin_fd : -1, .events = POLLIN };
+                if (poll(p, (nfds_t)n, -1) < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        snprintf(s->res->message, sizeof s->res->message, "poll: %s", strerror(errno));
+                        return -1;
+                }
+                if (p[2].revents)
+                        return 1;
+                if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+                        int r = pd_conn_fill(&s->conn);
+                        struct pd_frame_hdr h;
+                        const uint8_t *payload;
+                        while (r >= 0 && (r = pd_conn_next(&s->conn, &h, &payload)) > 0)
+                                if (on_frame(s, &h, payload) < 0)
+                                        return -1;
+                        if (r < 0) {
+                                snprintf(s->res->message, sizeof s->res->message,
+                                         "connection to the sandbox agent failed: %s", strerror(-r));
+                                return -1;
+                        }
+                        if (s->conn.eof && !s->exited) {
+                                snprintf(s->res->message, sizeof s->res->message,
+                                         "the sandbox agent closed the connection");
+                                return -1;
+                        }
+                }
+                if (s->exited)
+                        break;
+                if (p[1].revents)
+                        on_signal(s);
+                if (p[4].revents)
+                        forward_stdin(s);
+                if (p[3].revents) {
+                        /* the agent died: drain what it already sent, then fail */
+                        (void)pd_conn_fill(&s->conn);
+                        struct pd_frame_hdr h;
+                        const uint8_t *payload;
+                        while (pd_conn_next(&s->conn, &h, &payload) > 0)
+                                on_frame(s, &h, payload);
+                        if (!s->exited) {
+                                snprintf(s->res->message, sizeof s->res->message, "the sandbox agent died");
+                                return -1;
+                        }
+                }
+                if (pd_conn_pending(&s->conn) && pd_conn_flush(&s->conn) < 0 && !s->exited) {
+                        snprintf(s->res->message, sizeof s->res->message, "write to the sandbox agent failed");
+                        return -1;
+                }
+        }
+        return 0;
+}
+
+static struct termios saved_tio;
+static bool tio_saved;
+
+static void restore_tty(void)
+{
+        if (tio_saved)
+                tcsetattr(0, TCSADRAIN, &saved_tio);
+        tio_saved = false;
+}
+
+/* Connect, spawn, attach. Fills s->pid or res with the spawn error. */
+static int start_command(struct pd_sandbox *sb, const struct run_opts *o, struct session *s,
+                         struct pd_error *err)
+{
+        int fd = pd_sandbox_connect(sb, err);
+        if (fd < 0)
+                return fd;
+        if (pd_conn_init(&s->conn, fd) < 0)
+                return pd_error_set(err, errno, "agent connection");
+        struct run_user u;
+        if (resolve_user(o->user, &u) < 0)
+                return pd_error_setx(err, EINVAL, "bad user");
+        struct winsize ws = { .ws_row = 24, .ws_col = 80 };
+        if (o->tty)
+                (void)ioctl(0, TIOCGWINSZ, &ws);
+        char agent[128];
+        /* Pipeline HELLO and SPAWN: one round trip less. */
+        struct pd_msg m;
+        pd_msg_init(&m);
+        pd_msg_put_u32(&m, PD_A_VERSION, PD_PROTO_VERSION);
+        pd_msg_put_str(&m, PD_A_CLIENT, "paddock-run " PD_VERSION);
+        pd_conn_queue_msg(&s->conn, PD_T_HELLO, 0, &m);
+        pd_msg_reset(&m);
+        build_spawn(o, &u, &m, ws.ws_row, ws.ws_col);
+        uint32_t spawn_id = pd_conn_new_id(&s->conn);
+        int r = pd_conn_queue_msg(&s->conn, PD_T_SPAWN, spawn_id, &m);
+        pd_msg_free(&m);
+        if (r < 0)
+                return pd_error_set(err, -r, "command too large for one request");
+        struct pd_frame_hdr h;
+        const uint8_t *p;
+        r = pd_conn_wait(&s->conn, &h, &p, 30000);
+        if (r < 0)
+                return pd_error_set(err, -r, "agent handshake");
+        if (h.type != PD_T_HELLO) {
+                char msg[256];
+                pd_conn_error_text(p, h.len, msg, sizeof msg);
+                return pd_error_setx(err, EPROTO, "agent refused the handshake: %s", msg);
+        }
+        struct pd_attr a;
+        if (!pd_msg_find(p, h.len, PD_A_AGENT, &a) || !pd_attr_str(&a, agent, sizeof agent))
+                snprintf(agent, sizeof agent, "unknown");
+        for (;;) {
+                r = pd_conn_wait(&s->conn, &h, &p, 30000);
+                if (r < 0)
+                        return pd_error_set(err, -r, "agent did not answer the spawn");
+                if (h.id == spawn_id && (h.type == PD_T_REPLY || h.type == PD_T_ERROR))
+                        break;
+        }
+        if (h.type == PD_T_ERROR) {
+                char msg[256];
+                pd_conn_error_text(p, h.len, msg, sizeof msg);
+                s->res->exit_code = -1;
+                if (h.aux == ENOENT) {
+                        s->res->status = PD_EXIT_NOT_FOUND;
+                        s->res->reason = "not-found";
+                } else if (h.aux == EACCES || h.aux == ENOEXEC || h.aux == EISDIR || h.aux == EPERM) {
+                        s->res->status = PD_EXIT_CANNOT_EXEC;
+                        s->res->reason = "cannot-execute";
+                } else {
+                        s->res->status = PD_EXIT_PADDOCK;
+                        s->res->reason = "error";
+                }
+                snprintf(s->res->message, sizeof s->res->message, "%s", msg);
+                return 1;
+        }
+        uint32_t pid;
+        if (!pd_msg_find(p, h.len, PD_A_PID, &a) || !pd_attr_u32(&a, &pid))
+                return pd_error_setx(err, EPROTO, "agent's spawn reply has no pid");
+        s->pid = pid;
+        if (o->tty) {
+                attach(s, PD_STREAM_PTY);
+        } else {
+                attach(s, PD_STREAM_STDOUT);
+                attach(s, PD_STREAM_STDERR);
+        }
+        return 0;
+}
+
+static void print_json(const struct run_opts *o, const struct run_result *res, uint64_t wall_ns,
+                       const struct pd_sandbox_stats *st, const char *id)
+{
+        (void)o;
+        fprintf(stderr,
+                "{\"status\":%d,\"reason\":\"%s\",\"exit_code\":%d,\"signal\":%d,\"wall_ms\":%.3f,"
+                "\"peak_memory_bytes\":%" PRIu64 ",\"cpu_ms\":%.3f,\"oom_kills\":%" PRIu64
+                ",\"pids_limit_hits\":%" PRIu64 ",\"sandbox\":\"%s\"}\n",
+                res->status, res->reason, res->exit_code, res->signo, (double)wall_ns / 1e6, st->memory_peak,
+                (double)st->cpu_ns / 1e6, st->oom_kills, st->pids_max_events, id);
+}
+
+int pd_cmd_run(int argc, char **argv)
+{
+        uint64_t t0 = pd_now_ns();
+        struct run_opts o = { .state_dir = pd_state_dir_default() };
+        pd_spec_defaults(&o.spec);
+        if (parse(argc, argv, &o) < 0)
+                return PD_EXIT_PADDOCK;
+        struct run_user u;
+        if (resolve_user(o.user, &u) < 0)
+                return PD_EXIT_PADDOCK;
+        if (o.tty && !isatty(0)) {
+                pd_cli_error("-t: standard input is not a terminal");
+                return PD_EXIT_PADDOCK;
+        }
+
+        /* Signals arrive on a signalfd; block them before the sandbox exists
+         * so none is lost in between. */
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGHUP);
+        sigaddset(&mask, SIGQUIT);
+        sigaddset(&mask, SIGWINCH);
+        sigaddset(&mask, SIGCHLD);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+        sigdelset(&mask, SIGCHLD);
+
+        struct pd_error err = { 0 };
+        struct pd_state st;
+        if (pd_state_open(o.state_dir, &st, &err) < 0) {
+                pd_cli_error("%s", err.msg);
+                return PD_EXIT_PADDOCK;
+        }
+        struct pd_sandbox *sb = NULL;
+        if (pd_sandbox_new(&st, &o.spec, &sb, &err) < 0) {
+                pd_cli_error("%s", err.msg);
+                pd_state_close(&st);
+                return PD_EXIT_PADDOCK;
+        }
+        sb->die_with_parent = true;
+        pd_trace("state dir + options");
+        if (pd_sandbox_create(sb, &err) < 0) {
+                pd_cli_error("%s", err.msg);
+                pd_sandbox_free(sb);
+                pd_state_close(&st);
+                return PD_EXIT_PADDOCK;
+        }
+
+        struct run_result res = { .status = PD_EXIT_PADDOCK, .reason = "error", .exit_code = -1 };
+        struct session s = { .stdin_fd = 0, .sig_fd = -1, .timer_fd = -1, .res = &res, .tty = o.tty };
+        s.conn.fd = -1;
+        s.agent_fd = sb->agent_pidfd;
+        s.sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        s.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (o.timeout_ms && s.timer_fd >= 0) {
+                struct itimerspec its = { .it_value = { (time_t)(o.timeout_ms / 1000),
+                                                        (long)(o.timeout_ms % 1000) * 1000000 } };
+                timerfd_settime(s.timer_fd, 0, &its, NULL);
+        }
+        pd_trace("sandbox created");
+        int r = start_command(sb, &o, &s, &err);
+        pd_trace("spawned");
+        if (r < 0) {
+                snprintf(res.message, sizeof res.message, "%s", err.msg);
+        } else if (r == 0) {
+                if (o.tty && tcgetattr(0, &saved_tio) == 0) {
+                        struct termios raw = saved_tio;
+                        cfmakeraw(&raw);
+                        tio_saved = tcsetattr(0, TCSADRAIN, &raw) == 0;
+                }
+                r = session_loop(&s);
+                restore_tty();
+                if (r == 1) {
+                        res.status = PD_EXIT_TIMEOUT;
+                        res.reason = "timeout";
+                        snprintf(res.message, sizeof res.message, "timeout: killed after %.3gs",
+                                 (double)o.timeout_ms / 1000.0);
+                } else if (r < 0) {
+                        res.status = PD_EXIT_PADDOCK;
+                        res.reason = "error";
+                }
+        }
+        pd_trace("command done");
+        struct pd_sandbox_stats stats = { 0 };
+        (void)pd_sandbox_stats(sb, &stats, NULL);
+        if (!strcmp(res.reason, "signal") && res.signo == SIGKILL && stats.oom_kills > 0) {
+                res.reason = "oom";
+                snprintf(res.message, sizeof res.message,
+                         "out of memory: the kernel killed the command (limit %" PRIu64 " MiB)",
+                         o.spec.memory_bytes >> 20);
+        }
+        if (res.message[0])
+                pd_cli_error("%s", res.message);
+        if (stats.pids_max_events > 0)
+                pd_cli_error("note: the pids limit (%u) refused %" PRIu64 " fork%s", o.spec.pids,
+                             stats.pids_max_events, stats.pids_max_events == 1 ? "" : "s");
+        char id[PD_ID_LEN + 1];
+        snprintf(id, sizeof id, "%s", sb->id);
+        pd_conn_close(&s.conn);
+        if (pd_sandbox_destroy(sb, &err) < 0)
+                pd_cli_error("teardown: %s", err.msg);
+        pd_state_close(&st);
+        pd_trace("destroyed");
+        if (o.json)
+                print_json(&o, &res, pd_now_ns() - t0, &stats, id);
+        return res.status;
+}

@@ -1,0 +1,56 @@
+/* Per-sandbox cgroups, v2 (unified) or v1 (one hierarchy per controller).
+ * Layout:  <root>/paddock-<instance>/<id>/{agent,work}
+ *   agent: paddock-agent alone, with small limits of its own, so an OOM kill
+ *          or fork bomb in the workload never takes it down (DESIGN §5);
+ *   work:  every process the agent spawns, with the sandbox's limits.
+ * The sandbox level holds the cpu limit and the freezer. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+#define PD_CG_MAX_CTRL 6
+#define PD_AGENT_MEMORY (256ull << 20)
+#define PD_AGENT_PIDS 256u
+
+struct pd_cgroup_limits {
+        uint64_t memory_bytes;
+        uint32_t pids;
+        uint32_t millicpus;
+};
+
+struct pd_cgroup {
+        int version;                    /* 1 or 2; 0 = none */
+        char rel[128];                  /* "paddock-<instance>/<id>" */
+        unsigned n;                     /* hierarchies used */
+        struct {
+                const char *name;       /* v1 controller ("memory", ...) or "unified" */
+                int rootfd;             /* O_PATH of the hierarchy's root */
+        } h[PD_CG_MAX_CTRL];
+};
+
+struct pd_cgroup_stats {
+        uint64_t memory_peak;           /* bytes, workload */
+        uint64_t memory_current;
+        uint64_t cpu_ns;                /* whole sandbox */
+        uint64_t oom_kills;             /* workload */
+        uint64_t pids_max_events;       /* forks refused by the pids limit */
+        uint64_t pids_current;
+};
+
+/* Detect the hierarchy (v2 if /sys/fs/cgroup is cgroup2, else v1) and fill cg. */
+int pd_cgroup_init(struct pd_cgroup *cg, const char *instance, const char *id, struct pd_error *err);
+int pd_cgroup_create(struct pd_cgroup *cg, const struct pd_cgroup_limits *lim, struct pd_error *err);
+/* Open the cgroup.procs files of leaf ("agent" or "work") for writing; fds[]
+ * gets one fd per hierarchy; returns how many. */
+int pd_cgroup_open_procs(const struct pd_cgroup *cg, const char *leaf, int *fds, int max, struct pd_error *err);
+int pd_cgroup_attach(const struct pd_cgroup *cg, const char *leaf, pid_t pid, struct pd_error *err);
+int pd_cgroup_stats(const struct pd_cgroup *cg, struct pd_cgroup_stats *st);
+int pd_cgroup_freeze(const struct pd_cgroup *cg, bool frozen, struct pd_error *err);
+/* Kill what is left and remove the directories. Missing is fine. */
+int pd_cgroup_destroy(struct pd_cgroup *cg, struct pd_error *err);
+void pd_cgroup_close(struct pd_cgroup *cg);
+/* Remove every cgroup under paddock-<instance> (paddock gc). */
+int pd_cgroup_gc(const char *instance, struct pd_error *err);

@@ -1,0 +1,51 @@
+/* The sandbox's seccomp filter (DESIGN §5, docs/seccomp.md).
+ *
+ * An allowlist modelled on Docker's default profile, built with libseccomp,
+ * exported as classic BPF and cached on disk, then installed by the
+ * post-clone child with one seccomp(2) call. */
+#pragma once
+#include <errno.h>
+#include <stdbool.h>
+#include <linux/filter.h>
+
+#include "error.h"
+
+/* errno for clone/unshare with a namespace flag. The kernel never returns
+ * EOPNOTSUPP from clone or unshare, so it means "denied by paddock". */
+#define PD_SECCOMP_NS_ERRNO EOPNOTSUPP
+/* errno for the other argument-level denials (ioctl TIOCSTI/TIOCLINUX,
+ * socket families, personality, seccomp listeners), as Docker does. */
+#define PD_SECCOMP_DENY_ERRNO EPERM
+/* Every syscall not allowed (including numbers libseccomp does not know)
+ * returns ENOSYS, so programs take their "old kernel" fallback paths. */
+#define PD_SECCOMP_DEFAULT_ERRNO ENOSYS
+
+struct pd_seccomp_opts {
+        /* Also deny socket(AF_INET/AF_INET6, SOCK_DGRAM or SOCK_RAW). */
+        bool deny_udp_raw;
+};
+
+/* A filter as raw BPF, owned by whoever holds it: free with pd_bpf_free. */
+struct pd_bpf {
+        struct sock_filter *insns;
+        unsigned short len;
+};
+
+/* Build the filter with libseccomp and export it as raw BPF. */
+int pd_seccomp_build(const struct pd_seccomp_opts *o, struct pd_bpf *out,
+                     struct pd_error *err);
+
+/* Like pd_seccomp_build, through a cache in cache_dir (may be NULL: no
+ * cache). The file is named by a hash of the options, the libseccomp
+ * version, PD_SECCOMP_POLICY_VERSION and the allowlist; it is used if it is
+ * well formed, else rebuilt and replaced atomically. Failing to write the
+ * cache is not an error. */
+int pd_seccomp_load(const char *cache_dir, const struct pd_seccomp_opts *o,
+                    struct pd_bpf *out, struct pd_error *err);
+
+/* Install f in the calling thread. Async-signal-safe (no malloc, no stdio):
+ * meant for the post-clone child just before exec. The caller must have set
+ * no_new_privs (or hold CAP_SYS_ADMIN). Returns 0 or -errno. */
+int pd_seccomp_install(const struct pd_bpf *f);
+
+void pd_bpf_free(struct pd_bpf *f);

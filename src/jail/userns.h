@@ -1,0 +1,29 @@
+/* Per-sandbox host uid/gid ranges (DESIGN §5, §7). Each sandbox's root maps
+ * to its own unprivileged range of PD_UID_RANGE ids starting at
+ * PD_UID_BASE + slot * PD_UID_RANGE. Slots are recorded host-wide under
+ * /run/paddock/uids (one file per slot naming its owner), allocated under a
+ * host-wide flock, so servers with different state dirs never share one. */
+#pragma once
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+#define PD_UID_BASE 1000000000u
+#define PD_UID_RANGE 65536u
+#define PD_UID_SLOTS 40000u
+#define PD_UID_REGISTRY "/run/paddock/uids"
+
+struct pd_uidrange {
+        uint32_t slot;
+        uint32_t base;          /* host uid == host gid of sandbox root */
+};
+
+/* owner: "<instance>:<sandbox id>", recorded in the slot file. */
+int pd_uidrange_alloc(const char *owner, struct pd_uidrange *out, struct pd_error *err);
+/* Free a slot if (and only if) owner still owns it. */
+int pd_uidrange_free(uint32_t slot, const char *owner, struct pd_error *err);
+/* Free every slot whose owner starts with "<instance>:". Returns count freed. */
+int pd_uidrange_gc(const char *instance, struct pd_error *err);
+/* Write uid_map/gid_map of pid: sandbox 0..RANGE-1 -> base..base+RANGE-1. */
+int pd_userns_write_maps(pid_t pid, uint32_t base, struct pd_error *err);

@@ -1,0 +1,217 @@
+#include "sandbox.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+static const struct pd_tier_ops *tier_for(enum pd_isolation iso)
+{
+        switch (iso) {
+        case PD_ISO_CONTAINER:
+                return &pd_tier_container;
+        default:
+                return NULL;
+        }
+}
+
+static struct pd_sandbox *sandbox_alloc(struct pd_state *st, const char *id)
+{
+        struct pd_sandbox *sb = calloc(1, sizeof *sb);
+        if (!sb)
+                return NULL;
+        sb->state = st;
+        sb->dirfd = -1;
+        sb->agent_pidfd = -1;
+        snprintf(sb->id, sizeof sb->id, "%s", id);
+        snprintf(sb->dir, sizeof sb->dir, "%s/sandboxes/%s", st->dir, id);
+        snprintf(sb->socket_path, sizeof sb->socket_path, "%s/agent.sock", sb->dir);
+        return sb;
+}
+
+int pd_sandbox_new(struct pd_state *st, const struct pd_spec *spec, struct pd_sandbox **out,
+                   struct pd_error *err)
+{
+        const struct pd_tier_ops *ops = tier_for(spec->isolation);
+        if (!ops)
+                return pd_error_setx(err, ENOTSUP,
+                                     "isolation '%s' is not available in this version of paddock; "
+                                     "use --isolation container (the default)",
+                                     pd_isolation_name(spec->isolation));
+        char id[PD_ID_LEN + 1];
+        pd_id_new(id);
+        struct pd_sandbox *sb = sandbox_alloc(st, id);
+        if (!sb)
+                return pd_error_set(err, ENOMEM, "allocate sandbox");
+        sb->spec = *spec;
+        sb->ops = ops;
+        *out = sb;
+        return 0;
+}
+
+int pd_sandbox_create(struct pd_sandbox *sb, struct pd_error *err)
+{
+        int r = sb->ops->create(sb, err);
+        if (r < 0) {
+                /* Leave nothing behind; the create error is what matters. */
+                sb->ops->destroy(sb, NULL);
+                return pd_error_prefix(err, "create sandbox");
+        }
+        return 0;
+}
+
+int pd_sandbox_connect(struct pd_sandbox *sb, struct pd_error *err)
+{
+        return sb->ops->connect(sb, err);
+}
+
+int pd_sandbox_stats(struct pd_sandbox *sb, struct pd_sandbox_stats *out, struct pd_error *err)
+{
+        return sb->ops->stats(sb, out, err);
+}
+
+int pd_sandbox_pause(struct pd_sandbox *sb, struct pd_error *err)
+{
+        if (!sb->ops->pause)
+                return pd_error_setx(err, ENOTSUP, "the %s tier cannot pause", sb->ops->name);
+        return sb->ops->pause(sb, err);
+}
+
+int pd_sandbox_resume(struct pd_sandbox *sb, struct pd_error *err)
+{
+        if (!sb->ops->resume)
+                return pd_error_setx(err, ENOTSUP, "the %s tier cannot resume", sb->ops->name);
+        return sb->ops->resume(sb, err);
+}
+
+int pd_sandbox_destroy(struct pd_sandbox *sb, struct pd_error *err)
+{
+        int r = sb->ops->destroy(sb, err);
+        pd_sandbox_free(sb);
+        return r;
+}
+
+void pd_sandbox_free(struct pd_sandbox *sb)
+{
+        if (!sb)
+                return;
+        if (sb->dirfd >= 0)
+                close(sb->dirfd);
+        if (sb->agent_pidfd >= 0)
+                close(sb->agent_pidfd);
+        if (sb->have_cgroup)
+                pd_cgroup_close(&sb->cg);
+        free(sb);
+}
+
+int pd_sandbox_save(struct pd_sandbox *sb, struct pd_error *err)
+{
+        struct pd_record rec;
+        pd_record_init(&rec);
+        pd_record_add(&rec, "tier", "%s", sb->ops->name);
+        pd_record_add(&rec, "agent_pid", "%d", (int)sb->agent_pid);
+        pd_record_add(&rec, "agent_start", "%" PRIu64, sb->agent_start);
+        if (sb->have_uids) {
+                pd_record_add(&rec, "uid_slot", "%u", sb->uids.slot);
+                pd_record_add(&rec, "uid_base", "%u", sb->uids.base);
+        }
+        pd_record_add(&rec, "memory", "%" PRIu64, sb->spec.memory_bytes);
+        pd_record_add(&rec, "pids", "%u", sb->spec.pids);
+        pd_record_add(&rec, "millicpus", "%u", sb->spec.millicpus);
+        pd_record_add(&rec, "writable", "%" PRIu64, sb->writable_bytes);
+        int dfd = sb->dirfd >= 0 ? sb->dirfd : open(sb->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+                return pd_error_set(err, errno, "open '%s'", sb->dir);
+        int r = pd_record_write(dfd, "record", &rec, err);
+        if (dfd != sb->dirfd)
+                close(dfd);
+        return r;
+}
+
+int pd_sandbox_load(struct pd_state *st, const char *id, struct pd_sandbox **out, struct pd_error *err)
+{
+        if (pd_id_check(id) < 0)
+                return pd_error_setx(err, EINVAL, "invalid sandbox id '%s'", id);
+        struct pd_sandbox *sb = sandbox_alloc(st, id);
+        if (!sb)
+                return pd_error_set(err, ENOMEM, "allocate sandbox");
+        struct pd_record rec;
+        char dir[PATH_MAX + 16], tier[32];
+        snprintf(dir, sizeof dir, "sandboxes/%s", id);
+        _pd_cleanup_close_ int dfd = openat(st->dirfd, dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0 || pd_record_read(dfd, "record", &rec, err) < 0) {
+                pd_sandbox_free(sb);
+                return pd_error_setx(err, ENOENT, "no sandbox '%s' in %s", id, st->dir);
+        }
+        pd_spec_defaults(&sb->spec);
+        if (pd_record_get(&rec, "tier", tier, sizeof tier) < 0 ||
+            pd_isolation_parse(tier, &sb->spec.isolation) < 0 || !(sb->ops = tier_for(sb->spec.isolation))) {
+                pd_sandbox_free(sb);
+                return pd_error_setx(err, EINVAL, "sandbox '%s': unreadable record", id);
+        }
+        uint64_t v;
+        if (pd_record_get_u64(&rec, "agent_pid", &v) == 0)
+                sb->agent_pid = (pid_t)v;
+        (void)pd_record_get_u64(&rec, "agent_start", &sb->agent_start);
+        uint64_t slot, base;
+        if (pd_record_get_u64(&rec, "uid_slot", &slot) == 0 && pd_record_get_u64(&rec, "uid_base", &base) == 0) {
+                sb->uids.slot = (uint32_t)slot;
+                sb->uids.base = (uint32_t)base;
+                sb->have_uids = true;
+        }
+        if (pd_record_get_u64(&rec, "memory", &v) == 0)
+                sb->spec.memory_bytes = v;
+        if (pd_record_get_u64(&rec, "pids", &v) == 0)
+                sb->spec.pids = (uint32_t)v;
+        if (pd_record_get_u64(&rec, "millicpus", &v) == 0)
+                sb->spec.millicpus = (uint32_t)v;
+        (void)pd_record_get_u64(&rec, "writable", &sb->writable_bytes);
+        if (pd_cgroup_init(&sb->cg, st->instance, id, NULL) == 0)
+                sb->have_cgroup = true;
+        *out = sb;
+        return 0;
+}
+
+int pd_gc(struct pd_state *st, int *destroyed, struct pd_error *err)
+{
+        int count = 0, ret = 0;
+        _pd_cleanup_close_ int dfd = openat(st->dirfd, "sandboxes", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+                DIR *d = fdopendir(dfd);
+                if (d) {
+                        dfd = -1;
+                        struct dirent *de;
+                        while ((de = readdir(d))) {
+                                if (de->d_name[0] == '.')
+                                        continue;
+                                struct pd_sandbox *sb = NULL;
+                                struct pd_error e2;
+                                if (pd_sandbox_load(st, de->d_name, &sb, &e2) < 0) {
+                                        /* no usable record: still remove the directory */
+                                        char path[PATH_MAX + 300];
+                                        snprintf(path, sizeof path, "%s/sandboxes/%s", st->dir, de->d_name);
+                                        pd_rm_rf(path, NULL);
+                                        continue;
+                                }
+                                if (pd_sandbox_destroy(sb, &e2) < 0 && ret == 0)
+                                        ret = pd_error_setx(err, e2.code, "%s", e2.msg);
+                                count++;
+                        }
+                        closedir(d);
+                }
+        }
+        /* Anything the records missed (a crash between steps). */
+        if (pd_cgroup_gc(st->instance, ret == 0 ? err : NULL) < 0 && ret == 0)
+                ret = -EIO;
+        if (pd_uidrange_gc(st->instance, NULL) < 0 && ret == 0)
+                ret = pd_error_setx(err, EIO, "could not free uid ranges");
+        if (destroyed)
+                *destroyed = count;
+        return ret;
+}

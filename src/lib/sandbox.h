@@ -1,0 +1,53 @@
+/* A sandbox as the host sees it: identity, spec, where its state lives, and
+ * the tier driver that owns its kernel objects. Used by `paddock run` and
+ * (later) the server alike. */
+#pragma once
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cgroup.h"
+#include "spec.h"
+#include "state.h"
+#include "tier.h"
+#include "userns.h"
+
+struct pd_sandbox {
+        char id[PD_ID_LEN + 1];
+        struct pd_state *state;
+        struct pd_spec spec;
+        const struct pd_tier_ops *ops;
+        char dir[PATH_MAX];             /* <state>/sandboxes/<id> */
+        int dirfd;
+        char socket_path[PATH_MAX];     /* the agent's listening socket */
+        pid_t agent_pid;
+        int agent_pidfd;
+        uint64_t agent_start;           /* /proc starttime, against pid reuse */
+        struct pd_uidrange uids;
+        bool have_uids;
+        struct pd_cgroup cg;
+        bool have_cgroup;
+        bool die_with_parent;           /* paddock run: the sandbox ends with the CLI */
+        uint64_t writable_bytes;        /* effective size of the writable layer */
+        void *tier_data;
+};
+
+/* Allocate a sandbox for spec; picks the tier driver. Refuses tiers that do
+ * not exist yet with a message that says so. */
+int pd_sandbox_new(struct pd_state *st, const struct pd_spec *spec, struct pd_sandbox **out,
+                   struct pd_error *err);
+int pd_sandbox_create(struct pd_sandbox *sb, struct pd_error *err);
+int pd_sandbox_connect(struct pd_sandbox *sb, struct pd_error *err);
+int pd_sandbox_stats(struct pd_sandbox *sb, struct pd_sandbox_stats *out, struct pd_error *err);
+int pd_sandbox_pause(struct pd_sandbox *sb, struct pd_error *err);
+int pd_sandbox_resume(struct pd_sandbox *sb, struct pd_error *err);
+/* Tear down (idempotent) and free. */
+int pd_sandbox_destroy(struct pd_sandbox *sb, struct pd_error *err);
+void pd_sandbox_free(struct pd_sandbox *sb);
+/* Load a sandbox of this state dir from its record (for gc and adoption). */
+int pd_sandbox_load(struct pd_state *st, const char *id, struct pd_sandbox **out, struct pd_error *err);
+/* Persist what teardown needs (pids, uid slot, cgroup) in <dir>/record. */
+int pd_sandbox_save(struct pd_sandbox *sb, struct pd_error *err);
+/* Destroy every sandbox, cgroup and uid range this state dir owns. */
+int pd_gc(struct pd_state *st, int *destroyed, struct pd_error *err);

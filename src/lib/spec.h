@@ -1,0 +1,45 @@
+/* What a caller asks of a sandbox: tier, template, limits, environment.
+ * Filled by the CLI (or, later, the server) and read by the tier drivers. */
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+
+#define PD_DEFAULT_MEMORY (512ull << 20)
+#define PD_DEFAULT_DISK (1ull << 30)
+#define PD_DEFAULT_PIDS 512u
+#define PD_DEFAULT_MILLICPUS 1000u
+#define PD_MAX_VOLUMES 32
+#define PD_USER_UID 1000u
+
+enum pd_isolation {
+        PD_ISO_PROCESS,
+        PD_ISO_CONTAINER,
+        PD_ISO_SUPERVISED,
+        PD_ISO_MICROVM,
+};
+
+enum pd_net_mode { PD_NET_NONE };
+
+struct pd_volume {
+        const char *host;       /* host path (local CLI only) */
+        const char *target;     /* absolute path inside the sandbox */
+        bool readonly;
+};
+
+struct pd_spec {
+        enum pd_isolation isolation;
+        const char *template_name;      /* registered name, or NULL with template_dir */
+        const char *template_dir;       /* a host directory (local CLI only) */
+        uint64_t memory_bytes;
+        uint64_t disk_bytes;
+        uint32_t pids;
+        uint32_t millicpus;
+        enum pd_net_mode net;
+        const char *hostname;
+        struct pd_volume volumes[PD_MAX_VOLUMES];
+        unsigned n_volumes;
+};
+
+void pd_spec_defaults(struct pd_spec *s);
+const char *pd_isolation_name(enum pd_isolation i);
+int pd_isolation_parse(const char *s, enum pd_isolation *out);

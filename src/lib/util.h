@@ -1,0 +1,57 @@
+/* Small helpers shared by every part: cleanup attributes, full reads and
+ * writes, size and duration parsing. */
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "error.h"
+
+static inline void pd_closep(int *fd)
+{
+        if (*fd >= 0) {
+                int saved = errno;
+                close(*fd);
+                errno = saved;
+        }
+}
+static inline void pd_freep(void *p)
+{
+        free(*(void **)p);
+}
+#define _pd_cleanup_close_ __attribute__((cleanup(pd_closep)))
+#define _pd_cleanup_free_ __attribute__((cleanup(pd_freep)))
+
+/* Hand an fd or pointer over to the caller: the local no longer owns it. */
+#define PD_TAKE_FD(fd) ({ int _t = (fd); (fd) = -1; _t; })
+#define PD_TAKE_PTR(p) ({ __typeof__(p) _t = (p); (p) = NULL; _t; })
+
+#define PD_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Write/read all bytes, retrying on EINTR and short counts.
+ * Return 0 / bytes read (< n only at EOF) or -errno. */
+int pd_write_all(int fd, const void *buf, size_t n);
+ssize_t pd_read_all(int fd, void *buf, size_t n);
+
+/* Write a short string to a file (sysfs/procfs/cgroupfs style). */
+int pd_write_file_at(int dirfd, const char *path, const char *s, struct pd_error *err);
+/* Read a small file into buf (NUL-terminated). Returns length or -errno. */
+ssize_t pd_read_file_at(int dirfd, const char *path, char *buf, size_t size);
+
+/* "512M", "1G", "1.5GiB", "4096", "64k": bytes. Refuses garbage like "12Q". */
+int pd_parse_size(const char *s, uint64_t *out, struct pd_error *err);
+/* "300", "300s", "5m", "1h", "250ms": milliseconds. 0 is allowed. */
+int pd_parse_duration_ms(const char *s, uint64_t *out, struct pd_error *err);
+/* "1", "0.5", "2": milli-CPUs (1000 = one CPU). */
+int pd_parse_cpus(const char *s, uint64_t *out_millicpus, struct pd_error *err);
+
+/* CLOCK_MONOTONIC in nanoseconds / milliseconds. */
+uint64_t pd_now_ns(void);
+static inline uint64_t pd_now_ms(void) { return pd_now_ns() / 1000000u; }
+
+/* mkdir -p with mode; existing directories are fine. */
+int pd_mkdir_p(const char *path, mode_t mode, struct pd_error *err);
+/* rm -rf of a directory tree, not crossing mount points. Missing is fine. */
+int pd_rm_rf(const char *path, struct pd_error *err);

@@ -1,0 +1,600 @@
+/* The container tier (DESIGN §1): user, mount, pid, ipc, uts, net and cgroup
+ * namespaces; pivot_root onto an overlay of the template; no capabilities
+ * in the host's view; seccomp allowlist; cgroup limits; paddock-agent as
+ * PID 1.
+ *
+ * Start sequence (parent = paddock run or the server, child = the sandbox):
+ *   parent: sandbox dir, agent socket (bound + listening), uid range,
+ *           cgroups, seccomp filter (cached), clone3(all namespaces)
+ *   child:  waits for the parent's message
+ *   parent: uid/gid maps, child -> agent cgroup, idmapped template trees
+ *           (open_tree + mount_setattr, needs host root), sends them
+ *   child:  mounts + pivot_root, hostname, loopback, caps, seccomp, exec agent
+ *   parent: sees the sync socket close (exec succeeded) or an error record. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/sched.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <grp.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agentpath.h"
+#include "caps.h"
+#include "cgroup.h"
+#include "mount.h"
+#include "sandbox.h"
+#include "seccomp-policy.h"
+#include "template.h"
+#include "trace.h"
+#include "util.h"
+
+#define MAX_TREES (1 + PD_MAX_GRAFTS + PD_MAX_VOLUMES + 1)
+
+struct child_args {
+        struct pd_sandbox *sb;
+        int sync_fd;
+        int listen_fd;
+        int agent_fd;
+        int cg_fds[PD_CG_MAX_CTRL];
+        int n_cg;
+        struct pd_bpf filter;
+        struct pd_mount_plan plan;      /* tree fds filled in after the parent's message */
+        unsigned n_trees;
+        pid_t parent;
+};
+
+/* ---- child side: no malloc, no stdio, errors go back on sync_fd ---- */
+
+static _Noreturn void child_fail(struct child_args *a, const struct pd_error *e)
+{
+        (void)pd_write_all(a->sync_fd, e, sizeof *e);
+        _exit(125);
+}
+
+static int recv_trees(struct child_args *a, int *fds, unsigned n, struct pd_error *err)
+{
+        char ctrl[CMSG_SPACE(sizeof(int) * MAX_TREES)];
+        char byte;
+        struct iovec iov = { &byte, 1 };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl,
+                             .msg_controllen = CMSG_SPACE(sizeof(int) * n) };
+        ssize_t r;
+        do
+                r = recvmsg(a->sync_fd, &mh, MSG_CMSG_CLOEXEC);
+        while (r < 0 && errno == EINTR);
+        if (r != 1)
+                return pd_error_set(err, r < 0 ? errno : EPIPE, "wait for the host's go-ahead");
+        if (byte != 'G')
+                return pd_error_setx(err, ECANCELED, "host aborted the start");
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        if (n == 0)
+                return 0;
+        if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int) * n))
+                return pd_error_setx(err, EPROTO, "host sent no template trees");
+        memcpy(fds, CMSG_DATA(c), sizeof(int) * n);
+        return 0;
+}
+
+static int loopback_up(struct pd_error *err)
+{
+        int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (s < 0)
+                return pd_error_set(err, errno, "socket for loopback");
+        struct ifreq ifr;
+        memset(&ifr, 0, sizeof ifr);
+        memcpy(ifr.ifr_name, "lo", 3);
+        ifr.ifr_flags = IFF_UP | IFF_RUNNING;
+        int r = ioctl(s, SIOCSIFFLAGS, &ifr);
+        close(s);
+        return r < 0 ? pd_error_set(err, errno, "bring up loopback") : 0;
+}
+
+/* Move fd to exactly `target` (which must be free or ours to replace). */
+static int place_fd(int fd, int target)
+{
+        if (fd == target)
+                return fcntl(fd, F_SETFD, 0);
+        return dup2(fd, target) < 0 ? -errno : 0;
+}
+
+static _Noreturn void child_main(struct child_args *a)
+{
+        struct pd_error err = { 0 };
+        int trees[MAX_TREES];
+        /* getppid() is 0 in a new pid namespace, so a parent that died
+         * before this point shows as EOF on sync_fd instead. */
+        if (a->sb->die_with_parent)
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (recv_trees(a, trees, a->n_trees, &err) < 0)
+                child_fail(a, &err);
+        pd_trace("child: got trees");
+        unsigned t = 0;
+        a->plan.root.tree_fd = trees[t++];
+        for (unsigned i = 0; i < a->plan.n_grafts; i++)
+                a->plan.grafts[i].tree_fd = trees[t++];
+        for (unsigned i = 0; i < a->plan.n_binds; i++)
+                a->plan.binds[i].tree_fd = trees[t++];
+        int stagefd = pd_mount_stage(&a->plan, &err);
+        if (stagefd < 0)
+                child_fail(a, &err);
+        pd_trace("child: stage tmpfs");
+        /* The parent wrote our maps: become root of the new namespace. */
+        if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0) {
+                pd_error_set(&err, errno, "become root in the user namespace");
+                child_fail(a, &err);
+        }
+        /* The parent moved us into the agent cgroup: root the cgroup
+         * namespace there, so the sandbox sees no host cgroup names. */
+        if (unshare(CLONE_NEWCGROUP) < 0) {
+                pd_error_set(&err, errno, "create cgroup namespace");
+                child_fail(a, &err);
+        }
+        pd_trace("child: setresuid + cgroupns");
+        if (pd_mount_build(&a->plan, stagefd, &err) < 0)
+                child_fail(a, &err);
+        pd_trace("child: mounts + pivot");
+        const char *hn = a->sb->spec.hostname ? a->sb->spec.hostname : "paddock";
+        if (sethostname(hn, strlen(hn)) < 0) {
+                pd_error_set(&err, errno, "set hostname");
+                child_fail(a, &err);
+        }
+        if (loopback_up(&err) < 0)
+                child_fail(a, &err);
+        pd_trace("child: hostname + lo");
+        if (setsid() < 0) {
+                pd_error_set(&err, errno, "setsid");
+                child_fail(a, &err);
+        }
+        /* fds: 0-2 /dev/null, 3 the agent socket, 4.. cgroup.procs of the
+         * workload; everything else is CLOEXEC (sync_fd closes at exec and
+         * tells the parent the exec happened). */
+        pd_trace("child: before exec");
+        int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0) {
+                pd_error_set(&err, errno, "stdio to /dev/null");
+                child_fail(a, &err);
+        }
+        int base = 64;  /* park fds out of the way before placing them */
+        int r = 0;
+        if (dup3(a->listen_fd, base, O_CLOEXEC) < 0)
+                r = -errno;
+        for (int i = 0; i < a->n_cg && r == 0; i++)
+                if (dup3(a->cg_fds[i], base + 1 + i, O_CLOEXEC) < 0)
+                        r = -errno;
+        if (r == 0)
+                r = place_fd(base, 3);
+        for (int i = 0; i < a->n_cg && r == 0; i++)
+                r = place_fd(base + 1 + i, 4 + i);
+        if (r < 0) {
+                pd_error_set(&err, -r, "arrange the agent's fds");
+                child_fail(a, &err);
+        }
+        if (pd_rlimits_apply(&err) < 0 || pd_caps_restrict(pd_caps_default_set(), &err) < 0)
+                child_fail(a, &err);
+        /* no_new_privs is set: the filter needs no CAP_SYS_ADMIN. Last step
+         * before exec, since the filter forbids what setup used (mount). */
+        r = pd_seccomp_install(&a->filter);
+        if (r < 0) {
+                pd_error_set(&err, -r, "install seccomp filter");
+                child_fail(a, &err);
+        }
+        char cgargs[PD_CG_MAX_CTRL][16];
+        char *argv[4 + 2 * PD_CG_MAX_CTRL + 4];
+        int n = 0;
+        argv[n++] = "paddock-agent";
+        argv[n++] = "--listen-fd";
+        argv[n++] = "3";
+        for (int i = 0; i < a->n_cg; i++) {
+                snprintf(cgargs[i], sizeof cgargs[i], "%d", 4 + i);
+                argv[n++] = "--cgroup-fd";
+                argv[n++] = cgargs[i];
+        }
+        argv[n++] = "--sudo-socket";
+        argv[n++] = "/run/paddock/sudo.sock";
+        argv[n] = NULL;
+        char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL };
+        syscall(SYS_execveat, a->agent_fd, "", argv, envp, AT_EMPTY_PATH);
+        pd_error_set(&err, errno, "execute paddock-agent");
+        child_fail(a, &err);
+}
+
+/* ---- parent side ---- */
+
+static int make_listen_socket(struct pd_sandbox *sb, struct pd_error *err)
+{
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int n = snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sb->socket_path);
+        if (n < 0 || (size_t)n >= sizeof sa.sun_path)
+                return pd_error_setx(err, ENAMETOOLONG,
+                                     "agent socket path '%s' is too long for a unix socket; use a shorter --state-dir",
+                                     sb->socket_path);
+        _pd_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return pd_error_set(err, errno, "agent socket");
+        if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+                return pd_error_set(err, errno, "bind agent socket '%s'", sb->socket_path);
+        if (listen(fd, 64) < 0)
+                return pd_error_set(err, errno, "listen on agent socket");
+        return PD_TAKE_FD(fd);
+}
+
+/* A detached copy of a host tree whose ids read, inside the sandbox, as
+ * they do on the host (0..65535 -> the sandbox's range). */
+static int idmapped_tree(const char *path, int userns_fd, bool readonly, bool recursive, struct pd_error *err)
+{
+        _pd_cleanup_close_ int fd = open_tree(AT_FDCWD, path,
+                                              OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (recursive ? AT_RECURSIVE : 0));
+        if (fd < 0)
+                return pd_error_set(err, errno, "clone mount of '%s'", path);
+        struct mount_attr attr = {
+                .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                            (readonly ? MOUNT_ATTR_RDONLY : 0),
+                .userns_fd = (uint64_t)userns_fd,
+        };
+        if (mount_setattr(fd, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &attr, sizeof attr) < 0)
+                return pd_error_set(err, errno, "idmap '%s' (does its filesystem support idmapped mounts?)", path);
+        return PD_TAKE_FD(fd);
+}
+
+static int send_trees(int sync_fd, const int *fds, unsigned n, struct pd_error *err)
+{
+        char ctrl[CMSG_SPACE(sizeof(int) * MAX_TREES)];
+        memset(ctrl, 0, sizeof ctrl);
+        char byte = 'G';
+        struct iovec iov = { &byte, 1 };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+        if (n > 0) {
+                mh.msg_control = ctrl;
+                mh.msg_controllen = CMSG_SPACE(sizeof(int) * n);
+                struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+                memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
+        }
+        if (sendmsg(sync_fd, &mh, MSG_NOSIGNAL) != 1)
+                return pd_error_set(err, errno, "send template trees to the sandbox");
+        return 0;
+}
+
+/* Wait for the child's exec (sync socket closes) or its error record. */
+static int wait_child_exec(int sync_fd, struct pd_error *err)
+{
+        struct pd_error child_err;
+        ssize_t n = pd_read_all(sync_fd, &child_err, sizeof child_err);
+        if (n == 0)
+                return 0;
+        if (n == (ssize_t)sizeof child_err) {
+                child_err.msg[sizeof child_err.msg - 1] = '\0';
+                return pd_error_setx(err, child_err.code > 0 ? child_err.code : EIO, "sandbox setup: %s",
+                                     child_err.msg);
+        }
+        return pd_error_setx(err, EIO, "sandbox setup failed without a reason");
+}
+
+static int namespaces_error(int e, struct pd_error *err)
+{
+        if (e == EPERM || e == ENOSPC || e == EUSERS || e == EINVAL)
+                return pd_error_set(err, e,
+                                    "cannot create the sandbox's namespaces (user, mount, pid, net...); this host "
+                                    "forbids them to paddock (inside an unprivileged container? "
+                                    "/proc/sys/user/max_user_namespaces = 0?); the `process` tier, which needs "
+                                    "no namespaces, will run here once available");
+        return pd_error_set(err, e, "clone the sandbox");
+}
+
+static int container_create(struct pd_sandbox *sb, struct pd_error *err)
+{
+        struct child_args a = { .sb = sb, .sync_fd = -1, .listen_fd = -1, .agent_fd = -1 };
+        int sync[2] = { -1, -1 }, userns = -1, trees[MAX_TREES];
+        unsigned n_trees = 0;
+        int r;
+        struct pd_template tpl;
+
+        if (geteuid() != 0)
+                return pd_error_setx(err, EPERM,
+                                     "the container tier needs root (uid ranges, cgroups, idmapped mounts); "
+                                     "run paddock as root");
+        if ((r = pd_template_resolve(sb->state, &sb->spec, &tpl, err)) < 0)
+                return r;
+        pd_trace("template");
+        /* Writable layer on tmpfs, charged to the sandbox's memory: keep it
+         * below the memory limit so filling it is ENOSPC, never an OOM kill. */
+        uint64_t cap = sb->spec.memory_bytes > (96ull << 20) ? sb->spec.memory_bytes - (64ull << 20)
+                                                              : sb->spec.memory_bytes / 2;
+        sb->writable_bytes = sb->spec.disk_bytes < cap ? sb->spec.disk_bytes : cap;
+
+        if (mkdirat(sb->state->dirfd, "sandboxes", 0700) < 0 && errno != EEXIST)
+                return pd_error_set(err, errno, "create sandboxes dir");
+        if (mkdir(sb->dir, 0700) < 0)
+                return pd_error_set(err, errno, "create sandbox dir '%s'", sb->dir);
+        sb->dirfd = open(sb->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (sb->dirfd < 0)
+                return pd_error_set(err, errno, "open sandbox dir '%s'", sb->dir);
+        if (mkdirat(sb->dirfd, "mnt", 0700) < 0)
+                return pd_error_set(err, errno, "create '%s/mnt'", sb->dir);
+        char stage[PATH_MAX];
+        snprintf(stage, sizeof stage, "%s/mnt", sb->dir);
+
+        char owner[64];
+        snprintf(owner, sizeof owner, "%s:%s", sb->state->instance, sb->id);
+        if ((r = pd_uidrange_alloc(owner, &sb->uids, err)) < 0)
+                return r;
+        sb->have_uids = true;
+        pd_trace("uid range");
+        if ((r = pd_cgroup_init(&sb->cg, sb->state->instance, sb->id, err)) < 0)
+                return r;
+        sb->have_cgroup = true;
+        struct pd_cgroup_limits lim = { sb->spec.memory_bytes, sb->spec.pids, sb->spec.millicpus };
+        if ((r = pd_cgroup_create(&sb->cg, &lim, err)) < 0)
+                return r;
+        pd_trace("cgroups");
+        /* Record what teardown needs before anything else can leak. */
+        if ((r = pd_sandbox_save(sb, err)) < 0)
+                return r;
+        pd_trace("record");
+
+        char cache[PATH_MAX];
+        snprintf(cache, sizeof cache, "%s/cache", sb->state->dir);
+        struct pd_seccomp_opts so = { .deny_udp_raw = false };
+        if ((r = pd_seccomp_load(cache, &so, &a.filter, err)) < 0)
+                goto out;
+        if ((r = pd_cgroup_open_procs(&sb->cg, "work", a.cg_fds, PD_CG_MAX_CTRL, err)) < 0)
+                goto out;
+        a.n_cg = r;
+        if ((r = a.listen_fd = make_listen_socket(sb, err)) < 0)
+                goto out;
+        char agent_path[PATH_MAX];
+        if ((r = pd_agent_path(agent_path, sizeof agent_path, err)) < 0)
+                goto out;
+        a.agent_fd = open(agent_path, O_PATH | O_CLOEXEC);
+        if (a.agent_fd < 0) {
+                r = pd_error_set(err, errno, "open agent '%s'", agent_path);
+                goto out;
+        }
+        a.plan.stage_dir = stage;
+        a.plan.disk_bytes = sb->writable_bytes;
+        a.plan.n_grafts = tpl.n_grafts;
+        for (unsigned i = 0; i < tpl.n_grafts; i++)
+                snprintf(a.plan.grafts[i].target, sizeof a.plan.grafts[i].target, "%s", tpl.grafts[i].target);
+        a.plan.n_binds = sb->spec.n_volumes;
+        for (unsigned i = 0; i < sb->spec.n_volumes; i++) {
+                struct stat st;
+                if (stat(sb->spec.volumes[i].host, &st) < 0) {
+                        r = pd_error_set(err, errno, "volume source '%s'", sb->spec.volumes[i].host);
+                        goto out;
+                }
+                snprintf(a.plan.binds[i].target, sizeof a.plan.binds[i].target, "%s", sb->spec.volumes[i].target);
+                a.plan.binds[i].is_dir = S_ISDIR(st.st_mode);
+                a.plan.binds[i].readonly = sb->spec.volumes[i].readonly;
+        }
+        /* The agent binary doubles as `sudo` inside (it asks the agent). */
+        struct pd_mount_bind *sudo = &a.plan.binds[a.plan.n_binds++];
+        snprintf(sudo->target, sizeof sudo->target, "/usr/bin/sudo");
+        sudo->is_dir = false;
+        sudo->readonly = true;
+        a.n_trees = 1 + a.plan.n_grafts + a.plan.n_binds;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0) {
+                r = pd_error_set(err, errno, "socketpair");
+                goto out;
+        }
+        a.sync_fd = sync[1];
+        a.parent = getpid();
+
+        pd_trace("prepared (seccomp, socket, fds)");
+        struct clone_args ca = {
+                .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |
+                         CLONE_NEWNET | CLONE_PIDFD,
+                .pidfd = (uint64_t)(uintptr_t)&sb->agent_pidfd,
+                .exit_signal = SIGCHLD,
+        };
+        pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
+        if (pid < 0) {
+                r = namespaces_error(errno, err);
+                goto out;
+        }
+        if (pid == 0) {
+                close(sync[0]);
+                child_main(&a);
+        }
+        sb->agent_pid = pid;
+        pd_trace("clone3");
+        close(sync[1]);
+        sync[1] = -1;
+
+        if ((r = pd_userns_write_maps(pid, sb->uids.base, err)) < 0 ||
+            (r = pd_cgroup_attach(&sb->cg, "agent", pid, err)) < 0)
+                goto abort_child;
+        pd_trace("maps + cgroup attach");
+        char nspath[64];
+        snprintf(nspath, sizeof nspath, "/proc/%d/ns/user", (int)pid);
+        userns = open(nspath, O_RDONLY | O_CLOEXEC);
+        if (userns < 0) {
+                r = pd_error_set(err, errno, "open '%s'", nspath);
+                goto abort_child;
+        }
+        if ((r = trees[n_trees] = idmapped_tree(tpl.rootfs, userns, true, false, err)) < 0)
+                goto abort_child;
+        n_trees++;
+        for (unsigned i = 0; i < tpl.n_grafts; i++) {
+                if ((r = trees[n_trees] = idmapped_tree(tpl.grafts[i].source, userns, true, false, err)) < 0)
+                        goto abort_child;
+                n_trees++;
+        }
+        for (unsigned i = 0; i < sb->spec.n_volumes; i++) {
+                if ((r = trees[n_trees] = idmapped_tree(sb->spec.volumes[i].host, userns,
+                                                        sb->spec.volumes[i].readonly, false, err)) < 0)
+                        goto abort_child;
+                n_trees++;
+        }
+        if ((r = trees[n_trees] = idmapped_tree(agent_path, userns, true, false, err)) < 0)
+                goto abort_child;
+        n_trees++;
+        if ((r = send_trees(sync[0], trees, n_trees, err)) < 0)
+                goto abort_child;
+        pd_trace("idmapped trees sent");
+        if ((r = wait_child_exec(sync[0], err)) < 0)
+                goto abort_child;
+        pd_trace("child set up and exec'd agent");
+        sb->agent_start = pd_proc_starttime(pid);
+        r = pd_sandbox_save(sb, err);
+        goto out;
+
+abort_child:
+        if (sync[0] >= 0) {
+                char no = 'X';
+                (void)send(sync[0], &no, 1, MSG_NOSIGNAL);
+        }
+out:
+        for (unsigned i = 0; i < n_trees; i++)
+                close(trees[i]);
+        if (userns >= 0)
+                close(userns);
+        if (sync[0] >= 0)
+                close(sync[0]);
+        if (sync[1] >= 0)
+                close(sync[1]);
+        for (int i = 0; i < a.n_cg; i++)
+                close(a.cg_fds[i]);
+        if (a.listen_fd >= 0)
+                close(a.listen_fd);
+        if (a.agent_fd >= 0)
+                close(a.agent_fd);
+        pd_bpf_free(&a.filter);
+        return r < 0 ? r : 0;
+}
+
+static int container_connect(struct pd_sandbox *sb, struct pd_error *err)
+{
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sb->socket_path);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return pd_error_set(err, errno, "socket");
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+                int e = errno;
+                close(fd);
+                return pd_error_set(err, e, "connect to the agent of sandbox %s", sb->id);
+        }
+        return fd;
+}
+
+static int container_pause(struct pd_sandbox *sb, struct pd_error *err)
+{
+        return pd_cgroup_freeze(&sb->cg, true, err);
+}
+
+static int container_resume(struct pd_sandbox *sb, struct pd_error *err)
+{
+        return pd_cgroup_freeze(&sb->cg, false, err);
+}
+
+/* Kill the agent (PID 1: the kernel then kills the whole pid namespace and
+ * the agent's exit waits until every member is gone). */
+static void kill_agent(struct pd_sandbox *sb)
+{
+        if (sb->agent_pidfd >= 0) {
+                syscall(SYS_pidfd_send_signal, sb->agent_pidfd, SIGKILL, NULL, 0);
+                siginfo_t si;
+                if (waitid(P_PIDFD, (id_t)sb->agent_pidfd, &si, WEXITED) < 0 && errno == ECHILD) {
+                        /* not our child (adopted): wait for the pidfd to report exit */
+                        struct pollfd p = { .fd = sb->agent_pidfd, .events = POLLIN };
+                        (void)poll(&p, 1, 10000);
+                }
+                close(sb->agent_pidfd);
+                sb->agent_pidfd = -1;
+        } else if (sb->agent_pid > 0 && sb->agent_start && pd_proc_starttime(sb->agent_pid) == sb->agent_start) {
+                kill(sb->agent_pid, SIGKILL);
+        }
+        sb->agent_pid = 0;
+}
+
+static int container_destroy(struct pd_sandbox *sb, struct pd_error *err)
+{
+        int ret = 0, r;
+        kill_agent(sb);
+        pd_trace("destroy: agent killed, pid namespace gone");
+        if (sb->have_cgroup) {
+                r = pd_cgroup_destroy(&sb->cg, err);
+                if (r < 0 && ret == 0)
+                        ret = r;
+                pd_cgroup_close(&sb->cg);
+                sb->have_cgroup = false;
+                pd_trace("destroy: cgroups removed");
+        }
+        if (sb->have_uids) {
+                char owner[64];
+                snprintf(owner, sizeof owner, "%s:%s", sb->state->instance, sb->id);
+                r = pd_uidrange_free(sb->uids.slot, owner, ret == 0 ? err : NULL);
+                if (r < 0 && ret == 0)
+                        ret = r;
+                sb->have_uids = false;
+        }
+        if (sb->dirfd >= 0) {
+                close(sb->dirfd);
+                sb->dirfd = -1;
+        }
+        r = pd_rm_rf(sb->dir, ret == 0 ? err : NULL);
+        if (r < 0 && ret == 0)
+                ret = r;
+        return ret;
+}
+
+static int container_stats(struct pd_sandbox *sb, struct pd_sandbox_stats *out, struct pd_error *err)
+{
+        struct pd_cgroup_stats cs;
+        memset(out, 0, sizeof *out);
+        if (!sb->have_cgroup)
+                return pd_error_setx(err, ESRCH, "sandbox %s has no cgroup", sb->id);
+        pd_cgroup_stats(&sb->cg, &cs);
+        out->memory_current = cs.memory_current;
+        out->memory_peak = cs.memory_peak;
+        out->cpu_ns = cs.cpu_ns;
+        out->pids_current = cs.pids_current;
+        out->pids_max_events = cs.pids_max_events;
+        out->oom_kills = cs.oom_kills;
+        return 0;
+}
+
+static int container_adopt(struct pd_sandbox *sb, struct pd_error *err)
+{
+        if (sb->agent_pid <= 0 || !sb->agent_start || pd_proc_starttime(sb->agent_pid) != sb->agent_start)
+                return pd_error_setx(err, ESRCH, "the agent of sandbox %s is gone", sb->id);
+        sb->agent_pidfd = (int)syscall(SYS_pidfd_open, sb->agent_pid, 0);
+        if (sb->agent_pidfd < 0)
+                return pd_error_set(err, errno, "pidfd of the agent of sandbox %s", sb->id);
+        /* Re-check after opening the pidfd: the pid could have been reused
+         * between the first check and pidfd_open. */
+        if (pd_proc_starttime(sb->agent_pid) != sb->agent_start) {
+                close(sb->agent_pidfd);
+                sb->agent_pidfd = -1;
+                return pd_error_setx(err, ESRCH, "the agent of sandbox %s is gone", sb->id);
+        }
+        return 0;
+}
+
+const struct pd_tier_ops pd_tier_container = {
+        .name = "container",
+        .create = container_create,
+        .connect = container_connect,
+        .pause = container_pause,
+        .resume = container_resume,
+        .destroy = container_destroy,
+        .stats = container_stats,
+        .adopt = container_adopt,
+};
