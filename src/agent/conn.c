@@ -196,6 +196,10 @@ void ag_conn_pump(struct agent *ag, struct ag_conn *c)
         if (c->dead)
                 return;
         uint32_t ev = 0;
+        if (getenv("AGDBG"))
+                fprintf(stderr, "pump fd=%d out=%zu natt=%zu next=%llu end=%llu ev=%x\n", c->h.fd,
+                        ag_buf_used(&c->out), c->natt, c->natt ? (unsigned long long)c->att[0].next : 0ULL,
+                        c->natt ? (unsigned long long)c->att[0].p->out[0].ring.end : 0ULL, c->h.events);
         if (c->want_in && !c->closing && ag_buf_used(&c->out) < AG_OUT_HIGH)
                 ev |= EPOLLIN;
         if (ag_buf_used(&c->out) || more)

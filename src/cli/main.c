@@ -23,6 +23,27 @@ static const struct {
 } verbs[] = {
         { "run", pd_cmd_run, "run a command in a fresh sandbox and remove it afterwards" },
         { "gc", pd_cmd_gc, "destroy everything a state directory owns" },
+        { "serve", pd_cmd_serve, "run the sandbox server (HTTP API)" },
+        { "key", pd_cmd_key, "create, list or revoke API keys (local, on the state dir)" },
+        { "template", pd_cmd_template, "list or add templates (local, on the state dir)" },
+};
+
+/* Verbs that talk to a running server (remote.c). */
+static const struct {
+        const char *name;
+        const char *help;
+} remote_verbs[] = {
+        { "create", "create a sandbox on the server" },
+        { "ls", "list sandboxes" },
+        { "exec", "run a command in a sandbox" },
+        { "logs", "print (or follow) a process's output" },
+        { "cp", "copy files into or out of a sandbox" },
+        { "kill", "delete a sandbox" },
+        { "stats", "show a sandbox's resource use" },
+        { "audit", "print (or follow) a sandbox's audit log" },
+        { "pause", "freeze a sandbox" },
+        { "resume", "thaw a sandbox" },
+        { "timeout", "set a sandbox's timeout" },
 };
 
 static void usage(FILE *f)
@@ -31,6 +52,9 @@ static void usage(FILE *f)
         for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++)
                 fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].help);
         fprintf(f, "  %-8s %s\n", "version", "print the version");
+        fprintf(f, "\nclient commands (talk to `paddock serve` at $PADDOCK_URL with $PADDOCK_API_KEY):\n");
+        for (size_t i = 0; i < sizeof remote_verbs / sizeof *remote_verbs; i++)
+                fprintf(f, "  %-8s %s\n", remote_verbs[i].name, remote_verbs[i].help);
         fprintf(f, "\n`paddock COMMAND --help` describes a command's options.\n");
 }
 
@@ -52,6 +76,9 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++)
                 if (!strcmp(verb, verbs[i].name))
                         return verbs[i].fn(argc - 1, argv + 1);
+        for (size_t i = 0; i < sizeof remote_verbs / sizeof *remote_verbs; i++)
+                if (!strcmp(verb, remote_verbs[i].name))
+                        return pd_cmd_remote(verb, argc - 1, argv + 1);
         pd_cli_error("unknown command '%s' (see paddock --help)", verb);
         return PD_EXIT_PADDOCK;
 }

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install what paddock needs on Debian 12 and build it. Safe to run again.
+# Everything comes from Debian's packages (DESIGN §10); nothing is downloaded
+# at run time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential meson ninja-build pkg-config libc6-dev
+  libseccomp-dev libjansson-dev libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev
+  python3 python3-pytest iproute2 procps coreutils util-linux e2fsprogs
+  bubblewrap crun runc
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -f build/build.ninja ]; then
+  meson setup build --buildtype=debugoptimized >/dev/null
+fi
+ninja -C build >/dev/null
+echo "setup: built build/src/paddock and build/src/agent/paddock-agent" >&2

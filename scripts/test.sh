@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Set up (scripts/setup.sh) and run every test suite, printing each suite's
+# duration and, last, "N passed, N failed, N skipped". Suites start what
+# they need and clean up after themselves, even when they fail; a final
+# `paddock gc` on the test state dirs makes sure nothing is left behind.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+top=$PWD
+
+./scripts/setup.sh || { echo "setup failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+
+export PADDOCK_BIN="$top/build/src/paddock"
+export PADDOCK_AGENT="$top/build/src/agent/paddock-agent"
+export PADDOCK_TEST_STATE="${PADDOCK_TEST_STATE:-/tmp/paddock-test-state}"
+results=$(mktemp -d /tmp/paddock-results.XXXXXX)
+cleanup() {
+  "$PADDOCK_BIN" gc --state-dir "$PADDOCK_TEST_STATE" >/dev/null 2>&1 || true
+  rm -rf "$results"
+}
+trap cleanup EXIT
+
+# suite NAME BUDGET_SECONDS COMMAND...: run with a time budget; the command
+# writes a JUnit XML file to $results/NAME.xml (pytest) or TAP via meson.
+suite() {
+  local name=$1 budget=$2; shift 2
+  local t0=$SECONDS
+  echo "=== suite $name (budget ${budget}s)"
+  timeout --kill-after=10 "$budget" "$@"
+  local rc=$?
+  [ $rc -eq 124 ] && echo "suite $name: over its ${budget}s budget, stopped"
+  echo "=== suite $name: $((SECONDS - t0))s (exit $rc)"
+  echo "$rc" >"$results/$name.rc"
+}
+
+py=/usr/bin/python3
+suite unit 300 meson test -C build --suite unit --print-errorlogs --logbase unit \
+  --num-processes 2
+cp build/meson-logs/unit.junit.xml "$results/unit.xml" 2>/dev/null || true
+for s in agent integration security; do
+  [ -d "tests/$s" ] || continue
+  suite "$s" 600 "$py" -m pytest -q -rs -p no:cacheprovider "tests/$s" \
+    --junitxml="$results/$s.xml"
+done
+
+"$py" scripts/summarize-junit.py "$results"

@@ -1,0 +1,143 @@
+/* paddock serve: shared types of the server's modules.
+ *
+ *   http.c      libmicrohttpd daemon, router, auth, body caps, JSON replies
+ *   store.c     SQLite (WAL): sandboxes, keys, templates
+ *   manager.c   the sandbox table: create (warm pools), delete, TTL, adoption
+ *   routes_sandboxes.c  /sandboxes, /templates, /health, /metrics
+ *   routes_procs.c      /sandboxes/{id}/processes..., /exec
+ *   routes_files.c      /sandboxes/{id}/files...
+ *   audit.c     per-sandbox append-only JSON lines
+ *   agentc.c    synchronous agent calls over a fresh connection
+ *
+ * Threading: libmicrohttpd runs one thread per connection
+ * (MHD_USE_THREAD_PER_CONNECTION), so a route handler may block: a streaming
+ * response's reader callback waits on its own agent connection. Shared state
+ * (the sandbox table, the store) is behind srv->lock. */
+#pragma once
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conn.h"
+#include "error.h"
+#include "sandbox.h"
+#include "state.h"
+
+struct pd_store;
+
+struct pd_key {
+        char id[17];            /* public key id (first 16 hex of its hash) */
+        char name[65];
+};
+
+/* One sandbox as the server tracks it. Reference counted: routes take a
+ * reference with pd_server_sandbox_get and drop it with _put. */
+struct pd_srv_sandbox {
+        struct pd_sandbox *sb;
+        char id[PD_ID_LEN + 1];
+        char key_id[17];
+        char template_name[65];
+        json_t *env;            /* sandbox-wide env applied to every process */
+        json_t *metadata;
+        char state[16];         /* "running", "paused", "failed", "deleted" */
+        uint64_t created_ms;    /* wall clock, ms since epoch */
+        uint64_t deadline_boot_ms;      /* CLOCK_BOOTTIME ms; 0 = none */
+        uint32_t timeout_s;
+        int refs;
+        bool deleted;
+        pthread_mutex_t lock;   /* serialises lifecycle changes of this sandbox */
+};
+
+struct pd_server_config {
+        const char *listen_addr;        /* "127.0.0.1:49982" */
+        const char *state_dir;
+        unsigned pool_size;             /* warm sandboxes per template+limits class */
+        unsigned max_sandboxes;         /* in all */
+        unsigned max_per_key;
+        unsigned default_timeout_s;     /* 300 */
+        bool destroy_on_exit;
+};
+
+struct pd_server {
+        struct pd_server_config cfg;
+        struct pd_state state;
+        struct pd_store *store;
+        struct MHD_Daemon *mhd;
+        pthread_mutex_t lock;
+        /* sandbox table: managed by manager.c */
+        struct pd_srv_sandbox **sandboxes;
+        size_t n_sandboxes, cap_sandboxes;
+        void *manager_private;
+        uint64_t http_requests[6];      /* by status class: 1xx..5xx, other */
+        int audit_dirfd;
+};
+
+/* One HTTP request as a route sees it. */
+struct pd_req {
+        struct pd_server *srv;
+        struct MHD_Connection *conn;
+        const char *method;
+        const char *url;
+        const char *params[4];          /* path captures: {id}, {pid} in order */
+        unsigned n_params;
+        const char *body;               /* buffered body (NUL-terminated), if the route buffers */
+        size_t body_len;
+        struct pd_key key;              /* authenticated caller */
+        bool authed;
+        void *route_state;              /* for streaming-body routes */
+};
+
+/* Route handler: queue a response (pd_reply_*) and return its result.
+ * Streaming-body routes (PD_ROUTE_STREAM_BODY) are called once per chunk
+ * with *chunk_len > 0 (consume it, set *chunk_len = 0, return MHD_YES), and
+ * a last time with chunk == NULL to answer. */
+typedef enum MHD_Result (*pd_route_fn)(struct pd_req *r, const char *chunk, size_t *chunk_len);
+
+enum pd_route_flags {
+        PD_ROUTE_PUBLIC = 1u << 0,      /* no API key needed */
+        PD_ROUTE_STREAM_BODY = 1u << 1, /* body handed over in chunks, not buffered */
+};
+
+struct pd_route {
+        const char *method;
+        const char *pattern;            /* "/api/v1/sandboxes/{id}/processes/{pid}" */
+        pd_route_fn fn;
+        unsigned flags;
+        size_t body_max;                /* buffered routes: 413 beyond this (0 = 1 MiB) */
+};
+
+/* Route tables, one per routes_*.c file (NULL-terminated). */
+extern const struct pd_route pd_routes_sandboxes[];
+extern const struct pd_route pd_routes_procs[];
+extern const struct pd_route pd_routes_files[];
+
+/* Replies (http.c). Each returns the MHD_queue_response result. */
+enum MHD_Result pd_reply_json(struct pd_req *r, unsigned status, json_t *body /* stolen */);
+enum MHD_Result pd_reply_empty(struct pd_req *r, unsigned status);
+enum MHD_Result pd_reply_error(struct pd_req *r, unsigned status, const char *code, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+/* Map a negative errno from the library/agent to an HTTP error reply. */
+enum MHD_Result pd_reply_errno(struct pd_req *r, int neg_errno, const char *message);
+/* Queue an arbitrary response (streaming responses built by the route). */
+enum MHD_Result pd_reply_response(struct pd_req *r, unsigned status, struct MHD_Response *resp);
+/* Parse r->body as a JSON object; on failure queue a 400 and return NULL. */
+json_t *pd_req_json(struct pd_req *r, enum MHD_Result *ret);
+const char *pd_req_query(struct pd_req *r, const char *name);
+
+/* Sandbox table (manager.c). get: NULL if unknown, deleted, or owned by
+ * another key (callers answer 404 either way). */
+struct pd_srv_sandbox *pd_server_sandbox_get(struct pd_server *srv, const char *id, const struct pd_key *key);
+void pd_server_sandbox_put(struct pd_server *srv, struct pd_srv_sandbox *s);
+
+/* Agent calls (agentc.c): a fresh connection with the HELLO done. */
+int pd_agentc_connect(struct pd_srv_sandbox *s, struct pd_conn *out, struct pd_error *err);
+/* Send one request and wait for its REPLY (payload copied into *reply, caller
+ * frees) or ERROR (negative errno returned, message in err). */
+int pd_agentc_call(struct pd_conn *c, uint16_t type, const struct pd_msg *req, uint8_t **reply,
+                   size_t *reply_len, int timeout_ms, struct pd_error *err);
+
+/* Audit (audit.c): append one event for sandbox id; fields is stolen. */
+void pd_audit(struct pd_server *srv, const char *sandbox_id, const char *key_id, const char *event, json_t *fields);
