@@ -164,6 +164,10 @@ void ag_conns_reap(struct agent *ag);
 void ag_conns_kick(struct agent *ag);
 
 /* attach.c */
+/* Attach connection c to stream idx of p from offset off (SPAWN with FOLLOW
+ * and ATTACH both use it). *first gets the first offset that will be sent. */
+int ag_attach_add(struct agent *ag, struct ag_conn *c, struct ag_proc *p, int idx, uint64_t off, bool follow,
+                  uint64_t *first);
 int ag_req_attach(struct agent *ag, struct ag_conn *c, struct ag_req *r);
 int ag_req_detach(struct agent *ag, struct ag_conn *c, struct ag_req *r);
 /* Append OUTPUT/GAP/EXIT frames while c->out is below AG_OUT_LOW. */

@@ -79,6 +79,16 @@ int ag_req_attach(struct agent *ag, struct ag_conn *c, struct ag_req *r)
         if (idx < 0)
                 return pd_error_setx(r->err, EINVAL, "process %" PRIu32 " has no stream %" PRIu32
                                      "%s", pid, stream, p->pty ? " (it runs on a pty: stream 3)" : "");
+        uint64_t first;
+        if (ag_attach_add(ag, c, p, idx, off, follow != 0, &first) < 0)
+                return pd_error_set(r->err, ENOMEM, "attach");
+        pd_msg_put_u64(r->reply, PD_A_OFFSET, first);
+        return 0;
+}
+
+int ag_attach_add(struct agent *ag, struct ag_conn *c, struct ag_proc *p, int idx, uint64_t off, bool follow,
+                  uint64_t *first)
+{
         struct pd_ring *ring = &p->out[idx].ring;
         if (off > pd_ring_end(ring))
                 off = pd_ring_end(ring);
@@ -86,13 +96,13 @@ int ag_req_attach(struct agent *ag, struct ag_conn *c, struct ag_req *r)
         if (!a) {
                 struct ag_attach *n = realloc(c->att, (c->natt + 1) * sizeof *n);
                 if (!n)
-                        return pd_error_set(r->err, ENOMEM, "attach");
+                        return -ENOMEM;
                 c->att = n;
                 a = &n[c->natt++];
         }
-        *a = (struct ag_attach){ .p = p, .idx = idx, .next = off, .follow = follow != 0 };
-        uint64_t first = off < pd_ring_start(ring) ? pd_ring_start(ring) : off;
-        pd_msg_put_u64(r->reply, PD_A_OFFSET, first);
+        *a = (struct ag_attach){ .p = p, .idx = idx, .next = off, .follow = follow };
+        if (first)
+                *first = off < pd_ring_start(ring) ? pd_ring_start(ring) : off;
         /* a reader from further back may release a paused writer, or a
          * new FOLLOW reader may now hold it */
         ag_proc_resume_streams(ag, p);

@@ -171,15 +171,19 @@ void ag_conn_pump(struct agent *ag, struct ag_conn *c)
         bool more = false;
         for (int round = 0;; round++) {
                 size_t before = ag_buf_used(&c->out);
+                bool tried = false;
                 if (!c->closing && before < AG_OUT_LOW) {
                         ag_attach_generate(ag, c);
                         ag_fread_generate(ag, c);
+                        tried = true;
                 }
                 bool produced = ag_buf_used(&c->out) > before;
                 if (conn_flush(ag, c) < 0)
                         return;
-                if (ag_buf_used(&c->out) || !produced)
-                        break;
+                if (ag_buf_used(&c->out))
+                        break;          /* socket full: EPOLLOUT brings us back */
+                if (tried && !produced)
+                        break;          /* generators have nothing more now */
                 if (round == 64) {
                         more = true;    /* let other fds run; EPOLLOUT brings us back */
                         break;
@@ -196,10 +200,6 @@ void ag_conn_pump(struct agent *ag, struct ag_conn *c)
         if (c->dead)
                 return;
         uint32_t ev = 0;
-        if (getenv("AGDBG"))
-                fprintf(stderr, "pump fd=%d out=%zu natt=%zu next=%llu end=%llu ev=%x\n", c->h.fd,
-                        ag_buf_used(&c->out), c->natt, c->natt ? (unsigned long long)c->att[0].next : 0ULL,
-                        c->natt ? (unsigned long long)c->att[0].p->out[0].ring.end : 0ULL, c->h.events);
         if (c->want_in && !c->closing && ag_buf_used(&c->out) < AG_OUT_HIGH)
                 ev |= EPOLLIN;
         if (ag_buf_used(&c->out) || more)

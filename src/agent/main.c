@@ -174,6 +174,10 @@ int main(int argc, char **argv)
         if (strcmp(base, "sudo") == 0)
                 return ag_sudo_main(argc, argv);
 
+        /* keep 0-2 taken, so every fd we create is >= 3 (spawn relies on it) */
+        for (int fd = 0; fd < 3; fd++)
+                if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
+                        return 125;
         struct agent ag = { .epfd = -1, .listen_fd = -1, .sigfd = -1, .rootfd = -1,
                             .ring_size = 4u << 20 };
         ag.listen_h.fd = ag.sig_h.fd = ag.sudo_h.fd = -1;

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <linux/close_range.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
@@ -66,6 +67,10 @@ static int child_main(void *arg)
         if (a->pty && syscall(SYS_ioctl, a->fd_out, TIOCSCTTY, 0) < 0)
                 child_fail(a, ST_STDIO, errno);
         if (dup2(a->fd_in, 0) < 0 || dup2(a->fd_out, 1) < 0 || dup2(a->fd_err, 2) < 0)
+                child_fail(a, ST_STDIO, errno);
+        /* Only 0-2 may reach the command, whatever the agent inherited:
+         * everything else closes at exec (the error pipe stays until then). */
+        if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
                 child_fail(a, ST_STDIO, errno);
         for (size_t i = 0; i < a->ncgroup; i++)
                 if (write(a->cgroup_fds[i], "0", 1) != 1)
@@ -510,5 +515,15 @@ int ag_req_spawn(struct agent *ag, struct ag_conn *c, struct ag_req *r)
                 return pd_error_set(r->err, errno, "timer");
         }
         pd_msg_put_u32(r->reply, PD_A_PID, (uint32_t)p->pid);
+        /* FOLLOW on SPAWN attaches this connection to every output stream
+         * from offset 0: a one-shot client needs no second round trip. */
+        if ((k = ag_get_u32(r, PD_A_FOLLOW, &v)) < 0)
+                return k;
+        if (k && v) {
+                int nstreams = p->pty ? 1 : 2;
+                for (int idx = 0; idx < nstreams; idx++)
+                        if (ag_attach_add(ag, c, p, idx, 0, true, NULL) < 0)
+                                return pd_error_set(r->err, ENOMEM, "attach");
+        }
         return 0;
 }

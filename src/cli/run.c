@@ -298,6 +298,7 @@ static void build_spawn(const struct run_opts *o, const struct run_user *u, stru
                 pd_msg_put_u32(m, PD_A_PTY_COLS, cols);
         }
         pd_msg_put_u32(m, PD_A_STDIN, 1);
+        pd_msg_put_u32(m, PD_A_FOLLOW, 1);
 }
 
 /* The live part: stdin -> agent, agent output -> stdout/stderr. */
@@ -310,18 +311,6 @@ struct session {
         bool exited;
         struct run_result *res;
 };
-
-static void attach(struct session *s, uint32_t stream)
-{
-        struct pd_msg m;
-        pd_msg_init(&m);
-        pd_msg_put_u32(&m, PD_A_PID, s->pid);
-        pd_msg_put_u32(&m, PD_A_STREAM, stream);
-        pd_msg_put_u64(&m, PD_A_OFFSET, 0);
-        pd_msg_put_u32(&m, PD_A_FOLLOW, 1);
-        pd_conn_queue_msg(&s->conn, PD_T_ATTACH, pd_conn_new_id(&s->conn), &m);
-        pd_msg_free(&m);
-}
 
 static void send_signal(struct session *s, int signo)
 {
@@ -576,13 +565,7 @@ static int start_command(struct pd_sandbox *sb, const struct run_opts *o, struct
         uint32_t pid;
         if (!pd_msg_find(p, h.len, PD_A_PID, &a) || !pd_attr_u32(&a, &pid))
                 return pd_error_setx(err, EPROTO, "agent's spawn reply has no pid");
-        s->pid = pid;
-        if (o->tty) {
-                attach(s, PD_STREAM_PTY);
-        } else {
-                attach(s, PD_STREAM_STDOUT);
-                attach(s, PD_STREAM_STDERR);
-        }
+        s->pid = pid;   /* SPAWN's FOLLOW already attached us to its output */
         return 0;
 }
 

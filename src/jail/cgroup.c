@@ -37,6 +37,7 @@ static int detect(struct pd_cgroup *cg, struct pd_error *err)
         if (sf.f_type == CGROUP2_SUPER_MAGIC) {
                 cg->version = 2;
                 cg->h[0].name = "unified";
+                cg->h[0].split = true;
                 cg->h[0].rootfd = open(CG_ROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
                 if (cg->h[0].rootfd < 0)
                         return pd_error_set(err, errno, "open %s", CG_ROOT);
@@ -60,6 +61,7 @@ static int detect(struct pd_cgroup *cg, struct pd_error *err)
                 }
                 cg->h[cg->n].name = v1_ctrls[i];
                 cg->h[cg->n].rootfd = fd;
+                cg->h[cg->n].split = i < 2;     /* memory, pids */
                 cg->n++;
         }
         return 0;
@@ -147,10 +149,12 @@ static int create_v1(struct pd_cgroup *cg, const struct pd_cgroup_limits *lim, s
         int r;
         for (unsigned i = 0; i < cg->n; i++) {
                 int fd = cg->h[i].rootfd;
-                if ((r = mkdir_at(fd, parent, NULL, err)) < 0 ||
-                    (r = mkdir_at(fd, cg->rel, NULL, err)) < 0 ||
-                    (r = mkdir_at(fd, cg->rel, "agent", err)) < 0 ||
-                    (r = mkdir_at(fd, cg->rel, "work", err)) < 0)
+                /* The parent usually exists: try the leaf first. */
+                if (mkdirat(fd, cg->rel, 0755) < 0 &&
+                    ((r = mkdir_at(fd, parent, NULL, err)) < 0 || (r = mkdir_at(fd, cg->rel, NULL, err)) < 0))
+                        return r;
+                if (cg->h[i].split && ((r = mkdir_at(fd, cg->rel, "agent", err)) < 0 ||
+                                       (r = mkdir_at(fd, cg->rel, "work", err)) < 0))
                         return r;
         }
         int mem = find(cg, "memory"), pids = find(cg, "pids"), cpu = find(cg, "cpu");
@@ -191,8 +195,9 @@ int pd_cgroup_open_procs(const struct pd_cgroup *cg, const char *leaf, int *fds,
 {
         int n = 0;
         for (unsigned i = 0; i < cg->n && n < max; i++) {
-                /* cpuacct/freezer membership follows from the sandbox level
-                 * in v1 only if we write them too: do all hierarchies. */
+                /* Unsplit hierarchies: children inherit the agent's cgroup. */
+                if (!cg->h[i].split)
+                        continue;
                 char path[256];
                 snprintf(path, sizeof path, "%s/%s/cgroup.procs", cg->rel, leaf);
                 int fd = openat(cg->h[i].rootfd, path, O_WRONLY | O_CLOEXEC);
@@ -212,7 +217,7 @@ int pd_cgroup_attach(const struct pd_cgroup *cg, const char *leaf, pid_t pid, st
         char buf[32];
         snprintf(buf, sizeof buf, "%d", (int)pid);
         for (unsigned i = 0; i < cg->n; i++) {
-                int r = cg_write(cg, (int)i, leaf, "cgroup.procs", buf, err);
+                int r = cg_write(cg, (int)i, cg->h[i].split ? leaf : NULL, "cgroup.procs", buf, err);
                 if (r < 0)
                         return r;
         }
@@ -342,12 +347,14 @@ int pd_cgroup_destroy(struct pd_cgroup *cg, struct pd_error *err)
                 /* Leaves first: the common case needs no directory walk. */
                 char path[256];
                 int fd = cg->h[i].rootfd;
-                snprintf(path, sizeof path, "%s/work", cg->rel);
-                if (unlinkat(fd, path, AT_REMOVEDIR) < 0 && errno != ENOENT)
-                        remove_tree(fd, path, 0);
-                snprintf(path, sizeof path, "%s/agent", cg->rel);
-                if (unlinkat(fd, path, AT_REMOVEDIR) < 0 && errno != ENOENT)
-                        remove_tree(fd, path, 0);
+                if (cg->h[i].split) {
+                        snprintf(path, sizeof path, "%s/work", cg->rel);
+                        if (unlinkat(fd, path, AT_REMOVEDIR) < 0 && errno != ENOENT)
+                                remove_tree(fd, path, 0);
+                        snprintf(path, sizeof path, "%s/agent", cg->rel);
+                        if (unlinkat(fd, path, AT_REMOVEDIR) < 0 && errno != ENOENT)
+                                remove_tree(fd, path, 0);
+                }
                 int r = remove_tree(fd, cg->rel, 0);
                 if (r < 0 && ret == 0)
                         ret = pd_error_set(err, -r, "remove cgroup %s (%s)", cg->rel, cg->h[i].name);

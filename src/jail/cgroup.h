@@ -3,7 +3,9 @@
  *   agent: paddock-agent alone, with small limits of its own, so an OOM kill
  *          or fork bomb in the workload never takes it down (DESIGN §5);
  *   work:  every process the agent spawns, with the sandbox's limits.
- * The sandbox level holds the cpu limit and the freezer. */
+ * The sandbox level holds the cpu limit and the freezer. In v1 only the
+ * memory and pids hierarchies need the split (fewer directories to make and
+ * remove on every start). */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -28,6 +30,9 @@ struct pd_cgroup {
         struct {
                 const char *name;       /* v1 controller ("memory", ...) or "unified" */
                 int rootfd;             /* O_PATH of the hierarchy's root */
+                bool split;             /* has agent/ and work/ below the sandbox level;
+                                         * v1 cpu, cpuacct, freezer act on the sandbox
+                                         * level only, so the agent sits there itself */
         } h[PD_CG_MAX_CTRL];
 };
 

@@ -30,7 +30,7 @@ static struct pd_sandbox *sandbox_alloc(struct pd_state *st, const char *id)
         sb->dirfd = -1;
         sb->agent_pidfd = -1;
         snprintf(sb->id, sizeof sb->id, "%s", id);
-        snprintf(sb->dir, sizeof sb->dir, "%s/sandboxes/%s", st->dir, id);
+        snprintf(sb->dir, sizeof sb->dir, "%s/sandboxes/%s", st->rundir, id);
         snprintf(sb->socket_path, sizeof sb->socket_path, "%s/agent.sock", sb->dir);
         return sb;
 }
@@ -144,10 +144,10 @@ int pd_sandbox_load(struct pd_state *st, const char *id, struct pd_sandbox **out
         struct pd_record rec;
         char dir[PATH_MAX + 16], tier[32];
         snprintf(dir, sizeof dir, "sandboxes/%s", id);
-        _pd_cleanup_close_ int dfd = openat(st->dirfd, dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        _pd_cleanup_close_ int dfd = openat(st->rundirfd, dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0 || pd_record_read(dfd, "record", &rec, err) < 0) {
                 pd_sandbox_free(sb);
-                return pd_error_setx(err, ENOENT, "no sandbox '%s' in %s", id, st->dir);
+                return pd_error_setx(err, ENOENT, "no sandbox '%s' in %s", id, st->rundir);
         }
         pd_spec_defaults(&sb->spec);
         if (pd_record_get(&rec, "tier", tier, sizeof tier) < 0 ||
@@ -181,7 +181,7 @@ int pd_sandbox_load(struct pd_state *st, const char *id, struct pd_sandbox **out
 int pd_gc(struct pd_state *st, int *destroyed, struct pd_error *err)
 {
         int count = 0, ret = 0;
-        _pd_cleanup_close_ int dfd = openat(st->dirfd, "sandboxes", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _pd_cleanup_close_ int dfd = openat(st->rundirfd, "sandboxes", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0) {
                 DIR *d = fdopendir(dfd);
                 if (d) {
@@ -195,7 +195,7 @@ int pd_gc(struct pd_state *st, int *destroyed, struct pd_error *err)
                                 if (pd_sandbox_load(st, de->d_name, &sb, &e2) < 0) {
                                         /* no usable record: still remove the directory */
                                         char path[PATH_MAX + 300];
-                                        snprintf(path, sizeof path, "%s/sandboxes/%s", st->dir, de->d_name);
+                                        snprintf(path, sizeof path, "%s/sandboxes/%s", st->rundir, de->d_name);
                                         pd_rm_rf(path, NULL);
                                         continue;
                                 }
@@ -211,6 +211,10 @@ int pd_gc(struct pd_state *st, int *destroyed, struct pd_error *err)
                 ret = -EIO;
         if (pd_uidrange_gc(st->instance, NULL) < 0 && ret == 0)
                 ret = pd_error_setx(err, EIO, "could not free uid ranges");
+        /* The runtime dirs are this state dir's own: remove them once empty. */
+        (void)unlinkat(st->rundirfd, "sandboxes", AT_REMOVEDIR);
+        (void)rmdir(st->rundir);
+        (void)rmdir("/dev/shm/paddock");
         if (destroyed)
                 *destroyed = count;
         return ret;

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -30,10 +32,55 @@ const char *pd_state_dir_default(void)
         return e && *e ? e : PD_DEFAULT_STATE_DIR;
 }
 
+/* mkdir that refuses a directory someone else made: in /dev/shm (world
+ * writable) another user could have planted one, or a symlink. */
+static int mkdir_private(const char *path, struct pd_error *err)
+{
+        if (mkdir(path, 0700) < 0 && errno != EEXIST)
+                return pd_error_set(err, errno, "create '%s'", path);
+        struct stat sb;
+        if (lstat(path, &sb) < 0)
+                return pd_error_set(err, errno, "stat '%s'", path);
+        if (!S_ISDIR(sb.st_mode) || sb.st_uid != geteuid() || (sb.st_mode & 022))
+                return pd_error_setx(err, EPERM,
+                                     "'%s' is not a directory owned by us and closed to others; refusing to use it",
+                                     path);
+        return 0;
+}
+
+static int open_rundir(struct pd_state *st, struct pd_error *err)
+{
+        const char *env = getenv("PADDOCK_RUNTIME_DIR");
+        struct statfs sf;
+        int r;
+        if (env && *env) {
+                if ((r = pd_mkdir_p(env, 0700, err)) < 0)
+                        return r;
+                snprintf(st->rundir, sizeof st->rundir, "%s/%s", env, st->instance);
+        } else if (statfs("/run", &sf) == 0 && sf.f_type == TMPFS_MAGIC) {
+                if ((r = mkdir_private("/run/paddock", err)) < 0)
+                        return r;
+                snprintf(st->rundir, sizeof st->rundir, "/run/paddock/%s", st->instance);
+        } else {
+                if ((r = mkdir_private("/dev/shm/paddock", err)) < 0)
+                        return r;
+                snprintf(st->rundir, sizeof st->rundir, "/dev/shm/paddock/%s", st->instance);
+        }
+        if ((r = mkdir_private(st->rundir, err)) < 0)
+                return r;
+        st->rundirfd = open(st->rundir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (st->rundirfd < 0)
+                return pd_error_set(err, errno, "open runtime directory '%s'", st->rundir);
+        if (mkdirat(st->rundirfd, "sandboxes", 0700) < 0 && errno != EEXIST)
+                return pd_error_set(err, errno, "create '%s/sandboxes'", st->rundir);
+        return 0;
+}
+
 int pd_state_open(const char *path, struct pd_state *st, struct pd_error *err)
 {
         memset(st, 0, sizeof *st);
         st->dirfd = -1;
+        st->rundirfd = -1;
         if (!path || !*path)
                 return pd_error_setx(err, EINVAL, "empty state directory path");
         int r = pd_mkdir_p(path, 0700, err);
@@ -45,7 +92,7 @@ int pd_state_open(const char *path, struct pd_state *st, struct pd_error *err)
         st->dirfd = open(st->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (st->dirfd < 0)
                 return pd_error_set(err, errno, "open state directory '%s'", st->dir);
-        static const char *const subdirs[] = { "sandboxes", "templates", "cache" };
+        static const char *const subdirs[] = { "templates", "cache" };
         for (size_t i = 0; i < PD_ARRAY_SIZE(subdirs); i++)
                 if (mkdirat(st->dirfd, subdirs[i], 0700) < 0 && errno != EEXIST) {
                         r = pd_error_set(err, errno, "create '%s/%s'", st->dir, subdirs[i]);
@@ -54,6 +101,10 @@ int pd_state_open(const char *path, struct pd_state *st, struct pd_error *err)
                 }
         snprintf(st->instance, sizeof st->instance, "%08" PRIx32,
                  (uint32_t)(fnv1a64(st->dir) ^ (fnv1a64(st->dir) >> 32)));
+        if ((r = open_rundir(st, err)) < 0) {
+                pd_state_close(st);
+                return r;
+        }
         return 0;
 }
 
@@ -61,7 +112,9 @@ void pd_state_close(struct pd_state *st)
 {
         if (st->dirfd >= 0)
                 close(st->dirfd);
-        st->dirfd = -1;
+        if (st->rundirfd >= 0)
+                close(st->rundirfd);
+        st->dirfd = st->rundirfd = -1;
 }
 
 void pd_id_new(char out[PD_ID_LEN + 1])

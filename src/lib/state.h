@@ -17,6 +17,13 @@ struct pd_state {
         char dir[PATH_MAX];     /* canonical path */
         int dirfd;              /* O_PATH|O_DIRECTORY of dir */
         char instance[PD_INSTANCE_LEN + 1];
+        /* Runtime files of live sandboxes (agent socket, record, staging
+         * mount point) live on tmpfs, like runc's /run/runc: the state dir
+         * may sit on a disk where every create and unlink costs a journal
+         * write. $PADDOCK_RUNTIME_DIR, else /run/paddock/<instance> when
+         * /run is tmpfs, else /dev/shm/paddock/<instance>. */
+        char rundir[PATH_MAX];
+        int rundirfd;
 };
 
 /* Open (creating if needed, mode 0700) a state directory. */

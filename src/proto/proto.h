@@ -40,13 +40,16 @@ enum pd_frame_type {
         PD_T_ERROR = 3,         /* aux = errno; attrs {MESSAGE} */
         /* requests, host -> agent; each gets REPLY or ERROR with the same id */
         PD_T_LIST = 10,         /* -> REPLY {PROC {...}}* */
-        PD_T_SPAWN = 11,        /* {ARG+ ENV* CWD? UID GID GROUPS* PTY_ROWS? PTY_COLS? STDIN? TAG? TIMEOUT_MS?} -> REPLY {PID} */
+        PD_T_SPAWN = 11,        /* {ARG+ ENV* CWD? UID? GID? GROUPS* PTY_ROWS? PTY_COLS? STDIN? TAG? TIMEOUT_MS? FOLLOW?} -> REPLY {PID};
+                                 * FOLLOW=1 attaches this connection to all output from 0 (as ATTACH FOLLOW would);
+                                 * a failed exec answers ERROR aux=errno {MESSAGE EXEC_ERRNO} */
         PD_T_SIGNAL = 12,       /* {PID SIGNO GROUP?} -> REPLY */
         PD_T_STDIN_CLOSE = 13,  /* {PID} -> REPLY */
         PD_T_RESIZE = 14,       /* {PID PTY_ROWS PTY_COLS} -> REPLY */
         PD_T_ATTACH = 15,       /* {PID STREAM OFFSET FOLLOW} -> REPLY {OFFSET=first offset sent}; then OUTPUT/GAP/EXIT */
         PD_T_DETACH = 16,       /* {PID} -> REPLY */
         PD_T_PING = 17,         /* {} -> REPLY {TIME_NS} */
+        /* file requests: UID/GID optional (default: the agent's own) */
         PD_T_FILE_STAT = 20,    /* {PATH UID GID} -> REPLY {ENTRY} */
         PD_T_FILE_LIST = 21,    /* {PATH UID GID DEPTH?} -> REPLY {ENTRY*} */
         PD_T_FILE_MKDIR = 22,   /* {PATH UID GID MODE? PARENTS?} -> REPLY {ENTRY} */
@@ -65,7 +68,7 @@ enum pd_frame_type {
         /* events, agent -> host */
         PD_T_OUTPUT = 50,       /* id = pid, aux = stream; payload = u64 offset BE + raw bytes */
         PD_T_GAP = 51,          /* id = pid, aux = stream; payload = u64 from BE + u64 to BE (evicted) */
-        PD_T_EXIT = 52,         /* id = pid; attrs {EXIT_CODE? SIGNO? REASON? END_OFFSET_OUT END_OFFSET_ERR} */
+        PD_T_EXIT = 52,         /* id = pid; attrs {PID EXIT_CODE? SIGNO? REASON END_OUT END_ERR} */
         PD_T_WATCH_EVENT = 53,  /* id = watch id; attrs {NAME EVENT} */
 };
 

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/close_range.h>
 #include <linux/sched.h>
 #include <net/if.h>
 #include <poll.h>
@@ -180,6 +181,10 @@ static _Noreturn void child_main(struct child_args *a)
                 r = place_fd(base, 3);
         for (int i = 0; i < a->n_cg && r == 0; i++)
                 r = place_fd(base + 1 + i, 4 + i);
+        /* Whatever the caller of paddock left open without CLOEXEC must
+         * not reach the sandbox. */
+        if (r == 0 && syscall(SYS_close_range, 4 + a->n_cg, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+                r = -errno;
         if (r < 0) {
                 pd_error_set(&err, -r, "arrange the agent's fds");
                 child_fail(a, &err);
@@ -319,8 +324,6 @@ static int container_create(struct pd_sandbox *sb, struct pd_error *err)
                                                               : sb->spec.memory_bytes / 2;
         sb->writable_bytes = sb->spec.disk_bytes < cap ? sb->spec.disk_bytes : cap;
 
-        if (mkdirat(sb->state->dirfd, "sandboxes", 0700) < 0 && errno != EEXIST)
-                return pd_error_set(err, errno, "create sandboxes dir");
         if (mkdir(sb->dir, 0700) < 0)
                 return pd_error_set(err, errno, "create sandbox dir '%s'", sb->dir);
         sb->dirfd = open(sb->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);

@@ -207,7 +207,7 @@ def test_tty_size(paddock):
 
 
 def test_tty_exit_code(paddock):
-    cmd = " ".join(shlex.quote(a) for a in paddock.argv(["-t", "--", "bash", "-c", "exit 7"]))
+    cmd = "stty rows 24 cols 80; " + " ".join(shlex.quote(a) for a in paddock.argv(["-t", "--", "bash", "-c", "exit 7"]))
     r = _script(cmd)
     assert r.returncode == 7, r.stdout + r.stderr
 

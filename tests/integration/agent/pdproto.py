@@ -201,8 +201,8 @@ class Agent:
         ls.bind(self.path)
         ls.listen(64)
         fd = ls.fileno()
-        self.proc = subprocess.Popen([agent_path(), "--listen-fd", str(fd), *extra], env=dict(os.environ, AGDBG="1"),
-                                     pass_fds=[fd], stderr=open("/tmp/agdbg.log","w"))
+        self.proc = subprocess.Popen([agent_path(), "--listen-fd", str(fd), *extra],
+                                     pass_fds=[fd], stderr=subprocess.PIPE)
         ls.close()
 
     def conn(self, hello=True):

@@ -438,7 +438,10 @@ def test_hostile_paths(c, tmp):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch fsuid")
-def test_file_ops_use_caller_credentials(c, tmp):
+def test_file_ops_use_caller_credentials(c):
+    import tempfile
+    tmp = tempfile.mkdtemp(dir="/tmp")      # pytest's tmp_path parents are 0700
+    os.chmod(tmp, 0o755)
     p = os.path.join(tmp, "secret")
     with open(p, "w") as fh:
         fh.write("s")
@@ -455,6 +458,7 @@ def test_file_ops_use_caller_credentials(c, tmp):
     assert f.type == T["REPLY"], f.attrs
     st = os.stat(os.path.join(d, "new"))
     assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1000, 1000, 0o644)
+    subprocess.run(["rm", "-rf", tmp])
 
 
 def test_watch(c, tmp):

@@ -1,0 +1,84 @@
+/* Unit tests for the agent's output ring (src/agent/ring.c). TAP output. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/ring.h"
+
+static int n_test, n_fail;
+
+static void ok(int cond, const char *what)
+{
+        n_test++;
+        if (!cond)
+                n_fail++;
+        printf("%sok %d - %s\n", cond ? "" : "not ", n_test, what);
+}
+
+static void fill(uint8_t *b, size_t n, uint64_t off)
+{
+        for (size_t i = 0; i < n; i++)
+                b[i] = (uint8_t)((off + i) * 7 + ((off + i) >> 8));
+}
+
+static int check(const struct pd_ring *r, uint64_t off, size_t n)
+{
+        uint8_t *got = malloc(n ? n : 1), *want = malloc(n ? n : 1);
+        size_t k = pd_ring_read(r, off, got, n);
+        fill(want, n, off);
+        int good = k == n && memcmp(got, want, n) == 0;
+        free(got);
+        free(want);
+        return good;
+}
+
+static void append_pattern(struct pd_ring *r, size_t n)
+{
+        uint8_t *b = malloc(n);
+        fill(b, n, r->end);
+        pd_ring_append(r, b, n);
+        free(b);
+}
+
+int main(void)
+{
+        struct pd_ring r;
+        uint8_t buf[64];
+
+        pd_ring_init(&r, 100000);
+        ok(r.buf == NULL && r.cap == 0, "idle ring allocates nothing");
+        ok(pd_ring_read(&r, 0, buf, sizeof buf) == 0, "empty ring reads nothing");
+        append_pattern(&r, 10);
+        ok(r.cap == 16384, "first append allocates 16 KiB");
+        ok(r.start == 0 && r.end == 10 && check(&r, 0, 10), "append then read from 0");
+        ok(check(&r, 3, 7), "read from the middle");
+        ok(pd_ring_read(&r, 10, buf, sizeof buf) == 0, "read at the end returns nothing");
+        ok(pd_ring_read(&r, 4, buf, 100) == 6, "read is clamped to the end");
+        append_pattern(&r, 20000);
+        ok(r.cap == 32768 && r.start == 0 && check(&r, 0, 20010), "grows by doubling, keeps bytes");
+        append_pattern(&r, 70000);
+        ok(r.cap == 100000, "growth stops at the cap");
+        ok(r.end == 90010 && r.start == 0 && check(&r, 0, 90010), "nothing evicted below the cap");
+        append_pattern(&r, 30000);
+        ok(r.end == 120010 && r.start == 20010, "oldest bytes evicted past the cap");
+        ok(pd_ring_read(&r, 100, buf, sizeof buf) == 0, "evicted offsets read nothing");
+        ok(check(&r, 20010, 100000), "kept bytes intact across the wrap");
+        ok(check(&r, 99990, 20), "read across the physical wrap point");
+        append_pattern(&r, 250000);
+        ok(r.end == 370010 && r.start == 270010 && check(&r, 270010, 100000),
+           "append larger than the cap keeps the newest bytes");
+        for (int i = 0; i < 1000; i++)
+                append_pattern(&r, 1 + (size_t)(i * 37) % 500);
+        ok(r.end - r.start == 100000 && check(&r, r.start, 100000), "many small appends stay consistent");
+        pd_ring_free(&r);
+
+        pd_ring_init(&r, 1000);
+        append_pattern(&r, 600);
+        ok(r.cap == 1000, "a cap below 16 KiB is honoured");
+        append_pattern(&r, 600);
+        ok(r.start == 200 && r.end == 1200 && check(&r, 200, 1000), "odd-sized cap wraps correctly");
+        pd_ring_free(&r);
+
+        printf("1..%d\n", n_test);
+        return n_fail ? 1 : 0;
+}
