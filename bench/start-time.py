@@ -501,14 +501,14 @@ def trace_section(trace_runs, trace_err):
         "after the timed rounds. Each `trace:` line is the time since the previous trace line "
         "*of the same process*; the median of each step over the runs:" % n,
         "",
-        "| step | process | median ms | min ms | max ms | seen in |",
-        "|---|---|---:|---:|---:|---:|",
+        "| step | process | median ms | mean ms | min ms | max ms | seen in |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     for name in order:
         v = per[name]
         who = "child" if name.startswith("child:") else "paddock"
-        lines.append("| %s | %s | %.3f | %.3f | %.3f | %d/%d |" %
-                     (name, who, statistics.median(v), min(v), max(v), len(v), n))
+        lines.append("| %s | %s | %.3f | %.3f | %.3f | %.3f | %d/%d |" %
+                     (name, who, statistics.median(v), statistics.mean(v), min(v), max(v), len(v), n))
     lines += [
         "",
         "- Median wall time of these traced runs (spawn to wait4): **%.3f ms**." % statistics.median(walls),
@@ -521,6 +521,9 @@ def trace_section(trace_runs, trace_err):
         "`maps + cgroup attach` and `idmapped trees sent`, and all the `child:` steps together "
         "lie inside paddock's `child set up and exec'd agent`. Do not add them to the paddock "
         "steps. Lines of the two processes can interleave on stderr; they are matched by name.",
+        "- A step whose mean is far above its median had a stall in some run; on a loaded "
+        "machine such stalls land on a different step each run, which is why the median "
+        "wall time can be well above the sum of the step medians.",
         "- Tracing itself costs a little (an fprintf per step), so these runs are slightly "
         "slower than the untraced ones in the table above.",
         "",
@@ -766,6 +769,8 @@ def main():
                         continue
                     streak = 0
                     trace_runs.append({"wall_ns": r["wall_ns"], "steps": parse_trace(r["err"])})
+                if len(trace_runs) == args.trace_runs:
+                    trace_err = None
                 if trace_runs and not any(t["steps"] for t in trace_runs):
                     trace_err = "no `trace:` lines on stderr (built without tracing?)"
     finally:

@@ -141,3 +141,42 @@ int pd_agentc_call(struct pd_conn *c, uint16_t type, const struct pd_msg *req, u
 
 /* Audit (audit.c): append one event for sandbox id; fields is stolen. */
 void pd_audit(struct pd_server *srv, const char *sandbox_id, const char *key_id, const char *event, json_t *fields);
+
+/* --- Helpers shared by routes_procs.c and routes_files.c (defined in
+ * routes_procs.c). --- */
+
+/* The sandbox named by r->params[0] with a reference taken; NULL with a 404
+ * (unknown, deleted, another key's) or 409 (paused) already queued in *ret. */
+struct pd_srv_sandbox *pd_route_sandbox(struct pd_req *r, enum MHD_Result *ret);
+/* pd_agentc_connect, retried for a while when the agent turns connections
+ * away (it serves a bounded number at once). */
+int pd_route_agent(struct pd_srv_sandbox *s, struct pd_conn *c, struct pd_error *err);
+/* Like pd_conn_wait, but also gives up when the sandbox is deleted
+ * (-ESHUTDOWN) or the HTTP client has gone (-ECONNABORTED; mc may be NULL).
+ * timeout_ms < 0: no deadline. */
+int pd_route_wait(struct pd_conn *c, struct MHD_Connection *mc, struct pd_srv_sandbox *s,
+                  struct pd_frame_hdr *h, const uint8_t **payload, int timeout_ms);
+/* Answer an agent failure: ESRCH/ENOENT 404, EINVAL 400, ... (message from err). */
+enum MHD_Result pd_route_reply_agent_error(struct pd_req *r, int neg_errno, const struct pd_error *err);
+/* "user" (default) or "root": uid, gid, home, name. false if unknown. */
+struct pd_route_user {
+        uint32_t uid, gid;
+        const char *home, *name;
+        uint32_t groups[3];
+        unsigned n_groups;
+};
+bool pd_route_user_parse(const char *name, struct pd_route_user *u);
+
+/* ---- added by the server core (http.c, manager.c, serve.c) ---- */
+
+/* Structured log line on stderr: "<RFC3339 ts> <level> <msg>"; callers
+ * write msg as "words key=value key=value". level: info, warn, error. */
+void pd_log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* An eventfd that becomes readable when the server stops: streaming
+ * responses that block (follow=1) poll it with their own fds and end. */
+int pd_server_stop_fd(struct pd_server *srv);
+/* http.c: start/stop the libmicrohttpd daemon on srv->cfg.listen_addr. */
+int pd_http_start(struct pd_server *srv, struct pd_error *err);
+void pd_http_stop(struct pd_server *srv);
+/* audit.c: the route streaming GET /sandboxes/{id}/audit[?follow=1]. */
+enum MHD_Result pd_audit_reply(struct pd_req *r, const char *sandbox_id, struct pd_srv_sandbox *live);
