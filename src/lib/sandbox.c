@@ -16,6 +16,8 @@ static const struct pd_tier_ops *tier_for(enum pd_isolation iso)
         switch (iso) {
         case PD_ISO_CONTAINER:
                 return &pd_tier_container;
+        case PD_ISO_PROCESS:
+                return pd_tier_process.create ? &pd_tier_process : NULL;
         default:
                 return NULL;
         }

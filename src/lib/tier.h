@@ -37,3 +37,4 @@ struct pd_tier_ops {
 };
 
 extern const struct pd_tier_ops pd_tier_container;
+extern const struct pd_tier_ops pd_tier_process;   /* src/tiers/process.c */
