@@ -524,8 +524,9 @@ def trace_section(trace_runs, trace_err):
         "- A step whose mean is far above its median had a stall in some run; on a loaded "
         "machine such stalls land on a different step each run, which is why the median "
         "wall time can be well above the sum of the step medians.",
-        "- Tracing itself costs a little (an fprintf per step), so these runs are slightly "
-        "slower than the untraced ones in the table above.",
+        "- These runs come after the timed rounds, at another moment of the machine's load, "
+        "and tracing adds an fprintf per step: compare the steps with each other, not this "
+        "total with the table above.",
         "",
     ]
     return lines

@@ -57,16 +57,39 @@ def parse_json_result(stderr):
     return json.loads(lines[-1])
 
 
+def runtime_dir(state_dir):
+    """Where the product keeps a state dir's live sandboxes (src/lib/state.c):
+    $PADDOCK_RUNTIME_DIR/<instance>, else /run/paddock/<instance> (tmpfs), else
+    /dev/shm/paddock/<instance>."""
+    inst = instance_of(state_dir)
+    env = os.environ.get("PADDOCK_RUNTIME_DIR")
+    if env:
+        return os.path.join(env, inst)
+    for base in ("/run/paddock", "/dev/shm/paddock"):
+        if os.path.isdir(os.path.join(base, inst)):
+            return os.path.join(base, inst)
+    return os.path.join("/run/paddock", inst)
+
+
+def sandbox_dirs(state_dir):
+    """Every sandbox directory a state dir has: <state>/sandboxes/* (DESIGN)
+    and <runtime dir>/sandboxes/* (where the live parts are kept)."""
+    out = []
+    for base in (state_dir, runtime_dir(state_dir)):
+        d = os.path.join(base, "sandboxes")
+        if os.path.isdir(d):
+            out += [os.path.join(d, n) for n in os.listdir(d)]
+    return sorted(out)
+
+
 def leftovers(state_dir):
     """Everything a state dir's instance still holds on the host, besides the
     state dir's own skeleton and the (empty) per-instance cgroup parents."""
     inst = instance_of(state_dir)
     out = {}
-    sbdir = os.path.join(state_dir, "sandboxes")
-    if os.path.isdir(sbdir):
-        left = sorted(os.listdir(sbdir))
-        if left:
-            out["sandboxes"] = left
+    left = sandbox_dirs(state_dir)
+    if left:
+        out["sandboxes"] = left
     cgs = []
     for parent in glob.glob("/sys/fs/cgroup/*/paddock-%s" % inst):
         for root, dirs, _files in os.walk(parent):
@@ -132,6 +155,16 @@ class Paddock:
     def leftovers(self):
         return leftovers(self.state)
 
+    def new_leftovers(self, baseline):
+        """What leftovers() holds now that was not in baseline (taken before)."""
+        now = self.leftovers()
+        out = {}
+        for k, v in now.items():
+            extra = [x for x in v if x not in baseline.get(k, [])]
+            if extra:
+                out[k] = extra
+        return out
+
 
 @pytest.fixture(scope="session")
 def state_root():
@@ -160,6 +193,15 @@ def paddock(state_root):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "removed 0 sandboxes", "gc removed leftovers: %r %r" % (r.stdout, r.stderr)
     assert p.leftovers() == {}
+
+
+@pytest.fixture
+def no_leak(paddock):
+    """Asserts the test left nothing new behind (compared with its start, so
+    one leak is reported by the test that caused it, not by every later one)."""
+    before = paddock.leftovers()
+    yield
+    assert paddock.new_leftovers(before) == {}
 
 
 @pytest.fixture

@@ -223,6 +223,17 @@ int ag_fwrite_data(struct agent *ag, struct ag_conn *c, const struct pd_frame_hd
 void ag_fread_generate(struct agent *ag, struct ag_conn *c);
 void ag_fileio_conn_free(struct agent *ag, struct ag_conn *c);
 
+/* --home (the process tier, docs/protocol.md): the sandbox's home and
+ * workspace, a host directory; NULL otherwise. With it the agent runs as
+ * one unprivileged uid in the host's filesystem. */
+extern const char *ag_home;
+/* With --home: /home/user and /root (and anything under them) name the
+ * home. Copies in (mapped or not) into out: 0, or -ENAMETOOLONG. */
+int ag_map_home(const char *in, char *out, size_t size);
+/* With --home: requests for uid/gid 0 or 1000 mean the agent's own. */
+uint32_t ag_map_uid(uint32_t uid);
+uint32_t ag_map_gid(uint32_t gid);
+
 /* path.c: resolve request paths inside the root */
 struct ag_fsid {
         int olduid, oldgid;

@@ -48,6 +48,7 @@ static int parse_args(struct agent *ag, int argc, char **argv)
                 { "cgroup-fd", required_argument, NULL, 'c' },
                 { "ring-size", required_argument, NULL, 'r' },
                 { "sudo-socket", required_argument, NULL, 's' },
+                { "home", required_argument, NULL, 'H' },
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
@@ -85,13 +86,20 @@ static int parse_args(struct agent *ag, int argc, char **argv)
                 case 's':
                         ag->sudo_path = optarg;
                         break;
+                case 'H':
+                        if (optarg[0] != '/' || strlen(optarg) >= 3072) {
+                                fprintf(stderr, "paddock-agent: --home must be an absolute path\n");
+                                return -1;
+                        }
+                        ag_home = optarg;
+                        break;
                 case 'h':
                         printf("usage: paddock-agent --listen-fd N [--cgroup-fd N]... "
-                               "[--ring-size BYTES] [--sudo-socket PATH]\n");
+                               "[--ring-size BYTES] [--sudo-socket PATH] [--home DIR]\n");
                         exit(0);
                 default:
                         fprintf(stderr, "usage: paddock-agent --listen-fd N [--cgroup-fd N]... "
-                                "[--ring-size BYTES] [--sudo-socket PATH]\n");
+                                "[--ring-size BYTES] [--sudo-socket PATH] [--home DIR]\n");
                         return -1;
                 }
         }
@@ -112,6 +120,11 @@ static int setup(struct agent *ag, struct pd_error *err)
         /* as PID 1 nobody may ptrace or read our memory; harmless elsewhere */
         prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
         signal(SIGPIPE, SIG_IGN);
+        /* Not PID 1 (process tier): become the reaper of every orphan below
+         * us, so double-forked daemons stay our descendants and the host's
+         * teardown finds them (we reap them through the SIGCHLD signalfd). */
+        if (ag_home && !ag->pid1 && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+                return pd_error_set(err, errno, "become a child subreaper");
         sigset_t set;
         sigemptyset(&set);
         sigaddset(&set, SIGCHLD);

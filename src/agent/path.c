@@ -14,10 +14,43 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "spec.h"
 #include "util.h"
 
 static gid_t saved_groups[256];
 static int nsaved = -1;
+
+const char *ag_home;
+
+static bool under(const char *in, const char *dir, const char **rest)
+{
+        size_t n = strlen(dir);
+        if (strncmp(in, dir, n) || (in[n] && in[n] != '/'))
+                return false;
+        *rest = in + n;
+        return true;
+}
+
+int ag_map_home(const char *in, char *out, size_t size)
+{
+        const char *rest;
+        int n;
+        if (ag_home && (under(in, "/home/user", &rest) || under(in, "/root", &rest)))
+                n = snprintf(out, size, "%s%s", ag_home, rest);
+        else
+                n = snprintf(out, size, "%s", in);
+        return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+uint32_t ag_map_uid(uint32_t uid)
+{
+        return ag_home && (uid == 0 || uid == PD_USER_UID) ? (uint32_t)geteuid() : uid;
+}
+
+uint32_t ag_map_gid(uint32_t gid)
+{
+        return ag_home && (gid == 0 || gid == PD_USER_UID) ? (uint32_t)getegid() : gid;
+}
 
 int ag_req_creds(const uint8_t *payload, size_t len, uint32_t *uid, uint32_t *gid,
                  struct pd_error *err)
@@ -29,6 +62,8 @@ int ag_req_creds(const uint8_t *payload, size_t len, uint32_t *uid, uint32_t *gi
                 return pd_error_setx(err, EINVAL, "UID must be 4 bytes");
         if (pd_msg_find(payload, len, PD_A_GID, &a) && !pd_attr_u32(&a, gid))
                 return pd_error_setx(err, EINVAL, "GID must be 4 bytes");
+        *uid = ag_map_uid(*uid);
+        *gid = ag_map_gid(*gid);
         return 0;
 }
 
@@ -65,10 +100,12 @@ int ag_path_abs(const char *in, uint32_t uid, char *out, size_t size, struct pd_
                 return pd_error_setx(err, EINVAL, "empty path");
         int n;
         if (in[0] == '/') {
-                n = snprintf(out, size, "%s", in);
+                n = ag_map_home(in, out, size) < 0 ? (int)size : (int)strlen(out);
         } else {
                 char home[PATH_MAX];
-                if (ag_home_of(uid, home, sizeof home, NULL) < 0)
+                if (ag_home)
+                        snprintf(home, sizeof home, "%s", ag_home);
+                else if (ag_home_of(uid, home, sizeof home, NULL) < 0)
                         strcpy(home, "/");
                 n = snprintf(out, size, "%s/%s", strcmp(home, "/") ? home : "", in);
         }

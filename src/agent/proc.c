@@ -333,6 +333,15 @@ static void stdin_flush(struct agent *ag, struct ag_proc *p)
 static void on_stdin(struct agent *ag, struct ag_handler *h, uint32_t events)
 {
         struct ag_proc *p = ag_container_of(h, struct ag_proc, in);
+        if (events & (EPOLLHUP | EPOLLERR)) {
+                /* The reading side is gone (pipe reader exited, or every pty
+                 * slave closed). epoll reports HUP whatever the event mask,
+                 * so keep watching it and the loop spins: stop here. */
+                ag_buf_consume(&p->inbuf, ag_buf_used(&p->inbuf));
+                ag_ev_close(ag, &p->in);
+                ag_conns_kick(ag);
+                return;
+        }
         stdin_flush(ag, p);
         if (ag_buf_used(&p->inbuf) < AG_STDIN_MAX)
                 ag_conns_kick(ag);

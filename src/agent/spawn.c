@@ -226,7 +226,9 @@ int ag_spawn(struct agent *ag, const struct ag_spawn *s, struct ag_proc **out, s
         uid_t tuid = s->has_uid ? s->uid : euid;
         gid_t pwgid = (gid_t)-1;
         char home[PATH_MAX] = "/";
-        if (ag_home_of(tuid, home, sizeof home, &pwgid) < 0)
+        if (ag_home)
+                snprintf(home, sizeof home, "%s", ag_home);
+        else if (ag_home_of(tuid, home, sizeof home, &pwgid) < 0)
                 strcpy(home, "/");
         struct child_args a = {
                 .argv = s->argv, .envp = s->envp, .cwd = s->cwd ? s->cwd : home,
@@ -420,6 +422,46 @@ static int collect_strs(const struct ag_req *r, uint16_t tag, char ***out, struc
         return (int)n;
 }
 
+/* --home: HOME, TMPDIR and PWD that name /home/user or /root (or below)
+ * name the workspace instead, and TMPDIR defaults to <home>/.tmp: there is
+ * no mount namespace to put those paths in (docs/protocol.md). */
+static int home_env(char ***envp, struct pd_error *err)
+{
+        static const char *const keys[] = { "HOME=", "TMPDIR=", "PWD=" };
+        bool has_tmpdir = false;
+        size_t n = 0;
+        for (char **e = *envp; *e; e++, n++) {
+                for (size_t i = 0; i < PD_ARRAY_SIZE(keys); i++) {
+                        size_t kl = strlen(keys[i]);
+                        if (strncmp(*e, keys[i], kl))
+                                continue;
+                        if (i == 1)
+                                has_tmpdir = true;
+                        char val[PATH_MAX];
+                        if (ag_map_home(*e + kl, val, sizeof val) < 0 || !strcmp(val, *e + kl))
+                                break;
+                        char *nv = malloc(kl + strlen(val) + 1);
+                        if (!nv)
+                                return pd_error_set(err, ENOMEM, "spawn");
+                        memcpy(nv, keys[i], kl);
+                        strcpy(nv + kl, val);
+                        free(*e);
+                        *e = nv;
+                        break;
+                }
+        }
+        if (has_tmpdir)
+                return 0;
+        char **nv = realloc(*envp, (n + 2) * sizeof *nv);
+        if (!nv)
+                return pd_error_set(err, ENOMEM, "spawn");
+        *envp = nv;
+        if (asprintf(&nv[n], "TMPDIR=%s/.tmp", ag_home) < 0)
+                return nv[n] = NULL, pd_error_set(err, ENOMEM, "spawn");
+        nv[n + 1] = NULL;
+        return 0;
+}
+
 int ag_req_spawn(struct agent *ag, struct ag_conn *c, struct ag_req *r)
 {
         struct ag_spawn s = { .stdio = { -1, -1, -1 } };
@@ -434,9 +476,11 @@ int ag_req_spawn(struct agent *ag, struct ag_conn *c, struct ag_req *r)
         if ((k = ag_get_u32(r, PD_A_UID, &s.uid)) < 0)
                 return k;
         s.has_uid = k;
+        s.uid = ag_map_uid(s.uid);
         if ((k = ag_get_u32(r, PD_A_GID, &s.gid)) < 0)
                 return k;
         s.has_gid = k;
+        s.gid = ag_map_gid(s.gid);
         if ((k = ag_get_u32(r, PD_A_PTY_ROWS, &s.rows)) < 0)
                 return k;
         has_rows = k;
@@ -458,7 +502,10 @@ int ag_req_spawn(struct agent *ag, struct ag_conn *c, struct ag_req *r)
                 return k;
         if (k && cwd[0] == '\0')
                 return pd_error_setx(r->err, EINVAL, "empty CWD");
-        s.cwd = k ? cwd : NULL;
+        char mapped_cwd[PATH_MAX];
+        if (k && ag_map_home(cwd, mapped_cwd, sizeof mapped_cwd) < 0)
+                return pd_error_setx(r->err, ENAMETOOLONG, "CWD too long");
+        s.cwd = k ? mapped_cwd : NULL;
         if ((k = ag_get_str(r, PD_A_TAG, tag, sizeof tag)) < 0)
                 return k;
         has_tag = k;
@@ -490,6 +537,11 @@ int ag_req_spawn(struct agent *ag, struct ag_conn *c, struct ag_req *r)
         if ((n = collect_strs(r, PD_A_ENV, &envp, r->err)) < 0) {
                 free_strv(PD_TAKE_PTR(argv));
                 return n;
+        }
+        if (ag_home && (k = home_env(&envp, r->err)) < 0) {
+                free_strv(PD_TAKE_PTR(argv));
+                free_strv(PD_TAKE_PTR(envp));
+                return k;
         }
         s.argv = argv;
         s.envp = envp;

@@ -1,9 +1,13 @@
 /* paddock: an execution sandbox for AI agents. Table dispatch to one file
  * per verb (crun's layout). */
+#include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "agentpath.h"
 #include "cli.h"
 
 void pd_cli_error(const char *fmt, ...)
@@ -16,6 +20,16 @@ void pd_cli_error(const char *fmt, ...)
         fputc('\n', stderr);
 }
 
+/* Two executables share this file. `paddock` (PD_LEAN) links only what
+ * `run` and `gc` need, so `paddock run` starts without loading libcurl,
+ * libmicrohttpd, SQLite and OpenSSL; every other verb it hands to
+ * `paddock-full` (the same dispatcher with everything linked) by exec. */
+#ifdef PD_LEAN
+#define HEAVY(fn) NULL
+#else
+#define HEAVY(fn) fn
+#endif
+
 static const struct {
         const char *name;
         int (*fn)(int argc, char **argv);
@@ -23,10 +37,23 @@ static const struct {
 } verbs[] = {
         { "run", pd_cmd_run, "run a command in a fresh sandbox and remove it afterwards" },
         { "gc", pd_cmd_gc, "destroy everything a state directory owns" },
-        { "serve", pd_cmd_serve, "run the sandbox server (HTTP API)" },
-        { "key", pd_cmd_key, "create, list or revoke API keys (local, on the state dir)" },
-        { "template", pd_cmd_template, "list or add templates (local, on the state dir)" },
+        { "serve", HEAVY(pd_cmd_serve), "run the sandbox server (HTTP API)" },
+        { "key", HEAVY(pd_cmd_key), "create, list or revoke API keys (local, on the state dir)" },
+        { "template", HEAVY(pd_cmd_template), "list or add templates (local, on the state dir)" },
 };
+
+static int exec_full(char **argv)
+{
+        char path[PATH_MAX];
+        struct pd_error err = { 0 };
+        if (pd_helper_path("paddock-full", "PADDOCK_FULL", path, sizeof path, &err) < 0) {
+                pd_cli_error("%s)", err.msg);
+                return PD_EXIT_PADDOCK;
+        }
+        execv(path, argv);
+        pd_cli_error("execute '%s': %s", path, strerror(errno));
+        return PD_EXIT_PADDOCK;
+}
 
 /* Verbs that talk to a running server (remote.c). */
 static const struct {
@@ -75,10 +102,15 @@ int main(int argc, char **argv)
         }
         for (size_t i = 0; i < sizeof verbs / sizeof *verbs; i++)
                 if (!strcmp(verb, verbs[i].name))
-                        return verbs[i].fn(argc - 1, argv + 1);
+                        return verbs[i].fn ? verbs[i].fn(argc - 1, argv + 1) : exec_full(argv);
         for (size_t i = 0; i < sizeof remote_verbs / sizeof *remote_verbs; i++)
-                if (!strcmp(verb, remote_verbs[i].name))
+                if (!strcmp(verb, remote_verbs[i].name)) {
+#ifdef PD_LEAN
+                        return exec_full(argv);
+#else
                         return pd_cmd_remote(verb, argc - 1, argv + 1);
+#endif
+                }
         pd_cli_error("unknown command '%s' (see paddock --help)", verb);
         return PD_EXIT_PADDOCK;
 }

@@ -406,7 +406,7 @@ static void on_signal(struct session *s)
         while (read(s->sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
                 if (si.ssi_signo == SIGWINCH) {
                         struct winsize ws;
-                        if (ioctl(0, TIOCGWINSZ, &ws) == 0) {
+                        if (ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col) {
                                 struct pd_msg m;
                                 pd_msg_init(&m);
                                 pd_msg_put_u32(&m, PD_A_PID, s->pid);
@@ -422,8 +422,30 @@ static void on_signal(struct session *s)
 }
 
 /* Returns 0 when the process exited, 1 on timeout, -1 on error. */
+/* Handle every complete frame already buffered. -1 on a fatal error. */
+static int drain_frames(struct session *s)
+{
+        struct pd_frame_hdr h;
+        const uint8_t *payload;
+        int r;
+        while ((r = pd_conn_next(&s->conn, &h, &payload)) > 0)
+                if (on_frame(s, &h, payload) < 0)
+                        return -1;
+        if (r < 0) {
+                snprintf(s->res->message, sizeof s->res->message,
+                         "connection to the sandbox agent failed: %s", strerror(-r));
+                return -1;
+        }
+        return 0;
+}
+
 static int session_loop(struct session *s)
 {
+        /* start_command may have read past the SPAWN reply: output or even
+         * the EXIT frame can already sit in the buffer, and poll() would
+         * never report them. */
+        if (drain_frames(s) < 0)
+                return -1;
         while (!s->exited) {
                 struct pollfd p[5];
                 int n = 0;
@@ -444,16 +466,13 @@ static int session_loop(struct session *s)
                         return 1;
                 if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
                         int r = pd_conn_fill(&s->conn);
-                        struct pd_frame_hdr h;
-                        const uint8_t *payload;
-                        while (r >= 0 && (r = pd_conn_next(&s->conn, &h, &payload)) > 0)
-                                if (on_frame(s, &h, payload) < 0)
-                                        return -1;
                         if (r < 0) {
                                 snprintf(s->res->message, sizeof s->res->message,
                                          "connection to the sandbox agent failed: %s", strerror(-r));
                                 return -1;
                         }
+                        if (drain_frames(s) < 0)
+                                return -1;
                         if (s->conn.eof && !s->exited) {
                                 snprintf(s->res->message, sizeof s->res->message,
                                          "the sandbox agent closed the connection");
@@ -509,8 +528,11 @@ static int start_command(struct pd_sandbox *sb, const struct run_opts *o, struct
         if (resolve_user(o->user, &u) < 0)
                 return pd_error_setx(err, EINVAL, "bad user");
         struct winsize ws = { .ws_row = 24, .ws_col = 80 };
-        if (o->tty)
-                (void)ioctl(0, TIOCGWINSZ, &ws);
+        /* A terminal that reports no size (script(1), some CI ptys) gets 24x80. */
+        if (o->tty && (ioctl(0, TIOCGWINSZ, &ws) < 0 || ws.ws_row == 0 || ws.ws_col == 0)) {
+                ws.ws_row = 24;
+                ws.ws_col = 80;
+        }
         char agent[128];
         /* Pipeline HELLO and SPAWN: one round trip less. */
         struct pd_msg m;

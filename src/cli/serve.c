@@ -1,5 +1,447 @@
-/* placeholder: being written */
+/* paddock serve: the sandbox server (docs/api.md), and the local admin
+ * verbs that work on its state directory directly: `paddock key` and
+ * `paddock template`. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "cli.h"
-int pd_cmd_serve(int argc, char **argv) { (void)argc; (void)argv; pd_cli_error("serve: not built yet"); return PD_EXIT_PADDOCK; }
-int pd_cmd_key(int argc, char **argv) { (void)argc; (void)argv; pd_cli_error("key: not built yet"); return PD_EXIT_PADDOCK; }
-int pd_cmd_template(int argc, char **argv) { (void)argc; (void)argv; pd_cli_error("template: not built yet"); return PD_EXIT_PADDOCK; }
+#include "manager.h"
+#include "server.h"
+#include "store.h"
+#include "template.h"
+#include "util.h"
+
+extern char **environ;
+
+static int parse_uint(const char *opt, const char *s, unsigned lo, unsigned hi, unsigned *out)
+{
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(s, &end, 10);
+        if (errno || end == s || *end || v < lo || v > hi || s[0] == '-') {
+                pd_cli_error("%s: invalid value '%s' (%u to %u)", opt, s, lo, hi);
+                return -1;
+        }
+        *out = (unsigned)v;
+        return 0;
+}
+
+/* Open the state dir and its database; messages go to stderr. */
+static int open_state(const char *dir, struct pd_state *st, struct pd_store **store)
+{
+        struct pd_error err = { 0 };
+        if (pd_state_open(dir, st, &err) < 0) {
+                pd_cli_error("%s", err.msg);
+                return -1;
+        }
+        if (pd_store_open(st->dir, store, &err) < 0) {
+                pd_cli_error("%s", err.msg);
+                pd_state_close(st);
+                return -1;
+        }
+        return 0;
+}
+
+/* Write the first key where the README's command can show it (0600). */
+static int write_key_file(const struct pd_state *st, const char *key, struct pd_error *err)
+{
+        char tmp[64];
+        snprintf(tmp, sizeof tmp, ".api-key.%d", (int)getpid());
+        _pd_cleanup_close_ int fd = openat(st->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return pd_error_set(err, errno, "create '%s/api-key'", st->dir);
+        char line[PD_KEY_TEXT_MAX + 2];
+        int n = snprintf(line, sizeof line, "%s\n", key);
+        int r = pd_write_all(fd, line, (size_t)n);
+        if (r < 0 || fsync(fd) < 0 || renameat(st->dirfd, tmp, st->dirfd, "api-key") < 0) {
+                r = pd_error_set(err, r < 0 ? -r : errno, "write '%s/api-key'", st->dir);
+                unlinkat(st->dirfd, tmp, 0);
+                return r;
+        }
+        return 0;
+}
+
+static void *stop_watchdog(void *arg)
+{
+        (void)arg;
+        sleep(10);
+        pd_log("warn", "open connections did not end within 10s; exiting anyway (sandboxes keep running)");
+        _exit(0);
+}
+
+static void serve_usage(FILE *f)
+{
+        fprintf(f,
+                "usage: paddock serve [OPTIONS]\n"
+                "Run the sandbox server (HTTP API, docs/api.md) in the foreground.\n\n"
+                "  --listen ADDR:PORT     address to listen on (default 127.0.0.1:49982)\n"
+                "  --state-dir DIR        state directory (default %s)\n"
+                "  --pool N               warm sandboxes per template and limits (default 2, 0 = none)\n"
+                "  --max-sandboxes N      sandboxes in all (default 1000)\n"
+                "  --max-per-key N        sandboxes per API key (default 100)\n"
+                "  --destroy-on-exit      destroy every sandbox on SIGTERM/SIGINT (default: keep them\n"
+                "                         running; the next server adopts them)\n",
+                PD_DEFAULT_STATE_DIR);
+}
+
+int pd_cmd_serve(int argc, char **argv)
+{
+        enum { O_LISTEN = 256, O_STATE, O_POOL, O_MAX, O_MAXKEY, O_DESTROY };
+        static const struct option opts[] = {
+                { "listen", required_argument, NULL, O_LISTEN },
+                { "state-dir", required_argument, NULL, O_STATE },
+                { "pool", required_argument, NULL, O_POOL },
+                { "max-sandboxes", required_argument, NULL, O_MAX },
+                { "max-per-key", required_argument, NULL, O_MAXKEY },
+                { "destroy-on-exit", no_argument, NULL, O_DESTROY },
+                { "help", no_argument, NULL, 'h' },
+                { 0 },
+        };
+        struct pd_server_config cfg = {
+                .listen_addr = "127.0.0.1:49982",
+                .state_dir = pd_state_dir_default(),
+                .pool_size = 2,
+                .max_sandboxes = 1000,
+                .max_per_key = 100,
+                .default_timeout_s = 300,
+        };
+        int c;
+        optind = 1;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+                switch (c) {
+                case O_LISTEN: cfg.listen_addr = optarg; break;
+                case O_STATE: cfg.state_dir = optarg; break;
+                case O_POOL:
+                        if (parse_uint("--pool", optarg, 0, 64, &cfg.pool_size) < 0)
+                                return PD_EXIT_PADDOCK;
+                        break;
+                case O_MAX:
+                        if (parse_uint("--max-sandboxes", optarg, 1, 100000, &cfg.max_sandboxes) < 0)
+                                return PD_EXIT_PADDOCK;
+                        break;
+                case O_MAXKEY:
+                        if (parse_uint("--max-per-key", optarg, 1, 100000, &cfg.max_per_key) < 0)
+                                return PD_EXIT_PADDOCK;
+                        break;
+                case O_DESTROY: cfg.destroy_on_exit = true; break;
+                case 'h': serve_usage(stdout); return 0;
+                default:
+                        pd_cli_error("serve: unknown option '%s' or missing value (see paddock serve --help)",
+                                     argv[optind - 1]);
+                        return PD_EXIT_PADDOCK;
+                }
+        }
+        if (optind < argc) {
+                pd_cli_error("serve: unexpected argument '%s'", argv[optind]);
+                return PD_EXIT_PADDOCK;
+        }
+        if (geteuid() != 0)
+                pd_cli_error("warning: not root; the container tier needs root, sandbox creation will fail");
+
+        /* Signals are taken by sigwait below; block them before any thread
+         * exists so every thread inherits the mask. */
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        pthread_sigmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+
+        static struct pd_server srv;
+        srv.cfg = cfg;
+        srv.audit_dirfd = -1;
+        pthread_mutex_init(&srv.lock, NULL);
+        if (open_state(cfg.state_dir, &srv.state, &srv.store) < 0)
+                return PD_EXIT_PADDOCK;
+        srv.cfg.state_dir = srv.state.dir;
+        /* One server per state dir: two would adopt the same sandboxes. */
+        int lockfd = openat(srv.state.dirfd, "serve.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
+                pd_cli_error("another paddock serve is running on state directory %s", srv.state.dir);
+                return PD_EXIT_PADDOCK;
+        }
+
+        struct pd_error err = { 0 };
+        char key[PD_KEY_TEXT_MAX] = "";
+        int nkeys = pd_store_key_count(srv.store, &err);
+        if (nkeys < 0) {
+                pd_cli_error("%s", err.msg);
+                return PD_EXIT_PADDOCK;
+        }
+        if (nkeys == 0) {
+                if (pd_store_key_create(srv.store, "default", key, NULL, &err) < 0 ||
+                    write_key_file(&srv.state, key, &err) < 0) {
+                        pd_cli_error("first API key: %s", err.msg);
+                        return PD_EXIT_PADDOCK;
+                }
+        } else {
+                char buf[PD_KEY_TEXT_MAX + 2];
+                struct pd_key k;
+                if (pd_read_file_at(srv.state.dirfd, "api-key", buf, sizeof buf) > 0) {
+                        buf[strcspn(buf, "\n")] = '\0';
+                        if (pd_store_key_lookup(srv.store, buf, &k) == 0)
+                                snprintf(key, sizeof key, "%s", buf);
+                }
+        }
+
+        pd_log("info", "starting state_dir=%s listen=%s pool=%u", srv.state.dir, cfg.listen_addr, cfg.pool_size);
+        if (pd_manager_start(&srv, &err) < 0) {
+                pd_cli_error("serve: %s", err.msg);
+                pd_manager_stop(&srv);
+                return PD_EXIT_PADDOCK;
+        }
+        if (pd_http_start(&srv, &err) < 0) {
+                pd_cli_error("serve: %s", err.msg);
+                pd_manager_stop(&srv);
+                return PD_EXIT_PADDOCK;
+        }
+        printf("paddock %s serving on http://%s (state %s)\n", PD_VERSION, cfg.listen_addr, srv.state.dir);
+        if (key[0])
+                printf("API key: %s\n", key);
+        else
+                printf("API key: create one with `paddock key create --state-dir %s`\n", srv.state.dir);
+        printf("Try:\n  curl -H \"Authorization: Bearer %s\" http://%s/api/v1/sandboxes -d '{}'\n",
+               key[0] ? key : "KEY", cfg.listen_addr);
+        fflush(stdout);
+        pd_log("info", "listening url=http://%s", cfg.listen_addr);
+
+        int sig = 0;
+        while (sigwait(&mask, &sig) != 0 || sig == SIGHUP)
+                ;
+        pd_log("info", "stopping signal=%d destroy_on_exit=%s", sig, cfg.destroy_on_exit ? "yes" : "no");
+        pd_manager_begin_stop(&srv);
+        /* Destroying first ends the agent connections that streaming
+         * requests are blocked on, so the HTTP threads can finish. */
+        if (cfg.destroy_on_exit)
+                pd_manager_stop(&srv);
+        pthread_t wd;
+        if (pthread_create(&wd, NULL, stop_watchdog, NULL) == 0)
+                pthread_detach(wd);
+        pd_http_stop(&srv);
+        pd_manager_stop(&srv);
+        pd_store_close(srv.store);
+        pd_log("info", "stopped");
+        return 0;
+}
+
+/* ---- paddock key ---- */
+
+int pd_cmd_key(int argc, char **argv)
+{
+        static const struct option opts[] = {
+                { "state-dir", required_argument, NULL, 's' },
+                { "name", required_argument, NULL, 'n' },
+                { "help", no_argument, NULL, 'h' },
+                { 0 },
+        };
+        const char *state_dir = pd_state_dir_default(), *name = NULL;
+        int c;
+        optind = 1;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+                switch (c) {
+                case 's': state_dir = optarg; break;
+                case 'n': name = optarg; break;
+                case 'h':
+                        printf("usage: paddock key create [--name NAME] | list | revoke ID  [--state-dir DIR]\n"
+                               "Manage the API keys of a state directory (works while the server runs).\n");
+                        return 0;
+                default:
+                        pd_cli_error("key: unknown option '%s' or missing value", argv[optind - 1]);
+                        return PD_EXIT_PADDOCK;
+                }
+        }
+        if (optind >= argc) {
+                pd_cli_error("key: expected create, list or revoke ID");
+                return PD_EXIT_PADDOCK;
+        }
+        const char *sub = argv[optind];
+        if (name && strcmp(sub, "create")) {
+                pd_cli_error("key: --name only goes with create");
+                return PD_EXIT_PADDOCK;
+        }
+        if (name && (strlen(name) > 64 || !*name)) {
+                pd_cli_error("key: --name must be 1 to 64 characters");
+                return PD_EXIT_PADDOCK;
+        }
+        int want = !strcmp(sub, "revoke") ? 2 : 1;
+        if ((strcmp(sub, "create") && strcmp(sub, "list") && strcmp(sub, "revoke")) || argc - optind != want) {
+                pd_cli_error("key: expected create [--name N], list or revoke ID");
+                return PD_EXIT_PADDOCK;
+        }
+        struct pd_state st;
+        struct pd_store *store;
+        if (open_state(state_dir, &st, &store) < 0)
+                return PD_EXIT_PADDOCK;
+        struct pd_error err = { 0 };
+        int r = 0;
+        if (!strcmp(sub, "create")) {
+                char key[PD_KEY_TEXT_MAX];
+                r = pd_store_key_create(store, name, key, NULL, &err);
+                if (r == 0)
+                        printf("%s\n", key);
+        } else if (!strcmp(sub, "list")) {
+                json_t *arr;
+                r = pd_store_key_list(store, &arr, &err);
+                if (r == 0) {
+                        size_t i;
+                        json_t *k;
+                        printf("%-16s  %-24s  %s\n", "ID", "NAME", "CREATED");
+                        json_array_foreach(arr, i, k)
+                                printf("%-16s  %-24s  %s\n", json_string_value(json_object_get(k, "id")),
+                                       json_string_value(json_object_get(k, "name")),
+                                       json_string_value(json_object_get(k, "created_at")));
+                        json_decref(arr);
+                }
+        } else {
+                r = pd_store_key_revoke(store, argv[optind + 1], &err);
+                if (r == 0)
+                        printf("revoked %s\n", argv[optind + 1]);
+        }
+        pd_store_close(store);
+        pd_state_close(&st);
+        if (r < 0) {
+                pd_cli_error("key %s: %s", sub, err.msg);
+                return PD_EXIT_PADDOCK;
+        }
+        return 0;
+}
+
+/* ---- paddock template ---- */
+
+static int copy_tree(const char *src, const char *dst)
+{
+        char from[PATH_MAX + 4];
+        snprintf(from, sizeof from, "%s/.", src);
+        char *const av[] = { "cp", "-a", "--", from, (char *)dst, NULL };
+        pid_t pid;
+        int e = posix_spawnp(&pid, "cp", NULL, NULL, av, environ);
+        if (e != 0)
+                return -e;
+        int status;
+        if (waitpid(pid, &status, 0) < 0)
+                return -errno;
+        return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
+}
+
+static int template_add(struct pd_state *st, struct pd_store *store, const char *name, const char *dir)
+{
+        struct pd_error err = { 0 };
+        if (geteuid() != 0) {
+                pd_cli_error("template add: only root may register templates");
+                return -1;
+        }
+        if (pd_template_name_check(name) < 0 || !strcmp(name, "base")) {
+                pd_cli_error("template add: invalid name '%s' (names are [a-z0-9-]{1,64}; 'base' is built in)", name);
+                return -1;
+        }
+        char canonical[PATH_MAX];
+        if (pd_template_check_dir(dir, canonical, &err) < 0) {
+                pd_cli_error("template add: %s", err.msg);
+                return -1;
+        }
+        char final[PATH_MAX + 128], tmp[PATH_MAX + 128], rootfs[PATH_MAX + 140];
+        snprintf(final, sizeof final, "%s/templates/%s", st->dir, name);
+        snprintf(tmp, sizeof tmp, "%s/templates/.%s.%d", st->dir, name, (int)getpid());
+        struct stat sb;
+        if (lstat(final, &sb) == 0) {
+                pd_cli_error("template add: template '%s' exists already", name);
+                return -1;
+        }
+        snprintf(rootfs, sizeof rootfs, "%s/rootfs", tmp);
+        if (mkdir(tmp, 0755) < 0 || mkdir(rootfs, 0755) < 0) {
+                pd_cli_error("template add: create '%s': %s", tmp, strerror(errno));
+                pd_rm_rf(tmp, NULL);
+                return -1;
+        }
+        /* A copy, not a bind mount: no mounts on the host, and later changes
+         * to DIR do not leak into sandboxes. Fine for small templates. */
+        int r = copy_tree(canonical, rootfs);
+        if (r < 0) {
+                pd_cli_error("template add: copy '%s' failed", canonical);
+                pd_rm_rf(tmp, NULL);
+                return -1;
+        }
+        if (rename(tmp, final) < 0) {
+                pd_cli_error("template add: install '%s': %s", final, strerror(errno));
+                pd_rm_rf(tmp, NULL);
+                return -1;
+        }
+        if (pd_store_template_add(store, name, &err) < 0) {
+                pd_cli_error("template add: %s", err.msg);
+                pd_rm_rf(final, NULL);
+                return -1;
+        }
+        printf("added template %s\n", name);
+        return 0;
+}
+
+int pd_cmd_template(int argc, char **argv)
+{
+        static const struct option opts[] = {
+                { "state-dir", required_argument, NULL, 's' },
+                { "help", no_argument, NULL, 'h' },
+                { 0 },
+        };
+        const char *state_dir = pd_state_dir_default();
+        int c;
+        optind = 1;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+                switch (c) {
+                case 's': state_dir = optarg; break;
+                case 'h':
+                        printf("usage: paddock template list | add NAME DIR  [--state-dir DIR]\n"
+                               "List templates, or register a host directory (copied) as template NAME (root).\n");
+                        return 0;
+                default:
+                        pd_cli_error("template: unknown option '%s' or missing value", argv[optind - 1]);
+                        return PD_EXIT_PADDOCK;
+                }
+        }
+        int n = argc - optind;
+        const char *sub = n > 0 ? argv[optind] : "";
+        if (!((!strcmp(sub, "list") && n == 1) || (!strcmp(sub, "add") && n == 3))) {
+                pd_cli_error("template: expected list, or add NAME DIR");
+                return PD_EXIT_PADDOCK;
+        }
+        struct pd_state st;
+        struct pd_store *store;
+        if (open_state(state_dir, &st, &store) < 0)
+                return PD_EXIT_PADDOCK;
+        int r = 0;
+        if (!strcmp(sub, "list")) {
+                json_t *arr;
+                struct pd_error err = { 0 };
+                r = pd_store_template_list(store, &arr, &err);
+                if (r == 0) {
+                        printf("base (built in)\n");
+                        size_t i;
+                        json_t *t;
+                        json_array_foreach(arr, i, t)
+                                printf("%s\n", json_string_value(json_object_get(t, "name")));
+                        json_decref(arr);
+                } else {
+                        pd_cli_error("template list: %s", err.msg);
+                }
+        } else {
+                r = template_add(&st, store, argv[optind + 1], argv[optind + 2]);
+        }
+        pd_store_close(store);
+        pd_state_close(&st);
+        return r < 0 ? PD_EXIT_PADDOCK : 0;
+}

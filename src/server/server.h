@@ -146,16 +146,17 @@ void pd_audit(struct pd_server *srv, const char *sandbox_id, const char *key_id,
  * routes_procs.c). --- */
 
 /* The sandbox named by r->params[0] with a reference taken; NULL with a 404
- * (unknown, deleted, another key's) or 409 (paused) already queued in *ret. */
+ * (unknown, deleted, another key's) already queued in *ret. */
 struct pd_srv_sandbox *pd_route_sandbox(struct pd_req *r, enum MHD_Result *ret);
 /* pd_agentc_connect, retried for a while when the agent turns connections
  * away (it serves a bounded number at once). */
 int pd_route_agent(struct pd_srv_sandbox *s, struct pd_conn *c, struct pd_error *err);
 /* Like pd_conn_wait, but also gives up when the sandbox is deleted
- * (-ESHUTDOWN) or the HTTP client has gone (-ECONNABORTED; mc may be NULL).
+ * or the server stops (-ESHUTDOWN) or the HTTP client has gone
+ * (-ECONNABORTED; mc may be NULL).
  * timeout_ms < 0: no deadline. */
-int pd_route_wait(struct pd_conn *c, struct MHD_Connection *mc, struct pd_srv_sandbox *s,
-                  struct pd_frame_hdr *h, const uint8_t **payload, int timeout_ms);
+int pd_route_wait(struct pd_server *srv, struct pd_conn *c, struct MHD_Connection *mc,
+                  struct pd_srv_sandbox *s, struct pd_frame_hdr *h, const uint8_t **payload, int timeout_ms);
 /* Answer an agent failure: ESRCH/ENOENT 404, EINVAL 400, ... (message from err). */
 enum MHD_Result pd_route_reply_agent_error(struct pd_req *r, int neg_errno, const struct pd_error *err);
 /* "user" (default) or "root": uid, gid, home, name. false if unknown. */
@@ -180,3 +181,5 @@ int pd_http_start(struct pd_server *srv, struct pd_error *err);
 void pd_http_stop(struct pd_server *srv);
 /* audit.c: the route streaming GET /sandboxes/{id}/audit[?follow=1]. */
 enum MHD_Result pd_audit_reply(struct pd_req *r, const char *sandbox_id, struct pd_srv_sandbox *live);
+/* Note: pd_reply_response takes over resp (it drops the caller's reference
+ * with MHD_destroy_response after queueing); do not destroy it again. */

@@ -1,3 +1,684 @@
-/* placeholder: the process tier is being written */
-#include "tier.h"
-const struct pd_tier_ops pd_tier_process = { .name = "process" };
+/* The process tier (DESIGN §1, docs/security.md "`process` tier"): for hosts
+ * that forbid namespaces (an unprivileged Docker container, a Kubernetes
+ * pod). The agent and everything it starts run in the host's namespaces,
+ * enclosed by Landlock, the container tier's seccomp allowlist (plus UDP
+ * and raw sockets denied), rlimits, no_new_privs, one host uid of its own
+ * (when paddock runs as root) and a cgroup when one can be made.
+ *
+ * There is no mount namespace: the sandbox's home, working directory and
+ * temporary directory live in its workspace, <state dir>/workspaces/<id>,
+ * and the agent (--home) maps /home/user and /root onto it.
+ *
+ * Start sequence (parent = paddock run or the server, child = the agent):
+ *   parent: sandbox dir, uid, cgroups, record, workspace, Landlock ruleset,
+ *           seccomp filter, agent socket, clone3 (no namespaces)
+ *   child:  waits for the parent's go-ahead
+ *   parent: child -> agent cgroup, go-ahead
+ *   child:  setsid, fds, drop to the sandbox's uid, rlimits, no_new_privs,
+ *           Landlock, seccomp, exec paddock-agent --home WORKSPACE
+ *   parent: sees the sync socket close (exec happened) or an error record. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <linux/close_range.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agentpath.h"
+#include "caps.h"
+#include "cgroup.h"
+#include "landlock.h"
+#include "sandbox.h"
+#include "seccomp-policy.h"
+#include "trace.h"
+#include "util.h"
+
+/* Supplementary group of every process-tier sandbox uid: the one group
+ * allowed to search (never list) the state dir, so a sandbox can reach its
+ * own workspace below it. Outside every uid range (they start at
+ * PD_UID_BASE). */
+#define PD_WS_GID (PD_UID_BASE - 1)
+
+struct proc_data {
+        char workspace[PATH_MAX];
+        struct pd_landlock_info ll;
+        bool no_cgroup;
+        char no_cgroup_why[160];
+};
+
+struct child_args {
+        struct pd_sandbox *sb;
+        int sync_fd, listen_fd, agent_fd, ruleset_fd;
+        int cg_fds[PD_CG_MAX_CTRL];
+        int n_cg;
+        bool root;
+        uid_t uid;
+        struct pd_bpf filter, gaps;
+        const char *workspace;
+        pid_t parent;
+};
+
+/* ---- child side: no malloc, no stdio, errors go back on sync_fd ---- */
+
+static _Noreturn void child_fail(struct child_args *a, const struct pd_error *e)
+{
+        (void)pd_write_all(a->sync_fd, e, sizeof *e);
+        _exit(125);
+}
+
+static int place_fd(int fd, int target)
+{
+        if (fd == target)
+                return fcntl(fd, F_SETFD, 0);
+        return dup2(fd, target) < 0 ? -errno : 0;
+}
+
+/* Root: give up every capability for good. Bounding set first (dropping
+ * needs CAP_SETPCAP, which setuid is about to take away), then the ids;
+ * leaving uid 0 clears the permitted and effective sets. */
+static int drop_to_uid(uid_t uid, struct pd_error *err)
+{
+        for (int c = 0; c < 64; c++)
+                if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+                        return pd_error_set(err, errno, "drop capability %d from the bounding set", c);
+        gid_t g = PD_WS_GID;
+        if (setgroups(1, &g) < 0)
+                return pd_error_set(err, errno, "setgroups");
+        if (setresgid(uid, uid, uid) < 0)
+                return pd_error_set(err, errno, "setresgid %u", (unsigned)uid);
+        if (setresuid(uid, uid, uid) < 0)
+                return pd_error_set(err, errno, "setresuid %u", (unsigned)uid);
+        return 0;
+}
+
+static _Noreturn void child_main(struct child_args *a)
+{
+        struct pd_error err = { 0 };
+        char go;
+        if (a->sb->die_with_parent) {
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                if (getppid() != a->parent)
+                        _exit(125);
+        }
+        ssize_t n;
+        do
+                n = read(a->sync_fd, &go, 1);
+        while (n < 0 && errno == EINTR);
+        if (n != 1 || go != 'G') {
+                pd_error_setx(&err, ECANCELED, "host aborted the start");
+                child_fail(a, &err);
+        }
+        if (setsid() < 0) {
+                pd_error_set(&err, errno, "setsid");
+                child_fail(a, &err);
+        }
+        /* fds: 0-2 /dev/null, 3 the agent socket, 4.. cgroup.procs of the
+         * workload; all else CLOEXEC (sync_fd closes at exec: the parent's
+         * signal that the exec happened; the ruleset fd is CLOEXEC too). */
+        int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0) {
+                pd_error_set(&err, errno, "stdio to /dev/null");
+                child_fail(a, &err);
+        }
+        int base = 64, r = 0;
+        if (dup3(a->listen_fd, base, O_CLOEXEC) < 0)
+                r = -errno;
+        for (int i = 0; i < a->n_cg && r == 0; i++)
+                if (dup3(a->cg_fds[i], base + 1 + i, O_CLOEXEC) < 0)
+                        r = -errno;
+        if (r == 0)
+                r = place_fd(base, 3);
+        for (int i = 0; i < a->n_cg && r == 0; i++)
+                r = place_fd(base + 1 + i, 4 + i);
+        if (r == 0 && syscall(SYS_close_range, 4 + a->n_cg, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+                r = -errno;
+        if (r < 0) {
+                pd_error_set(&err, -r, "arrange the agent's fds");
+                child_fail(a, &err);
+        }
+        if (a->root && drop_to_uid(a->uid, &err) < 0)
+                child_fail(a, &err);
+        if (pd_rlimits_apply(&err) < 0)
+                child_fail(a, &err);
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+                pd_error_set(&err, errno, "set no_new_privs");
+                child_fail(a, &err);
+        }
+        /* Landlock before seccomp: the filter denies landlock_*() (the
+         * domain is ours to set); both need no_new_privs. */
+        if ((r = pd_landlock_restrict(a->ruleset_fd)) < 0) {
+                pd_error_set(&err, -r, "enforce the Landlock ruleset");
+                child_fail(a, &err);
+        }
+        /* The gap filter first: the allowlist restricts seccomp() itself. */
+        if ((r = pd_seccomp_install(&a->gaps)) < 0) {
+                pd_error_set(&err, -r, "install seccomp gap filter");
+                child_fail(a, &err);
+        }
+        if ((r = pd_seccomp_install(&a->filter)) < 0) {
+                pd_error_set(&err, -r, "install seccomp filter");
+                child_fail(a, &err);
+        }
+        char cgargs[PD_CG_MAX_CTRL][16];
+        char *argv[6 + 2 * PD_CG_MAX_CTRL];
+        int k = 0;
+        argv[k++] = "paddock-agent";
+        argv[k++] = "--listen-fd";
+        argv[k++] = "3";
+        for (int i = 0; i < a->n_cg; i++) {
+                snprintf(cgargs[i], sizeof cgargs[i], "%d", 4 + i);
+                argv[k++] = "--cgroup-fd";
+                argv[k++] = cgargs[i];
+        }
+        argv[k++] = "--home";
+        argv[k++] = (char *)a->workspace;
+        argv[k] = NULL;
+        char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL };
+        syscall(SYS_execveat, a->agent_fd, "", argv, envp, AT_EMPTY_PATH);
+        pd_error_set(&err, errno, "execute paddock-agent");
+        child_fail(a, &err);
+}
+
+/* ---- parent side ---- */
+
+static void workspace_path(const struct pd_sandbox *sb, char *buf, size_t size)
+{
+        snprintf(buf, size, "%s/workspaces/%s", sb->state->dir, sb->id);
+}
+
+static int make_listen_socket(struct pd_sandbox *sb, struct pd_error *err)
+{
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int n = snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sb->socket_path);
+        if (n < 0 || (size_t)n >= sizeof sa.sun_path)
+                return pd_error_setx(err, ENAMETOOLONG,
+                                     "agent socket path '%s' is too long for a unix socket; use a shorter --state-dir",
+                                     sb->socket_path);
+        _pd_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return pd_error_set(err, errno, "agent socket");
+        if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+                return pd_error_set(err, errno, "bind agent socket '%s'", sb->socket_path);
+        if (listen(fd, 64) < 0)
+                return pd_error_set(err, errno, "listen on agent socket");
+        return PD_TAKE_FD(fd);
+}
+
+static int wait_child_exec(int sync_fd, struct pd_error *err)
+{
+        struct pd_error child_err;
+        ssize_t n = pd_read_all(sync_fd, &child_err, sizeof child_err);
+        if (n == 0)
+                return 0;
+        if (n == (ssize_t)sizeof child_err) {
+                child_err.msg[sizeof child_err.msg - 1] = '\0';
+                return pd_error_setx(err, child_err.code > 0 ? child_err.code : EIO, "sandbox setup: %s",
+                                     child_err.msg);
+        }
+        return pd_error_setx(err, EIO, "sandbox setup failed without a reason");
+}
+
+/* May the sandbox's uid (member of PD_WS_GID) search directory fd? */
+static bool searchable(const struct stat *st)
+{
+        return (st->st_mode & S_IXOTH) || (st->st_gid == PD_WS_GID && (st->st_mode & S_IXGRP));
+}
+
+/* The sandbox's uid must be able to reach its workspace by path (HOME and
+ * the cwd are paths): the state dir, usually 0700 root, becomes group
+ * PD_WS_GID with group search only (0710); every ancestor above it must
+ * already be searchable by others. Landlock still denies the sandbox
+ * everything in the state dir but its own workspace. */
+static int open_path_to_workspaces(struct pd_sandbox *sb, struct pd_error *err)
+{
+        const char *dir = sb->state->dir;
+        struct stat st;
+        char up[PATH_MAX];
+        snprintf(up, sizeof up, "%s", dir);
+        for (char *slash = strrchr(up, '/'); slash; slash = strrchr(up, '/')) {
+                *slash = '\0';
+                const char *p = up[0] ? up : "/";
+                if (stat(p, &st) < 0)
+                        return pd_error_set(err, errno, "stat '%s'", p);
+                if (!(st.st_mode & S_IXOTH))
+                        return pd_error_setx(err, EACCES,
+                                             "the process tier's sandboxes cannot reach their workspaces under '%s': "
+                                             "'%s' (mode %04o) is not searchable by other users; use a --state-dir "
+                                             "whose parent directories are (e.g. /var/lib/paddock)",
+                                             dir, p, st.st_mode & 07777);
+                if (!up[0])
+                        break;
+        }
+        if (fstat(sb->state->dirfd, &st) < 0)
+                return pd_error_set(err, errno, "stat '%s'", dir);
+        if (!searchable(&st)) {
+                if (st.st_uid != 0)
+                        return pd_error_setx(err, EACCES, "state dir '%s' is not root's and not searchable by "
+                                             "the sandbox's uid", dir);
+                int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (fd < 0)
+                        return pd_error_set(err, errno, "open '%s'", dir);
+                int r = 0;
+                if (fchown(fd, (uid_t)-1, PD_WS_GID) < 0 || fchmod(fd, (st.st_mode & 07700) | 0010) < 0)
+                        r = pd_error_set(err, errno, "let sandboxes search the state dir '%s'", dir);
+                close(fd);
+                if (r < 0)
+                        return r;
+        }
+        if (mkdirat(sb->state->dirfd, "workspaces", 0710) < 0 && errno != EEXIST)
+                return pd_error_set(err, errno, "create '%s/workspaces'", dir);
+        if (fchownat(sb->state->dirfd, "workspaces", 0, PD_WS_GID, AT_SYMLINK_NOFOLLOW) < 0 ||
+            fchmodat(sb->state->dirfd, "workspaces", 0710, 0) < 0)
+                return pd_error_set(err, errno, "set owner of '%s/workspaces'", dir);
+        return 0;
+}
+
+static int make_workspace(struct pd_sandbox *sb, struct proc_data *pd, bool root, uid_t uid,
+                          struct pd_error *err)
+{
+        int r;
+        if (root) {
+                if ((r = open_path_to_workspaces(sb, err)) < 0)
+                        return r;
+        } else if (mkdirat(sb->state->dirfd, "workspaces", 0700) < 0 && errno != EEXIST) {
+                return pd_error_set(err, errno, "create '%s/workspaces'", sb->state->dir);
+        }
+        workspace_path(sb, pd->workspace, sizeof pd->workspace);
+        if (mkdir(pd->workspace, 0700) < 0)
+                return pd_error_set(err, errno, "create workspace '%s'", pd->workspace);
+        char tmp[PATH_MAX + 8];
+        snprintf(tmp, sizeof tmp, "%s/.tmp", pd->workspace);
+        if (mkdir(tmp, 0700) < 0)
+                return pd_error_set(err, errno, "create '%s'", tmp);
+        if (root && (chown(tmp, uid, uid) < 0 || chown(pd->workspace, uid, uid) < 0))
+                return pd_error_set(err, errno, "give workspace '%s' to uid %u", pd->workspace, (unsigned)uid);
+        return 0;
+}
+
+static bool allow_weaker(void)
+{
+        /* TODO(lead): a spec field and `--allow-weaker` replace this. */
+        const char *v = getenv("PADDOCK_ALLOW_WEAKER");
+        return v && !strcmp(v, "1");
+}
+
+/* What this tier adds to the sandbox's record (beside the common one). */
+static int save_info(struct pd_sandbox *sb, struct proc_data *pd, struct pd_error *err)
+{
+        struct pd_record rec;
+        pd_record_init(&rec);
+        pd_record_add(&rec, "workspace", "%s", pd->workspace);
+        pd_record_add(&rec, "landlock_abi", "%d", pd->ll.abi);
+        pd_record_add(&rec, "landlock_weaker", "%s", pd->ll.weaker[0] ? pd->ll.weaker : "none");
+        pd_record_add(&rec, "cgroup", "%s", pd->no_cgroup ? pd->no_cgroup_why : "yes");
+        pd_record_add(&rec, "uid", "%u", sb->have_uids ? sb->uids.base : (unsigned)geteuid());
+        return pd_record_write(sb->dirfd, "process", &rec, err);
+}
+
+static int process_create(struct pd_sandbox *sb, struct pd_error *err)
+{
+        struct child_args a = { .sb = sb, .sync_fd = -1, .listen_fd = -1, .agent_fd = -1, .ruleset_fd = -1 };
+        int sync[2] = { -1, -1 };
+        int r;
+        bool root = geteuid() == 0;
+        struct proc_data *pd = calloc(1, sizeof *pd);
+        if (!pd)
+                return pd_error_set(err, ENOMEM, "allocate sandbox");
+        sb->tier_data = pd;
+
+        if (sb->spec.n_volumes > 0)
+                return pd_error_setx(err, ENOTSUP, "the process tier has no volumes (no mount namespace); "
+                                     "put files in the workspace instead");
+        if (sb->spec.template_dir || (sb->spec.template_name && strcmp(sb->spec.template_name, "base")))
+                return pd_error_setx(err, ENOTSUP, "the process tier runs on the host's own system paths "
+                                     "(template 'base' only)");
+        if (mkdir(sb->dir, 0700) < 0)
+                return pd_error_set(err, errno, "create sandbox dir '%s'", sb->dir);
+        sb->dirfd = open(sb->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (sb->dirfd < 0)
+                return pd_error_set(err, errno, "open sandbox dir '%s'", sb->dir);
+
+        if (root) {
+                char owner[64];
+                snprintf(owner, sizeof owner, "%s:%s", sb->state->instance, sb->id);
+                if ((r = pd_uidrange_alloc(owner, &sb->uids, err)) < 0)
+                        return r;
+                sb->have_uids = true;
+                a.uid = sb->uids.base;
+        } else {
+                a.uid = geteuid();
+        }
+        a.root = root;
+        /* A cgroup when one can be made (inside a container cgroupfs is
+         * often read-only); without one the record says why. */
+        struct pd_error cgerr = { 0 };
+        if ((r = pd_cgroup_init(&sb->cg, sb->state->instance, sb->id, &cgerr)) == 0) {
+                sb->have_cgroup = true;
+                struct pd_cgroup_limits lim = { sb->spec.memory_bytes, sb->spec.pids, sb->spec.millicpus };
+                if ((r = pd_cgroup_create(&sb->cg, &lim, &cgerr)) < 0) {
+                        pd_cgroup_close(&sb->cg);
+                        sb->have_cgroup = false;
+                }
+        }
+        if (!sb->have_cgroup) {
+                pd->no_cgroup = true;
+                snprintf(pd->no_cgroup_why, sizeof pd->no_cgroup_why, "none (%s)", cgerr.msg);
+        }
+        pd_trace("uid + cgroups");
+        /* Record what teardown needs before anything else can leak. */
+        if ((r = pd_sandbox_save(sb, err)) < 0)
+                return r;
+        if ((r = make_workspace(sb, pd, root, a.uid, err)) < 0)
+                return r;
+        a.workspace = pd->workspace;
+
+        char agent_path[PATH_MAX];
+        if ((r = pd_agent_path(agent_path, sizeof agent_path, err)) < 0)
+                return r;
+        struct pd_landlock_opts lo = { .workspace = pd->workspace, .agent_path = agent_path,
+                                       .allow_weaker = allow_weaker() };
+        if ((r = a.ruleset_fd = pd_landlock_ruleset(&lo, &pd->ll, err)) < 0)
+                goto out;
+        if ((r = save_info(sb, pd, err)) < 0)
+                goto out;
+        pd_trace("workspace + landlock");
+
+        char cache[PATH_MAX];
+        snprintf(cache, sizeof cache, "%s/cache", sb->state->dir);
+        struct pd_seccomp_opts so = { .deny_udp_raw = sb->spec.net == PD_NET_NONE };
+        if ((r = pd_seccomp_load(cache, &so, &a.filter, err)) < 0 ||
+            (r = pd_landlock_gap_filter(&a.gaps, err)) < 0)
+                goto out;
+        if (sb->have_cgroup) {
+                if ((r = pd_cgroup_open_procs(&sb->cg, "work", a.cg_fds, PD_CG_MAX_CTRL, err)) < 0)
+                        goto out;
+                a.n_cg = r;
+        }
+        if ((r = a.listen_fd = make_listen_socket(sb, err)) < 0)
+                goto out;
+        a.agent_fd = open(agent_path, O_PATH | O_CLOEXEC);
+        if (a.agent_fd < 0) {
+                r = pd_error_set(err, errno, "open agent '%s'", agent_path);
+                goto out;
+        }
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0) {
+                r = pd_error_set(err, errno, "socketpair");
+                goto out;
+        }
+        a.sync_fd = sync[1];
+        a.parent = getpid();
+
+        struct clone_args ca = {
+                .flags = CLONE_PIDFD,
+                .pidfd = (uint64_t)(uintptr_t)&sb->agent_pidfd,
+                .exit_signal = SIGCHLD,
+        };
+        pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
+        if (pid < 0) {
+                r = pd_error_set(err, errno, "start the sandbox's agent");
+                goto out;
+        }
+        if (pid == 0) {
+                close(sync[0]);
+                child_main(&a);
+        }
+        sb->agent_pid = pid;
+        close(sync[1]);
+        sync[1] = -1;
+        pd_trace("clone3");
+        if (sb->have_cgroup && (r = pd_cgroup_attach(&sb->cg, "agent", pid, err)) < 0) {
+                char no = 'X';
+                (void)send(sync[0], &no, 1, MSG_NOSIGNAL);
+                goto out;
+        }
+        char go = 'G';
+        if (send(sync[0], &go, 1, MSG_NOSIGNAL) != 1) {
+                r = pd_error_set(err, errno, "start the sandbox's agent");
+                goto out;
+        }
+        if ((r = wait_child_exec(sync[0], err)) < 0)
+                goto out;
+        pd_trace("child set up and exec'd agent");
+        sb->agent_start = pd_proc_starttime(pid);
+        r = pd_sandbox_save(sb, err);
+out:
+        if (sync[0] >= 0)
+                close(sync[0]);
+        if (sync[1] >= 0)
+                close(sync[1]);
+        for (int i = 0; i < a.n_cg; i++)
+                close(a.cg_fds[i]);
+        if (a.listen_fd >= 0)
+                close(a.listen_fd);
+        if (a.agent_fd >= 0)
+                close(a.agent_fd);
+        if (a.ruleset_fd >= 0)
+                close(a.ruleset_fd);
+        pd_bpf_free(&a.filter);
+        pd_bpf_free(&a.gaps);
+        return r < 0 ? r : 0;
+}
+
+static int process_connect(struct pd_sandbox *sb, struct pd_error *err)
+{
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sb->socket_path);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return pd_error_set(err, errno, "socket");
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+                int e = errno;
+                close(fd);
+                return pd_error_set(err, e, "connect to the agent of sandbox %s", sb->id);
+        }
+        return fd;
+}
+
+static int process_pause(struct pd_sandbox *sb, struct pd_error *err)
+{
+        if (!sb->have_cgroup)
+                return pd_error_setx(err, ENOTSUP, "sandbox %s has no cgroup (none could be made): "
+                                     "the process tier cannot pause it", sb->id);
+        return pd_cgroup_freeze(&sb->cg, true, err);
+}
+
+static int process_resume(struct pd_sandbox *sb, struct pd_error *err)
+{
+        if (!sb->have_cgroup)
+                return pd_error_setx(err, ENOTSUP, "sandbox %s has no cgroup: nothing to resume", sb->id);
+        return pd_cgroup_freeze(&sb->cg, false, err);
+}
+
+/* Kill every descendant of root_pid. The agent is a child subreaper
+ * (--home), so orphans, double-forked daemons included, stay its
+ * descendants: walk /proc, SIGKILL all found, repeat until a walk finds none
+ * (a process killed in one round cannot fork in the next). Without a cgroup
+ * this is what teardown rests on; with one, the cgroup sweep follows. */
+struct pp {
+        pid_t pid, ppid;
+        char state;
+};
+
+static int pp_cmp(const void *a, const void *b)
+{
+        const struct pp *x = a, *y = b;
+        return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+static pid_t ppid_of(const struct pp *v, size_t n, pid_t pid)
+{
+        struct pp key = { pid, 0, 0 };
+        const struct pp *e = bsearch(&key, v, n, sizeof *v, pp_cmp);
+        return e ? e->ppid : 0;
+}
+
+static void kill_descendants(pid_t root_pid)
+{
+        for (int round = 0; round < 100; round++) {
+                DIR *d = opendir("/proc");
+                if (!d)
+                        return;
+                size_t n = 0, cap = 0;
+                struct pp *v = NULL;
+                struct dirent *de;
+                while ((de = readdir(d))) {
+                        char *end;
+                        long pid = strtol(de->d_name, &end, 10);
+                        if (*end || pid <= 0)
+                                continue;
+                        char path[64], buf[512];
+                        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+                        if (pd_read_file_at(AT_FDCWD, path, buf, sizeof buf) <= 0)
+                                continue;
+                        char *rp = strrchr(buf, ')');
+                        int ppid;
+                        char state;
+                        if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2)
+                                continue;
+                        if (n == cap) {
+                                size_t nc = cap ? cap * 2 : 1024;
+                                struct pp *nv = realloc(v, nc * sizeof *nv);
+                                if (!nv)
+                                        break;
+                                v = nv;
+                                cap = nc;
+                        }
+                        v[n++] = (struct pp){ (pid_t)pid, (pid_t)ppid, state };
+                }
+                closedir(d);
+                qsort(v, n, sizeof *v, pp_cmp);
+                int found = 0;
+                for (size_t i = 0; i < n; i++) {
+                        pid_t p = v[i].ppid;
+                        for (int depth = 0; p > 1 && p != root_pid && depth < 256; depth++)
+                                p = ppid_of(v, n, p);
+                        /* zombies are dead already; the agent reaps them */
+                        if (p == root_pid && v[i].pid != root_pid && v[i].state != 'Z' && v[i].state != 'X') {
+                                kill(v[i].pid, SIGKILL);
+                                found++;
+                        }
+                }
+                free(v);
+                if (!found)
+                        return;
+                struct timespec ts = { 0, 2 * 1000 * 1000 };
+                nanosleep(&ts, NULL);
+        }
+}
+
+static void kill_agent(struct pd_sandbox *sb)
+{
+        bool alive = sb->agent_pidfd >= 0 ||
+                     (sb->agent_pid > 0 && sb->agent_start && pd_proc_starttime(sb->agent_pid) == sb->agent_start);
+        if (alive && sb->agent_pid > 0)
+                kill_descendants(sb->agent_pid);
+        if (sb->agent_pidfd >= 0) {
+                syscall(SYS_pidfd_send_signal, sb->agent_pidfd, SIGKILL, NULL, 0);
+                siginfo_t si;
+                if (waitid(P_PIDFD, (id_t)sb->agent_pidfd, &si, WEXITED) < 0 && errno == ECHILD) {
+                        struct pollfd p = { .fd = sb->agent_pidfd, .events = POLLIN };
+                        (void)poll(&p, 1, 10000);
+                }
+                close(sb->agent_pidfd);
+                sb->agent_pidfd = -1;
+        } else if (alive && sb->agent_pid > 0) {
+                kill(sb->agent_pid, SIGKILL);
+        }
+        sb->agent_pid = 0;
+}
+
+static int process_destroy(struct pd_sandbox *sb, struct pd_error *err)
+{
+        int ret = 0, r;
+        /* Frozen tasks do not die of SIGKILL until thawed (cgroup v1). */
+        if (sb->have_cgroup)
+                (void)pd_cgroup_freeze(&sb->cg, false, NULL);
+        kill_agent(sb);
+        if (sb->have_cgroup) {
+                r = pd_cgroup_destroy(&sb->cg, err);
+                if (r < 0 && ret == 0)
+                        ret = r;
+                pd_cgroup_close(&sb->cg);
+                sb->have_cgroup = false;
+        }
+        if (sb->have_uids) {
+                char owner[64];
+                snprintf(owner, sizeof owner, "%s:%s", sb->state->instance, sb->id);
+                r = pd_uidrange_free(sb->uids.slot, owner, ret == 0 ? err : NULL);
+                if (r < 0 && ret == 0)
+                        ret = r;
+                sb->have_uids = false;
+        }
+        char ws[PATH_MAX];
+        workspace_path(sb, ws, sizeof ws);
+        r = pd_rm_rf(ws, ret == 0 ? err : NULL);
+        if (r < 0 && ret == 0)
+                ret = r;
+        if (sb->dirfd >= 0) {
+                close(sb->dirfd);
+                sb->dirfd = -1;
+        }
+        r = pd_rm_rf(sb->dir, ret == 0 ? err : NULL);
+        if (r < 0 && ret == 0)
+                ret = r;
+        free(sb->tier_data);
+        sb->tier_data = NULL;
+        return ret;
+}
+
+static int process_stats(struct pd_sandbox *sb, struct pd_sandbox_stats *out, struct pd_error *err)
+{
+        struct pd_cgroup_stats cs;
+        memset(out, 0, sizeof *out);
+        if (!sb->have_cgroup)
+                return pd_error_setx(err, ESRCH, "sandbox %s has no cgroup", sb->id);
+        pd_cgroup_stats(&sb->cg, &cs);
+        out->memory_current = cs.memory_current;
+        out->memory_peak = cs.memory_peak;
+        out->cpu_ns = cs.cpu_ns;
+        out->pids_current = cs.pids_current;
+        out->pids_max_events = cs.pids_max_events;
+        out->oom_kills = cs.oom_kills;
+        return 0;
+}
+
+static int process_adopt(struct pd_sandbox *sb, struct pd_error *err)
+{
+        if (sb->agent_pid <= 0 || !sb->agent_start || pd_proc_starttime(sb->agent_pid) != sb->agent_start)
+                return pd_error_setx(err, ESRCH, "the agent of sandbox %s is gone", sb->id);
+        sb->agent_pidfd = (int)syscall(SYS_pidfd_open, sb->agent_pid, 0);
+        if (sb->agent_pidfd < 0)
+                return pd_error_set(err, errno, "pidfd of the agent of sandbox %s", sb->id);
+        if (pd_proc_starttime(sb->agent_pid) != sb->agent_start) {
+                close(sb->agent_pidfd);
+                sb->agent_pidfd = -1;
+                return pd_error_setx(err, ESRCH, "the agent of sandbox %s is gone", sb->id);
+        }
+        return 0;
+}
+
+const struct pd_tier_ops pd_tier_process = {
+        .name = "process",
+        .create = process_create,
+        .connect = process_connect,
+        .pause = process_pause,
+        .resume = process_resume,
+        .destroy = process_destroy,
+        .stats = process_stats,
+        .adopt = process_adopt,
+};

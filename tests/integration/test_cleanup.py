@@ -8,7 +8,7 @@ import signal
 import subprocess
 import time
 
-from conftest import UID_BASE
+from conftest import UID_BASE, sandbox_dirs, runtime_dir
 
 
 def _procs():
@@ -65,7 +65,7 @@ def test_200_runs_leave_nothing(fresh_paddock):
     assert _cgroup_procs(p.instance) == []
     assert _mounts_mentioning(p.state, "paddock") == before_mounts
     assert p.leftovers() == {}
-    assert os.listdir(os.path.join(p.state, "sandboxes")) == []
+    assert sandbox_dirs(p.state) == []
     r = p.gc()
     assert r.returncode == 0 and r.stdout.strip() == "removed 0 sandboxes", (r.stdout, r.stderr)
 
@@ -93,6 +93,7 @@ LISTER = ('echo ready; read go; echo "go=$go"; cat /proc/self/uid_map; '
 
 def test_two_state_dirs_side_by_side(paddock, fresh_paddock):
     a, b = paddock, fresh_paddock
+    before = a.leftovers()
     assert a.instance != b.instance
     pa = a.popen(["--", "bash", "-c", LISTER, "marker-aaa"], stdin=subprocess.PIPE)
     pb = b.popen(["--", "bash", "-c", LISTER, "marker-bbb"], stdin=subprocess.PIPE)
@@ -100,8 +101,8 @@ def test_two_state_dirs_side_by_side(paddock, fresh_paddock):
         # Both are running at the same time before either gets input.
         assert _read_line(pa) == "ready\n"
         assert _read_line(pb) == "ready\n"
-        assert len(os.listdir(os.path.join(a.state, "sandboxes"))) == 1
-        assert len(os.listdir(os.path.join(b.state, "sandboxes"))) == 1
+        assert len(sandbox_dirs(a.state)) == 1
+        assert len(sandbox_dirs(b.state)) == 1
         oa, ea = pa.communicate(b"A\npayload-a\n", timeout=60)
         ob, eb = pb.communicate(b"B\npayload-b\n", timeout=60)
     finally:
@@ -120,12 +121,12 @@ def test_two_state_dirs_side_by_side(paddock, fresh_paddock):
     assert map_a[0] == map_b[0] == "0"
     assert map_a[1] != map_b[1]
     assert abs(int(map_a[1]) - int(map_b[1])) >= 65536
-    assert a.leftovers() == {}
+    assert a.new_leftovers(before) == {}
     assert b.leftovers() == {}
 
 
 def _record(state):
-    recs = glob.glob(os.path.join(state, "sandboxes", "*", "record"))
+    recs = [os.path.join(d, "record") for d in sandbox_dirs(state) if os.path.exists(os.path.join(d, "record"))]
     assert len(recs) == 1, recs
     fields = {}
     with open(recs[0]) as f:
@@ -137,16 +138,15 @@ def _record(state):
 
 def test_sigkill_paddock_run(fresh_paddock):
     p = fresh_paddock
-    proc = p.popen(["--", "bash", "-c", "echo started; exec sleep 1000"])
+    proc = p.popen(["--", "bash", "-c", "sleep 1000 & echo started; wait"])
     try:
         assert _read_line(proc) == "started\n"
         rec = _record(p.state)
         agent_pid = int(rec["agent_pid"])
-        inside = _cgroup_procs(p.instance)
+        inside = sorted(set(_cgroup_procs(p.instance)))
         assert agent_pid in inside, (agent_pid, inside)
-        # the sleep runs under the sandbox's uid range
-        sleeps = [pid for pid in inside if _cmdline(pid).startswith("sleep 1000")]
-        assert sleeps, inside
+        workload = [pid for pid in inside if pid != agent_pid]
+        assert workload, inside     # the command's bash (and its sleep)
         pidfd = os.pidfd_open(agent_pid)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
@@ -160,18 +160,18 @@ def test_sigkill_paddock_run(fresh_paddock):
     finally:
         os.close(pidfd)
     # Every process of the sandbox is gone (the pid namespace died with its init).
-    for pid in sleeps:
-        assert not _alive(pid), "sleep %d survived" % pid
     deadline = time.monotonic() + 20
     while _cgroup_procs(p.instance) and time.monotonic() < deadline:
         time.sleep(0.05)   # no event for cgroup.procs emptying on v1; bounded poll
     assert _cgroup_procs(p.instance) == []
+    survivors = [(pid, _cmdline(pid)) for pid in inside if _alive(pid)]
+    assert survivors == []
     # gc removes the rest
     r = p.gc()
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "removed 1 sandbox"
     assert p.leftovers() == {}
-    assert os.listdir(os.path.join(p.state, "sandboxes")) == []
+    assert sandbox_dirs(p.state) == []
     r = p.gc()
     assert r.stdout.strip() == "removed 0 sandboxes"
 

@@ -4,6 +4,7 @@ from conftest import parse_json_result
 
 
 def test_oom_kill(paddock):
+    before = paddock.leftovers()
     r = paddock.run(["--json", "--memory", "64M", "--", "python3", "-c",
                      "print('allocating', flush=True)\nx = bytearray(200*1024*1024)\nprint('survived')"])
     assert r.returncode == 137, r.stderr
@@ -14,7 +15,7 @@ def test_oom_kill(paddock):
     assert j["signal"] == 9
     assert j["oom_kills"] >= 1
     assert "memory" in r.stderr.splitlines()[0]
-    assert paddock.leftovers() == {}
+    assert paddock.new_leftovers(before) == {}
 
 
 def test_memory_within_limit_works(paddock):
@@ -52,6 +53,7 @@ print("reaped", len(kids), flush=True)
 
 
 def test_fork_bomb_contained(paddock):
+    before = paddock.leftovers()
     r = paddock.run(["--json", "--pids", "64", "--", "bash", "-c",
                      'python3 -c "$1"; echo "survived $?"', "bash", FORK_BOMB], timeout=120)
     assert r.returncode == 0, r.stderr
@@ -65,10 +67,11 @@ def test_fork_bomb_contained(paddock):
     j = parse_json_result(r.stderr)
     assert j["pids_limit_hits"] > 0
     assert j["status"] == 0 and j["reason"] == "exit"
-    assert paddock.leftovers() == {}
+    assert paddock.new_leftovers(before) == {}
 
 
 def test_bash_fork_bomb_sandbox_still_answers(paddock):
+    before = paddock.leftovers()
     # A real shell fork bomb, bounded by --timeout; the sandbox must still end
     # cleanly with the timeout status, not hang or lose its agent.
     r = paddock.run(["--json", "--pids", "64", "--timeout", "3", "--", "bash", "-c",
@@ -77,7 +80,7 @@ def test_bash_fork_bomb_sandbox_still_answers(paddock):
     j = parse_json_result(r.stderr)
     assert j["reason"] == "timeout"
     assert j["pids_limit_hits"] > 0
-    assert paddock.leftovers() == {}
+    assert paddock.new_leftovers(before) == {}
 
 
 def test_disk_fill_enospc(paddock):

@@ -50,12 +50,13 @@ def test_killed_by_sigkill(paddock):
 
 
 def test_command_not_found(paddock):
+    before = paddock.leftovers()
     r = paddock.run(["--json", "--", "no-such-command-xyz"])
     assert r.returncode == 127
     assert "paddock:" in r.stderr and "no-such-command-xyz" in r.stderr
     j = parse_json_result(r.stderr)
     assert j["status"] == 127 and j["reason"] == "not-found"
-    assert paddock.leftovers() == {}
+    assert paddock.new_leftovers(before) == {}
 
 
 def test_not_executable(paddock):
@@ -67,6 +68,7 @@ def test_not_executable(paddock):
 
 
 def test_timeout(paddock):
+    before = paddock.leftovers()
     t0 = time.monotonic()
     r = paddock.run(["--json", "--timeout", "1", "--", "sleep", "100"], timeout=60)
     elapsed = time.monotonic() - t0
@@ -76,7 +78,7 @@ def test_timeout(paddock):
     j = parse_json_result(r.stderr)
     assert j["status"] == 124 and j["reason"] == "timeout"
     assert j["wall_ms"] >= 900
-    assert paddock.leftovers() == {}
+    assert paddock.new_leftovers(before) == {}
 
 
 def test_stdout_stderr_separated_and_ordered(paddock):
@@ -277,6 +279,7 @@ BAD = {
 
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_bad_input(paddock, name):
+    before = paddock.leftovers()
     args = list(BAD[name])
     tmpd = None
     if "@SYMLINK@" in args:
@@ -292,7 +295,7 @@ def test_bad_input(paddock, name):
     assert lines and lines[0].startswith("paddock: "), r.stderr
     assert len(lines[0]) > len("paddock: ") + 5
     assert r.stdout == ""
-    assert paddock.leftovers() == {}
+    assert paddock.new_leftovers(before) == {}
 
 
 def test_bad_input_messages_are_specific(paddock):
@@ -340,12 +343,13 @@ def dash_rootfs():
 
 
 def test_template_dir(paddock, dash_rootfs):
+    before = paddock.leftovers()
     r = paddock.run(["--template", dash_rootfs, "-w", "/", "--",
                      "/bin/sh", "-c", 'read m < /etc/marker; echo "$m $((6*7))"; '
                                       'if [ -e /usr/bin/python3 ]; then echo host-usr; fi'])
     assert r.returncode == 0, r.stderr
     assert r.stdout == "custom-template 42\n"
-    assert paddock.leftovers() == {}
+    assert paddock.new_leftovers(before) == {}
 
 
 def test_template_dir_writes_stay_in_sandbox(paddock, dash_rootfs):
@@ -417,7 +421,8 @@ def test_volume_ownership(paddock, hostdir):
 
 
 def test_volume_missing_source(paddock):
+    before = paddock.leftovers()
     r = paddock.run(["-v", "/nonexistent-pd-%d:/data" % os.getpid(), "--", "true"])
     assert r.returncode == 125
     assert r.stderr.startswith("paddock:")
-    assert paddock.leftovers() == {}
+    assert paddock.new_leftovers(before) == {}

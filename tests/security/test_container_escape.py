@@ -52,7 +52,7 @@ def test_host_files_invisible(paddock):
             ["-u", "root", "--", "bash", "-c",
              'for p in /work /root/.ssh "$1" "$2" "$3"; do '
              '  if [ -e "$p" ]; then echo "visible $p"; else echo "absent $p"; fi; done',
-             "bash", secret, paddock.state, os.path.dirname(os.path.dirname(paddock.bin))])
+             "bash", secret, paddock.state, os.path.realpath(paddock.bin)])
     finally:
         shutil.rmtree(secret_dir)
     assert r.returncode == 0, r.stderr
@@ -359,6 +359,7 @@ def test_user_cannot_write_usr(paddock):
 
 
 def test_rm_rf_root_does_not_touch_host(paddock):
+    before = paddock.leftovers()
     canary_dir = tempfile.mkdtemp(prefix="pd-canary-")
     canary = os.path.join(canary_dir, "canary")
     with open(canary, "w") as f:
@@ -379,7 +380,7 @@ def test_rm_rf_root_does_not_touch_host(paddock):
     # and the next sandbox is intact
     r = paddock.run(["--", "bash", "-c", "ls /usr/bin/true"])
     assert r.returncode == 0 and r.stdout == "/usr/bin/true\n", r.stderr
-    assert paddock.leftovers() == {}
+    assert paddock.new_leftovers(before) == {}
 
 
 # --- sudo ------------------------------------------------------------------------

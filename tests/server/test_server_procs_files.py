@@ -1,0 +1,620 @@
+"""`paddock serve`: the process and file routes (docs/api.md "Processes",
+"Files") end to end, against a real server and real sandboxes.
+
+    sudo /usr/bin/python3 -m pytest -q tests/server/test_server_procs_files.py
+
+Standard library only. Needs root (sandboxes), build/src/paddock and the
+agent (PADDOCK_BIN / PADDOCK_AGENT as in tests/conftest.py).
+"""
+import base64
+import hashlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.parse
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PADDOCK_BIN = os.path.abspath(os.environ.get("PADDOCK_BIN") or os.path.join(REPO, "build/src/paddock"))
+PADDOCK_AGENT = os.path.abspath(os.environ.get("PADDOCK_AGENT")
+                                or os.path.join(REPO, "build/src/agent/paddock-agent"))
+TIMEOUT = 60
+
+
+def _env():
+    env = dict(os.environ)
+    env["PADDOCK_AGENT"] = PADDOCK_AGENT
+    env.pop("PADDOCK_STATE_DIR", None)
+    return env
+
+
+def _free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Client:
+    def __init__(self, port, key):
+        self.port = port
+        self.key = key
+
+    def conn(self, timeout=TIMEOUT):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+
+    def headers(self, extra=None):
+        h = {"Authorization": "Bearer " + self.key}
+        if extra:
+            h.update(extra)
+        return h
+
+    def request(self, method, path, body=None, query=None, headers=None, timeout=TIMEOUT, raw=False):
+        """(status, headers, body bytes); JSON bodies are encoded here."""
+        url = "/api/v1" + path
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        h = self.headers(headers)
+        if body is not None and not isinstance(body, (bytes, bytearray)) and not hasattr(body, "read"):
+            body = json.dumps(body).encode()
+            h.setdefault("Content-Type", "application/json")
+        c = self.conn(timeout)
+        try:
+            c.request(method, url, body=body, headers=h)
+            r = c.getresponse()
+            data = r.read()
+            return r.status, dict(r.getheaders()), data
+        finally:
+            c.close()
+
+    def json(self, method, path, body=None, query=None, expect=None, **kw):
+        st, _h, data = self.request(method, path, body, query, **kw)
+        if expect is not None:
+            assert st == expect, (st, data[:2000])
+        return st, (json.loads(data) if data.strip() else None)
+
+    def open_stream(self, path, query=None, timeout=TIMEOUT):
+        """A streaming GET: (connection, response); read with response.read."""
+        url = "/api/v1" + path
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        c = self.conn(timeout)
+        c.request("GET", url, headers=self.headers())
+        return c, c.getresponse()
+
+    # helpers on one sandbox
+    def start(self, sid, body, expect=201):
+        st, j = self.json("POST", "/sandboxes/%s/processes" % sid, body)
+        assert st == expect, (st, j)
+        return j
+
+    def exec(self, sid, body, expect=200, **kw):
+        st, j = self.json("POST", "/sandboxes/%s/exec" % sid, body, **kw)
+        assert st == expect, (st, j)
+        return j
+
+    def output(self, sid, pid, **query):
+        st, h, data = self.request("GET", "/sandboxes/%s/processes/%d/output" % (sid, pid), query=query)
+        assert st == 200, (st, data[:500])
+        return h, data
+
+    def wait(self, sid, pid):
+        """Follow stdout to the end; the process object after its exit."""
+        self.output(sid, pid, follow=1)
+        st, j = self.json("GET", "/sandboxes/%s/processes/%d" % (sid, pid), expect=200)
+        assert j["state"] == "exited", j
+        return j
+
+
+class Server:
+    def __init__(self):
+        self.state = tempfile.mkdtemp(prefix="pd-srv-pf-", dir="/tmp")
+        self.port = _free_port()
+        self.log = open(os.path.join(self.state, "serve.log"), "wb")
+        self.proc = subprocess.Popen(
+            [PADDOCK_BIN, "serve", "--listen", "127.0.0.1:%d" % self.port, "--state-dir", self.state,
+             "--pool", "0"],
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=_env())
+        deadline = time.time() + 30
+        while True:
+            assert self.proc.poll() is None, "paddock serve exited: %s" % self.read_log()
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+                c.request("GET", "/api/v1/health")
+                if c.getresponse().status == 200:
+                    c.close()
+                    break
+                c.close()
+            except OSError:
+                pass
+            assert time.time() < deadline, "server not healthy in 30 s: %s" % self.read_log()
+            time.sleep(0.1)
+        with open(os.path.join(self.state, "api-key")) as f:
+            self.key = f.read().strip()
+        self.client = Client(self.port, self.key)
+
+    def read_log(self):
+        try:
+            with open(os.path.join(self.state, "serve.log"), "rb") as f:
+                return f.read()[-4000:].decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        subprocess.run([PADDOCK_BIN, "gc", "--state-dir", self.state], env=_env(), capture_output=True,
+                       timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+        self.log.close()
+        shutil.rmtree(self.state, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server():
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    assert os.access(PADDOCK_BIN, os.X_OK), "build first: %s" % PADDOCK_BIN
+    s = Server()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def api(server):
+    return server.client
+
+
+@pytest.fixture(scope="module")
+def sb(api):
+    """One sandbox shared by most tests."""
+    _st, j = api.json("POST", "/sandboxes", {}, expect=201)
+    return j["id"]
+
+
+def new_sandbox(api, **body):
+    _st, j = api.json("POST", "/sandboxes", body, expect=201)
+    return j["id"]
+
+
+# --- processes -----------------------------------------------------------------
+
+def test_start_follow_gets_everything_and_exit_code(api, sb):
+    j = api.start(sb, {"cmd": "echo hello; echo oops >&2; sleep 0.3; echo bye; exit 3", "tag": "t1"})
+    pid = j["pid"]
+    assert j["tag"] == "t1"
+    h, out = api.output(sb, pid, follow=1)
+    assert out == b"hello\nbye\n"
+    assert h.get("X-Paddock-Offset") == "0"
+    _h, err = api.output(sb, pid, stream="stderr", follow=1)
+    assert err == b"oops\n"
+    _st, p = api.json("GET", "/sandboxes/%s/processes/%d" % (sb, pid), expect=200)
+    assert p["state"] == "exited" and p["exit_code"] == 3 and p["signal"] is None
+    assert p["stdout_bytes"] == len(out) and p["stderr_bytes"] == 5
+    assert p["cmd"] == ["/bin/bash", "-l", "-c", "echo hello; echo oops >&2; sleep 0.3; echo bye; exit 3"]
+    _st, lst = api.json("GET", "/sandboxes/%s/processes" % sb, expect=200)
+    assert any(x["pid"] == pid for x in lst["processes"])
+
+
+def test_interleaved_lines_separated_per_stream(api, sb):
+    n = 5000
+    pid = api.start(sb, {"cmd": ["bash", "-c", "for i in $(seq %d); do echo out$i; echo err$i >&2; done" % n]})["pid"]
+    want_out = "".join("out%d\n" % i for i in range(1, n + 1)).encode()
+    want_err = "".join("err%d\n" % i for i in range(1, n + 1)).encode()
+    # the multiplexed JSON-line stream, as the SDKs read it
+    _h, body = api.output(sb, pid, format="frames", follow=1)
+    got = {"stdout": bytearray(), "stderr": bytearray()}
+    lines = [json.loads(l) for l in body.splitlines()]
+    for l in lines[:-1]:
+        assert "stream" in l, l
+        assert l["offset"] == len(got[l["stream"]])
+        got[l["stream"]] += base64.b64decode(l["data_b64"])
+    assert lines[-1] == {"exit": {"exit_code": 0, "signal": None, "reason": "exit"}}
+    assert bytes(got["stdout"]) == want_out and bytes(got["stderr"]) == want_err
+    # and raw, per stream
+    assert api.output(sb, pid, follow=1)[1] == want_out
+    assert api.output(sb, pid, stream="stderr")[1] == want_err
+
+
+def test_resume_from_offset_loses_nothing(api, sb):
+    """Read part of a follow stream, drop it, reconnect from the count
+    received: the concatenation is the whole 20 MB output. The command waits
+    for a flag after its first ~2 MB, so nothing is evicted from the 4 MiB
+    ring while no reader holds it back."""
+    flag = "/tmp/resume-go-%d" % os.getpid()
+    n1, n2 = 300000, 2700000
+    cmd = "seq 1 %d; while [ ! -e %s ]; do sleep 0.05; done; seq %d %d" % (n1, flag, n1 + 1, n2)
+    want = "".join("%d\n" % i for i in range(1, n2 + 1)).encode()
+    assert len(want) > 20 * 10**6
+    pid = api.start(sb, {"cmd": cmd})["pid"]
+    c, r = api.open_stream("/sandboxes/%s/processes/%d/output" % (sb, pid), {"follow": 1})
+    assert r.status == 200 and r.getheader("X-Paddock-Offset") == "0"
+    first = r.read(1000003)
+    assert len(first) == 1000003
+    c.close()           # drop the connection mid-stream
+    c, r = api.open_stream("/sandboxes/%s/processes/%d/output" % (sb, pid), {"follow": 1, "from": len(first)})
+    assert r.status == 200
+    assert r.getheader("X-Paddock-Offset") == str(len(first))
+    assert r.getheader("X-Paddock-Gap") is None
+    api.exec(sb, {"cmd": ["touch", flag]})
+    rest = r.read()
+    c.close()
+    assert hashlib.sha256(first + rest).hexdigest() == hashlib.sha256(want).hexdigest()
+
+
+def test_nonfollow_read_of_finished_process(api, sb):
+    pid = api.start(sb, {"cmd": ["seq", "1", "10000"]})["pid"]
+    api.wait(sb, pid)
+    want = "".join("%d\n" % i for i in range(1, 10001)).encode()
+    h, data = api.output(sb, pid)
+    assert data == want and h["X-Paddock-Offset"] == "0"
+    h, data = api.output(sb, pid, **{"from": 100})
+    assert data == want[100:] and h["X-Paddock-Offset"] == "100"
+    h, data = api.output(sb, pid, **{"from": 10**9})       # past the end: empty
+    assert data == b""
+    # a running process without follow: what exists now, then the end
+    pid = api.start(sb, {"cmd": "echo early; sleep 30"})["pid"]
+    time.sleep(0.5)
+    t0 = time.time()
+    _h, data = api.output(sb, pid)
+    assert data == b"early\n" and time.time() - t0 < 5
+    api.json("POST", "/sandboxes/%s/processes/%d/signal" % (sb, pid), {"signal": "KILL"})
+
+
+def test_evicted_output_reports_a_gap(api, sb):
+    """10 MB with nobody reading: the 4 MiB ring keeps the tail only, and a
+    read from 0 says where it really starts."""
+    n = 10 * 1000 * 1000
+    pid = api.start(sb, {"cmd": "head -c %d /dev/zero | tr '\\0' a" % n})["pid"]
+    for _ in range(200):
+        _st, p = api.json("GET", "/sandboxes/%s/processes/%d" % (sb, pid), expect=200)
+        if p["state"] == "exited":
+            break
+        time.sleep(0.05)
+    assert p["stdout_bytes"] == n
+    h, data = api.output(sb, pid)
+    start = int(h["X-Paddock-Offset"])
+    assert 0 < start < n and h["X-Paddock-Gap"] == "0-%d" % start
+    assert data == b"a" * (n - start)
+    _h, body = api.output(sb, pid, format="frames")
+    lines = [json.loads(l) for l in body.splitlines()]
+    assert lines[0] == {"gap": {"stream": "stdout", "from": 0, "to": start}}
+    assert lines[-1]["exit"]["exit_code"] == 0
+
+
+def test_timeout_kills_the_process(api, sb):
+    t0 = time.time()
+    j = api.exec(sb, {"cmd": ["sleep", "30"], "timeout": 0.5})
+    assert time.time() - t0 < 10
+    assert j["reason"] == "timeout" and j["signal"] == 9, j
+
+
+def test_paused_sandbox_is_409(api):
+    sid = new_sandbox(api)
+    try:
+        st, j = api.json("POST", "/sandboxes/%s/pause" % sid, {})
+        assert st == 200, j
+        st, j = api.json("POST", "/sandboxes/%s/exec" % sid, {"cmd": ["true"]})
+        assert st == 409 and j["error"]["code"] == "conflict", j
+        st, _h, _b = get(api, sid, "/etc/passwd")
+        assert st == 409
+        st, j = api.json("POST", "/sandboxes/%s/resume" % sid, {})
+        assert st == 200, j
+        assert api.exec(sid, {"cmd": ["echo", "back"]})["stdout"] == "back\n"
+    finally:
+        api.request("DELETE", "/sandboxes/%s" % sid)
+
+
+def test_stdin_round_trip_with_cat(api, sb):
+    pid = api.start(sb, {"cmd": ["cat"], "stdin": True})["pid"]
+    st, _h, _b = api.request("POST", "/sandboxes/%s/processes/%d/stdin" % (sb, pid), b"hello\n",
+                             headers={"Content-Type": "application/octet-stream"})
+    assert st == 204
+    big = os.urandom(2 * 1024 * 1024 + 17)
+    st, _h, _b = api.request("POST", "/sandboxes/%s/processes/%d/stdin" % (sb, pid), big,
+                             headers={"Content-Type": "application/octet-stream"})
+    assert st == 204
+    st, _h, _b = api.request("POST", "/sandboxes/%s/processes/%d/stdin/close" % (sb, pid))
+    assert st == 204
+    _h, out = api.output(sb, pid, follow=1)
+    assert out == b"hello\n" + big
+    st, _h, _b = api.request("POST", "/sandboxes/%s/processes/%d/stdin" % (sb, 999999), b"x")
+    assert st == 404
+
+
+def test_signal(api, sb):
+    for sig, num in (("SIGTERM", 15), ("TERM", 15), (9, 9), ("sigint", 2)):
+        pid = api.start(sb, {"cmd": ["sleep", "100"]})["pid"]
+        st, _ = api.json("POST", "/sandboxes/%s/processes/%d/signal" % (sb, pid), {"signal": sig})
+        assert st == 204
+        p = api.wait(sb, pid)
+        assert p["signal"] == num and p["exit_code"] is None and p["reason"] == "signal", p
+    st, j = api.json("POST", "/sandboxes/%s/processes/%d/signal" % (sb, pid), {"signal": "SIGNOPE"})
+    assert st == 400, j
+    st, j = api.json("POST", "/sandboxes/%s/processes/%d/signal" % (sb, 999999), {"signal": "TERM"})
+    assert st == 404, j
+
+
+def test_pty_process_sees_a_tty(api, sb):
+    j = api.start(sb, {"cmd": "test -t 0 && test -t 1 && echo isatty; tty; stty size",
+                       "pty": {"rows": 33, "cols": 101}})
+    _h, out = api.output(sb, j["pid"], follow=1)
+    assert b"isatty" in out and b"/dev/pts/" in out and b"33 101" in out, out
+    _st, p = api.json("GET", "/sandboxes/%s/processes/%d" % (sb, j["pid"]), expect=200)
+    assert p["pty"] == {"rows": 33, "cols": 101} and p["exit_code"] == 0
+    st, _h, _b = api.request("GET", "/sandboxes/%s/processes/%d/output" % (sb, j["pid"]), query={"stream": "stdout"})
+    assert st == 400
+
+
+def test_exec_returns_output_and_exit_code(api, sb):
+    j = api.exec(sb, {"cmd": ["echo", "hi"]})
+    assert j["stdout"] == "hi\n" and j["stderr"] == "" and j["exit_code"] == 0 and j["signal"] is None
+    assert j["pid"] > 0
+    j = api.exec(sb, {"cmd": "echo to-err >&2; exit 7"})
+    assert j["exit_code"] == 7 and j["stderr"] == "to-err\n" and j["stdout"] == ""
+    j = api.exec(sb, {"cmd": "id -u; pwd; echo $FOO", "env": {"FOO": "bar"}})
+    assert j["stdout"] == "1000\n/home/user\nbar\n"
+    j = api.exec(sb, {"cmd": "id -u; pwd", "user": "root", "cwd": "/tmp"})
+    assert j["stdout"] == "0\n/tmp\n"
+    j = api.exec(sb, {"cmd": ["cat"], "stdin_data": base64.b64encode(b"piped in").decode()})
+    assert j["stdout"] == "piped in"
+    j = api.exec(sb, {"cmd": "kill -TERM $$"})
+    assert j["signal"] == 15 and j["exit_code"] is None
+    j = api.exec(sb, {"cmd": "head -c 3000000 /dev/zero"})
+    assert j["stdout_truncated"] and j["stdout_bytes"] == 3000000 and len(j["stdout"]) == 1 << 20
+    st, j = api.json("POST", "/sandboxes/%s/exec" % sb, {"cmd": ["true"], "bogus": 1})
+    assert st == 400, j
+
+
+def test_missing_command_is_400(api, sb):
+    st, j = api.json("POST", "/sandboxes/%s/exec" % sb, {"cmd": ["no-such-command-xyz"]})
+    assert st == 400 and "command not found" in j["error"]["message"], j
+    st, j = api.json("POST", "/sandboxes/%s/processes" % sb, {"cmd": ["no-such-command-xyz"]})
+    assert st == 400 and "command not found" in j["error"]["message"], j
+
+
+def test_unknown_sandbox_and_bad_ids(api, sb):
+    st, _ = api.json("GET", "/sandboxes/%s/processes" % ("z" * 20))
+    assert st == 404
+    st, _ = api.json("POST", "/sandboxes/%s/exec" % ("z" * 20), {"cmd": ["true"]})
+    assert st == 404
+    st, _ = api.json("GET", "/sandboxes/%s/processes/abc" % sb)
+    assert st == 400
+    st, _ = api.json("GET", "/sandboxes/%s/processes/999999" % sb)
+    assert st == 404
+
+
+def test_concurrent_exec(api, sb):
+    n = 100
+    results = [None] * n
+
+    def one(i):
+        try:
+            results[i] = api.exec(sb, {"cmd": ["echo", "n%d" % i]}, timeout=120)
+        except Exception as e:  # noqa: BLE001 - reported below
+            results[i] = e
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    bad = [(i, r) for i, r in enumerate(results) if not isinstance(r, dict) or r["stdout"] != "n%d\n" % i
+           or r["exit_code"] != 0]
+    assert not bad, bad[:5]
+
+
+# --- files -------------------------------------------------------------------
+
+def put(api, sid, path, data, **q):
+    q["path"] = path
+    return api.request("PUT", "/sandboxes/%s/files" % sid, data, query=q,
+                       headers={"Content-Type": "application/octet-stream"}, timeout=300)
+
+
+def get(api, sid, path, **q):
+    q["path"] = path
+    return api.request("GET", "/sandboxes/%s/files" % sid, query=q, timeout=300)
+
+
+def test_upload_download_round_trip_50mb(api, sb):
+    data = os.urandom(50 * 1024 * 1024)
+    st, _h, body = put(api, sb, "big.bin", data)
+    assert st == 200, body
+    e = json.loads(body)
+    assert e["path"] == "/home/user/big.bin" and e["size"] == len(data) and e["type"] == "file"
+    assert e["uid"] == 1000
+    st, h, got = get(api, sb, "/home/user/big.bin")
+    assert st == 200 and int(h["Content-Length"]) == len(data)
+    assert hashlib.sha256(got).hexdigest() == hashlib.sha256(data).hexdigest()
+    j = api.exec(sb, {"cmd": "sha256sum big.bin"})
+    assert j["stdout"].split()[0] == hashlib.sha256(data).hexdigest()
+    st, _h, _b = api.request("DELETE", "/sandboxes/%s/files" % sb, query={"path": "big.bin"})
+    assert st == 204
+
+
+def test_upload_bigger_than_writable_layer_is_507(api):
+    sid = new_sandbox(api, disk_mb=16)
+    try:
+        st, _h, body = put(api, sid, "keep.txt", b"old contents\n")
+        assert st == 200, body
+        chunk = os.urandom(1 << 20)
+
+        class Big:
+            """40 MiB, streamed (http.client reads file-likes in blocks)."""
+            def __init__(self):
+                self.left = 40
+
+            def read(self, n=-1):
+                if not self.left:
+                    return b""
+                self.left -= 1
+                return chunk
+
+        st, _h, body = api.request("PUT", "/sandboxes/%s/files" % sid, Big(), query={"path": "keep.txt"},
+                                   headers={"Content-Length": str(40 << 20),
+                                            "Content-Type": "application/octet-stream"}, timeout=300)
+        assert st == 507, body
+        assert json.loads(body)["error"]["code"] == "no_space"
+        st, _h, got = get(api, sid, "keep.txt")
+        assert st == 200 and got == b"old contents\n"
+        j = api.exec(sid, {"cmd": ["echo", "alive"]})
+        assert j["stdout"] == "alive\n"
+        st, _h, body = put(api, sid, "after.txt", b"x" * 1000)      # the space came back
+        assert st == 200, body
+    finally:
+        api.request("DELETE", "/sandboxes/%s" % sid)
+
+
+def test_download_missing_is_404(api, sb):
+    st, _h, body = get(api, sb, "/no/such/file")
+    assert st == 404, body
+    assert json.loads(body)["error"]["code"] == "not_found"
+
+
+def test_dotdot_stays_inside(api, sb):
+    st, _h, body = get(api, sb, "../../etc/passwd")
+    assert st == 200, body
+    assert b"user:x:1000" in body
+    with open("/etc/passwd", "rb") as f:
+        host = f.read()
+    assert body != host
+    st, _h, body = get(api, sb, "/../../../../etc/passwd")
+    assert st == 200 and b"user:x:1000" in body
+
+
+def test_bad_paths_are_400(api, sb):
+    for path in ("a\x00b", "/tmp/" + "x" * 256, "/" + "a/" * 2100, ""):
+        st, _h, body = get(api, sb, path)
+        assert st == 400, (path[:20], st, body)
+        st, _h, body = put(api, sb, path, b"data")
+        assert st == 400, (path[:20], st, body)
+    st, _h, body = api.request("GET", "/sandboxes/%s/files/stat" % sb, query={"path": "a\x00b"})
+    assert st == 400
+    st, j = api.json("POST", "/sandboxes/%s/files/mkdir" % sb, {"path": "a\u0000b"})
+    assert st == 400
+
+
+def test_symlink_planted_inside_is_resolved_inside(api, sb):
+    api.exec(sb, {"cmd": "ln -sf /etc/shadow /home/user/shadow-link; ln -sf ../../../../etc/hostname up-link"})
+    with open("/etc/shadow", "rb") as f:
+        host_shadow = f.read()
+    for user in ("user", "root"):
+        st, _h, body = get(api, sb, "/home/user/shadow-link", user=user)
+        assert st in (200, 403, 404), (st, body)
+        assert body != host_shadow
+    st, _h, body = api.request("GET", "/sandboxes/%s/files/stat" % sb, query={"path": "shadow-link"})
+    e = json.loads(body)
+    assert st == 200 and e["type"] == "symlink" and e["link_target"] == "/etc/shadow"
+
+
+def test_fifo_refused(api, sb):
+    api.exec(sb, {"cmd": "rm -f /home/user/fifo; mkfifo /home/user/fifo"})
+    st, _h, body = get(api, sb, "fifo")
+    assert st == 400, body
+    st, _h, body = put(api, sb, "fifo", b"data")
+    assert st == 400, body
+
+
+def test_mkdir_list_stat_move_remove(api, sb):
+    base = "/home/user/tree"
+    api.request("DELETE", "/sandboxes/%s/files" % sb, query={"path": base})
+    st, e = api.json("POST", "/sandboxes/%s/files/mkdir" % sb, {"path": base + "/a/b"})
+    assert st == 201 and e["type"] == "dir" and e["path"] == base + "/a/b", e
+    st, e = api.json("POST", "/sandboxes/%s/files/mkdir" % sb, {"path": base + "/a/b"})
+    assert st == 409, e
+    st, _h, _b = put(api, sb, base + "/a/f.txt", b"12345", mode="0600")
+    assert st == 200
+    st, e = api.json("GET", "/sandboxes/%s/files/stat" % sb, query={"path": base + "/a/f.txt"})
+    assert st == 200 and e["size"] == 5 and e["mode"] == 0o600 and e["type"] == "file"
+    assert e["name"] == "f.txt" and e["modified_at"].endswith("Z") and e["uid"] == 1000
+    st, j = api.json("GET", "/sandboxes/%s/files/list" % sb, query={"path": base + "/a"})
+    assert st == 200
+    assert sorted((x["name"], x["type"]) for x in j["entries"]) == [("b", "dir"), ("f.txt", "file")]
+    st, j = api.json("GET", "/sandboxes/%s/files/list" % sb, query={"path": base, "depth": 3})
+    assert {x["path"] for x in j["entries"]} == {base + "/a", base + "/a/b", base + "/a/f.txt"}
+    st, e = api.json("POST", "/sandboxes/%s/files/move" % sb, {"from": base + "/a/f.txt", "to": base + "/g.txt"})
+    assert st == 200 and e["path"] == base + "/g.txt" and e["size"] == 5, e
+    st, _e = api.json("GET", "/sandboxes/%s/files/stat" % sb, query={"path": base + "/a/f.txt"})
+    assert st == 404
+    st, _h, _b = api.request("DELETE", "/sandboxes/%s/files" % sb, query={"path": base})
+    assert st == 204
+    st, _e = api.json("GET", "/sandboxes/%s/files/stat" % sb, query={"path": base})
+    assert st == 404
+    # root-only places stay root-only for the default user
+    st, _h, _b = put(api, sb, "/root/x", b"no")
+    assert st == 403
+    st, _h, _b = put(api, sb, "/root/x", b"yes", user="root")
+    assert st == 200
+
+
+def test_watch_sees_api_writes(api, sb):
+    d = "/home/user/watched"
+    api.json("POST", "/sandboxes/%s/files/mkdir" % sb, {"path": d})
+    c, r = api.open_stream("/sandboxes/%s/files/watch" % sb, {"path": d, "recursive": 1}, timeout=20)
+    assert r.status == 200
+    assert put(api, sb, d + "/new.txt", b"hello")[0] == 200
+    assert api.request("DELETE", "/sandboxes/%s/files" % sb, query={"path": d + "/new.txt"})[0] == 204
+    seen = set()
+    deadline = time.time() + 15
+    while time.time() < deadline and not {"create", "write", "remove"} <= seen:
+        line = r.readline()
+        if not line:
+            break
+        ev = json.loads(line)
+        if ev["name"] in ("new.txt",) or ev["name"].startswith(".paddock-upload"):
+            seen.add(ev["event"])
+    c.close()
+    # the upload lands as a temporary file renamed over new.txt
+    assert {"create", "write", "remove"} <= seen, seen
+
+
+def test_audit_has_exec_and_file_calls(api, sb):
+    api.exec(sb, {"cmd": ["echo", "audited"]})
+    put(api, sb, "audited.txt", b"abc")
+    st, _h, body = api.request("GET", "/sandboxes/%s/audit" % sb)
+    assert st == 200
+    events = [json.loads(l) for l in body.splitlines() if l.strip()]
+    starts = [e for e in events if e["event"] == "process.start" and e.get("argv") == ["echo", "audited"]]
+    assert starts and starts[0]["user"] == "user" and starts[0]["cwd"] == "/home/user" and starts[0]["pid"] > 0
+    writes = [e for e in events if e["event"] == "file.write" and e.get("path") == "audited.txt"]
+    assert writes and writes[0]["bytes"] == 3
+
+
+def test_delete_sandbox_ends_follow_stream(api):
+    sid = new_sandbox(api)
+    pid = api.start(sid, {"cmd": "while :; do echo tick; sleep 0.1; done"})["pid"]
+    c, r = api.open_stream("/sandboxes/%s/processes/%d/output" % (sid, pid), {"follow": 1}, timeout=30)
+    assert r.status == 200
+    assert r.read(5) == b"tick\n"
+    done = {}
+
+    def reader():
+        try:
+            done["rest"] = r.read()
+        except Exception as e:  # noqa: BLE001
+            done["error"] = e
+
+    t = threading.Thread(target=reader)
+    t.start()
+    st, _h, _b = api.request("DELETE", "/sandboxes/%s" % sid)
+    assert st == 204
+    t.join(20)
+    assert not t.is_alive(), "follow stream still open 20 s after the sandbox was deleted"
+    c.close()
+    assert "error" not in done, done
+    st, _ = api.json("GET", "/sandboxes/%s/processes" % sid)
+    assert st == 404
