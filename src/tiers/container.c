@@ -117,10 +117,6 @@ static _Noreturn void child_main(struct child_args *a)
 {
         struct pd_error err = { 0 };
         int trees[MAX_TREES];
-        /* getppid() is 0 in a new pid namespace, so a parent that died
-         * before this point shows as EOF on sync_fd instead. */
-        if (a->sb->die_with_parent)
-                prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (recv_trees(a, trees, a->n_trees, &err) < 0)
                 child_fail(a, &err);
         pd_trace("child: got trees");
@@ -138,6 +134,14 @@ static _Noreturn void child_main(struct child_args *a)
         if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0) {
                 pd_error_set(&err, errno, "become root in the user namespace");
                 child_fail(a, &err);
+        }
+        /* Only now: any change of euid resets the parent-death signal. A
+         * parent that died before this point shows as a hang-up on sync_fd
+         * (getppid() is 0 in a new pid namespace). */
+        if (a->sb->die_with_parent) {
+                struct pollfd pf = { .fd = a->sync_fd, .events = POLLIN };
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || (poll(&pf, 1, 0) > 0 && (pf.revents & POLLHUP)))
+                        _exit(125);
         }
         /* The parent moved us into the agent cgroup: root the cgroup
          * namespace there, so the sandbox sees no host cgroup names. */
