@@ -67,7 +67,9 @@ static _Noreturn void child_fail(struct child_args *a, const struct pd_error *e)
         _exit(125);
 }
 
-static int recv_trees(struct child_args *a, int *fds, unsigned n, struct pd_error *err)
+/* Receive one message from the parent: a tag byte ('G' trees, 'C' cgroup
+ * fds; 'X' = abort) and exactly n fds. */
+static int recv_fds(struct child_args *a, char want, int *fds, unsigned n, struct pd_error *err)
 {
         char ctrl[CMSG_SPACE(sizeof(int) * MAX_TREES)];
         char byte;
@@ -80,13 +82,13 @@ static int recv_trees(struct child_args *a, int *fds, unsigned n, struct pd_erro
         while (r < 0 && errno == EINTR);
         if (r != 1)
                 return pd_error_set(err, r < 0 ? errno : EPIPE, "wait for the host's go-ahead");
-        if (byte != 'G')
+        if (byte != want)
                 return pd_error_setx(err, ECANCELED, "host aborted the start");
         struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
         if (n == 0)
                 return 0;
         if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int) * n))
-                return pd_error_setx(err, EPROTO, "host sent no template trees");
+                return pd_error_setx(err, EPROTO, "host sent the wrong descriptors");
         memcpy(fds, CMSG_DATA(c), sizeof(int) * n);
         return 0;
 }
@@ -117,7 +119,7 @@ static _Noreturn void child_main(struct child_args *a)
 {
         struct pd_error err = { 0 };
         int trees[MAX_TREES];
-        if (recv_trees(a, trees, a->n_trees, &err) < 0)
+        if (recv_fds(a, 'G', trees, a->n_trees, &err) < 0)
                 child_fail(a, &err);
         pd_trace("child: got trees");
         unsigned t = 0;
@@ -143,13 +145,7 @@ static _Noreturn void child_main(struct child_args *a)
                 if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || (poll(&pf, 1, 0) > 0 && (pf.revents & POLLHUP)))
                         _exit(125);
         }
-        /* The parent moved us into the agent cgroup: root the cgroup
-         * namespace there, so the sandbox sees no host cgroup names. */
-        if (unshare(CLONE_NEWCGROUP) < 0) {
-                pd_error_set(&err, errno, "create cgroup namespace");
-                child_fail(a, &err);
-        }
-        pd_trace("child: setresuid + cgroupns");
+        pd_trace("child: setresuid");
         if (pd_mount_build(&a->plan, stagefd, &err) < 0)
                 child_fail(a, &err);
         pd_trace("child: mounts + pivot");
@@ -165,6 +161,16 @@ static _Noreturn void child_main(struct child_args *a)
                 pd_error_set(&err, errno, "setsid");
                 child_fail(a, &err);
         }
+        /* Meanwhile the parent made our cgroups and moved us into the agent
+         * cgroup; it sends the workload's cgroup.procs fds. Root the cgroup
+         * namespace there, so the sandbox sees no host cgroup names. */
+        if (recv_fds(a, 'C', a->cg_fds, (unsigned)a->n_cg, &err) < 0)
+                child_fail(a, &err);
+        if (unshare(CLONE_NEWCGROUP) < 0) {
+                pd_error_set(&err, errno, "create cgroup namespace");
+                child_fail(a, &err);
+        }
+        pd_trace("child: cgroups");
         /* fds: 0-2 /dev/null, 3 the agent socket, 4.. cgroup.procs of the
          * workload; everything else is CLOEXEC (sync_fd closes at exec and
          * tells the parent the exec happened). */
@@ -260,11 +266,11 @@ static int idmapped_tree(const char *path, int userns_fd, bool readonly, bool re
         return PD_TAKE_FD(fd);
 }
 
-static int send_trees(int sync_fd, const int *fds, unsigned n, struct pd_error *err)
+static int send_fds(int sync_fd, char tag, const int *fds, unsigned n, struct pd_error *err)
 {
         char ctrl[CMSG_SPACE(sizeof(int) * MAX_TREES)];
         memset(ctrl, 0, sizeof ctrl);
-        char byte = 'G';
+        char byte = tag;
         struct iovec iov = { &byte, 1 };
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
         if (n > 0) {
@@ -277,7 +283,7 @@ static int send_trees(int sync_fd, const int *fds, unsigned n, struct pd_error *
                 memcpy(CMSG_DATA(c), fds, sizeof(int) * n);
         }
         if (sendmsg(sync_fd, &mh, MSG_NOSIGNAL) != 1)
-                return pd_error_set(err, errno, "send template trees to the sandbox");
+                return pd_error_set(err, errno, "send descriptors to the sandbox");
         return 0;
 }
 
@@ -347,10 +353,6 @@ static int container_create(struct pd_sandbox *sb, struct pd_error *err)
         if ((r = pd_cgroup_init(&sb->cg, sb->state->instance, sb->id, err)) < 0)
                 return r;
         sb->have_cgroup = true;
-        struct pd_cgroup_limits lim = { sb->spec.memory_bytes, sb->spec.pids, sb->spec.millicpus };
-        if ((r = pd_cgroup_create(&sb->cg, &lim, err)) < 0)
-                return r;
-        pd_trace("cgroups");
         /* Record what teardown needs before anything else can leak. */
         if ((r = pd_sandbox_save(sb, err)) < 0)
                 return r;
@@ -361,9 +363,10 @@ static int container_create(struct pd_sandbox *sb, struct pd_error *err)
         struct pd_seccomp_opts so = { .deny_udp_raw = false };
         if ((r = pd_seccomp_load(cache, &so, &a.filter, err)) < 0)
                 goto out;
-        if ((r = pd_cgroup_open_procs(&sb->cg, "work", a.cg_fds, PD_CG_MAX_CTRL, err)) < 0)
-                goto out;
-        a.n_cg = r;
+        /* The cgroups themselves are made while the child builds its mounts;
+         * the child needs only their count now. */
+        for (unsigned i = 0; i < sb->cg.n; i++)
+                a.n_cg += sb->cg.h[i].split;
         if ((r = a.listen_fd = make_listen_socket(sb, err)) < 0)
                 goto out;
         char agent_path[PATH_MAX];
@@ -424,10 +427,9 @@ static int container_create(struct pd_sandbox *sb, struct pd_error *err)
         close(sync[1]);
         sync[1] = -1;
 
-        if ((r = pd_userns_write_maps(pid, sb->uids.base, err)) < 0 ||
-            (r = pd_cgroup_attach(&sb->cg, "agent", pid, err)) < 0)
+        if ((r = pd_userns_write_maps(pid, sb->uids.base, err)) < 0)
                 goto abort_child;
-        pd_trace("maps + cgroup attach");
+        pd_trace("uid/gid maps");
         char nspath[64];
         snprintf(nspath, sizeof nspath, "/proc/%d/ns/user", (int)pid);
         userns = open(nspath, O_RDONLY | O_CLOEXEC);
@@ -452,14 +454,37 @@ static int container_create(struct pd_sandbox *sb, struct pd_error *err)
         if ((r = trees[n_trees] = idmapped_tree(agent_path, userns, true, false, err)) < 0)
                 goto abort_child;
         n_trees++;
-        if ((r = send_trees(sync[0], trees, n_trees, err)) < 0)
+        if ((r = send_fds(sync[0], 'G', trees, n_trees, err)) < 0)
                 goto abort_child;
+        /* While the child mounts: cgroups, limits, the agent's membership,
+         * and the workload cgroup fds it passes on to the agent. */
+        struct pd_cgroup_limits lim = { sb->spec.memory_bytes, sb->spec.pids, sb->spec.millicpus };
+        int cg_fds[PD_CG_MAX_CTRL];
+        if ((r = pd_cgroup_create(&sb->cg, &lim, err)) < 0 ||
+            (r = pd_cgroup_attach(&sb->cg, "agent", pid, err)) < 0)
+                goto abort_child;
+        if ((r = pd_cgroup_open_procs(&sb->cg, "work", cg_fds, PD_CG_MAX_CTRL, err)) < 0)
+                goto abort_child;
+        if (r != a.n_cg) {
+                for (int i = 0; i < r; i++)
+                        close(cg_fds[i]);
+                r = pd_error_setx(err, EPROTO, "cgroup hierarchies changed during start");
+                goto abort_child;
+        }
+        r = send_fds(sync[0], 'C', cg_fds, (unsigned)a.n_cg, err);
+        for (int i = 0; i < a.n_cg; i++)
+                close(cg_fds[i]);
+        if (r < 0)
+                goto abort_child;
+        pd_trace("cgroups made and sent");
         pd_trace("idmapped trees sent");
         if ((r = wait_child_exec(sync[0], err)) < 0)
                 goto abort_child;
         pd_trace("child set up and exec'd agent");
         sb->agent_start = pd_proc_starttime(pid);
-        r = pd_sandbox_save(sb, err);
+        /* A sandbox that outlives its creator (the server's) must be found
+         * again by pid; paddock run's dies with it (PDEATHSIG). */
+        r = sb->die_with_parent ? 0 : pd_sandbox_save(sb, err);
         goto out;
 
 abort_child:
@@ -476,8 +501,6 @@ out:
                 close(sync[0]);
         if (sync[1] >= 0)
                 close(sync[1]);
-        for (int i = 0; i < a.n_cg; i++)
-                close(a.cg_fds[i]);
         if (a.listen_fd >= 0)
                 close(a.listen_fd);
         if (a.agent_fd >= 0)

@@ -351,9 +351,11 @@ def test_file_api_maps_home(pd):
             f = c.call("FILE_STAT", [("PATH", path), ("UID", 1000)])
             assert f.type == pdproto.T["REPLY"], (path, f.attrs)
             assert "/workspaces/" in pdproto.one(f.attrs, "ENTRY")["PATH"][0]
-        for path in ("/etc/shadow", "/root/../../../../../../etc/shadow", "/root/../x"):
-            f = c.call("FILE_READ", [("PATH", path)])
-            assert (f.type, f.aux) == (pdproto.T["ERROR"], errno.EACCES), (path, f.attrs)
+        for op, path in (("FILE_READ", "/etc/shadow"), ("FILE_READ", "/root/../../../../../../etc/shadow"),
+                         ("FILE_LIST", "/root/.."), ("FILE_WRITE", "/etc/paddock-test"),
+                         ("FILE_MKDIR", "/home/user/../escape")):
+            f = c.call(op, [("PATH", path)])
+            assert (f.type, f.aux) == (pdproto.T["ERROR"], errno.EACCES), (op, path, f.attrs)
         pid = c.spawn_ok(["pwd"], CWD="/home/user", UID=0, GID=0)
         out, ex = c.collect(pid)
         assert b"/workspaces/" in out[pdproto.STDOUT]
