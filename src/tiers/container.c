@@ -482,9 +482,9 @@ static int container_create(struct pd_sandbox *sb, struct pd_error *err)
                 goto abort_child;
         pd_trace("child set up and exec'd agent");
         sb->agent_start = pd_proc_starttime(pid);
-        /* A sandbox that outlives its creator (the server's) must be found
-         * again by pid; paddock run's dies with it (PDEATHSIG). */
-        r = sb->die_with_parent ? 0 : pd_sandbox_save(sb, err);
+        /* Record the agent's pid and start time: the server re-adopts by
+         * them, and gc can kill a sandbox whose creator crashed. */
+        r = pd_sandbox_save(sb, err);
         goto out;
 
 abort_child:

@@ -110,11 +110,6 @@ static _Noreturn void child_main(struct child_args *a)
 {
         struct pd_error err = { 0 };
         char go;
-        if (a->sb->die_with_parent) {
-                prctl(PR_SET_PDEATHSIG, SIGKILL);
-                if (getppid() != a->parent)
-                        _exit(125);
-        }
         ssize_t n;
         do
                 n = read(a->sync_fd, &go, 1);
@@ -153,6 +148,13 @@ static _Noreturn void child_main(struct child_args *a)
         }
         if (a->root && drop_to_uid(a->uid, &err) < 0)
                 child_fail(a, &err);
+        /* After the uid switch: a credential change resets the parent-death
+         * signal. A parent gone before this point shows in getppid(). */
+        if (a->sb->die_with_parent) {
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                if (getppid() != a->parent)
+                        _exit(125);
+        }
         if (pd_rlimits_apply(&err) < 0)
                 child_fail(a, &err);
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
