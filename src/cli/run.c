@@ -49,7 +49,9 @@ static void usage(FILE *f)
         fprintf(f,
                 "usage: paddock run [OPTIONS] [--] CMD [ARGS...]\n"
                 "Run CMD in a fresh sandbox, stream its output, exit with its status.\n\n"
-                "  --isolation TIER   container (default)\n"
+                "  --isolation TIER   container (default) or process (no namespaces: Landlock,\n"
+                "                     seccomp, a uid and cgroup of its own; see docs/security.md)\n"
+                "  --allow-weaker     process tier: run even if the kernel's Landlock lacks a right\n"
                 "  --template NAME|DIR  registered template name (default base) or a directory\n"
                 "  --memory SIZE      memory limit (default 512M)\n"
                 "  --pids N           process limit (default 512)\n"
@@ -106,7 +108,8 @@ static int parse_volume(char *arg, struct pd_spec *spec)
 
 static int parse(int argc, char **argv, struct run_opts *o)
 {
-        enum { O_ISO = 256, O_TEMPLATE, O_MEMORY, O_PIDS, O_CPUS, O_DISK, O_TIMEOUT, O_NET, O_STATE, O_JSON };
+        enum { O_ISO = 256, O_TEMPLATE, O_MEMORY, O_PIDS, O_CPUS, O_DISK, O_TIMEOUT, O_NET, O_STATE, O_JSON,
+               O_WEAKER };
         static const struct option opts[] = {
                 { "isolation", required_argument, NULL, O_ISO },
                 { "template", required_argument, NULL, O_TEMPLATE },
@@ -123,6 +126,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
                 { "net", required_argument, NULL, O_NET },
                 { "state-dir", required_argument, NULL, O_STATE },
                 { "json", no_argument, NULL, O_JSON },
+                { "allow-weaker", no_argument, NULL, O_WEAKER },
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
@@ -213,6 +217,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
                         break;
                 case O_STATE: o->state_dir = optarg; break;
                 case O_JSON: o->json = true; break;
+                case O_WEAKER: o->spec.allow_weaker = true; break;
                 case 'h': usage(stdout); exit(0);
                 case '?':
                 default:

@@ -9,13 +9,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
 #include <linux/landlock.h>
-#include <linux/seccomp.h>
-#include <netinet/in.h>
-#include <stddef.h>
-#include <sys/socket.h>
 
 #include "seccomp-policy.h"
 #include "util.h"
@@ -177,59 +171,6 @@ int pd_landlock_ruleset(const struct pd_landlock_opts *o, struct pd_landlock_inf
                 if ((r = add_path(rs, dev[i], FS_DEV, h, false, err)) < 0)
                         return r;
         return PD_TAKE_FD(rs);
-}
-
-#if defined(__x86_64__)
-#define NATIVE_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define NATIVE_ARCH AUDIT_ARCH_AARCH64
-#else
-#error "pd_landlock_gap_filter: unknown architecture"
-#endif
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i))
-#else
-#define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i) + 4)
-#endif
-#define DENY (SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA))
-
-int pd_landlock_gap_filter(struct pd_bpf *out, struct pd_error *err)
-{
-        /* Jump offsets count from the next instruction; the targets are in
-         * the comments. Foreign architectures (x32, i386 entry) are let
-         * through here: the tier's allowlist, installed after, kills them. */
-        static const struct sock_filter prog[] = {
-                /*  0 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-                /*  1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_ARCH, 0, 18),          /* -> 20 */
-                /*  2 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-                /*  3 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 3, 0),             /* -> 7 */
-                /*  4 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_sendto, 11, 0),            /* -> 16 */
-                /*  5 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_sendmmsg, 10, 0),          /* -> 16 */
-                /*  6 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_sendmsg, 11, 13),          /* -> 18, 20 */
-                /* socket(family, type, protocol) */
-                /*  7 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(0)),
-                /*  8 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET, 1, 0),                /* -> 10 */
-                /*  9 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_INET6, 0, 10),              /* -> 10, 20 */
-                /* 10 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)),
-                /* 11 */ BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xf),
-                /* 12 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SOCK_STREAM, 0, 8),            /* -> 13, 21 */
-                /* 13 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(2)),
-                /* 14 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 5, 0),                      /* -> 20 */
-                /* 15 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, 4, 5),            /* -> 20, 21 */
-                /* sendto, sendmmsg: flags are argument 3; sendmsg: argument 2 */
-                /* 16 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(3)),
-                /* 17 */ BPF_STMT(BPF_JMP | BPF_JA, 1),                                     /* -> 19 */
-                /* 18 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(2)),
-                /* 19 */ BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, MSG_FASTOPEN, 1, 0),          /* -> 21, 20 */
-                /* 20 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-                /* 21 */ BPF_STMT(BPF_RET | BPF_K, DENY),
-        };
-        out->insns = malloc(sizeof prog);
-        if (!out->insns)
-                return pd_error_set(err, ENOMEM, "seccomp gap filter");
-        memcpy(out->insns, prog, sizeof prog);
-        out->len = (unsigned short)PD_ARRAY_SIZE(prog);
-        return 0;
 }
 
 int pd_landlock_restrict(int ruleset_fd)

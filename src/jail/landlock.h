@@ -41,16 +41,6 @@ int pd_landlock_abi(void);
 int pd_landlock_ruleset(const struct pd_landlock_opts *o, struct pd_landlock_info *info,
                         struct pd_error *err);
 
-/* Landlock (ABI 7) controls TCP bind() and connect() only. Two other ways
- * to open an outgoing TCP-like connection pass beside it on this kernel:
- * MPTCP and SCTP sockets (other protocols) and TCP Fast Open
- * (sendto/sendmsg/sendmmsg with MSG_FASTOPEN connects without connect()).
- * This small seccomp filter, stacked under the tier's allowlist, refuses
- * them with EPERM: socket(AF_INET/AF_INET6) is allowed only as SOCK_STREAM
- * with protocol 0 or IPPROTO_TCP, and MSG_FASTOPEN is refused on every
- * send. Arguments are compared as the 32-bit values the kernel uses. */
-struct pd_bpf;
-int pd_landlock_gap_filter(struct pd_bpf *out, struct pd_error *err);
 
 /* Enforce the ruleset on the calling thread (and what it execs). No malloc:
  * for the post-fork child. no_new_privs must be set first. 0 or -errno. */

@@ -23,6 +23,11 @@
 struct pd_seccomp_opts {
         /* Also deny socket(AF_INET/AF_INET6, SOCK_DGRAM or SOCK_RAW). */
         bool deny_udp_raw;
+        /* Deny socket(AF_INET/AF_INET6) altogether: the process tier under
+         * network none, which shares the host's network namespace (Landlock
+         * cannot stop listen() on an unbound socket, MPTCP or TCP Fast Open
+         * from reaching the host's network). */
+        bool deny_inet;
 };
 
 /* A filter as raw BPF, owned by whoever holds it: free with pd_bpf_free. */

@@ -234,6 +234,12 @@ static int add_socket_rules(scmp_filter_ctx ctx, const struct pd_seccomp_opts *o
                 r.ncmp = 0;
                 r.arg = 0;
                 r.action = SCMP_ACT_ALLOW;
+                if (o->deny_inet) {
+                        r.action = deny;
+                        if ((ret = rule_cube(&r, 0xffffffffu, inet[i])) < 0)
+                                return ret;
+                        continue;
+                }
                 if (!o->deny_udp_raw) {
                         if ((ret = rule_cube(&r, 0xffffffffu, inet[i])) < 0)
                                 return ret;
@@ -381,9 +387,9 @@ static void cache_path(char *buf, size_t size, const char *dir, const struct pd_
 {
         const struct scmp_version *v = seccomp_version();
         char key[128];
-        int n = snprintf(key, sizeof key, "paddock-seccomp policy=%u libseccomp=%u.%u.%u arch=%u udp_raw=%d",
+        int n = snprintf(key, sizeof key, "paddock-seccomp policy=%u libseccomp=%u.%u.%u arch=%u udp_raw=%d inet=%d",
                          PD_SECCOMP_POLICY_VERSION, v ? v->major : 0, v ? v->minor : 0,
-                         v ? v->micro : 0, seccomp_arch_native(), o->deny_udp_raw ? 1 : 0);
+                         v ? v->micro : 0, seccomp_arch_native(), o->deny_udp_raw ? 1 : 0, o->deny_inet ? 1 : 0);
         uint64_t h = hash64(HASH64_INIT, key, n > 0 ? (size_t)n : 0);
         h = hash64(h, pd_allow_names, sizeof pd_allow_names);
         snprintf(buf, size, "%s/seccomp-%016llx.bpf", dir, (unsigned long long)h);

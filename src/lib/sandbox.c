@@ -208,6 +208,12 @@ int pd_gc(struct pd_state *st, int *destroyed, struct pd_error *err)
                         closedir(d);
                 }
         }
+        /* Process-tier workspaces live on the state dir's disk; records on
+         * tmpfs do not survive a reboot, so sweep them all here. */
+        char ws[PATH_MAX + 16];
+        snprintf(ws, sizeof ws, "%s/workspaces", st->dir);
+        if (pd_rm_rf(ws, NULL) < 0 && ret == 0)
+                ret = pd_error_setx(err, EIO, "could not remove '%s'", ws);
         /* Anything the records missed (a crash between steps). */
         if (pd_cgroup_gc(st->instance, ret == 0 ? err : NULL) < 0 && ret == 0)
                 ret = -EIO;

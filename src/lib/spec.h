@@ -36,6 +36,9 @@ struct pd_spec {
         uint32_t millicpus;
         enum pd_net_mode net;
         const char *hostname;
+        /* process tier: accept a kernel whose Landlock lacks a right the
+         * policy needs (recorded in the sandbox's info), instead of refusing */
+        bool allow_weaker;
         struct pd_volume volumes[PD_MAX_VOLUMES];
         unsigned n_volumes;
 };

@@ -68,7 +68,7 @@ struct child_args {
         int n_cg;
         bool root;
         uid_t uid;
-        struct pd_bpf filter, gaps;
+        struct pd_bpf filter;
         const char *workspace;
         pid_t parent;
 };
@@ -165,11 +165,6 @@ static _Noreturn void child_main(struct child_args *a)
          * domain is ours to set); both need no_new_privs. */
         if ((r = pd_landlock_restrict(a->ruleset_fd)) < 0) {
                 pd_error_set(&err, -r, "enforce the Landlock ruleset");
-                child_fail(a, &err);
-        }
-        /* The gap filter first: the allowlist restricts seccomp() itself. */
-        if ((r = pd_seccomp_install(&a->gaps)) < 0) {
-                pd_error_set(&err, -r, "install seccomp gap filter");
                 child_fail(a, &err);
         }
         if ((r = pd_seccomp_install(&a->filter)) < 0) {
@@ -312,12 +307,6 @@ static int make_workspace(struct pd_sandbox *sb, struct proc_data *pd, bool root
         return 0;
 }
 
-static bool allow_weaker(void)
-{
-        /* TODO(lead): a spec field and `--allow-weaker` replace this. */
-        const char *v = getenv("PADDOCK_ALLOW_WEAKER");
-        return v && !strcmp(v, "1");
-}
 
 /* What this tier adds to the sandbox's record (beside the common one). */
 static int save_info(struct pd_sandbox *sb, struct proc_data *pd, struct pd_error *err)
@@ -393,7 +382,7 @@ static int process_create(struct pd_sandbox *sb, struct pd_error *err)
         if ((r = pd_agent_path(agent_path, sizeof agent_path, err)) < 0)
                 return r;
         struct pd_landlock_opts lo = { .workspace = pd->workspace, .agent_path = agent_path,
-                                       .allow_weaker = allow_weaker() };
+                                       .allow_weaker = sb->spec.allow_weaker };
         if ((r = a.ruleset_fd = pd_landlock_ruleset(&lo, &pd->ll, err)) < 0)
                 goto out;
         if ((r = save_info(sb, pd, err)) < 0)
@@ -402,9 +391,11 @@ static int process_create(struct pd_sandbox *sb, struct pd_error *err)
 
         char cache[PATH_MAX];
         snprintf(cache, sizeof cache, "%s/cache", sb->state->dir);
-        struct pd_seccomp_opts so = { .deny_udp_raw = sb->spec.net == PD_NET_NONE };
-        if ((r = pd_seccomp_load(cache, &so, &a.filter, err)) < 0 ||
-            (r = pd_landlock_gap_filter(&a.gaps, err)) < 0)
+        /* Network none in the host's network namespace: no inet sockets at
+         * all (a listen() without bind() would expose a port otherwise). */
+        struct pd_seccomp_opts so = { .deny_udp_raw = sb->spec.net == PD_NET_NONE,
+                                      .deny_inet = sb->spec.net == PD_NET_NONE };
+        if ((r = pd_seccomp_load(cache, &so, &a.filter, err)) < 0)
                 goto out;
         if (sb->have_cgroup) {
                 if ((r = pd_cgroup_open_procs(&sb->cg, "work", a.cg_fds, PD_CG_MAX_CTRL, err)) < 0)
@@ -472,7 +463,6 @@ out:
         if (a.ruleset_fd >= 0)
                 close(a.ruleset_fd);
         pd_bpf_free(&a.filter);
-        pd_bpf_free(&a.gaps);
         return r < 0 ? r : 0;
 }
 
