@@ -168,10 +168,11 @@ class Conn:
         assert f.type == T["REPLY"], f.attrs
         return one(f.attrs, "PID")
 
-    def collect(self, pid, streams=(STDOUT, STDERR), offset=0):
-        """Attach with FOLLOW; return ({stream: bytes}, exit attrs)."""
+    def collect(self, pid, streams=(STDOUT, STDERR), offset=0, attach=True):
+        """Attach with FOLLOW (unless the SPAWN carried FOLLOW already:
+        attach=False); return ({stream: bytes}, exit attrs)."""
         out = {s: b"" for s in streams}
-        for s in streams:
+        for s in streams if attach else ():
             self.ok("ATTACH", [("PID", pid), ("STREAM", s), ("OFFSET", offset), ("FOLLOW", 1)])
         while True:
             f = self.recv(lambda f: f.id == pid and f.type in (T["OUTPUT"], T["EXIT"], T["GAP"]))

@@ -265,8 +265,10 @@ def test_gap_when_evicted():
         c1 = a.conn()
         n = 100000
         expected = "".join(f"{i}\n" for i in range(1, n + 1)).encode()
-        pid = c1.spawn_ok(["seq", str(n)])
-        out, ex = c1.collect(pid, streams=(STDOUT,))
+        # FOLLOW on SPAWN: attached before the first byte, so the ring's
+        # eviction cannot race a separate ATTACH.
+        pid = c1.spawn_ok(["seq", str(n)], FOLLOW=1)
+        out, ex = c1.collect(pid, streams=(STDOUT,), attach=False)
         assert out[STDOUT] == expected           # a FOLLOW reader loses nothing
         c2 = a.conn()
         p = [p for p in c2.ok("LIST")["PROC"] if one(p, "PID") == pid][0]
