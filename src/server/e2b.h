@@ -68,3 +68,41 @@ json_t *pd_e2b_entry_json(const uint8_t *p, size_t len);
 
 /* ---- code interpreter (e2b_ci.c) ---- */
 enum MHD_Result pd_e2b_ci_forward(struct pd_req *r, struct pd_e2b_call *c);
+
+/* ---- a streaming response fed by one agent connection ---- */
+struct pd_e2b_stream;
+typedef void (*pd_e2b_stream_fn)(struct pd_e2b_stream *st, const struct pd_frame_hdr *h, const uint8_t *p);
+struct pd_e2b_stream {
+        struct pd_server *srv;
+        struct pd_srv_sandbox *s;       /* referenced; dropped at free */
+        struct pd_conn conn;
+        struct MHD_Connection *mc;
+        char *buf;                      /* bytes ready for the client */
+        size_t len, pos, cap;
+        bool done;                      /* nothing more after buf */
+        int idle_ms;                    /* on_idle after this long without a frame */
+        pd_e2b_stream_fn on_frame;
+        void (*on_idle)(struct pd_e2b_stream *st);
+        void (*on_fail)(struct pd_e2b_stream *st, int neg_errno);  /* agent gone, sandbox deleted... */
+        void (*on_free)(struct pd_e2b_stream *st);
+        uint32_t id;
+        int kind;
+        bool pty;
+        void *priv;
+};
+/* Allocate with the connection closed (conn.fd = -1). */
+struct pd_e2b_stream *pd_e2b_stream_new(struct pd_req *r, struct pd_srv_sandbox *s);
+void pd_e2b_stream_free(struct pd_e2b_stream *st);
+int pd_e2b_stream_put(struct pd_e2b_stream *st, const void *p, size_t n);
+/* A Connect envelope into the stream (flags 0 message, 2 end). */
+void pd_e2b_stream_msg(struct pd_e2b_stream *st, uint8_t flags, json_t *msg /* stolen */);
+void pd_e2b_stream_end_error(struct pd_e2b_stream *st, const char *code, const char *msg);
+/* Queue the response (takes st over). */
+enum MHD_Result pd_e2b_stream_reply(struct pd_req *r, struct pd_e2b_stream *st, unsigned status,
+                                    const char *content_type);
+/* Agent errno to a Connect code. */
+const char *pd_e2b_connect_code(int neg_errno);
+/* 200 application/connect+json holding only an end-of-stream error: how a
+ * streaming call fails before its first message. */
+enum MHD_Result pd_e2b_stream_error_reply(struct pd_req *r, const char *code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));

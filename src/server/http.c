@@ -340,6 +340,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         struct req_ctx *c = *con_cls;
         if (!c)
                 return;
+        /* A streaming-body route whose request ended early (client gone,
+         * timeout) never got its last call: let it release what it holds. */
+        if (c->route && (c->route->flags & PD_ROUTE_STREAM_BODY) && c->r.route_state)
+                (void)c->route->fn(&c->r, NULL, NULL);
         free(c->body);
         free(c);
         *con_cls = NULL;
@@ -391,7 +395,8 @@ int pd_http_start(struct pd_server *srv, struct pd_error *err)
         unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
         if (v6)
                 flags |= MHD_USE_IPv6;
-        srv->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
+        uint16_t port = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
+        srv->mhd = MHD_start_daemon(flags, port, NULL, NULL, on_request, srv,
                                     MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
                                     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)60,

@@ -447,6 +447,8 @@ static void upload_poll(struct upload *u)
                 }
                 if (k == 0)
                         break;
+                /* only an ERROR can come before the last DATA: its REPLY is
+                 * awaited by upload_finish, which never calls us after it */
                 if (h.type == PD_T_ERROR && h.id == u->id) {
                         char msg[256];
                         pd_conn_error_text(p, h.len, msg, sizeof msg);
@@ -474,7 +476,8 @@ static void upload_send(struct upload *u, bool end)
                 pd_error_set(&u->x.err, -k, "send to the sandbox agent");
                 return;
         }
-        upload_poll(u);
+        if (!end)
+                upload_poll(u);
 }
 
 static void upload_open(struct pd_req *r, struct upload *u)

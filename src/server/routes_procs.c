@@ -1452,7 +1452,10 @@ static enum MHD_Result route_exec(struct pd_req *r, const char *chunk, size_t *c
                 ret = pd_route_reply_agent_error(r, k, &err);
                 goto out;
         }
-        /* SPAWN; its REPLY names the pid the ATTACHes need */
+        /* SPAWN with FOLLOW: the agent attaches this connection to every
+         * output stream from offset 0 before the process can write, so no
+         * ATTACH round trip and nothing evicted before we read it */
+        pd_msg_put_u32(&sr.msg, PD_A_FOLLOW, 1);
         uint32_t spawn_id = pd_conn_new_id(&c), pid = 0;
         struct pd_frame_hdr h;
         const uint8_t *p;
@@ -1483,10 +1486,6 @@ static enum MHD_Result route_exec(struct pd_req *r, const char *chunk, size_t *c
                 goto out;
         }
         audit_start(r, s, &sr, pid, "exec");
-        uint32_t ids[2];
-        attach_queue(&c, pid, sr.pty ? PD_STREAM_PTY : PD_STREAM_STDOUT, 0, true, &ids[0]);
-        if (!sr.pty)
-                attach_queue(&c, pid, PD_STREAM_STDERR, 0, true, &ids[1]);
         if (sr.stdin_open) {
                 for (size_t off = 0; off < inlen;) {
                         size_t n = inlen - off < PD_DATA_CHUNK ? inlen - off : PD_DATA_CHUNK;
@@ -1507,11 +1506,6 @@ static enum MHD_Result route_exec(struct pd_req *r, const char *chunk, size_t *c
                         exec_append(h.aux == PD_STREAM_STDERR ? &errb : &out, p + 8, h.len - 8);
                 else if (h.type == PD_T_EXIT && h.id == pid) {
                         exitj = exit_json(p, h.len);
-                        break;
-                } else if (h.type == PD_T_ERROR && (h.id == ids[0] || (!sr.pty && h.id == ids[1]))) {
-                        pd_conn_error_text(p, h.len, msg, sizeof msg);
-                        pd_error_setx(&err, h.aux ? (int)h.aux : EIO, "attach: %s", msg);
-                        k = -err.code;
                         break;
                 }
         }

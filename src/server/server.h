@@ -183,3 +183,17 @@ void pd_http_stop(struct pd_server *srv);
 enum MHD_Result pd_audit_reply(struct pd_req *r, const char *sandbox_id, struct pd_srv_sandbox *live);
 /* Note: pd_reply_response takes over resp (it drops the caller's reference
  * with MHD_destroy_response after queueing); do not destroy it again. */
+/* Note: a PD_ROUTE_STREAM_BODY route whose request ends before its last
+ * call (client gone, timeout) while r->route_state is still set is called
+ * once more with chunk == NULL and chunk_len == NULL, only to free its state
+ * (no reply can be queued then). */
+
+/* ---- E2B compatibility (e2b_*.c, docs/e2b.md) ---- */
+/* The E2B control plane (/v2/sandboxes, /sandboxes/...) and the signed
+ * /files URLs; NULL-terminated like the other tables. */
+extern const struct pd_route pd_routes_e2b[];
+/* envd and the code interpreter: the router calls this for every request
+ * that carries an E2b-Sandbox-Id header, whatever its path, with the
+ * calling convention of a PD_ROUTE_STREAM_BODY route and without API-key
+ * auth (it checks X-Access-Token itself). */
+enum MHD_Result pd_e2b_envd_handle(struct pd_req *r, const char *chunk, size_t *chunk_len);

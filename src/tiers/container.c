@@ -36,6 +36,7 @@
 
 #include "agentpath.h"
 #include "caps.h"
+#include "fds.h"
 #include "cgroup.h"
 #include "mount.h"
 #include "sandbox.h"
@@ -107,14 +108,6 @@ static int loopback_up(struct pd_error *err)
         return r < 0 ? pd_error_set(err, errno, "bring up loopback") : 0;
 }
 
-/* Move fd to exactly `target` (which must be free or ours to replace). */
-static int place_fd(int fd, int target)
-{
-        if (fd == target)
-                return fcntl(fd, F_SETFD, 0);
-        return dup2(fd, target) < 0 ? -errno : 0;
-}
-
 static _Noreturn void child_main(struct child_args *a)
 {
         struct pd_error err = { 0 };
@@ -175,26 +168,11 @@ static _Noreturn void child_main(struct child_args *a)
          * workload; everything else is CLOEXEC (sync_fd closes at exec and
          * tells the parent the exec happened). */
         pd_trace("child: before exec");
-        int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-        if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0) {
-                pd_error_set(&err, errno, "stdio to /dev/null");
-                child_fail(a, &err);
-        }
-        int base = 64;  /* park fds out of the way before placing them */
-        int r = 0;
-        if (dup3(a->listen_fd, base, O_CLOEXEC) < 0)
-                r = -errno;
-        for (int i = 0; i < a->n_cg && r == 0; i++)
-                if (dup3(a->cg_fds[i], base + 1 + i, O_CLOEXEC) < 0)
-                        r = -errno;
-        if (r == 0)
-                r = place_fd(base, 3);
-        for (int i = 0; i < a->n_cg && r == 0; i++)
-                r = place_fd(base + 1 + i, 4 + i);
         /* Whatever the caller of paddock left open without CLOEXEC must
-         * not reach the sandbox. */
-        if (r == 0 && syscall(SYS_close_range, 4 + a->n_cg, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
-                r = -errno;
+         * not reach the sandbox: the agent gets 0-2, its socket and the
+         * workload's cgroup fds, nothing else. */
+        int *keep[] = { &a->agent_fd, &a->sync_fd };
+        int r = pd_fds_for_agent(a->listen_fd, a->cg_fds, a->n_cg, keep, 2);
         if (r < 0) {
                 pd_error_set(&err, -r, "arrange the agent's fds");
                 child_fail(a, &err);

@@ -41,6 +41,7 @@
 
 #include "agentpath.h"
 #include "caps.h"
+#include "fds.h"
 #include "cgroup.h"
 #include "landlock.h"
 #include "sandbox.h"
@@ -81,13 +82,6 @@ static _Noreturn void child_fail(struct child_args *a, const struct pd_error *e)
         _exit(125);
 }
 
-static int place_fd(int fd, int target)
-{
-        if (fd == target)
-                return fcntl(fd, F_SETFD, 0);
-        return dup2(fd, target) < 0 ? -errno : 0;
-}
-
 /* Root: give up every capability for good. Bounding set first (dropping
  * needs CAP_SETPCAP, which setuid is about to take away), then the ids;
  * leaving uid 0 clears the permitted and effective sets. */
@@ -125,23 +119,11 @@ static _Noreturn void child_main(struct child_args *a)
         /* fds: 0-2 /dev/null, 3 the agent socket, 4.. cgroup.procs of the
          * workload; all else CLOEXEC (sync_fd closes at exec: the parent's
          * signal that the exec happened; the ruleset fd is CLOEXEC too). */
-        int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-        if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0) {
-                pd_error_set(&err, errno, "stdio to /dev/null");
-                child_fail(a, &err);
-        }
-        int base = 64, r = 0;
-        if (dup3(a->listen_fd, base, O_CLOEXEC) < 0)
-                r = -errno;
-        for (int i = 0; i < a->n_cg && r == 0; i++)
-                if (dup3(a->cg_fds[i], base + 1 + i, O_CLOEXEC) < 0)
-                        r = -errno;
-        if (r == 0)
-                r = place_fd(base, 3);
-        for (int i = 0; i < a->n_cg && r == 0; i++)
-                r = place_fd(base + 1 + i, 4 + i);
-        if (r == 0 && syscall(SYS_close_range, 4 + a->n_cg, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
-                r = -errno;
+        /* Whatever the caller of paddock left open without CLOEXEC must
+         * not reach the sandbox: the agent gets 0-2, its socket and the
+         * workload's cgroup fds, nothing else. */
+        int *keep[] = { &a->agent_fd, &a->sync_fd, &a->ruleset_fd };
+        int r = pd_fds_for_agent(a->listen_fd, a->cg_fds, a->n_cg, keep, 3);
         if (r < 0) {
                 pd_error_set(&err, -r, "arrange the agent's fds");
                 child_fail(a, &err);

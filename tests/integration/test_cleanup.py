@@ -8,7 +8,7 @@ import signal
 import subprocess
 import time
 
-from conftest import UID_BASE, sandbox_dirs, runtime_dir
+from conftest import UID_BASE, sandbox_dirs
 
 
 def _procs():
@@ -70,7 +70,7 @@ def test_200_runs_leave_nothing(fresh_paddock):
     assert r.returncode == 0 and r.stdout.strip() == "removed 0 sandboxes", (r.stdout, r.stderr)
 
 
-def _read_line(proc, timeout=60):
+def _read_line(proc, timeout=20):
     """One line from proc.stdout, waiting on the pipe (bounded)."""
     fd = proc.stdout.fileno()
     buf = b""
@@ -86,25 +86,51 @@ def _read_line(proc, timeout=60):
     return buf.decode()
 
 
-LISTER = ('echo ready; read go; echo "go=$go"; cat /proc/self/uid_map; '
-          'for f in /proc/[0-9]*/cmdline; do tr "\\0" " " < "$f"; echo; done; '
-          'cat; echo "end $0"')
+# Each sandbox blocks on stdin, then (while the other one is blocked too)
+# writes its uid_map and every process's cmdline into a volume, then echoes
+# stdin until EOF.
+LISTER = ('read go; { echo "go=$go"; cat /proc/self/uid_map; '
+          'for f in /proc/[0-9]*/cmdline; do tr "\\0" " " < "$f"; echo; done; } > /out/list.tmp; '
+          'mv /out/list.tmp /out/list; cat; echo "end $0"')
 
 
-def test_two_state_dirs_side_by_side(paddock, fresh_paddock):
+def _wait_for(pred, what, timeout=30):
+    """Bounded poll, for states that raise no event (files, cgroup members)."""
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "timed out waiting for " + what
+        time.sleep(0.02)
+
+
+def _running_in(instance, marker):
+    return any(marker in _cmdline(pid) for pid in set(_cgroup_procs(instance)))
+
+
+def test_two_state_dirs_side_by_side(paddock, fresh_paddock, tmp_path):
     a, b = paddock, fresh_paddock
     before = a.leftovers()
     assert a.instance != b.instance
-    pa = a.popen(["--", "bash", "-c", LISTER, "marker-aaa"], stdin=subprocess.PIPE)
-    pb = b.popen(["--", "bash", "-c", LISTER, "marker-bbb"], stdin=subprocess.PIPE)
+    outs = {}
+    for name in ("a", "b"):
+        outs[name] = tmp_path / name
+        outs[name].mkdir()
+    pa = a.popen(["-u", "root", "-v", "%s:/out" % outs["a"], "--", "bash", "-c", LISTER, "marker-aaa"],
+                 stdin=subprocess.PIPE)
+    pb = b.popen(["-u", "root", "-v", "%s:/out" % outs["b"], "--", "bash", "-c", LISTER, "marker-bbb"],
+                 stdin=subprocess.PIPE)
     try:
-        # Both are running at the same time before either gets input.
-        assert _read_line(pa) == "ready\n"
-        assert _read_line(pb) == "ready\n"
+        # Both are running at the same time, each blocked on its stdin.
+        _wait_for(lambda: _running_in(a.instance, "marker-aaa") and _running_in(b.instance, "marker-bbb"),
+                  "both sandboxes to run")
         assert len(sandbox_dirs(a.state)) == 1
         assert len(sandbox_dirs(b.state)) == 1
-        oa, ea = pa.communicate(b"A\npayload-a\n", timeout=60)
-        ob, eb = pb.communicate(b"B\npayload-b\n", timeout=60)
+        for proc, go in ((pa, b"A\n"), (pb, b"B\n")):
+            proc.stdin.write(go)
+            proc.stdin.flush()
+        _wait_for(lambda: (outs["a"] / "list").exists() and (outs["b"] / "list").exists(),
+                  "both process listings")
+        oa, ea = pa.communicate(b"payload-a\n", timeout=60)
+        ob, eb = pb.communicate(b"payload-b\n", timeout=60)
     finally:
         for proc in (pa, pb):
             if proc.poll() is None:
@@ -112,12 +138,13 @@ def test_two_state_dirs_side_by_side(paddock, fresh_paddock):
                 proc.wait()
     assert pa.returncode == 0, ea
     assert pb.returncode == 0, eb
-    oa, ob = oa.decode(), ob.decode()
-    assert oa.startswith("go=A\n") and ob.startswith("go=B\n")
-    assert oa.endswith("payload-a\nend marker-aaa\n") and ob.endswith("payload-b\nend marker-bbb\n")
-    assert "marker-aaa" in oa and "marker-bbb" not in oa
-    assert "marker-bbb" in ob and "marker-aaa" not in ob
-    map_a, map_b = oa.splitlines()[1].split(), ob.splitlines()[1].split()
+    assert oa == b"payload-a\nend marker-aaa\n"
+    assert ob == b"payload-b\nend marker-bbb\n"
+    la, lb = (outs["a"] / "list").read_text(), (outs["b"] / "list").read_text()
+    assert la.startswith("go=A\n") and lb.startswith("go=B\n")
+    assert "marker-aaa" in la and "marker-bbb" not in la
+    assert "marker-bbb" in lb and "marker-aaa" not in lb
+    map_a, map_b = la.splitlines()[1].split(), lb.splitlines()[1].split()
     assert map_a[0] == map_b[0] == "0"
     assert map_a[1] != map_b[1]
     assert abs(int(map_a[1]) - int(map_b[1])) >= 65536

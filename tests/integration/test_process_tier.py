@@ -367,3 +367,21 @@ def test_file_api_maps_home(pd):
     finally:
         p.stdin.close()
         p.wait(timeout=30)
+
+
+def test_many_inherited_fds_never_reach_the_sandbox(pd):
+    """Started by a process holding ~300 inheritable fds, the run works and
+    the command sees only 0, 1, 2 (and python's own listing fd)."""
+    held = []
+    try:
+        for _ in range(150):
+            r, w = os.pipe()
+            os.set_inheritable(r, True)
+            os.set_inheritable(w, True)
+            held += [r, w]
+        r = py(pd, "import os; print(sorted(int(f) for f in os.listdir('/proc/self/fd')))", close_fds=False)
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[0, 1, 2, 3]", r.stdout

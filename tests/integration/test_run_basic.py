@@ -131,6 +131,25 @@ def test_stdin_10mb_sha256(paddock):
     assert r.stdout.decode().split()[0] == hashlib.sha256(data).hexdigest()
 
 
+def test_output_streams_while_stdin_is_open(paddock):
+    """Output must reach the caller as it is produced, even while stdin stays
+    open and idle (an interactive caller waits for a prompt before typing)."""
+    import select
+    for attempt in range(8):
+        p = paddock.popen(["--", "bash", "-c", "echo prompt; read answer; echo got=$answer"],
+                          stdin=subprocess.PIPE)
+        try:
+            ready, _, _ = select.select([p.stdout], [], [], 10)
+            first = p.stdout.readline() if ready else b""
+            out, err = p.communicate(b"yes\n", timeout=30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        assert first == b"prompt\n", "attempt %d: the prompt was held back until stdin got data" % attempt
+        assert out == b"got=yes\n" and p.returncode == 0, (out, err)
+
+
 def test_stdin_devnull_gives_eof(paddock):
     r = paddock.run(["--", "bash", "-c", "cat; echo done"])
     assert r.returncode == 0, r.stderr
@@ -426,3 +445,27 @@ def test_volume_missing_source(paddock):
     assert r.returncode == 125
     assert r.stderr.startswith("paddock:")
     assert paddock.new_leftovers(before) == {}
+
+
+def test_many_inherited_fds_never_reach_the_sandbox(paddock):
+    """paddock run started by a process holding ~300 fds without CLOEXEC
+    (a server, a test harness): the run works and the command sees only
+    0, 1, 2 (regression: fd numbers around 64 broke the agent's fd layout).
+    test_process_tier.py has the same check for the process tier."""
+    held = []
+    try:
+        for _ in range(150):
+            r, w = os.pipe()
+            os.set_inheritable(r, True)
+            os.set_inheritable(w, True)
+            held += [r, w]
+        cmd = paddock.argv(["--", "python3", "-c",
+                            "import os; print(sorted(int(f) for f in os.listdir('/proc/self/fd')))"])
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=child_env(),
+                           close_fds=False)
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert r.returncode == 0, r.stderr
+    # python's listdir opens one more fd (3) for the directory itself
+    assert r.stdout.strip() == "[0, 1, 2, 3]", r.stdout

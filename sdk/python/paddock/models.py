@@ -1,0 +1,135 @@
+"""Plain result objects."""
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Dict, List, Optional
+
+
+def parse_time(s):
+    """An RFC 3339 UTC string from the server as an aware datetime (None stays None)."""
+    if not s:
+        return None
+    try:
+        return datetime.strptime(s.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z")
+    except ValueError:
+        try:
+            return datetime.strptime(s.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S%z")
+        except ValueError:
+            return None
+
+
+@dataclass
+class SandboxInfo:
+    sandbox_id: str
+    template: str
+    state: str
+    started_at: Optional[datetime]
+    end_at: Optional[datetime]
+    timeout: int
+    memory_mb: int
+    cpus: float
+    metadata: Dict[str, str] = field(default_factory=dict)
+    envs: Dict[str, str] = field(default_factory=dict)
+    isolation: str = "container"
+    raw: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def id(self):
+        return self.sandbox_id
+
+    # E2B spells it template_id
+    @property
+    def template_id(self):
+        return self.template
+
+    @classmethod
+    def from_json(cls, j):
+        return cls(sandbox_id=j["id"], template=j.get("template"), state=j.get("state"),
+                   started_at=parse_time(j.get("created_at")), end_at=parse_time(j.get("expires_at")),
+                   timeout=j.get("timeout"), memory_mb=j.get("memory_mb"), cpus=j.get("cpus"),
+                   metadata=j.get("metadata") or {}, envs=j.get("env") or {},
+                   isolation=j.get("isolation", "container"), raw=j)
+
+
+@dataclass
+class SandboxMetrics:
+    cpu_seconds: float
+    memory_bytes: int
+    memory_peak_bytes: int
+    memory_limit_bytes: int
+    pids: int
+    pids_limit: int
+    disk_used_bytes: int
+    disk_limit_bytes: int
+    raw: dict = field(default_factory=dict, repr=False)
+
+    # E2B-style names
+    @property
+    def mem_used(self):
+        return self.memory_bytes
+
+    @property
+    def mem_total(self):
+        return self.memory_limit_bytes
+
+    @classmethod
+    def from_json(cls, j):
+        return cls(**{k: j.get(k) for k in ("cpu_seconds", "memory_bytes", "memory_peak_bytes",
+                                              "memory_limit_bytes", "pids", "pids_limit", "disk_used_bytes",
+                                              "disk_limit_bytes")}, raw=j)
+
+
+@dataclass
+class EntryInfo:
+    name: str
+    path: str
+    type: str           # "file", "dir", "symlink", "other"
+    size: int
+    mode: int
+    uid: int
+    gid: int
+    modified_time: Optional[datetime]
+    symlink_target: Optional[str] = None
+
+    @property
+    def is_dir(self):
+        return self.type == "dir"
+
+    @property
+    def is_file(self):
+        return self.type == "file"
+
+    @classmethod
+    def from_json(cls, j):
+        return cls(name=j.get("name"), path=j.get("path"), type=j.get("type"), size=j.get("size"),
+                   mode=j.get("mode"), uid=j.get("uid"), gid=j.get("gid"),
+                   modified_time=parse_time(j.get("modified_at")), symlink_target=j.get("link_target"))
+
+
+@dataclass
+class ProcessInfo:
+    pid: int
+    tag: Optional[str]
+    cmd: str
+    args: List[str]
+    cwd: Optional[str]
+    state: str
+    exit_code: Optional[int]
+    signal: Optional[int]
+    raw: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, j):
+        argv = j.get("cmd") or []
+        return cls(pid=j["pid"], tag=j.get("tag"), cmd=argv[0] if argv else "", args=list(argv[1:]),
+                   cwd=j.get("cwd"), state=j.get("state"), exit_code=j.get("exit_code"),
+                   signal=j.get("signal"), raw=j)
+
+
+@dataclass
+class CommandResult:
+    stdout: str
+    stderr: str
+    exit_code: int
+    error: Optional[str] = None
+    signal: Optional[int] = None
+    reason: str = "exit"

@@ -1,0 +1,43 @@
+#include "fds.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+
+int pd_fds_for_agent(int listen_fd, const int *cg_fds, int n_cg, int *const *keep, int n_keep)
+{
+        if (n_cg < 0 || n_cg > PD_CG_MAX_CTRL)
+                return -EINVAL;
+        /* Everything we still need goes above the range first: any of it may
+         * sit at a number we are about to overwrite (even 0-2, if paddock was
+         * started with stdio closed). */
+        const int hi = 4 + n_cg;
+        int sock = fcntl(listen_fd, F_DUPFD_CLOEXEC, hi), cg[PD_CG_MAX_CTRL];
+        if (sock < 0)
+                return -errno;
+        for (int i = 0; i < n_cg; i++)
+                if ((cg[i] = fcntl(cg_fds[i], F_DUPFD_CLOEXEC, hi)) < 0)
+                        return -errno;
+        for (int i = 0; i < n_keep; i++)
+                if ((*keep[i] = fcntl(*keep[i], F_DUPFD_CLOEXEC, hi)) < 0)
+                        return -errno;
+        int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (devnull < 0)
+                return -errno;
+        for (int fd = 0; fd < 3; fd++)
+                if (dup2(devnull, fd) < 0)
+                        return -errno;
+        /* dup2 clears CLOEXEC on the copy: exactly the fds the agent gets. */
+        if (dup2(sock, 3) < 0)
+                return -errno;
+        for (int i = 0; i < n_cg; i++)
+                if (dup2(cg[i], 4 + i) < 0)
+                        return -errno;
+        if (syscall(SYS_close_range, hi, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+                return -errno;
+        return 0;
+}

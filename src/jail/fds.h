@@ -1,0 +1,10 @@
+/* The agent's file descriptors at exec, for every tier. Post-clone child
+ * code: no malloc. */
+#pragma once
+
+/* stdio to /dev/null, the agent's listening socket at fd 3, the workload's
+ * cgroup.procs fds at 4, 5, ..., and every other fd CLOEXEC, so nothing the
+ * caller of paddock left open reaches the sandbox. The fds in keep[] (the
+ * agent's exec fd, the sync socket) survive until exec: they are moved above
+ * the placed range first, and *keep[i] updated. 0 or -errno. */
+int pd_fds_for_agent(int listen_fd, const int *cg_fds, int n_cg, int *const *keep, int n_keep);

@@ -1,0 +1,58 @@
+// @e2b/code-interpreter: runCode and contexts, served by the kernel bridge.
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { Sandbox } from '@e2b/code-interpreter'
+
+let sbx
+before(async () => { sbx = await Sandbox.create() }) // template code-interpreter-v1 = base
+after(async () => { await sbx?.kill() })
+
+test('state persists; the last expression is the main result', async () => {
+  const a = await sbx.runCode('x = 41\nx + 1')
+  assert.equal(a.error, undefined)
+  assert.equal(a.text, '42')
+  const b = await sbx.runCode('x * 2')
+  assert.equal(b.text, '82')
+  assert.ok(b.executionCount >= 2)
+})
+
+test('stdout/stderr callbacks stream; error name/value/traceback', async () => {
+  const out = [], err = []
+  const r = await sbx.runCode('import sys\nprint("to out")\nprint("to err", file=sys.stderr)', {
+    onStdout: (m) => out.push(m.line), onStderr: (m) => err.push(m.line),
+  })
+  assert.deepEqual(r.logs.stdout, ['to out\n'])
+  assert.deepEqual(r.logs.stderr, ['to err\n'])
+  assert.deepEqual(out, ['to out\n'])
+  assert.deepEqual(err, ['to err\n'])
+  const e = await sbx.runCode('1/0')
+  assert.equal(e.error.name, 'ZeroDivisionError')
+  assert.match(e.error.value, /division by zero/)
+  assert.match(e.error.traceback, /ZeroDivisionError/)
+})
+
+test('html and matplotlib png results', async () => {
+  const h = await sbx.runCode('from IPython.display import HTML\nHTML("<b>bold</b>")')
+  assert.equal(h.results[0].html, '<b>bold</b>')
+  const p = await sbx.runCode('import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()')
+  const png = p.results.find((x) => x.png)
+  assert.ok(png, JSON.stringify(p.results.map((x) => Object.keys(x))))
+  assert.equal(Buffer.from(png.png, 'base64').subarray(1, 4).toString(), 'PNG')
+})
+
+test('contexts: create, list, run in it, restart, remove', async () => {
+  const ctx = await sbx.createCodeContext({ cwd: '/tmp' })
+  assert.ok(ctx.id)
+  assert.equal(ctx.cwd, '/tmp')
+  const r = await sbx.runCode('import os\ny = 5\nos.getcwd()', { context: ctx })
+  assert.equal(r.text, "'/tmp'")
+  const other = await sbx.runCode("'y' in dir()")
+  assert.equal(other.text, 'False', 'the default context does not see y')
+  const list = await sbx.listCodeContexts()
+  assert.ok(list.some((c) => c.id === ctx.id))
+  await sbx.restartCodeContext(ctx)
+  const after = await sbx.runCode("'y' in dir()", { context: ctx })
+  assert.equal(after.text, 'False', 'a restart forgets the state')
+  await sbx.removeCodeContext(ctx)
+  assert.ok(!(await sbx.listCodeContexts()).some((c) => c.id === ctx.id))
+})
