@@ -28,6 +28,10 @@ struct pd_seccomp_opts {
          * cannot stop listen() on an unbound socket, MPTCP or TCP Fast Open
          * from reaching the host's network). */
         bool deny_inet;
+        /* supervised tier: open, openat, openat2, creat, connect, execve and
+         * execveat return SCMP_ACT_NOTIFY (a supervisor decides) instead of
+         * being allowed. Install with pd_seccomp_install_listener. */
+        bool notify;
 };
 
 /* A filter as raw BPF, owned by whoever holds it: free with pd_bpf_free. */
@@ -54,3 +58,7 @@ int pd_seccomp_load(const char *cache_dir, const struct pd_seccomp_opts *o,
 int pd_seccomp_install(const struct pd_bpf *f);
 
 void pd_bpf_free(struct pd_bpf *f);
+/* Install a filter built with .notify and return its user-notification
+ * listener fd (CLOEXEC), or -errno. Post-clone child safe, like
+ * pd_seccomp_install. */
+int pd_seccomp_install_listener(const struct pd_bpf *f);

@@ -296,8 +296,22 @@ static int build_rules(scmp_filter_ctx ctx, const struct pd_seccomp_opts *o, str
         if ((ret = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
                 return pd_error_set(err, -ret, "seccomp: set optimize level");
 
+        /* The calls a supervisor mediates (supervised tier). */
+        const int notified[] = {
+#ifdef __NR_open
+                SCMP_SYS(open),
+#endif
+#ifdef __NR_creat
+                SCMP_SYS(creat),
+#endif
+                SCMP_SYS(openat), SCMP_SYS(openat2), SCMP_SYS(connect), SCMP_SYS(execve), SCMP_SYS(execveat),
+        };
         for (size_t i = 0; i < PD_ARRAY_SIZE(pd_allow_nrs); i++) {
-                ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, pd_allow_nrs[i], 0);
+                uint32_t action = SCMP_ACT_ALLOW;
+                for (size_t j = 0; o->notify && j < PD_ARRAY_SIZE(notified); j++)
+                        if (notified[j] == pd_allow_nrs[i])
+                                action = SCMP_ACT_NOTIFY;
+                ret = seccomp_rule_add(ctx, action, pd_allow_nrs[i], 0);
                 if (ret < 0) {
                         const char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, pd_allow_nrs[i]);
                         pd_error_set(err, -ret, "seccomp: allow '%s' (%d)", name ? name : "?", pd_allow_nrs[i]);
@@ -387,9 +401,10 @@ static void cache_path(char *buf, size_t size, const char *dir, const struct pd_
 {
         const struct scmp_version *v = seccomp_version();
         char key[128];
-        int n = snprintf(key, sizeof key, "paddock-seccomp policy=%u libseccomp=%u.%u.%u arch=%u udp_raw=%d inet=%d",
+        int n = snprintf(key, sizeof key, "paddock-seccomp policy=%u libseccomp=%u.%u.%u arch=%u udp_raw=%d inet=%d notify=%d",
                          PD_SECCOMP_POLICY_VERSION, v ? v->major : 0, v ? v->minor : 0,
-                         v ? v->micro : 0, seccomp_arch_native(), o->deny_udp_raw ? 1 : 0, o->deny_inet ? 1 : 0);
+                         v ? v->micro : 0, seccomp_arch_native(), o->deny_udp_raw ? 1 : 0, o->deny_inet ? 1 : 0,
+                         o->notify ? 1 : 0);
         uint64_t h = hash64(HASH64_INIT, key, n > 0 ? (size_t)n : 0);
         h = hash64(h, pd_allow_names, sizeof pd_allow_names);
         snprintf(buf, size, "%s/seccomp-%016llx.bpf", dir, (unsigned long long)h);
@@ -480,6 +495,16 @@ int pd_seccomp_install(const struct pd_bpf *f)
         if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
                 return -errno;
         return 0;
+}
+
+int pd_seccomp_install_listener(const struct pd_bpf *f)
+{
+        if (!f || !f->insns || f->len == 0)
+                return -EINVAL;
+        struct sock_fprog prog = { .len = f->len, .filter = f->insns };
+        /* The listener fd is CLOEXEC: the caller hands it on before exec. */
+        long fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+        return fd < 0 ? -errno : (int)fd;
 }
 
 void pd_bpf_free(struct pd_bpf *f)

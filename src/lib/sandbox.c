@@ -17,7 +17,9 @@ static const struct pd_tier_ops *tier_for(enum pd_isolation iso)
         case PD_ISO_CONTAINER:
                 return &pd_tier_container;
         case PD_ISO_PROCESS:
-                return pd_tier_process.create ? &pd_tier_process : NULL;
+                return &pd_tier_process;
+        case PD_ISO_SUPERVISED:
+                return &pd_tier_supervised;
         default:
                 return NULL;
         }
@@ -119,6 +121,10 @@ int pd_sandbox_save(struct pd_sandbox *sb, struct pd_error *err)
         pd_record_add(&rec, "tier", "%s", sb->ops->name);
         pd_record_add(&rec, "agent_pid", "%d", (int)sb->agent_pid);
         pd_record_add(&rec, "agent_start", "%" PRIu64, sb->agent_start);
+        if (sb->supervisor_pid > 0) {
+                pd_record_add(&rec, "supervisor_pid", "%d", (int)sb->supervisor_pid);
+                pd_record_add(&rec, "supervisor_start", "%" PRIu64, sb->supervisor_start);
+        }
         if (sb->have_uids) {
                 pd_record_add(&rec, "uid_slot", "%u", sb->uids.slot);
                 pd_record_add(&rec, "uid_base", "%u", sb->uids.base);
@@ -161,6 +167,9 @@ int pd_sandbox_load(struct pd_state *st, const char *id, struct pd_sandbox **out
         if (pd_record_get_u64(&rec, "agent_pid", &v) == 0)
                 sb->agent_pid = (pid_t)v;
         (void)pd_record_get_u64(&rec, "agent_start", &sb->agent_start);
+        if (pd_record_get_u64(&rec, "supervisor_pid", &v) == 0)
+                sb->supervisor_pid = (pid_t)v;
+        (void)pd_record_get_u64(&rec, "supervisor_start", &sb->supervisor_start);
         uint64_t slot, base;
         if (pd_record_get_u64(&rec, "uid_slot", &slot) == 0 && pd_record_get_u64(&rec, "uid_base", &base) == 0) {
                 sb->uids.slot = (uint32_t)slot;

@@ -24,6 +24,8 @@ struct pd_sandbox {
         pid_t agent_pid;
         int agent_pidfd;
         uint64_t agent_start;           /* /proc starttime, against pid reuse */
+        pid_t supervisor_pid;           /* supervised tier: 0 otherwise */
+        uint64_t supervisor_start;
         struct pd_uidrange uids;
         bool have_uids;
         struct pd_cgroup cg;

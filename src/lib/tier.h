@@ -38,3 +38,4 @@ struct pd_tier_ops {
 
 extern const struct pd_tier_ops pd_tier_container;
 extern const struct pd_tier_ops pd_tier_process;   /* src/tiers/process.c */
+extern const struct pd_tier_ops pd_tier_supervised; /* src/tiers/container.c + src/jail/supervisor.c */

@@ -41,6 +41,7 @@
 #include "mount.h"
 #include "sandbox.h"
 #include "seccomp-policy.h"
+#include "supervisor.h"
 #include "template.h"
 #include "trace.h"
 #include "util.h"
@@ -58,7 +59,10 @@ struct child_args {
         struct pd_mount_plan plan;      /* tree fds filled in after the parent's message */
         unsigned n_trees;
         pid_t parent;
+        bool supervised;                /* supervised tier: a listener for the supervisor */
 };
+
+static int send_fds(int sync_fd, char tag, const int *fds, unsigned n, struct pd_error *err);
 
 /* ---- child side: no malloc, no stdio, errors go back on sync_fd ---- */
 
@@ -181,10 +185,23 @@ static _Noreturn void child_main(struct child_args *a)
                 child_fail(a, &err);
         /* no_new_privs is set: the filter needs no CAP_SYS_ADMIN. Last step
          * before exec, since the filter forbids what setup used (mount). */
-        r = pd_seccomp_install(&a->filter);
-        if (r < 0) {
-                pd_error_set(&err, -r, "install seccomp filter");
-                child_fail(a, &err);
+        if (a->supervised) {
+                /* From here on our own opens and execs wait for the
+                 * supervisor: hand the listener to the parent first. */
+                int lfd = pd_seccomp_install_listener(&a->filter);
+                if (lfd < 0) {
+                        pd_error_set(&err, -lfd, "install seccomp filter with a listener");
+                        child_fail(a, &err);
+                }
+                if ((r = send_fds(a->sync_fd, 'L', &lfd, 1, &err)) < 0)
+                        child_fail(a, &err);
+                close(lfd);
+        } else {
+                r = pd_seccomp_install(&a->filter);
+                if (r < 0) {
+                        pd_error_set(&err, -r, "install seccomp filter");
+                        child_fail(a, &err);
+                }
         }
         char cgargs[PD_CG_MAX_CTRL][16];
         char *argv[4 + 2 * PD_CG_MAX_CTRL + 4];
@@ -265,19 +282,42 @@ static int send_fds(int sync_fd, char tag, const int *fds, unsigned n, struct pd
         return 0;
 }
 
-/* Wait for the child's exec (sync socket closes) or its error record. */
-static int wait_child_exec(int sync_fd, struct pd_error *err)
+/* Wait for the child's exec (sync socket closes) or its error record. The
+ * supervised tier's child first sends its listener ('L'), which goes to the
+ * supervisor before the child can exec (its execve waits on it). */
+static int wait_child_exec(struct pd_sandbox *sb, int sync_fd, struct pd_error *err)
 {
-        struct pd_error child_err;
-        ssize_t n = pd_read_all(sync_fd, &child_err, sizeof child_err);
-        if (n == 0)
-                return 0;
-        if (n == (ssize_t)sizeof child_err) {
-                child_err.msg[sizeof child_err.msg - 1] = '\0';
-                return pd_error_setx(err, child_err.code > 0 ? child_err.code : EIO, "sandbox setup: %s",
-                                     child_err.msg);
+        for (;;) {
+                struct pd_error child_err;
+                char ctrl[CMSG_SPACE(sizeof(int))];
+                struct iovec iov = { &child_err, sizeof child_err };
+                struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl,
+                                     .msg_controllen = sizeof ctrl };
+                ssize_t n;
+                do
+                        n = recvmsg(sync_fd, &mh, MSG_CMSG_CLOEXEC);
+                while (n < 0 && errno == EINTR);
+                if (n == 0)
+                        return 0;
+                if (n < 0)
+                        return pd_error_set(err, errno, "wait for the sandbox's setup");
+                struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+                if (n == 1 && ((char *)&child_err)[0] == 'L' && c && c->cmsg_type == SCM_RIGHTS &&
+                    c->cmsg_len == CMSG_LEN(sizeof(int))) {
+                        int lfd;
+                        memcpy(&lfd, CMSG_DATA(c), sizeof lfd);
+                        int r = pd_supervisor_start(sb, lfd, err);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                if (n == (ssize_t)sizeof child_err) {
+                        child_err.msg[sizeof child_err.msg - 1] = '\0';
+                        return pd_error_setx(err, child_err.code > 0 ? child_err.code : EIO, "sandbox setup: %s",
+                                             child_err.msg);
+                }
+                return pd_error_setx(err, EIO, "sandbox setup failed without a reason");
         }
-        return pd_error_setx(err, EIO, "sandbox setup failed without a reason");
 }
 
 static int namespaces_error(int e, struct pd_error *err)
@@ -291,9 +331,10 @@ static int namespaces_error(int e, struct pd_error *err)
         return pd_error_set(err, e, "clone the sandbox");
 }
 
-static int container_create(struct pd_sandbox *sb, struct pd_error *err)
+static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *err)
 {
-        struct child_args a = { .sb = sb, .sync_fd = -1, .listen_fd = -1, .agent_fd = -1 };
+        struct child_args a = { .sb = sb, .sync_fd = -1, .listen_fd = -1, .agent_fd = -1,
+                                .supervised = supervised };
         int sync[2] = { -1, -1 }, userns = -1, trees[MAX_TREES];
         unsigned n_trees = 0;
         int r;
@@ -338,7 +379,7 @@ static int container_create(struct pd_sandbox *sb, struct pd_error *err)
 
         char cache[PATH_MAX];
         snprintf(cache, sizeof cache, "%s/cache", sb->state->dir);
-        struct pd_seccomp_opts so = { .deny_udp_raw = false };
+        struct pd_seccomp_opts so = { .deny_udp_raw = false, .notify = supervised };
         if ((r = pd_seccomp_load(cache, &so, &a.filter, err)) < 0)
                 goto out;
         /* The cgroups themselves are made while the child builds its mounts;
@@ -456,7 +497,7 @@ static int container_create(struct pd_sandbox *sb, struct pd_error *err)
                 goto abort_child;
         pd_trace("cgroups made and sent");
         pd_trace("idmapped trees sent");
-        if ((r = wait_child_exec(sync[0], err)) < 0)
+        if ((r = wait_child_exec(sb, sync[0], err)) < 0)
                 goto abort_child;
         pd_trace("child set up and exec'd agent");
         sb->agent_start = pd_proc_starttime(pid);
@@ -485,6 +526,16 @@ out:
                 close(a.agent_fd);
         pd_bpf_free(&a.filter);
         return r < 0 ? r : 0;
+}
+
+static int container_create(struct pd_sandbox *sb, struct pd_error *err)
+{
+        return create_tier(sb, false, err);
+}
+
+static int supervised_create(struct pd_sandbox *sb, struct pd_error *err)
+{
+        return create_tier(sb, true, err);
 }
 
 static int container_connect(struct pd_sandbox *sb, struct pd_error *err)
@@ -536,6 +587,7 @@ static int container_destroy(struct pd_sandbox *sb, struct pd_error *err)
 {
         int ret = 0, r;
         kill_agent(sb);
+        pd_supervisor_stop(sb);
         pd_trace("destroy: agent killed, pid namespace gone");
         if (sb->have_cgroup) {
                 r = pd_cgroup_destroy(&sb->cg, err);
@@ -599,6 +651,19 @@ static int container_adopt(struct pd_sandbox *sb, struct pd_error *err)
 const struct pd_tier_ops pd_tier_container = {
         .name = "container",
         .create = container_create,
+        .connect = container_connect,
+        .pause = container_pause,
+        .resume = container_resume,
+        .destroy = container_destroy,
+        .stats = container_stats,
+        .adopt = container_adopt,
+};
+
+/* supervised: the container tier plus a supervisor brokering opens and
+ * connects and auditing execs (src/jail/supervisor.c). */
+const struct pd_tier_ops pd_tier_supervised = {
+        .name = "supervised",
+        .create = supervised_create,
         .connect = container_connect,
         .pause = container_pause,
         .resume = container_resume,
