@@ -9,7 +9,10 @@ packages=(
   build-essential meson ninja-build pkg-config libc6-dev
   libseccomp-dev libjansson-dev libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev
   python3 python3-pytest iproute2 procps coreutils util-linux e2fsprogs
-  bubblewrap crun runc
+  bubblewrap crun runc curl
+  # the code interpreter's kernel, inside sandboxes of the base template
+  # (which share the host's /usr)
+  python3-jupyter-client python3-ipykernel python3-matplotlib python3-pandas
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -36,10 +36,18 @@ py=/usr/bin/python3
 suite unit 300 meson test -C build --suite unit --print-errorlogs --logbase unit \
   --num-processes 2
 cp build/meson-logs/unit.junit.xml "$results/unit.xml" 2>/dev/null || true
-for s in agent integration security; do
+for s in integration security server sdk; do
   [ -d "tests/$s" ] || continue
   suite "$s" 600 "$py" -m pytest -q -rs -p no:cacheprovider "tests/$s" \
     --junitxml="$results/$s.xml"
 done
+
+# The official E2B SDKs against paddock serve (Node 20 from the npm registry).
+if ./scripts/setup-node.sh; then
+  PADDOCK_JUNIT="$results/e2b.xml" suite e2b 600 tests/compat/e2b/run.sh
+else
+  echo "setup-node failed: the E2B suite cannot run"
+  echo 1 >"$results/e2b.rc"
+fi
 
 "$py" scripts/summarize-junit.py "$results"

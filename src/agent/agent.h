@@ -13,7 +13,7 @@
 #include "proto.h"
 #include "ring.h"
 
-#define AG_MAX_CONNS 32
+#define AG_MAX_CONNS 256     /* host connections at once; each costs a few KiB */
 #define AG_MAX_EXITED 64
 #define AG_OUT_LOW (256u << 10)         /* generate lazy frames below this */
 #define AG_OUT_HIGH (2u << 20)          /* stop reading inputs above this */

@@ -135,7 +135,7 @@ static int create_v2(struct pd_cgroup *cg, const struct pd_cgroup_limits *lim, s
         snprintf(buf, sizeof buf, "%u 100000", lim->millicpus * 100);
         if ((r = cg_write(cg, 0, NULL, "cpu.max", buf, err)) < 0)
                 return r;
-        snprintf(buf, sizeof buf, "%llu", PD_AGENT_MEMORY);
+        snprintf(buf, sizeof buf, "%" PRIu64, lim->agent_memory_bytes ? lim->agent_memory_bytes : (uint64_t)PD_AGENT_MEMORY);
         if ((r = cg_write(cg, 0, "agent", "memory.max", buf, err)) < 0)
                 return r;
         snprintf(buf, sizeof buf, "%u", PD_AGENT_PIDS);
@@ -163,7 +163,7 @@ static int create_v1(struct pd_cgroup *cg, const struct pd_cgroup_limits *lim, s
                 return r;
         /* With swap accounting, forbid swap too (absent without it: fine). */
         (void)cg_write(cg, mem, "work", "memory.memsw.limit_in_bytes", buf, NULL);
-        snprintf(buf, sizeof buf, "%llu", PD_AGENT_MEMORY);
+        snprintf(buf, sizeof buf, "%" PRIu64, lim->agent_memory_bytes ? lim->agent_memory_bytes : (uint64_t)PD_AGENT_MEMORY);
         if ((r = cg_write(cg, mem, "agent", "memory.limit_in_bytes", buf, err)) < 0)
                 return r;
         snprintf(buf, sizeof buf, "%u", lim->pids);
@@ -274,12 +274,32 @@ int pd_cgroup_stats(const struct pd_cgroup *cg, struct pd_cgroup_stats *st)
 
 int pd_cgroup_freeze(const struct pd_cgroup *cg, bool frozen, struct pd_error *err)
 {
-        if (cg->version == 2)
-                return cg_write(cg, 0, NULL, "cgroup.freeze", frozen ? "1" : "0", err);
-        int fz = find(cg, "freezer");
-        if (fz < 0)
+        int r, hi = cg->version == 2 ? 0 : find(cg, "freezer");
+        if (hi < 0)
                 return pd_error_setx(err, ENOTSUP, "no freezer controller on this host");
-        return cg_write(cg, fz, NULL, "freezer.state", frozen ? "FROZEN" : "THAWED", err);
+        if (cg->version == 2)
+                r = cg_write(cg, 0, NULL, "cgroup.freeze", frozen ? "1" : "0", err);
+        else
+                r = cg_write(cg, hi, NULL, "freezer.state", frozen ? "FROZEN" : "THAWED", err);
+        if (r < 0 || !frozen)
+                return r;
+        /* Freezing is asynchronous (v1 reports FREEZING, v2 "frozen 0"
+         * until every task stopped): a pause is done when the state says so.
+         * v1 has no event for it, so this is a bounded wait. */
+        char buf[256];
+        for (int i = 0; i < 5000; i++) {
+                if (cg->version == 2) {
+                        if (cg_read(cg, 0, NULL, "cgroup.events", buf, sizeof buf) > 0 &&
+                            key_value(buf, "frozen") == 1)
+                                return 0;
+                } else if (cg_read(cg, hi, NULL, "freezer.state", buf, sizeof buf) > 0 &&
+                           !strncmp(buf, "FROZEN", 6)) {
+                        return 0;
+                }
+                struct timespec ts = { 0, 1000 * 1000 };
+                nanosleep(&ts, NULL);
+        }
+        return pd_error_setx(err, ETIMEDOUT, "cgroup %s did not freeze within 5 s", cg->rel);
 }
 
 /* SIGKILL every process listed in <dir>/cgroup.procs. */

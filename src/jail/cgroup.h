@@ -21,6 +21,10 @@ struct pd_cgroup_limits {
         uint64_t memory_bytes;
         uint32_t pids;
         uint32_t millicpus;
+        /* The agent's own memory limit (0: PD_AGENT_MEMORY). Files the agent
+         * writes for the file API land on the tmpfs writable layer and are
+         * charged to the agent, so this must cover that layer's size. */
+        uint64_t agent_memory_bytes;
 };
 
 struct pd_cgroup {

@@ -41,3 +41,32 @@ int pd_fds_for_agent(int listen_fd, const int *cg_fds, int n_cg, int *const *kee
                 return -errno;
         return 0;
 }
+
+int pd_fds_close_except(const int *keep, int n)
+{
+        int sorted[16];
+        if (n < 0 || n > 16)
+                return -EINVAL;
+        for (int i = 0; i < n; i++) {
+                int v = keep[i], j = i;
+                while (j > 0 && sorted[j - 1] > v) {
+                        sorted[j] = sorted[j - 1];
+                        j--;
+                }
+                sorted[j] = v;
+        }
+        unsigned lo = 3;
+        for (int i = 0; i < n; i++) {
+                if (sorted[i] < 0 || (unsigned)sorted[i] < lo) {
+                        if (sorted[i] >= 0 && (unsigned)sorted[i] + 1 > lo)
+                                lo = (unsigned)sorted[i] + 1;
+                        continue;
+                }
+                if ((unsigned)sorted[i] > lo && syscall(SYS_close_range, lo, (unsigned)sorted[i] - 1, 0) < 0)
+                        return -errno;
+                lo = (unsigned)sorted[i] + 1;
+        }
+        if (syscall(SYS_close_range, lo, ~0U, 0) < 0)
+                return -errno;
+        return 0;
+}

@@ -8,3 +8,9 @@
  * agent's exec fd, the sync socket) survive until exec: they are moved above
  * the placed range first, and *keep[i] updated. 0 or -errno. */
 int pd_fds_for_agent(int listen_fd, const int *cg_fds, int n_cg, int *const *keep, int n_keep);
+
+/* Close every fd >= 3 except the n listed ones. The first thing a setup
+ * child does: fds it inherited from a multi-threaded creator may carry
+ * locks (a flock on a shared registry held by another thread at clone
+ * time) that must not live on in a child that could get stuck. */
+int pd_fds_close_except(const int *keep, int n);

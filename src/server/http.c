@@ -204,7 +204,8 @@ static int match(const char *pattern, const char *path, struct req_ctx *c)
 
 static const struct pd_route *const *tables(void)
 {
-        static const struct pd_route *const t[] = { pd_routes_sandboxes, pd_routes_procs, pd_routes_files, NULL };
+        static const struct pd_route *const t[] = { pd_routes_sandboxes, pd_routes_procs, pd_routes_files,
+                                                    pd_routes_e2b, NULL };
         return t;
 }
 
@@ -258,8 +259,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 size_t pl = strlen(path);
                 if (pl > 1 && path[pl - 1] == '/')
                         path[pl - 1] = '\0';
-                bool known;
-                c->route = route_find(method, path, c, &known);
+                /* E2B's envd and code interpreter share our address: the SDK
+                 * names the sandbox in a header, whatever the path, and
+                 * authenticates with that sandbox's own access token. */
+                static const struct pd_route e2b_envd = { "*", "*", pd_e2b_envd_handle,
+                                                          PD_ROUTE_PUBLIC | PD_ROUTE_STREAM_BODY, 0 };
+                bool known = true;
+                if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "E2b-Sandbox-Id"))
+                        c->route = &e2b_envd;
+                else
+                        c->route = route_find(method, path, c, &known);
                 if (!c->route) {
                         if (known)
                                 return pd_reply_error(&c->r, 405, "method_not_allowed",

@@ -57,11 +57,7 @@ struct mgr {
         char boot_id[40];
         pthread_mutex_t pool_lock;
         pthread_cond_t pool_cond;       /* CLOCK_MONOTONIC */
-        /* One pd_sandbox_create at a time in this process: the container
-         * tier clones with every fd of the process inherited (a sibling
-         * create's sync socket included) and parks fds at fixed numbers in
-         * the child; concurrent creates were seen to fail or hang. */
-        pthread_mutex_t create_lock;
+
         struct pool_class classes[MAX_POOL_CLASSES];
         unsigned n_classes;
 };
@@ -332,14 +328,6 @@ static struct pool_class *class_add(struct pd_server *srv, const struct pd_spec 
         return c;
 }
 
-static int create_serialised(struct pd_server *srv, struct pd_sandbox *sb, struct pd_error *err)
-{
-        pthread_mutex_lock(&M(srv)->create_lock);
-        int r = pd_sandbox_create(sb, err);
-        pthread_mutex_unlock(&M(srv)->create_lock);
-        return r;
-}
-
 static bool sandbox_alive(struct pd_sandbox *sb)
 {
         if (sb->agent_pidfd < 0)
@@ -410,7 +398,7 @@ static void *filler_main(void *arg)
                 int r = pd_sandbox_new(&srv->state, &spec, &sb, &err);
                 if (r == 0) {
                         sb->die_with_parent = false;
-                        r = create_serialised(srv, sb, &err);
+                        r = pd_sandbox_create(sb, &err);
                         if (r < 0) {
                                 pd_sandbox_free(sb);
                                 sb = NULL;
@@ -502,7 +490,7 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
                 r = pd_sandbox_new(&srv->state, &spec, &sb, err);
                 if (r == 0) {
                         sb->die_with_parent = false;  /* sandboxes outlive the server */
-                        r = create_serialised(srv, sb, err);
+                        r = pd_sandbox_create(sb, err);
                         if (r < 0) {
                                 pd_sandbox_free(sb);
                                 sb = NULL;
@@ -986,7 +974,6 @@ int pd_manager_start(struct pd_server *srv, struct pd_error *err)
         pthread_cond_init(&m->pool_cond, &ca);
         pthread_condattr_destroy(&ca);
         pthread_mutex_init(&m->pool_lock, NULL);
-        pthread_mutex_init(&m->create_lock, NULL);
         read_boot_id(m->boot_id);
         if (srv->cfg.pool_size > MAX_POOL_SIZE)
                 srv->cfg.pool_size = MAX_POOL_SIZE;

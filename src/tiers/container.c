@@ -37,6 +37,7 @@
 #include "agentpath.h"
 #include "caps.h"
 #include "fds.h"
+#include "host.h"
 #include "cgroup.h"
 #include "mount.h"
 #include "sandbox.h"
@@ -115,6 +116,11 @@ static int loopback_up(struct pd_error *err)
 static _Noreturn void child_main(struct child_args *a)
 {
         struct pd_error err = { 0 };
+        int needed[] = { a->sync_fd, a->listen_fd, a->agent_fd };
+        if (pd_fds_close_except(needed, 3) < 0) {
+                pd_error_set(&err, errno, "close inherited fds");
+                child_fail(a, &err);
+        }
         int trees[MAX_TREES];
         if (recv_fds(a, 'G', trees, a->n_trees, &err) < 0)
                 child_fail(a, &err);
@@ -130,7 +136,11 @@ static _Noreturn void child_main(struct child_args *a)
                 child_fail(a, &err);
         pd_trace("child: stage tmpfs");
         /* The parent wrote our maps: become root of the new namespace. */
-        if (setresgid(0, 0, 0) < 0 || setgroups(0, NULL) < 0 || setresuid(0, 0, 0) < 0) {
+        /* Raw syscalls: glibc's set*id() in a process it believes has other
+         * threads (the server's, copied by clone3 without them) signals
+         * those threads and waits forever. */
+        if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setgroups, 0, NULL) < 0 ||
+            syscall(SYS_setresuid, 0, 0, 0) < 0) {
                 pd_error_set(&err, errno, "become root in the user namespace");
                 child_fail(a, &err);
         }
@@ -225,24 +235,6 @@ static _Noreturn void child_main(struct child_args *a)
 
 /* ---- parent side ---- */
 
-static int make_listen_socket(struct pd_sandbox *sb, struct pd_error *err)
-{
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        int n = snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sb->socket_path);
-        if (n < 0 || (size_t)n >= sizeof sa.sun_path)
-                return pd_error_setx(err, ENAMETOOLONG,
-                                     "agent socket path '%s' is too long for a unix socket; use a shorter --state-dir",
-                                     sb->socket_path);
-        _pd_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return pd_error_set(err, errno, "agent socket");
-        if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
-                return pd_error_set(err, errno, "bind agent socket '%s'", sb->socket_path);
-        if (listen(fd, 64) < 0)
-                return pd_error_set(err, errno, "listen on agent socket");
-        return PD_TAKE_FD(fd);
-}
-
 /* A detached copy of a host tree whose ids read, inside the sandbox, as
  * they do on the host (0..65535 -> the sandbox's range). */
 static int idmapped_tree(const char *path, int userns_fd, bool readonly, bool recursive, struct pd_error *err)
@@ -280,44 +272,6 @@ static int send_fds(int sync_fd, char tag, const int *fds, unsigned n, struct pd
         if (sendmsg(sync_fd, &mh, MSG_NOSIGNAL) != 1)
                 return pd_error_set(err, errno, "send descriptors to the sandbox");
         return 0;
-}
-
-/* Wait for the child's exec (sync socket closes) or its error record. The
- * supervised tier's child first sends its listener ('L'), which goes to the
- * supervisor before the child can exec (its execve waits on it). */
-static int wait_child_exec(struct pd_sandbox *sb, int sync_fd, struct pd_error *err)
-{
-        for (;;) {
-                struct pd_error child_err;
-                char ctrl[CMSG_SPACE(sizeof(int))];
-                struct iovec iov = { &child_err, sizeof child_err };
-                struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl,
-                                     .msg_controllen = sizeof ctrl };
-                ssize_t n;
-                do
-                        n = recvmsg(sync_fd, &mh, MSG_CMSG_CLOEXEC);
-                while (n < 0 && errno == EINTR);
-                if (n == 0)
-                        return 0;
-                if (n < 0)
-                        return pd_error_set(err, errno, "wait for the sandbox's setup");
-                struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-                if (n == 1 && ((char *)&child_err)[0] == 'L' && c && c->cmsg_type == SCM_RIGHTS &&
-                    c->cmsg_len == CMSG_LEN(sizeof(int))) {
-                        int lfd;
-                        memcpy(&lfd, CMSG_DATA(c), sizeof lfd);
-                        int r = pd_supervisor_start(sb, lfd, err);
-                        if (r < 0)
-                                return r;
-                        continue;
-                }
-                if (n == (ssize_t)sizeof child_err) {
-                        child_err.msg[sizeof child_err.msg - 1] = '\0';
-                        return pd_error_setx(err, child_err.code > 0 ? child_err.code : EIO, "sandbox setup: %s",
-                                             child_err.msg);
-                }
-                return pd_error_setx(err, EIO, "sandbox setup failed without a reason");
-        }
 }
 
 static int namespaces_error(int e, struct pd_error *err)
@@ -386,7 +340,7 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
          * the child needs only their count now. */
         for (unsigned i = 0; i < sb->cg.n; i++)
                 a.n_cg += sb->cg.h[i].split;
-        if ((r = a.listen_fd = make_listen_socket(sb, err)) < 0)
+        if ((r = a.listen_fd = pd_host_listen_socket(sb, err)) < 0)
                 goto out;
         char agent_path[PATH_MAX];
         if ((r = pd_agent_path(agent_path, sizeof agent_path, err)) < 0)
@@ -477,7 +431,8 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
                 goto abort_child;
         /* While the child mounts: cgroups, limits, the agent's membership,
          * and the workload cgroup fds it passes on to the agent. */
-        struct pd_cgroup_limits lim = { sb->spec.memory_bytes, sb->spec.pids, sb->spec.millicpus };
+        struct pd_cgroup_limits lim = { sb->spec.memory_bytes, sb->spec.pids, sb->spec.millicpus,
+                                        PD_AGENT_MEMORY + sb->writable_bytes };
         int cg_fds[PD_CG_MAX_CTRL];
         if ((r = pd_cgroup_create(&sb->cg, &lim, err)) < 0 ||
             (r = pd_cgroup_attach(&sb->cg, "agent", pid, err)) < 0)
@@ -497,7 +452,7 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
                 goto abort_child;
         pd_trace("cgroups made and sent");
         pd_trace("idmapped trees sent");
-        if ((r = wait_child_exec(sb, sync[0], err)) < 0)
+        if ((r = pd_host_wait_exec(sb, sync[0], err)) < 0)
                 goto abort_child;
         pd_trace("child set up and exec'd agent");
         sb->agent_start = pd_proc_starttime(pid);
@@ -538,125 +493,37 @@ static int supervised_create(struct pd_sandbox *sb, struct pd_error *err)
         return create_tier(sb, true, err);
 }
 
-static int container_connect(struct pd_sandbox *sb, struct pd_error *err)
-{
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sb->socket_path);
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return pd_error_set(err, errno, "socket");
-        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-                int e = errno;
-                close(fd);
-                return pd_error_set(err, e, "connect to the agent of sandbox %s", sb->id);
-        }
-        return fd;
-}
-
 static int container_pause(struct pd_sandbox *sb, struct pd_error *err)
 {
-        return pd_cgroup_freeze(&sb->cg, true, err);
+        return pd_host_freeze(sb, true, err);
 }
 
 static int container_resume(struct pd_sandbox *sb, struct pd_error *err)
 {
-        return pd_cgroup_freeze(&sb->cg, false, err);
+        return pd_host_freeze(sb, false, err);
 }
 
-/* Kill the agent (PID 1: the kernel then kills the whole pid namespace and
- * the agent's exit waits until every member is gone). */
-static void kill_agent(struct pd_sandbox *sb)
-{
-        if (sb->agent_pidfd >= 0) {
-                syscall(SYS_pidfd_send_signal, sb->agent_pidfd, SIGKILL, NULL, 0);
-                siginfo_t si;
-                if (waitid(P_PIDFD, (id_t)sb->agent_pidfd, &si, WEXITED) < 0 && errno == ECHILD) {
-                        /* not our child (adopted): wait for the pidfd to report exit */
-                        struct pollfd p = { .fd = sb->agent_pidfd, .events = POLLIN };
-                        (void)poll(&p, 1, 10000);
-                }
-                close(sb->agent_pidfd);
-                sb->agent_pidfd = -1;
-        } else if (sb->agent_pid > 0 && sb->agent_start && pd_proc_starttime(sb->agent_pid) == sb->agent_start) {
-                kill(sb->agent_pid, SIGKILL);
-        }
-        sb->agent_pid = 0;
-}
-
+/* Killing the agent (PID 1) makes the kernel kill the whole pid namespace,
+ * and the agent's exit is reported only once every member is gone. */
 static int container_destroy(struct pd_sandbox *sb, struct pd_error *err)
 {
-        int ret = 0, r;
-        kill_agent(sb);
+        pd_host_kill_agent(sb);
         pd_supervisor_stop(sb);
         pd_trace("destroy: agent killed, pid namespace gone");
-        if (sb->have_cgroup) {
-                r = pd_cgroup_destroy(&sb->cg, err);
-                if (r < 0 && ret == 0)
-                        ret = r;
-                pd_cgroup_close(&sb->cg);
-                sb->have_cgroup = false;
-                pd_trace("destroy: cgroups removed");
-        }
-        if (sb->have_uids) {
-                char owner[64];
-                snprintf(owner, sizeof owner, "%s:%s", sb->state->instance, sb->id);
-                r = pd_uidrange_free(sb->uids.slot, owner, ret == 0 ? err : NULL);
-                if (r < 0 && ret == 0)
-                        ret = r;
-                sb->have_uids = false;
-        }
-        if (sb->dirfd >= 0) {
-                close(sb->dirfd);
-                sb->dirfd = -1;
-        }
-        r = pd_rm_rf(sb->dir, ret == 0 ? err : NULL);
-        if (r < 0 && ret == 0)
-                ret = r;
-        return ret;
-}
-
-static int container_stats(struct pd_sandbox *sb, struct pd_sandbox_stats *out, struct pd_error *err)
-{
-        struct pd_cgroup_stats cs;
-        memset(out, 0, sizeof *out);
-        if (!sb->have_cgroup)
-                return pd_error_setx(err, ESRCH, "sandbox %s has no cgroup", sb->id);
-        pd_cgroup_stats(&sb->cg, &cs);
-        out->memory_current = cs.memory_current;
-        out->memory_peak = cs.memory_peak;
-        out->cpu_ns = cs.cpu_ns;
-        out->pids_current = cs.pids_current;
-        out->pids_max_events = cs.pids_max_events;
-        out->oom_kills = cs.oom_kills;
-        return 0;
-}
-
-static int container_adopt(struct pd_sandbox *sb, struct pd_error *err)
-{
-        if (sb->agent_pid <= 0 || !sb->agent_start || pd_proc_starttime(sb->agent_pid) != sb->agent_start)
-                return pd_error_setx(err, ESRCH, "the agent of sandbox %s is gone", sb->id);
-        sb->agent_pidfd = (int)syscall(SYS_pidfd_open, sb->agent_pid, 0);
-        if (sb->agent_pidfd < 0)
-                return pd_error_set(err, errno, "pidfd of the agent of sandbox %s", sb->id);
-        /* Re-check after opening the pidfd: the pid could have been reused
-         * between the first check and pidfd_open. */
-        if (pd_proc_starttime(sb->agent_pid) != sb->agent_start) {
-                close(sb->agent_pidfd);
-                sb->agent_pidfd = -1;
-                return pd_error_setx(err, ESRCH, "the agent of sandbox %s is gone", sb->id);
-        }
-        return 0;
+        int r = pd_host_release(sb, err);
+        pd_trace("destroy: cgroups, uid range, runtime dir released");
+        return r;
 }
 
 const struct pd_tier_ops pd_tier_container = {
         .name = "container",
         .create = container_create,
-        .connect = container_connect,
+        .connect = pd_host_connect,
         .pause = container_pause,
         .resume = container_resume,
         .destroy = container_destroy,
-        .stats = container_stats,
-        .adopt = container_adopt,
+        .stats = pd_host_stats,
+        .adopt = pd_host_adopt,
 };
 
 /* supervised: the container tier plus a supervisor brokering opens and
@@ -664,10 +531,10 @@ const struct pd_tier_ops pd_tier_container = {
 const struct pd_tier_ops pd_tier_supervised = {
         .name = "supervised",
         .create = supervised_create,
-        .connect = container_connect,
+        .connect = pd_host_connect,
         .pause = container_pause,
         .resume = container_resume,
         .destroy = container_destroy,
-        .stats = container_stats,
-        .adopt = container_adopt,
+        .stats = pd_host_stats,
+        .adopt = pd_host_adopt,
 };

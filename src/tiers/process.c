@@ -42,6 +42,7 @@
 #include "agentpath.h"
 #include "caps.h"
 #include "fds.h"
+#include "host.h"
 #include "cgroup.h"
 #include "landlock.h"
 #include "sandbox.h"
@@ -91,11 +92,13 @@ static int drop_to_uid(uid_t uid, struct pd_error *err)
                 if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
                         return pd_error_set(err, errno, "drop capability %d from the bounding set", c);
         gid_t g = PD_WS_GID;
-        if (setgroups(1, &g) < 0)
+        /* Raw syscalls: glibc's set*id() in a process it believes has other
+         * threads (a server's, copied without them) waits for them forever. */
+        if (syscall(SYS_setgroups, 1, &g) < 0)
                 return pd_error_set(err, errno, "setgroups");
-        if (setresgid(uid, uid, uid) < 0)
+        if (syscall(SYS_setresgid, uid, uid, uid) < 0)
                 return pd_error_set(err, errno, "setresgid %u", (unsigned)uid);
-        if (setresuid(uid, uid, uid) < 0)
+        if (syscall(SYS_setresuid, uid, uid, uid) < 0)
                 return pd_error_set(err, errno, "setresuid %u", (unsigned)uid);
         return 0;
 }
@@ -103,6 +106,13 @@ static int drop_to_uid(uid_t uid, struct pd_error *err)
 static _Noreturn void child_main(struct child_args *a)
 {
         struct pd_error err = { 0 };
+        int needed[4 + PD_CG_MAX_CTRL] = { a->sync_fd, a->listen_fd, a->agent_fd, a->ruleset_fd };
+        for (int i = 0; i < a->n_cg; i++)
+                needed[4 + i] = a->cg_fds[i];
+        if (pd_fds_close_except(needed, 4 + a->n_cg) < 0) {
+                pd_error_set(&err, errno, "close inherited fds");
+                child_fail(a, &err);
+        }
         char go;
         ssize_t n;
         do
@@ -180,37 +190,7 @@ static void workspace_path(const struct pd_sandbox *sb, char *buf, size_t size)
         snprintf(buf, size, "%s/workspaces/%s", sb->state->dir, sb->id);
 }
 
-static int make_listen_socket(struct pd_sandbox *sb, struct pd_error *err)
-{
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        int n = snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sb->socket_path);
-        if (n < 0 || (size_t)n >= sizeof sa.sun_path)
-                return pd_error_setx(err, ENAMETOOLONG,
-                                     "agent socket path '%s' is too long for a unix socket; use a shorter --state-dir",
-                                     sb->socket_path);
-        _pd_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return pd_error_set(err, errno, "agent socket");
-        if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
-                return pd_error_set(err, errno, "bind agent socket '%s'", sb->socket_path);
-        if (listen(fd, 64) < 0)
-                return pd_error_set(err, errno, "listen on agent socket");
-        return PD_TAKE_FD(fd);
-}
 
-static int wait_child_exec(int sync_fd, struct pd_error *err)
-{
-        struct pd_error child_err;
-        ssize_t n = pd_read_all(sync_fd, &child_err, sizeof child_err);
-        if (n == 0)
-                return 0;
-        if (n == (ssize_t)sizeof child_err) {
-                child_err.msg[sizeof child_err.msg - 1] = '\0';
-                return pd_error_setx(err, child_err.code > 0 ? child_err.code : EIO, "sandbox setup: %s",
-                                     child_err.msg);
-        }
-        return pd_error_setx(err, EIO, "sandbox setup failed without a reason");
-}
 
 /* May the sandbox's uid (member of PD_WS_GID) search directory fd? */
 static bool searchable(const struct stat *st)
@@ -342,7 +322,7 @@ static int process_create(struct pd_sandbox *sb, struct pd_error *err)
         struct pd_error cgerr = { 0 };
         if ((r = pd_cgroup_init(&sb->cg, sb->state->instance, sb->id, &cgerr)) == 0) {
                 sb->have_cgroup = true;
-                struct pd_cgroup_limits lim = { sb->spec.memory_bytes, sb->spec.pids, sb->spec.millicpus };
+                struct pd_cgroup_limits lim = { sb->spec.memory_bytes, sb->spec.pids, sb->spec.millicpus, 0 };
                 if ((r = pd_cgroup_create(&sb->cg, &lim, &cgerr)) < 0) {
                         pd_cgroup_close(&sb->cg);
                         sb->have_cgroup = false;
@@ -384,7 +364,7 @@ static int process_create(struct pd_sandbox *sb, struct pd_error *err)
                         goto out;
                 a.n_cg = r;
         }
-        if ((r = a.listen_fd = make_listen_socket(sb, err)) < 0)
+        if ((r = a.listen_fd = pd_host_listen_socket(sb, err)) < 0)
                 goto out;
         a.agent_fd = open(agent_path, O_PATH | O_CLOEXEC);
         if (a.agent_fd < 0) {
@@ -426,7 +406,7 @@ static int process_create(struct pd_sandbox *sb, struct pd_error *err)
                 r = pd_error_set(err, errno, "start the sandbox's agent");
                 goto out;
         }
-        if ((r = wait_child_exec(sync[0], err)) < 0)
+        if ((r = pd_host_wait_exec(sb, sync[0], err)) < 0)
                 goto out;
         pd_trace("child set up and exec'd agent");
         sb->agent_start = pd_proc_starttime(pid);
@@ -448,35 +428,8 @@ out:
         return r < 0 ? r : 0;
 }
 
-static int process_connect(struct pd_sandbox *sb, struct pd_error *err)
-{
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sb->socket_path);
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return pd_error_set(err, errno, "socket");
-        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-                int e = errno;
-                close(fd);
-                return pd_error_set(err, e, "connect to the agent of sandbox %s", sb->id);
-        }
-        return fd;
-}
 
-static int process_pause(struct pd_sandbox *sb, struct pd_error *err)
-{
-        if (!sb->have_cgroup)
-                return pd_error_setx(err, ENOTSUP, "sandbox %s has no cgroup (none could be made): "
-                                     "the process tier cannot pause it", sb->id);
-        return pd_cgroup_freeze(&sb->cg, true, err);
-}
 
-static int process_resume(struct pd_sandbox *sb, struct pd_error *err)
-{
-        if (!sb->have_cgroup)
-                return pd_error_setx(err, ENOTSUP, "sandbox %s has no cgroup: nothing to resume", sb->id);
-        return pd_cgroup_freeze(&sb->cg, false, err);
-}
 
 /* Kill every descendant of root_pid. The agent is a child subreaper
  * (--home), so orphans, double-forked daemons included, stay its
@@ -559,55 +512,21 @@ static void kill_agent(struct pd_sandbox *sb)
 {
         bool alive = sb->agent_pidfd >= 0 ||
                      (sb->agent_pid > 0 && sb->agent_start && pd_proc_starttime(sb->agent_pid) == sb->agent_start);
+        /* No pid namespace here: the agent's death kills nobody else. */
+        if (sb->have_cgroup)
+                (void)pd_cgroup_freeze(&sb->cg, false, NULL);
         if (alive && sb->agent_pid > 0)
                 kill_descendants(sb->agent_pid);
-        if (sb->agent_pidfd >= 0) {
-                syscall(SYS_pidfd_send_signal, sb->agent_pidfd, SIGKILL, NULL, 0);
-                siginfo_t si;
-                if (waitid(P_PIDFD, (id_t)sb->agent_pidfd, &si, WEXITED) < 0 && errno == ECHILD) {
-                        struct pollfd p = { .fd = sb->agent_pidfd, .events = POLLIN };
-                        (void)poll(&p, 1, 10000);
-                }
-                close(sb->agent_pidfd);
-                sb->agent_pidfd = -1;
-        } else if (alive && sb->agent_pid > 0) {
-                kill(sb->agent_pid, SIGKILL);
-        }
-        sb->agent_pid = 0;
+        pd_host_kill_agent(sb);
 }
 
 static int process_destroy(struct pd_sandbox *sb, struct pd_error *err)
 {
-        int ret = 0, r;
-        /* Frozen tasks do not die of SIGKILL until thawed (cgroup v1). */
-        if (sb->have_cgroup)
-                (void)pd_cgroup_freeze(&sb->cg, false, NULL);
         kill_agent(sb);
-        if (sb->have_cgroup) {
-                r = pd_cgroup_destroy(&sb->cg, err);
-                if (r < 0 && ret == 0)
-                        ret = r;
-                pd_cgroup_close(&sb->cg);
-                sb->have_cgroup = false;
-        }
-        if (sb->have_uids) {
-                char owner[64];
-                snprintf(owner, sizeof owner, "%s:%s", sb->state->instance, sb->id);
-                r = pd_uidrange_free(sb->uids.slot, owner, ret == 0 ? err : NULL);
-                if (r < 0 && ret == 0)
-                        ret = r;
-                sb->have_uids = false;
-        }
+        int ret = pd_host_release(sb, err);
         char ws[PATH_MAX];
         workspace_path(sb, ws, sizeof ws);
-        r = pd_rm_rf(ws, ret == 0 ? err : NULL);
-        if (r < 0 && ret == 0)
-                ret = r;
-        if (sb->dirfd >= 0) {
-                close(sb->dirfd);
-                sb->dirfd = -1;
-        }
-        r = pd_rm_rf(sb->dir, ret == 0 ? err : NULL);
+        int r = pd_rm_rf(ws, ret == 0 ? err : NULL);
         if (r < 0 && ret == 0)
                 ret = r;
         free(sb->tier_data);
@@ -615,44 +534,23 @@ static int process_destroy(struct pd_sandbox *sb, struct pd_error *err)
         return ret;
 }
 
-static int process_stats(struct pd_sandbox *sb, struct pd_sandbox_stats *out, struct pd_error *err)
+static int process_pause(struct pd_sandbox *sb, struct pd_error *err)
 {
-        struct pd_cgroup_stats cs;
-        memset(out, 0, sizeof *out);
-        if (!sb->have_cgroup)
-                return pd_error_setx(err, ESRCH, "sandbox %s has no cgroup", sb->id);
-        pd_cgroup_stats(&sb->cg, &cs);
-        out->memory_current = cs.memory_current;
-        out->memory_peak = cs.memory_peak;
-        out->cpu_ns = cs.cpu_ns;
-        out->pids_current = cs.pids_current;
-        out->pids_max_events = cs.pids_max_events;
-        out->oom_kills = cs.oom_kills;
-        return 0;
+        return pd_host_freeze(sb, true, err);
 }
 
-static int process_adopt(struct pd_sandbox *sb, struct pd_error *err)
+static int process_resume(struct pd_sandbox *sb, struct pd_error *err)
 {
-        if (sb->agent_pid <= 0 || !sb->agent_start || pd_proc_starttime(sb->agent_pid) != sb->agent_start)
-                return pd_error_setx(err, ESRCH, "the agent of sandbox %s is gone", sb->id);
-        sb->agent_pidfd = (int)syscall(SYS_pidfd_open, sb->agent_pid, 0);
-        if (sb->agent_pidfd < 0)
-                return pd_error_set(err, errno, "pidfd of the agent of sandbox %s", sb->id);
-        if (pd_proc_starttime(sb->agent_pid) != sb->agent_start) {
-                close(sb->agent_pidfd);
-                sb->agent_pidfd = -1;
-                return pd_error_setx(err, ESRCH, "the agent of sandbox %s is gone", sb->id);
-        }
-        return 0;
+        return pd_host_freeze(sb, false, err);
 }
 
 const struct pd_tier_ops pd_tier_process = {
         .name = "process",
         .create = process_create,
-        .connect = process_connect,
+        .connect = pd_host_connect,
         .pause = process_pause,
         .resume = process_resume,
         .destroy = process_destroy,
-        .stats = process_stats,
-        .adopt = process_adopt,
+        .stats = pd_host_stats,
+        .adopt = pd_host_adopt,
 };

@@ -169,9 +169,26 @@ class Server:
         return st
 
 
+def kill_stuck_clones(state_dir):
+    """Children of our server stuck between clone and exec (see the xfail
+    in test_concurrent_creates) still show the server's command line and
+    hold inherited fds, host-wide locks included: end them by pid."""
+    needle = ("--state-dir\0%s\0" % state_dir).encode()
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                if needle in f.read():
+                    os.kill(int(d), signal.SIGKILL)
+        except OSError:
+            pass
+
+
 def finish(srv):
     """SIGTERM the server, then `paddock gc` must leave nothing behind."""
     srv.stop()
+    kill_stuck_clones(srv.state)
     r = paddock("gc", "--state-dir", srv.state)
     assert r.returncode == 0, r.stderr
     assert leftovers(srv.state) == {}
@@ -589,7 +606,8 @@ def test_concurrent_creates(srv):
 
     def create():
         try:
-            st, body = srv.json("POST", "/api/v1/sandboxes", {"metadata": {"c": "1"}})
+            st, _, data = srv.request("POST", "/api/v1/sandboxes", {"metadata": {"c": "1"}}, timeout=20)
+            body = json.loads(data)
         except Exception as e:   # noqa: BLE001 - recorded as a failure
             st, body = repr(e), None
         with lock:
@@ -601,14 +619,7 @@ def test_concurrent_creates(srv):
     for t in threads:
         t.join(120)
     ids = [b["id"] for st, b in out if st == 201]
-    known = [b for st, b in out if st != 201 and b and any(
-        m in b["error"]["message"] for m in ("arrange the agent's fds", "execute paddock-agent"))]
     try:
-        if known:
-            # src/tiers/container.c child_main parks fds at the fixed number
-            # 64 with dup3(): in a busy server a live fd (listen socket, agent
-            # binary, sync socket) sits there and is clobbered.
-            pytest.xfail("container tier fd-arrangement bug under load: %s" % known[0]["error"]["message"])
         assert [st for st, _ in out] == [201] * 6, [b for st, b in out if st != 201]
         assert len(set(ids)) == 6
     finally:

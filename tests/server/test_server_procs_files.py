@@ -630,8 +630,6 @@ def test_delete_sandbox_ends_follow_stream(api):
     assert st == 404
 
 
-@pytest.mark.xfail(strict=False, reason="http.c must tell streaming-body routes about an aborted request "
-                   "(call the route with chunk == NULL and chunk_len == NULL from on_completed)")
 def test_aborted_upload_leaves_nothing(api, sb):
     s = socket.create_connection(("127.0.0.1", api.port), timeout=TIMEOUT)
     s.sendall(("PUT /api/v1/sandboxes/%s/files?path=/tmp/aborted.bin HTTP/1.1\r\nHost: x\r\n"

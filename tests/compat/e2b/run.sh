@@ -42,7 +42,13 @@ export E2B_API_URL="http://127.0.0.1:$port" E2B_SANDBOX_URL="http://127.0.0.1:$p
 export E2B_API_KEY="$(cat "$state/api-key")"
 cd "$here"
 if [ $# -gt 0 ]; then files=("$@"); else files=(*.test.mjs); fi
-"$NODE" --test --test-concurrency=2 --test-timeout=120000 "${files[@]}"
+reporters=()
+if [ -n "${PADDOCK_JUNIT:-}" ]; then
+  # scripts/test.sh counts results from a JUnit file, as for every suite
+  reporters=(--test-reporter=spec --test-reporter-destination=stdout
+             --test-reporter=junit --test-reporter-destination="$PADDOCK_JUNIT")
+fi
+"$NODE" --test --test-concurrency=2 --test-timeout=120000 "${reporters[@]}" "${files[@]}"
 rc=$?
 if [ $rc -ne 0 ]; then echo "--- paddock serve log (last 40 lines)"; tail -40 "$log"; fi
 rm -f "$log"

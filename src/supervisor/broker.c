@@ -1,0 +1,621 @@
+/* paddock-supervisor, the broker: performs opens and connects for the
+ * sandbox's processes (see sv.h for why it is a separate process).
+ *
+ * Set-up, in this order (each step needs the previous one's privileges):
+ *   1. open the host's /proc and our own /proc/PID/fd (reopening through
+ *      our own fds is how we act on exactly what we resolved);
+ *   2. setns into the sandbox's user namespace: capabilities now exist
+ *      only there, and capable_wrt_inode_uidgid() treats the caller's
+ *      CAP_DAC_OVERRIDE etc. exactly as it would for the caller;
+ *   3. become the namespace's root (ids 0 = the sandbox's uid base);
+ *   4. chroot to the sandbox's root: '..' and absolute symlinks met in a
+ *      relative lookup stop and start there;
+ *   5. no_new_privs and a Landlock domain whose only rule grants every
+ *      filesystem right beneath the sandbox's root: a confused resolution
+ *      still cannot open a host file.
+ * Per call: take on the caller's fsuid, fsgid, groups, umask and effective
+ * capabilities (single-threaded, so the raw syscalls change exactly our
+ * credentials), resolve with openat2(RESOLVE_NO_MAGICLINKS, and
+ * RESOLVE_IN_ROOT against the caller's root for absolute paths) to an
+ * O_PATH fd, decide on the path of that fd (its /proc/self/fd link), then
+ * reopen that very fd with the caller's flags, check ID_VALID and inject
+ * the result with ADDFD+SEND. Nothing read from the caller's memory is read
+ * again: a racing thread can change what the path string says, not what we
+ * opened. Calls that may block (a FIFO without O_NONBLOCK, any connect) are
+ * finished by a forked child, so one blocked caller stalls only itself. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/landlock.h>
+#include <linux/openat2.h>
+#include <linux/seccomp.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "sv.h"
+
+#ifndef LANDLOCK_ACCESS_FS_REFER
+#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
+#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
+#endif
+
+struct broker {
+        const struct sv_broker_args *a;
+        int hostproc;                   /* the host's /proc */
+        int selffd;                     /* our /proc/PID/fd */
+        uint64_t permitted;             /* our capabilities in the sandbox's namespace */
+        struct sv_creds cur;
+        bool have_cur;
+        uint32_t cur_umask;
+        struct sv_audit audit;
+        pid_t pid;
+};
+
+static struct broker B;
+
+static _Noreturn void setup_fail(const char *what)
+{
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s: %s", what, strerror(errno));
+        (void)!send(B.a->sock, msg, strlen(msg), MSG_NOSIGNAL);
+        _exit(1);
+}
+
+static int capset_eff(uint64_t eff)
+{
+        struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+        struct __user_cap_data_struct d[2] = {
+                { .effective = (uint32_t)eff, .permitted = (uint32_t)B.permitted },
+                { .effective = (uint32_t)(eff >> 32), .permitted = (uint32_t)(B.permitted >> 32) },
+        };
+        return (int)syscall(SYS_capset, &h, d);
+}
+
+static int landlock(int rootfd)
+{
+        long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+        if (abi < 1) {
+                errno = EOPNOTSUPP;
+                return -1;
+        }
+        uint64_t handled = (1ULL << 13) - 1;     /* ABI 1: EXECUTE .. MAKE_SYM */
+        if (abi >= 2)
+                handled |= LANDLOCK_ACCESS_FS_REFER;
+        if (abi >= 3)
+                handled |= LANDLOCK_ACCESS_FS_TRUNCATE;
+        if (abi >= 5)
+                handled |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+        /* Only filesystem rights: the broker connects for the caller, and
+         * the sandbox's network namespace bounds where that can go. */
+        uint64_t attr = handled;
+        int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+        if (rs < 0)
+                return -1;
+        struct {
+                uint64_t allowed_access;
+                int32_t parent_fd;
+        } __attribute__((packed)) pb = { handled, rootfd };
+        if (syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0 ||
+            prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || syscall(SYS_landlock_restrict_self, rs, 0) < 0) {
+                int e = errno;
+                close(rs);
+                errno = e;
+                return -1;
+        }
+        close(rs);
+        return 0;
+}
+
+static void setup(const struct sv_broker_args *a)
+{
+        B.a = a;
+        B.pid = getpid();
+        sv_audit_init(&B.audit, a->audit_fd, a->sandbox);
+        /* Not ptrace-able, no core dumps: we hold the sandbox's listener. */
+        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        /* Children finishing blocking calls reap themselves. */
+        signal(SIGCHLD, SIG_IGN);
+        signal(SIGPIPE, SIG_IGN);
+        B.hostproc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (B.hostproc < 0)
+                setup_fail("open /proc");
+        B.selffd = openat(B.hostproc, "self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (B.selffd < 0)
+                setup_fail("open /proc/self/fd");
+        if (setns(a->userns, CLONE_NEWUSER) < 0)
+                setup_fail("join the sandbox's user namespace");
+        close(a->userns);
+        if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setgroups, 0, NULL) < 0 ||
+            syscall(SYS_setresuid, 0, 0, 0) < 0)
+                setup_fail("become the sandbox's root");
+        if (fchdir(a->rootfd) < 0 || chroot(".") < 0)
+                setup_fail("chroot to the sandbox's root");
+        struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+        struct __user_cap_data_struct d[2];
+        if (syscall(SYS_capget, &h, d) < 0)
+                setup_fail("capget");
+        B.permitted = d[0].permitted | (uint64_t)d[1].permitted << 32;
+        if (landlock(a->rootfd) < 0)
+                setup_fail("restrict the broker with Landlock");
+        if (send(a->sock, "R", 1, MSG_NOSIGNAL) != 1)
+                _exit(1);
+}
+
+/* Become the caller, as far as the filesystem can tell. */
+static int apply_creds(const struct sv_creds *c)
+{
+        if (!B.have_cur || memcmp(&B.cur, c, offsetof(struct sv_creds, umask))) {
+                gid_t g[SV_MAX_GROUPS];
+                for (uint32_t i = 0; i < c->ngroups; i++)
+                        g[i] = c->groups[i];
+                B.have_cur = false;
+                /* Back to full capabilities (still in permitted: real and
+                 * saved uid stay the namespace's root), then down again. */
+                if (capset_eff(B.permitted) < 0 || syscall(SYS_setgroups, c->ngroups, g) < 0 ||
+                    syscall(SYS_setresgid, -1, c->fsgid, -1) < 0 || syscall(SYS_setresuid, -1, c->fsuid, -1) < 0 ||
+                    capset_eff(c->cap_eff & B.permitted) < 0)
+                        return -errno;
+                B.cur = *c;
+                B.have_cur = true;
+        }
+        if (B.cur_umask != c->umask + 1) {
+                umask((mode_t)c->umask);
+                B.cur_umask = c->umask + 1;
+        }
+        return 0;
+}
+
+static void respond(uint64_t id, int error)
+{
+        struct seccomp_notif_resp r = { .id = id, .error = error ? -error : 0 };
+        (void)ioctl(B.a->listener, SECCOMP_IOCTL_NOTIF_SEND, &r);
+}
+
+static bool id_valid(uint64_t id)
+{
+        return ioctl(B.a->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+}
+
+/* Where fd is, as the sandbox names it (we are chrooted to its root). */
+static void fd_path(int fd, char *buf, size_t size)
+{
+        char n[16];
+        snprintf(n, sizeof n, "%d", fd);
+        ssize_t l = readlinkat(B.selffd, n, buf, size - 1);
+        buf[l > 0 ? l : 0] = '\0';
+}
+
+static void audit_open(const struct sv_job *j, const char *resolved, const char *decision, int e)
+{
+        bool deny = !strcmp(decision, "deny");
+        if (!sv_audit_begin(&B.audit, deny ? "supervisor.deny" : "supervisor.open"))
+                return;
+        sv_audit_int(&B.audit, "pid", j->ns_pid);
+        sv_audit_str(&B.audit, "syscall", sv_syscall_name(j->nr));
+        if (resolved && resolved[0])
+                sv_audit_str(&B.audit, "path", resolved);
+        else
+                sv_audit_str(&B.audit, "requested", j->path);
+        sv_audit_int(&B.audit, "flags", (long long)j->flags);
+        sv_audit_int(&B.audit, "uid", j->creds.fsuid);
+        sv_audit_str(&B.audit, "decision", decision);
+        if (e)
+                sv_audit_int(&B.audit, "errno", e);
+        sv_audit_end(&B.audit);
+}
+
+/* Hand fd to the caller as its syscall's return value. */
+static int inject(const struct sv_job *j, int fd)
+{
+        /* Between our reading the caller's memory and acting on it. */
+        if (!id_valid(j->id))
+                return -ENOENT;
+        struct seccomp_notif_addfd af = { .id = j->id, .flags = SECCOMP_ADDFD_FLAG_SEND, .srcfd = (uint32_t)fd,
+                                          .newfd_flags = j->cloexec ? O_CLOEXEC : 0 };
+        if (ioctl(B.a->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &af) < 0) {
+                int e = errno;
+                if (e != ENOENT)
+                        respond(j->id, e);      /* e.g. EMFILE: the caller's table is full */
+                return -e;
+        }
+        return 0;
+}
+
+static bool wants_write(uint64_t flags)
+{
+        return (flags & O_ACCMODE) != O_RDONLY || (flags & (O_TRUNC | O_CREAT | __O_TMPFILE));
+}
+
+/* A path rule's verdict for this access: 0 or EACCES. */
+static int policy_check(const char *path, uint64_t flags)
+{
+        enum sv_access acc = sv_policy_path(B.a->policy, path);
+        if (acc == SV_ACC_DENY || (acc == SV_ACC_RO && wants_write(flags)))
+                return EACCES;
+        return 0;
+}
+
+/* O_PATH resolution of the job's path the way the caller would resolve it. */
+static int resolve(const struct sv_job *j, int root, int dir, const char *path, uint64_t extra_flags)
+{
+        struct open_how how = { .flags = O_PATH | O_CLOEXEC | extra_flags,
+                                .resolve = j->resolve | RESOLVE_NO_MAGICLINKS };
+        int base = dir;
+        if (path[0] == '/' && root >= 0) {
+                base = root;
+                how.resolve |= RESOLVE_IN_ROOT;
+        }
+        return (int)syscall(SYS_openat2, base, path, &how, sizeof how);
+}
+
+/* Finish in a child: the call may block for as long as it likes there.
+ * 1 in the child, 0 in the parent, -errno if there is no child. */
+static int fork_child(void)
+{
+        pid_t p = fork();
+        if (p < 0)
+                return -errno;
+        if (p > 0)
+                return 0;
+        B.audit.len = 0;
+        prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+        if (getppid() != B.pid)
+                _exit(0);
+        return 1;
+}
+
+static void do_open(struct sv_job *j, int root, int dir, int extra)
+{
+        char resolved[PATH_MAX];
+        resolved[0] = '\0';
+        uint64_t flags = j->flags;
+        int e, fd = -1;
+        /* O_CREAT|O_EXCL never follows a final symlink. */
+        uint64_t probe = flags & (O_NOFOLLOW | O_DIRECTORY);
+        if ((flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL))
+                probe |= O_NOFOLLOW;
+        if (flags & ~(uint64_t)0xffffffff || j->mode & ~(uint64_t)07777) {
+                e = EINVAL;     /* what openat2 says to unknown flags or mode bits */
+                goto fail;
+        }
+        int opath = resolve(j, root, dir, j->path, probe);
+        if (opath < 0 && (errno == ELOOP || errno == ENOENT) && extra >= 0) {
+                /* /dev/stdin and friends (their /proc/self is not ours:
+                 * ENOENT, or ELOOP at the magic link): main opened the
+                 * caller's own fd for us. */
+                opath = fcntl(extra, F_DUPFD_CLOEXEC, 3);
+        }
+        if (opath < 0) {
+                e = errno;
+                if (e != ENOENT || !(flags & O_CREAT))
+                        goto fail;
+                /* Create: resolve the parent, decide on parent/name, then
+                 * create the name in that very directory, refusing a symlink
+                 * planted there meanwhile (ELOOP, where the kernel would
+                 * have followed a dangling one). */
+                char parent[PATH_MAX], *slash = strrchr(j->path, '/');
+                const char *name;
+                if (!slash) {
+                        strcpy(parent, ".");
+                        name = j->path;
+                } else {
+                        size_t pl = (size_t)(slash - j->path);
+                        memcpy(parent, j->path, pl ? pl : 1);
+                        parent[pl ? pl : 1] = '\0';
+                        name = slash + 1;
+                }
+                if (!*name || !strcmp(name, ".") || !strcmp(name, "..")) {
+                        e = EISDIR;
+                        goto fail;
+                }
+                int pfd = resolve(j, root, dir, parent, O_DIRECTORY);
+                if (pfd < 0) {
+                        e = errno;
+                        goto fail;
+                }
+                fd_path(pfd, resolved, sizeof resolved);
+                size_t rl = strlen(resolved);
+                snprintf(resolved + rl, sizeof resolved - rl, "%s%s", rl && resolved[rl - 1] == '/' ? "" : "/",
+                         name);
+                if ((e = policy_check(resolved, flags)) != 0) {
+                        close(pfd);
+                        goto deny;
+                }
+                struct open_how how = {
+                        .flags = (flags | O_NOCTTY | O_CLOEXEC | O_NONBLOCK) & ~(uint64_t)O_NOFOLLOW,
+                        .mode = j->mode,
+                        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+                };
+                fd = (int)syscall(SYS_openat2, pfd, name, &how, sizeof how);
+                e = errno;
+                close(pfd);
+                if (fd < 0)
+                        goto fail;
+                if (!(flags & O_NONBLOCK))
+                        (void)fcntl(fd, F_SETFL, (int)(flags & ~(uint64_t)O_NONBLOCK));
+                goto done;
+        }
+        struct stat st;
+        if (fstat(opath, &st) < 0) {
+                e = errno;
+                close(opath);
+                goto fail;
+        }
+        fd_path(opath, resolved, sizeof resolved);
+        if ((e = policy_check(resolved, flags)) != 0) {
+                close(opath);
+                goto deny;
+        }
+        if (flags & O_PATH) {
+                /* openat2 with O_PATH (open/openat with O_PATH continue in
+                 * main). ADDFD cannot inject an O_PATH file, and continuing
+                 * would let the kernel reread how.flags from memory the
+                 * caller can change. So hand out the nearest real open: a
+                 * directory or regular file opened for reading (decided as
+                 * a read), anything else is refused with EACCES. */
+                close(opath);
+                if ((e = policy_check(resolved, O_RDONLY)) != 0)
+                        goto deny;
+                if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+                        e = EACCES;
+                        goto fail;
+                }
+                flags = (flags & (O_CLOEXEC | O_NOFOLLOW | O_DIRECTORY)) | O_RDONLY | O_NONBLOCK;
+                opath = resolve(j, root, dir, j->path, flags & (O_NOFOLLOW | O_DIRECTORY));
+                if (opath < 0) {
+                        e = errno;
+                        goto fail;
+                }
+                struct stat st2;
+                if (fstat(opath, &st2) < 0 || st2.st_ino != st.st_ino || st2.st_dev != st.st_dev) {
+                        close(opath);
+                        e = EAGAIN;
+                        goto fail;
+                }
+        }
+        if ((flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL)) {
+                close(opath);
+                e = EEXIST;
+                goto fail;
+        }
+        if (S_ISLNK(st.st_mode)) {      /* O_NOFOLLOW met a symlink */
+                close(opath);
+                e = ELOOP;
+                goto fail;
+        }
+        /* Reopen exactly what we resolved and decided on. O_NOCTTY: the
+         * broker must never acquire a controlling terminal. */
+        char n[16];
+        snprintf(n, sizeof n, "%d", opath);
+        int oflags = (int)((flags & ~(uint64_t)(O_CREAT | O_EXCL | O_NOFOLLOW)) | O_NOCTTY | O_CLOEXEC);
+        if (S_ISFIFO(st.st_mode) && !(flags & O_NONBLOCK) && (flags & O_ACCMODE) != O_RDWR) {
+                /* Opening a FIFO waits for the other end: not here. */
+                int fc = fork_child();
+                if (fc < 0) {
+                        close(opath);
+                        e = -fc;
+                        goto fail;
+                }
+                if (fc > 0) {
+                        char cn[32];
+                        snprintf(cn, sizeof cn, "self/fd/%d", opath);
+                        fd = openat(B.hostproc, cn, oflags);
+                        e = errno;
+                        if (fd < 0) {
+                                if (id_valid(j->id))
+                                        respond(j->id, e);
+                                audit_open(j, resolved, "error", e);
+                        } else {
+                                int r = inject(j, fd);
+                                audit_open(j, resolved, r == 0 ? "allow" : "error", r == 0 ? 0 : -r);
+                        }
+                        sv_audit_flush(&B.audit);
+                        _exit(0);
+                }
+                close(opath);
+                return;
+        }
+        fd = openat(B.selffd, n, oflags);
+        e = errno;
+        close(opath);
+        if (fd < 0)
+                goto fail;
+done: {
+        int r = inject(j, fd);
+        close(fd);
+        audit_open(j, resolved, r == 0 ? "allow" : "error", r == 0 ? 0 : -r);
+        return;
+}
+deny:
+        if (id_valid(j->id))
+                respond(j->id, e);
+        audit_open(j, resolved, "deny", e);
+        return;
+fail:
+        if (id_valid(j->id))
+                respond(j->id, e);
+        audit_open(j, resolved, "error", e);
+}
+
+static void format_addr(const struct sv_job *j, const char *resolved, char *out, size_t size)
+{
+        const struct sockaddr *sa = (const void *)j->addr;
+        char ip[INET6_ADDRSTRLEN] = "?";
+        if (j->addrlen < sizeof(sa_family_t)) {
+                snprintf(out, size, "(none)");
+        } else if (sa->sa_family == AF_INET && j->addrlen >= sizeof(struct sockaddr_in)) {
+                const struct sockaddr_in *s = (const void *)sa;
+                inet_ntop(AF_INET, &s->sin_addr, ip, sizeof ip);
+                snprintf(out, size, "%s:%u", ip, ntohs(s->sin_port));
+        } else if (sa->sa_family == AF_INET6 && j->addrlen >= sizeof(struct sockaddr_in6)) {
+                const struct sockaddr_in6 *s = (const void *)sa;
+                inet_ntop(AF_INET6, &s->sin6_addr, ip, sizeof ip);
+                snprintf(out, size, "[%s]:%u", ip, ntohs(s->sin6_port));
+        } else if (sa->sa_family == AF_UNIX) {
+                if (j->addrlen <= 2)
+                        snprintf(out, size, "unix:(unnamed)");
+                else if (j->addr[2] == '\0')
+                        snprintf(out, size, "unix-abstract:%.*s", (int)(j->addrlen - 3), (const char *)j->addr + 3);
+                else
+                        snprintf(out, size, "unix:%s", resolved && *resolved ? resolved : j->path);
+        } else {
+                snprintf(out, size, "family:%u", sa->sa_family);
+        }
+}
+
+static void audit_connect(const struct sv_job *j, const char *resolved, const char *decision, int e)
+{
+        bool deny = !strcmp(decision, "deny");
+        if (!sv_audit_begin(&B.audit, deny ? "supervisor.deny" : "supervisor.connect"))
+                return;
+        char addr[PATH_MAX + 64];
+        format_addr(j, resolved, addr, sizeof addr);
+        sv_audit_int(&B.audit, "pid", j->ns_pid);
+        sv_audit_str(&B.audit, "syscall", "connect");
+        sv_audit_str(&B.audit, "address", addr);
+        sv_audit_int(&B.audit, "uid", j->creds.fsuid);
+        sv_audit_str(&B.audit, "decision", decision);
+        if (e)
+                sv_audit_int(&B.audit, "errno", e);
+        sv_audit_end(&B.audit);
+}
+
+static void do_connect(struct sv_job *j, int root, int dir, int sock)
+{
+        char resolved[PATH_MAX] = "";
+        const struct sockaddr *sa = (const void *)j->addr;
+        int e = 0, opath = -1;
+        if (j->path[0]) {
+                /* A named unix socket: resolve inside the sandbox and
+                 * connect through our fd of the socket inode. */
+                opath = resolve(j, root, dir, j->path, 0);
+                if (opath < 0) {
+                        e = errno;
+                        if (id_valid(j->id))
+                                respond(j->id, e);
+                        audit_connect(j, NULL, "error", e);
+                        return;
+                }
+                fd_path(opath, resolved, sizeof resolved);
+                if (sv_policy_path(B.a->policy, resolved) == SV_ACC_DENY ||
+                    sv_policy_path(B.a->policy, resolved) == SV_ACC_RO)
+                        e = EACCES;
+        } else if (sa->sa_family == AF_INET || sa->sa_family == AF_INET6) {
+                if (!sv_policy_connect(B.a->policy, sa, j->addrlen))
+                        e = EACCES;
+        }
+        if (e) {
+                if (opath >= 0)
+                        close(opath);
+                if (id_valid(j->id))
+                        respond(j->id, e);
+                audit_connect(j, resolved, "deny", e);
+                return;
+        }
+        int fc = fork_child();
+        if (fc <= 0) {
+                if (opath >= 0)
+                        close(opath);
+                if (fc < 0) {
+                        if (id_valid(j->id))
+                                respond(j->id, -fc);
+                        audit_connect(j, resolved, "error", -fc);
+                }
+                return;
+        }
+        /* child: connect the caller's own socket to what we copied */
+        int r;
+        if (opath >= 0) {
+                char cn[32];
+                snprintf(cn, sizeof cn, "self/fd");
+                int cfd = openat(B.hostproc, cn, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                struct sockaddr_un su = { .sun_family = AF_UNIX };
+                snprintf(su.sun_path, sizeof su.sun_path, "%d", opath);
+                r = (cfd >= 0 && fchdir(cfd) == 0)
+                            ? connect(sock, (struct sockaddr *)&su,
+                                      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(su.sun_path) + 1))
+                            : -1;
+        } else {
+                r = connect(sock, sa, j->addrlen);
+        }
+        e = r < 0 ? errno : 0;
+        if (id_valid(j->id))
+                respond(j->id, e);
+        audit_connect(j, resolved, e ? "error" : "allow", e);
+        sv_audit_flush(&B.audit);
+        _exit(0);
+}
+
+_Noreturn void sv_broker_main(const struct sv_broker_args *a)
+{
+        setup(a);
+        static struct sv_job job;
+        for (;;) {
+                if (B.audit.len) {
+                        struct pollfd p = { .fd = a->sock, .events = POLLIN };
+                        if (poll(&p, 1, 0) == 0)
+                                sv_audit_flush(&B.audit);
+                }
+                char ctrl[CMSG_SPACE(3 * sizeof(int))];
+                struct iovec iov = { &job, sizeof job };
+                struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl,
+                                     .msg_controllen = sizeof ctrl };
+                ssize_t n = recvmsg(a->sock, &mh, MSG_CMSG_CLOEXEC);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        /* main is gone: so are we (and the listener with us). */
+                        sv_audit_flush(&B.audit);
+                        _exit(0);
+                }
+                int fds[3] = { -1, -1, -1 }, nf = 0;
+                for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+                        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                                nf = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+                                if (nf > 3)
+                                        nf = 3;
+                                memcpy(fds, CMSG_DATA(c), (size_t)nf * sizeof(int));
+                        }
+                if (n < (ssize_t)offsetof(struct sv_job, path) + 1 || (uint32_t)nf != job.nfds ||
+                    job.has_root + job.has_dir + job.has_extra != nf) {
+                        for (int i = 0; i < nf; i++)
+                                close(fds[i]);
+                        continue;
+                }
+                ((char *)&job)[n < (ssize_t)sizeof job ? n : (ssize_t)sizeof job - 1] = '\0';
+                int k = 0;
+                int root = job.has_root ? fds[k++] : -1;
+                int dir = job.has_dir ? fds[k++] : -1;
+                int extra = job.has_extra ? fds[k++] : -1;
+                int r = apply_creds(&job.creds);
+                if (r < 0) {
+                        if (id_valid(job.id))
+                                respond(job.id, EPERM);
+                } else if (job.op == SV_OPEN) {
+                        do_open(&job, root, dir, extra);
+                } else if (job.op == SV_CONNECT && extra >= 0) {
+                        do_connect(&job, root, dir, extra);
+                } else if (id_valid(job.id)) {
+                        respond(job.id, ENOSYS);
+                }
+                for (int i = 0; i < nf; i++)
+                        close(fds[i]);
+        }
+}

@@ -1,0 +1,122 @@
+/* paddock-supervisor: the supervised tier's per-sandbox supervisor
+ * (DESIGN §1, docs/security.md "`supervised` tier").
+ *
+ * Two processes, because no single one can do both halves:
+ *   main    host root in the host's namespaces, no Landlock. Receives the
+ *           notifications, copies the syscall's pointer arguments out of the
+ *           caller (process_vm_readv), opens the caller's root, cwd or dirfd
+ *           through /proc/TID/... as O_PATH, takes connect's socket with
+ *           pidfd_getfd, reads the caller's credentials, and passes all that
+ *           to the broker. Audits and continues execs itself. (A Landlock
+ *           domain would stop all of this: Landlock forbids ptrace-class
+ *           access from a domain to any process outside it, and the
+ *           sandbox's processes have no domain.)
+ *   broker  a child of main that joined the sandbox's user namespace
+ *           (so capabilities and ids mean exactly what they mean to the
+ *           caller), chrooted to the sandbox's root and restricted by a
+ *           Landlock domain allowing only what lies beneath that root. For
+ *           each call it takes on the caller's fsuid, fsgid, groups, umask
+ *           and effective capabilities, performs the open or connect
+ *           itself on what main copied, decides on what it actually
+ *           opened, checks SECCOMP_IOCTL_NOTIF_ID_VALID and injects the
+ *           result (SECCOMP_IOCTL_NOTIF_ADDFD with SEND) or the error. */
+#pragma once
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#define SV_MAX_GROUPS 64
+#define SV_ADDR_MAX 128                 /* >= sizeof(struct sockaddr_storage) */
+
+enum sv_op { SV_OPEN = 1, SV_CONNECT = 2 };
+
+/* The caller's credentials, as ids of the sandbox's user namespace. */
+struct sv_creds {
+        uint32_t fsuid, fsgid;
+        uint32_t ngroups;
+        uint32_t groups[SV_MAX_GROUPS];
+        uint64_t cap_eff;
+        uint32_t umask;
+};
+
+/* One job from main to the broker (SOCK_SEQPACKET, with up to 3 fds:
+ * root, dir, extra — which of them are present is in the flags). */
+struct sv_job {
+        uint64_t id;                    /* notification id */
+        uint32_t op;
+        int32_t nr;                     /* syscall number, for the record */
+        int32_t host_tid, ns_pid;       /* caller, in the host's / the sandbox's pid namespace */
+        uint32_t nfds;
+        int8_t has_root, has_dir, has_extra;
+        int8_t cloexec;                 /* O_CLOEXEC requested: for ADDFD's newfd_flags */
+        uint64_t flags, mode, resolve;  /* open_how */
+        uint32_t addrlen;               /* connect */
+        uint8_t addr[SV_ADDR_MAX];
+        struct sv_creds creds;
+        char path[PATH_MAX];            /* NUL-terminated */
+};
+
+/* ---- policy.c ---- */
+enum sv_access { SV_ACC_RW = 0, SV_ACC_RO, SV_ACC_DENY, SV_ACC_NOEXEC };
+
+struct sv_policy;
+/* Parse a policy file (NULL = the default policy). On error, msg says why. */
+struct sv_policy *sv_policy_load(const char *path, char *msg, size_t msgsize);
+/* The access the first matching path rule grants (SV_ACC_RW if none). */
+enum sv_access sv_policy_path(const struct sv_policy *p, const char *path);
+/* 0 = allow, else the errno to deny with. family AF_INET/AF_INET6 only. */
+bool sv_policy_connect(const struct sv_policy *p, const struct sockaddr *sa, socklen_t len);
+
+/* ---- audit.c ---- */
+struct sv_audit {
+        int fd;
+        const char *sandbox;
+        char buf[64 * 1024];
+        size_t len;
+        uint64_t window;                /* current second (CLOCK_MONOTONIC) */
+        unsigned in_window;             /* lines written in it */
+        unsigned long suppressed;       /* lines dropped in it */
+        unsigned long suppressed_total;
+        char ts[40];                    /* cached timestamp text */
+        time_t ts_sec;
+};
+
+/* Lines per second written in full; beyond that, one summary line per
+ * second counts what was dropped. */
+#define SV_AUDIT_RATE 2000
+
+void sv_audit_init(struct sv_audit *a, int fd, const char *sandbox);
+/* Start a line: returns false if the rate cap drops it. Then add fields
+ * with sv_audit_str/_int and finish with sv_audit_end. */
+bool sv_audit_begin(struct sv_audit *a, const char *event);
+void sv_audit_str(struct sv_audit *a, const char *key, const char *val);
+void sv_audit_strn(struct sv_audit *a, const char *key, const char *val, size_t n);
+void sv_audit_int(struct sv_audit *a, const char *key, long long v);
+void sv_audit_raw(struct sv_audit *a, const char *text);
+void sv_audit_list(struct sv_audit *a, const char *key, const char *const *vals, const size_t *lens, unsigned n);
+void sv_audit_end(struct sv_audit *a);
+/* Write the buffered lines (complete lines only, one write()). */
+void sv_audit_flush(struct sv_audit *a);
+/* Write a single complete line now, unbuffered (forked helpers). */
+void sv_audit_flush_line(struct sv_audit *a);
+
+/* ---- broker.c ---- */
+struct sv_broker_args {
+        int listener;                   /* the seccomp listener */
+        int sock;                       /* jobs from main */
+        int rootfd;                     /* O_PATH of the sandbox's root */
+        int userns;                     /* the sandbox's user namespace */
+        int audit_fd;
+        const char *sandbox;
+        uint32_t uid_base;
+        const struct sv_policy *policy;
+};
+/* Set up (namespace, chroot, Landlock) and serve jobs until main goes.
+ * Reports setup failure on sock as a text message. Never returns. */
+_Noreturn void sv_broker_main(const struct sv_broker_args *a);
+
+/* ---- shared helpers (main.c) ---- */
+const char *sv_syscall_name(int nr);

@@ -1,0 +1,517 @@
+"""Runs paddock's escape suite: every attack under tests/security/escape/<category>/
+in a sandbox of every tier, and returns one result per (tier, attack).
+
+Used by tests/security/test_escape_suite.py (which asserts the results
+against its expectations and writes build/security-results.json) and by
+scripts/gen-security-matrix.py (which turns that file into
+docs/security-matrix.md).
+
+How attacks run:
+  * "batch" attacks of one tier run in ONE sandbox (`paddock run -u root`):
+    driver.py reads a bundle (attack sources + host context) on stdin and runs
+    each attack as its own process, one after another, printing one JSON line
+    per attack.
+  * "isolated" attacks (fork bomb, OOM, disk and inode fill, survivors,
+    kill(-1), x32 / int 0x80) get a sandbox each, with their own options.
+  * "tty" attacks run with -t under `script -qec`.
+Every attack is _lib.py + its own file, run with `python3 -c SRC CTX`, where
+CTX is a JSON object of host-side facts (canary paths and hashes, ports,
+host pids). Header comments of an attack file say how to run it:
+    # mode: batch | isolated | tty
+    # opts: paddock run options (isolated only)
+    # killed: SIGSYS=blocked:how; SIGKILL=...   (what a kill by the kernel means)
+    # timeout: seconds
+    # host-check: a check the runner does on the host after the sandbox ended
+"""
+import glob
+import hashlib
+import json
+import os
+import re
+import select
+import shlex
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import tempfile
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+TIERS = ["container", "process", "supervised", "microvm"]
+CATEGORIES = ["fs", "proc", "kernel", "net", "supervised"]
+DEFAULT_TIMEOUT = 30
+
+
+class Attack:
+    def __init__(self, path):
+        self.path = path
+        self.category = os.path.basename(os.path.dirname(path))
+        self.name = "%s/%s" % (self.category, os.path.basename(path)[:-3])
+        with open(path) as f:
+            self.body = f.read()
+        m = re.match(r'\s*"""(.*?)"""', self.body, re.S)
+        self.doc = " ".join(m.group(1).split()) if m else ""
+        meta = dict(re.findall(r"^# ([a-z-]+): (.*)$", self.body, re.M))
+        self.mode = meta.get("mode", "batch").strip()
+        self.opts = shlex.split(meta.get("opts", ""))
+        self.timeout = int(meta.get("timeout", DEFAULT_TIMEOUT))
+        self.host_checks = meta.get("host-check", "").split()
+        self.killed = {}
+        for part in meta.get("killed", "").split(";"):
+            if "=" in part:
+                sig, what = part.strip().split("=", 1)
+                outcome, how = what.split(":", 1)
+                self.killed[sig] = (outcome, how)
+
+    def source(self):
+        with open(os.path.join(HERE, "_lib.py")) as f:
+            return f.read() + "\n" + self.body
+
+
+def load_attacks():
+    out = []
+    for cat in CATEGORIES:
+        for p in sorted(glob.glob(os.path.join(HERE, cat, "*.py"))):
+            if not os.path.basename(p).startswith("_"):
+                out.append(Attack(p))
+    return out
+
+
+def _sha(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read(path, default=""):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return default
+
+
+def procs_with(marker):
+    out = []
+    for f in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            with open(f, "rb") as fh:
+                if marker.encode() in fh.read():
+                    out.append(int(f.split("/")[2]))
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def _ppid(pid):
+    try:
+        return int(_read("/proc/%d/stat" % pid).rsplit(")", 1)[1].split()[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def _comm(pid):
+    return _read("/proc/%d/comm" % pid).strip() or "?"
+
+
+def _host_uid(pid):
+    for l in _read("/proc/%d/status" % pid).splitlines():
+        if l.startswith("Uid:"):
+            return int(l.split()[1])
+    return None
+
+
+class Host:
+    """Host-side bait and canaries, shared by every run of a session."""
+
+    def __init__(self, state_dir, paddock_bin, runtime_dir):
+        self.state_dir = state_dir
+        self.paddock_bin = paddock_bin
+        self.runtime_dir = runtime_dir
+        self.dir = tempfile.mkdtemp(prefix="pd-esc-host-", dir="/tmp")
+        os.chmod(self.dir, 0o755)
+        self.canary = os.path.join(self.dir, "canary")
+        with open(self.canary, "w") as f:
+            f.write("paddock escape canary %s\n" % uuid.uuid4())
+        os.chmod(self.canary, 0o644)
+        with open(self.canary, "rb") as f:
+            self.canary_sha = _sha(f.read())
+        self.ro_dir = os.path.join(self.dir, "ro")
+        os.mkdir(self.ro_dir)
+        self.ro_file = os.path.join(self.ro_dir, "ro-canary")
+        with open(self.ro_file, "w") as f:
+            f.write("read-only volume canary\n")
+        os.chmod(self.ro_file, 0o666)
+        self.bait_fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)     # inheritable: the leak bait
+        os.set_inheritable(self.bait_fd, True)
+        self.tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.tcp.bind(("127.0.0.1", 0))
+        self.tcp.listen(16)
+        self.tcp.setblocking(False)
+        self.port = self.tcp.getsockname()[1]
+        self.tcp6 = None
+        try:
+            self.tcp6 = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+            self.tcp6.bind(("::1", self.port))
+            self.tcp6.listen(16)
+            self.tcp6.setblocking(False)
+        except OSError:
+            self.tcp6 = None
+        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp.bind(("127.0.0.1", 0))
+        self.udp.setblocking(False)
+        self.abstract_name = "pd-esc-" + uuid.uuid4().hex
+        self.abstract = socket.socket(socket.AF_UNIX)
+        self.abstract.bind("\0" + self.abstract_name)
+        self.abstract.listen(16)
+        self.abstract.setblocking(False)
+        self.unix_path = os.path.join(self.dir, "host.sock")
+        self.unix = socket.socket(socket.AF_UNIX)
+        self.unix.bind(self.unix_path)
+        os.chmod(self.unix_path, 0o777)
+        self.unix.listen(16)
+        self.unix.setblocking(False)
+        self.shadow_lines = [_sha(l.encode()) for l in _read("/etc/shadow").splitlines()
+                             if l.split(":")[1:2] not in (["*"], ["!"], ["!*"], [""], ["x"])]
+        self.root_names = sorted(os.listdir("/root")) if os.path.isdir("/root") else []
+        self.root_files = {}
+        for n in self.root_names:
+            p = os.path.join("/root", n)
+            if os.path.isfile(p) and os.path.getsize(p) < (1 << 20):
+                with open(p, "rb") as f:
+                    self.root_files[p] = _sha(f.read())
+        for p in glob.glob("/root/.ssh/*"):
+            if os.path.isfile(p):
+                with open(p, "rb") as f:
+                    self.root_files[p] = _sha(f.read())
+        root_dev = os.stat("/").st_dev
+        self.disk_dev = [os.major(root_dev), os.minor(root_dev)]
+        self.disk_name = "vda"
+        for d in glob.glob("/sys/dev/block/%d:%d" % tuple(self.disk_dev)):
+            self.disk_name = os.path.basename(os.path.realpath(d))
+        self.proc_sys = {p: _read(p) for p in ("/proc/sys/kernel/core_pattern", "/proc/sys/kernel/hostname",
+                                               "/proc/sys/kernel/modprobe")}
+
+    def close(self):
+        for s in (self.tcp, self.tcp6, self.udp, self.abstract, self.unix):
+            if s:
+                s.close()
+        os.close(self.bait_fd)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def context(self, tier, marker, host_pids):
+        return {
+            "tier": tier, "marker": marker, "canary_file": self.canary, "canary_dir": self.dir,
+            "canary_sha256": self.canary_sha, "host_shadow_lines": self.shadow_lines,
+            "host_root_names": self.root_names, "host_root_files": self.root_files,
+            "host_home_names": sorted(os.listdir("/home")) if os.path.isdir("/home") else [],
+            "state_dir": os.path.realpath(self.state_dir), "runtime_dir": self.runtime_dir,
+            "paddock_bin": os.path.realpath(self.paddock_bin), "host_disk_dev": self.disk_dev,
+            "host_disk_name": self.disk_name, "tcp_port": self.port, "udp_port": self.udp.getsockname()[1],
+            "abstract_name": self.abstract_name, "unix_socket": self.unix_path,
+            "ro_volume": "/ro" if tier != "process" else None,
+            "ro_volume_file": "/ro/ro-canary" if tier != "process" else None,
+            "host_pids": host_pids, "fill_cap_mb": 512 if tier != "process" else 96,
+            "inode_cap": 300000 if tier != "process" else 20000,
+        }
+
+    # --- host-side checks after a run: name -> failure message or None
+    def check(self, name, marker):
+        if name == "listener-untouched":
+            for s in (self.tcp, self.tcp6):
+                if s is None:
+                    continue
+                try:
+                    c, a = s.accept()
+                    c.close()
+                    return "the host listener accepted a connection from %s" % (a,)
+                except (BlockingIOError, socket.timeout):
+                    pass
+            return None
+        if name == "udp-untouched":
+            try:
+                d, a = self.udp.recvfrom(100)
+                return "the host UDP socket received %r from %s" % (d, a)
+            except BlockingIOError:
+                return None
+        if name in ("abstract-untouched", "unix-untouched"):
+            s = self.abstract if name == "abstract-untouched" else self.unix
+            try:
+                c, a = s.accept()
+                c.close()
+                return "the host %s socket accepted a connection" % name.split("-")[0]
+            except BlockingIOError:
+                return None
+        if name == "canary-intact":
+            with open(self.canary, "rb") as f:
+                if _sha(f.read()) != self.canary_sha:
+                    return "the host canary changed"
+            if _read(self.ro_file) != "read-only volume canary\n":
+                return "the read-only volume's file changed on the host"
+            return None
+        if name == "no-marker-files":
+            found = [p for p in ("/usr/bin/" + marker, "/etc/" + marker, "/tmp/" + marker) if os.path.lexists(p)]
+            for p in found:
+                try:
+                    os.unlink(p)
+                except OSError:
+                    pass
+            return "created on the host: %s" % found if found else None
+        if name == "no-marker-cgroups":
+            found = glob.glob("/sys/fs/cgroup/*/" + marker) + glob.glob("/sys/fs/cgroup/" + marker)
+            return "cgroups created on the host: %s" % found if found else None
+        if name == "proc-sys-unchanged":
+            changed = [p for p, v in self.proc_sys.items() if _read(p) != v]
+            return "host values changed: %s" % changed if changed else None
+        if name == "no-marker-processes":
+            deadline = time.time() + 5
+            left = procs_with(marker)
+            while left and time.time() < deadline:
+                time.sleep(0.1)
+                left = procs_with(marker)
+            if left:
+                desc = ["%d %s uid=%s" % (p, _comm(p), _host_uid(p)) for p in left]
+                for p in left:              # ours to clean up: the attack's survivors
+                    try:
+                        os.kill(p, signal.SIGKILL)
+                    except OSError:
+                        pass
+                return "still running on the host after teardown: %s" % desc
+            return None
+        if name == "victim-alive":
+            return None                      # checked per run (the victim is per run)
+        raise ValueError("unknown host check %s" % name)
+
+
+def _env(extra=None):
+    env = dict(os.environ)
+    env.pop("PADDOCK_STATE_DIR", None)
+    env.pop("PADDOCK_LANDLOCK_ABI_MAX", None)
+    if extra:
+        env.update(extra)
+    return env
+
+
+class Runner:
+    def __init__(self, paddock_bin, agent_bin, state_dir, runtime_dir, log=None):
+        self.bin = paddock_bin
+        self.agent = agent_bin
+        self.state = state_dir
+        self.host = Host(state_dir, paddock_bin, runtime_dir)
+        self.log = log or (lambda *a: None)
+        with open(os.path.join(HERE, "driver.py")) as f:
+            self.driver = f.read()
+
+    def close(self):
+        self.host.close()
+
+    def argv(self, tier, opts):
+        return [self.bin, "run", "--isolation", tier, "--state-dir", self.state] + list(opts)
+
+    def env(self):
+        return _env({"PADDOCK_AGENT": self.agent})
+
+    def availability(self, tier):
+        """(True, "") when `paddock run --isolation TIER -- true` works."""
+        try:
+            r = subprocess.run(self.argv(tier, ["--", "true"]), capture_output=True, text=True, timeout=60,
+                               env=self.env(), stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return False, "`paddock run --isolation %s -- true` timed out" % tier
+        if r.returncode == 0:
+            return True, ""
+        return False, (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
+
+    # ------------------------------------------------------------------ runs
+    def _victim(self, uid):
+        return subprocess.Popen(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups",
+                                 "sleep", "600"], stdin=subprocess.DEVNULL)
+
+    def run_driver(self, tier, attacks, opts=(), timeout=240):
+        """One sandbox running `attacks` through driver.py. Returns
+        (results by name, run info)."""
+        tag = "pddrv" + uuid.uuid4().hex[:12]
+        marker = "pdmark" + uuid.uuid4().hex[:12]
+        vol = ["-v", "%s:/ro:ro" % self.host.ro_dir] if tier != "process" else []
+        argv = self.argv(tier, ["-u", "root", "--json"] + vol + list(opts) +
+                         ["--", "python3", "-c", self.driver, tag])
+        t0 = time.time()
+        p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=self.env(), pass_fds=(self.host.bait_fd,))
+        victim = None
+        info = {"argv_opts": list(opts), "tier": tier}
+        try:
+            drv = []
+            deadline = time.time() + 30
+            while not drv and time.time() < deadline and p.poll() is None:
+                drv = [d for d in procs_with(tag) if _comm(d).startswith("python")]
+                time.sleep(0.02)
+            host_pids = {"test": os.getpid(), "paddock-run": p.pid}
+            uid = 65534
+            if drv:
+                d = drv[0]
+                uid = _host_uid(d)
+                a, n = _ppid(d), 0
+                while a > 1 and a != os.getpid() and n < 8:
+                    host_pids["ancestor%d-%s" % (n, _comm(a))] = a
+                    a, n = _ppid(a), n + 1
+            victim = self._victim(uid if uid is not None else 65534)
+            host_pids["victim"] = victim.pid
+            info["sandbox_host_uid"] = uid
+            ctx = self.host.context(tier, marker, host_pids)
+            bundle = {"ctx": ctx, "attacks": [{"name": a.name, "src": a.source(), "timeout": a.timeout}
+                                              for a in attacks]}
+            try:
+                p.stdin.write(json.dumps(bundle).encode())
+            except BrokenPipeError:
+                pass
+            try:
+                p.stdin.close()
+            except BrokenPipeError:
+                pass
+            p.stdin = None
+            try:
+                out, err = p.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
+                info["timed_out"] = True
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        info["secs"] = round(time.time() - t0, 1)
+        info["rc"] = p.returncode
+        err = err.decode("utf-8", "replace")
+        info["stderr"] = err[-1500:]
+        try:
+            info["json"] = json.loads([l for l in err.splitlines() if l.strip()][-1])
+        except (IndexError, ValueError):
+            info["json"] = None
+        res = {}
+        ended = False
+        for line in out.decode("utf-8", "replace").splitlines():
+            try:
+                j = json.loads(line)
+            except ValueError:
+                continue
+            if j.get("driver") == "end":
+                ended = True
+            if "attack" in j:
+                res[j["attack"]] = j
+        info["driver_ended"] = ended
+        victim_alive = victim is not None and victim.poll() is None
+        if victim is not None:
+            victim.kill()
+            victim.wait()
+        # interpret kills and host checks
+        for a in attacks:
+            r = res.get(a.name)
+            j = info.get("json") or {}
+            if r is None and len(attacks) == 1 and j.get("signal"):
+                # the kernel ended the whole command (the OOM killer may pick the driver)
+                r = res[a.name] = {"attack": a.name, "outcome": "killed", "detail": "run reason %s" % j.get("reason"),
+                                   "how": "killed by %s" % signal.Signals(j["signal"]).name}
+            if r is None:
+                r = res[a.name] = {"attack": a.name, "outcome": "error", "how": "no result from the driver",
+                                   "detail": "run rc=%s stderr=%s" % (p.returncode, err[-300:])}
+            if r["outcome"] == "killed":
+                sig = r["how"].split()[-1]
+                if r.get("timed_out"):
+                    r.update(outcome="error", how="timed out after %ss" % a.timeout)
+                elif sig in a.killed:
+                    r["outcome"], r["how"] = a.killed[sig]
+                else:
+                    r["outcome"] = "error"
+            for chk in a.host_checks:
+                msg = ("the host victim (pid under the sandbox's host uid) was killed" if not victim_alive else None) \
+                    if chk == "victim-alive" else self.host.check(chk, marker)
+                if msg:
+                    r["outcome"], r["how"] = "escaped", "host check: " + msg
+                    r["detail"] = (r.get("detail") or "") + " [%s]" % chk
+        return res, info
+
+    def run_tty(self, tier, attack):
+        marker = "pdmark" + uuid.uuid4().hex[:12]
+        ctx = self.host.context(tier, marker, {"test": os.getpid()})
+        ctx["agent_pid"] = 1
+        ctx["driver_pid"] = 0
+        cmd = "stty rows 24 cols 80; " + " ".join(shlex.quote(x) for x in self.argv(
+            tier, ["-u", "root", "-t", "--", "python3", "-c", attack.source(), json.dumps(ctx)]))
+        try:
+            r = subprocess.run(["script", "-qec", cmd, "/dev/null"], capture_output=True, text=True,
+                               timeout=attack.timeout + 30, env=self.env(), stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return {"attack": attack.name, "outcome": "error", "how": "timed out", "detail": ""}
+        text = r.stdout.replace("\r", "").replace("^@", "").replace("^D", "")
+        for line in reversed(text.splitlines()):
+            i = line.find('{"outcome"')
+            if i >= 0:
+                try:
+                    j = json.loads(line[i:])
+                    j["attack"] = attack.name
+                    return j
+                except ValueError:
+                    pass
+        return {"attack": attack.name, "outcome": "error", "how": "no result line",
+                "detail": (r.stdout + r.stderr)[-400:]}
+
+    def run_tier(self, tier, attacks):
+        results, runs = {}, []
+        batch = [a for a in attacks if a.mode == "batch"]
+        if batch:
+            res, info = self.run_driver(tier, batch)
+            info["kind"] = "batch"
+            runs.append(info)
+            results.update(res)
+            self.log("%s batch: %d attacks in %.1fs" % (tier, len(batch), info["secs"]))
+        for a in attacks:
+            if a.mode == "isolated":
+                res, info = self.run_driver(tier, [a], opts=a.opts, timeout=a.timeout + 60)
+                info["kind"] = a.name
+                runs.append(info)
+                r = res[a.name]
+                j = info.get("json") or {}
+                r["run"] = {"rc": info["rc"], "reason": j.get("reason"), "oom_kills": j.get("oom_kills"),
+                            "pids_limit_hits": j.get("pids_limit_hits"), "driver_ended": info["driver_ended"]}
+                if r["outcome"] == "blocked" and not info["driver_ended"] and a.name != "proc/kill_all":
+                    r["outcome"], r["how"] = "error", "the sandbox did not survive: " + r["how"]
+                if a.name == "proc/kill_all" and not info["driver_ended"] and r["outcome"] == "blocked":
+                    r["outcome"], r["how"] = "error", "the sandbox's own driver/agent died (rc %s)" % info["rc"]
+                if a.name == "proc/oom" and r["outcome"] == "blocked" and r["how"].startswith("OOM"):
+                    if not (j.get("oom_kills") or j.get("reason") == "oom"):
+                        r["detail"] = (r.get("detail") or "") + " (SIGKILL without an OOM record)"
+                self.log("%s %s: %s (%.1fs)" % (tier, a.name, r["outcome"], info["secs"]))
+                results[a.name] = r
+            elif a.mode == "tty":
+                results[a.name] = self.run_tty(tier, a)
+        return results, runs
+
+
+def machine_facts():
+    import ctypes
+    facts = {"kernel": os.uname().release, "date": time.strftime("%Y-%m-%d %H:%M:%S %z")}
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        facts["landlock_abi"] = int(libc.syscall(ctypes.c_long(444), None, ctypes.c_ulong(0), ctypes.c_ulong(1)))
+    except OSError:
+        facts["landlock_abi"] = None
+    fs = {}
+    for l in _read("/proc/self/mounts").splitlines():
+        dev, mnt, typ = l.split()[:3]
+        if mnt.startswith("/sys/fs/cgroup"):
+            fs[mnt] = typ
+    v2 = [m for m, t in fs.items() if t == "cgroup2"]
+    v1 = sorted(os.path.basename(m) for m, t in fs.items() if t == "cgroup")
+    if fs.get("/sys/fs/cgroup") == "cgroup2":
+        layout = "v2 (unified)"
+    elif v1:
+        layout = "v1 (hybrid): %s; cgroup2 at %s" % (", ".join(v1), ", ".join(v2) or "none")
+    else:
+        layout = "none"
+    facts["cgroup"] = layout
+    facts["cpus"] = os.cpu_count()
+    return facts
