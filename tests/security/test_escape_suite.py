@@ -61,7 +61,7 @@ EXPECT = {
     "fs/chroot_breakout": E("blocked-by:contained", "blocked-by:EPERM (kernel)"),
     "fs/dotdot_walk": E("blocked", "blocked-by:EACCES"),
     "fs/leaked_fds": E("blocked", "blocked"),                                   # close_range CLOEXEC
-    "fs/proc_fd_reopen": E("blocked-by:EROFS", "blocked-by:EACCES"),
+    "fs/proc_fd_reopen": E("blocked-by:EROFS", "blocked-by:EACCES", "blocked"),   # supervised: broker refuses the reopen
     "fs/proc_exe_overwrite": E("blocked", "blocked"),
     "fs/proc1_root": E("blocked", "blocked-by:EACCES"),
     "fs/write_readonly": E("blocked", "blocked-by:EACCES"),
