@@ -241,8 +241,13 @@ int pd_mount_stage(const struct pd_mount_plan *p, struct pd_error *err)
         /* Nothing we mount may propagate back to the host. */
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 return pd_error_set(err, errno, "make mounts private");
-        char opts[64];
-        snprintf(opts, sizeof opts, "mode=0755,uid=0,gid=0,size=%llu", (unsigned long long)p->disk_bytes);
+        /* Inodes are kernel memory charged to the sandbox, and tmpfs has no
+         * other limit on them: one per 8 KiB of the layer (131072 for 1 GiB)
+         * makes "too many empty files" an ENOSPC, not an OOM kill. */
+        unsigned long long inodes = p->disk_bytes / 8192 < 1024 ? 1024 : p->disk_bytes / 8192;
+        char opts[96];
+        snprintf(opts, sizeof opts, "mode=0755,uid=0,gid=0,size=%llu,nr_inodes=%llu",
+                 (unsigned long long)p->disk_bytes, inodes);
         if (mount("paddock", p->stage_dir, "tmpfs", STAGE_FLAGS, opts) < 0)
                 return pd_error_set(err, errno, "mount writable layer on '%s'", p->stage_dir);
         int fd = open(p->stage_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
