@@ -53,6 +53,9 @@ struct mgr {
         bool reaper_started, filler_started;
         bool stopping;
         int stop_efd;
+        int changed_efd;                /* written when the table changes (watcher.c) */
+        pthread_t watcher;
+        bool watcher_started;
         uint64_t creates_total;
         char boot_id[40];
         pthread_mutex_t pool_lock;
@@ -126,6 +129,19 @@ static struct entry *entry_new(void)
 }
 
 /* srv->lock held. */
+/* Tell the agent watcher to rebuild its set of pidfds. */
+static void table_changed(struct pd_server *srv)
+{
+        uint64_t one = 1;
+        if (M(srv) && M(srv)->changed_efd >= 0 && write(M(srv)->changed_efd, &one, sizeof one) < 0 && errno != EAGAIN)
+                pd_log("warn", "watcher eventfd: %s", strerror(errno));
+}
+
+int pd_manager_changed_fd(struct pd_server *srv)
+{
+        return M(srv)->changed_efd;
+}
+
 static int table_add(struct pd_server *srv, struct entry *e)
 {
         if (srv->n_sandboxes == srv->cap_sandboxes) {
@@ -137,6 +153,7 @@ static int table_add(struct pd_server *srv, struct entry *e)
                 srv->cap_sandboxes = cap;
         }
         srv->sandboxes[srv->n_sandboxes++] = &e->s;
+        table_changed(srv);
         return 0;
 }
 
@@ -146,6 +163,7 @@ static void table_remove(struct pd_server *srv, struct pd_srv_sandbox *s)
         for (size_t i = 0; i < srv->n_sandboxes; i++)
                 if (srv->sandboxes[i] == s) {
                         srv->sandboxes[i] = srv->sandboxes[--srv->n_sandboxes];
+                        table_changed(srv);
                         return;
                 }
 }
@@ -534,6 +552,7 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
         e->s.refs = 1;  /* the caller's */
         m->creates_total++;
         pthread_cond_signal(&m->reaper_cond);
+        table_changed(srv);     /* its agent now has a pidfd to watch */
         pthread_mutex_unlock(&srv->lock);
         audit_lifecycle(srv, e, "sandbox.create",
                         json_pack("{s:s, s:s, s:I, s:f, s:I, s:I, s:I, s:b}", "template", e->s.template_name,
@@ -764,6 +783,29 @@ static void *reaper_main(void *arg)
         return NULL;
 }
 
+static void mark_failed(struct entry *e, const char *note);
+
+void pd_manager_agent_died(struct pd_server *srv, struct pd_srv_sandbox *s)
+{
+        struct entry *e = E(s);
+        pthread_mutex_lock(&s->lock);
+        if (s->deleted || !s->sb || !strcmp(s->state, "failed") || sandbox_alive(s->sb)) {
+                pthread_mutex_unlock(&s->lock);
+                return;
+        }
+        /* What is left of it (cgroups, uid range, runtime dir; the agent is
+         * reaped) goes now; the record stays, as "failed", until deleted. */
+        struct pd_error e2 = { 0 };
+        if (s->sb->ops->destroy(s->sb, &e2) < 0)
+                pd_log("warn", "failed sandbox not fully cleaned up, `paddock gc` will finish it sandbox=%s "
+                               "error=\"%s\"", s->id, e2.msg);
+        mark_failed(e, "the sandbox's agent died; its processes are gone");
+        persist_or_log(srv, e);
+        pthread_mutex_unlock(&s->lock);
+        audit_lifecycle(srv, e, "sandbox.failed", json_pack("{s:s}", "reason", "agent died"));
+        pd_log("warn", "sandbox failed: its agent died sandbox=%s", s->id);
+}
+
 /* ---- adoption ---- */
 
 struct rows {
@@ -965,7 +1007,8 @@ int pd_manager_start(struct pd_server *srv, struct pd_error *err)
                 return pd_error_set(err, ENOMEM, "manager");
         srv->manager_private = m;
         m->stop_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (m->stop_efd < 0)
+        m->changed_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (m->stop_efd < 0 || m->changed_efd < 0)
                 return pd_error_set(err, errno, "eventfd");
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
@@ -1007,6 +1050,9 @@ int pd_manager_start(struct pd_server *srv, struct pd_error *err)
         if ((r = pthread_create(&m->filler, NULL, filler_main, srv)) != 0)
                 return pd_error_set(err, r, "start the pool thread");
         m->filler_started = true;
+        if ((r = pthread_create(&m->watcher, NULL, pd_watcher_main, srv)) != 0)
+                return pd_error_set(err, r, "start the agent watcher thread");
+        m->watcher_started = true;
         return 0;
 }
 
@@ -1037,7 +1083,9 @@ void pd_manager_stop(struct pd_server *srv)
                 pthread_join(m->reaper, NULL);
         if (m->filler_started)
                 pthread_join(m->filler, NULL);
-        m->reaper_started = m->filler_started = false;
+        if (m->watcher_started)
+                pthread_join(m->watcher, NULL);
+        m->reaper_started = m->filler_started = m->watcher_started = false;
         /* Pooled sandboxes belong to no one and are in no record. */
         for (unsigned i = 0; i < m->n_classes; i++) {
                 struct pool_class *c = &m->classes[i];

@@ -50,5 +50,12 @@ void pd_manager_snapshot_free(struct pd_server *srv, struct pd_srv_sandbox **v, 
 void pd_manager_counts(struct pd_server *srv, struct pd_manager_counts *out);
 /* {"<template>": ready count, ...} over every pool class. */
 json_t *pd_manager_pool_ready(struct pd_server *srv);
+/* watcher.c: the thread that notices a sandbox's agent dying (pidfds) and
+ * calls pd_manager_agent_died; the manager starts and joins it. */
+void *pd_watcher_main(void *srv);
+int pd_manager_changed_fd(struct pd_server *srv);
+/* Mark a sandbox whose agent died "failed", clean up its kernel objects,
+ * keep its record (listed as failed until deleted), audit it. */
+void pd_manager_agent_died(struct pd_server *srv, struct pd_srv_sandbox *s);
 /* CLOCK_BOOTTIME in ms. */
 uint64_t pd_boot_ms(void);
