@@ -52,6 +52,7 @@ static void usage(FILE *f)
                 "  --isolation TIER   container (default) or process (no namespaces: Landlock,\n"
                 "                     seccomp, a uid and cgroup of its own; see docs/security.md)\n"
                 "  --allow-weaker     process tier: run even if the kernel's Landlock lacks a right\n"
+                "  --policy FILE      supervised tier: path and connect rules (JSON, docs/security.md)\n"
                 "  --template NAME|DIR  registered template name (default base) or a directory\n"
                 "  --memory SIZE      memory limit (default 512M)\n"
                 "  --pids N           process limit (default 512)\n"
@@ -109,7 +110,7 @@ static int parse_volume(char *arg, struct pd_spec *spec)
 static int parse(int argc, char **argv, struct run_opts *o)
 {
         enum { O_ISO = 256, O_TEMPLATE, O_MEMORY, O_PIDS, O_CPUS, O_DISK, O_TIMEOUT, O_NET, O_STATE, O_JSON,
-               O_WEAKER };
+               O_WEAKER, O_POLICY };
         static const struct option opts[] = {
                 { "isolation", required_argument, NULL, O_ISO },
                 { "template", required_argument, NULL, O_TEMPLATE },
@@ -127,6 +128,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
                 { "state-dir", required_argument, NULL, O_STATE },
                 { "json", no_argument, NULL, O_JSON },
                 { "allow-weaker", no_argument, NULL, O_WEAKER },
+                { "policy", required_argument, NULL, O_POLICY },
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
@@ -218,6 +220,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
                 case O_STATE: o->state_dir = optarg; break;
                 case O_JSON: o->json = true; break;
                 case O_WEAKER: o->spec.allow_weaker = true; break;
+                case O_POLICY: o->spec.policy_file = optarg; break;
                 case 'h': usage(stdout); exit(0);
                 case '?':
                 default:
@@ -618,6 +621,10 @@ int pd_cmd_run(int argc, char **argv)
         struct run_user u;
         if (resolve_user(o.user, &u) < 0)
                 return PD_EXIT_PADDOCK;
+        if (o.spec.policy_file && o.spec.isolation != PD_ISO_SUPERVISED) {
+                pd_cli_error("--policy applies to --isolation supervised only");
+                return PD_EXIT_PADDOCK;
+        }
         if (o.tty && !isatty(0)) {
                 pd_cli_error("-t: standard input is not a terminal");
                 return PD_EXIT_PADDOCK;

@@ -29,12 +29,12 @@
 #define READY_TIMEOUT_MS 10000
 #define POLICY_MAX (1 << 20)
 
-/* The policy: $PADDOCK_SUPERVISED_POLICY (until the spec has a field for
- * it) is copied into the sandbox's runtime dir, so the supervisor never
- * reads a file its creator's caller could still change. */
+/* The policy file named by the spec (`paddock run --policy FILE`) is copied
+ * into the sandbox's runtime dir, so the supervisor never reads a file its
+ * creator's caller could still change. */
 static int copy_policy(struct pd_sandbox *sb, char *out, size_t size, struct pd_error *err)
 {
-        const char *src = getenv("PADDOCK_SUPERVISED_POLICY");
+        const char *src = sb->spec.policy_file;
         out[0] = '\0';
         if (!src || !*src)
                 return 0;

@@ -39,6 +39,10 @@ struct pd_spec {
         /* process tier: accept a kernel whose Landlock lacks a right the
          * policy needs (recorded in the sandbox's info), instead of refusing */
         bool allow_weaker;
+        /* supervised tier: a JSON policy file (path and connect rules,
+         * docs/security.md); NULL = allow what the container tier allows,
+         * audit everything */
+        const char *policy_file;
         struct pd_volume volumes[PD_MAX_VOLUMES];
         unsigned n_volumes;
 };

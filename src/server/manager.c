@@ -720,6 +720,8 @@ int pd_manager_stats(struct pd_server *srv, struct pd_srv_sandbox *s, json_t **o
         if (s->deleted || !s->sb)
                 r = pd_error_setx(err, ESRCH, "sandbox %s has no running processes to measure (%s)", s->id,
                                   s->state);
+        else if (!strcmp(s->state, "failed"))
+                r = pd_error_setx(err, EBUSY, "sandbox %s has failed: nothing left to measure", s->id);
         else
                 r = pd_sandbox_stats(s->sb, &st, err);
         uint64_t disk_limit = s->sb && s->sb->writable_bytes ? s->sb->writable_bytes : e->spec.disk_bytes;

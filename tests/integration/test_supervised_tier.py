@@ -22,14 +22,14 @@ SUP = ["--isolation", "supervised"]
 
 
 def run_sup(paddock, script, *opts, policy=None, lang="bash", **kw):
-    env = {}
+    popts = []
     if policy is not None:
         fd, path = tempfile.mkstemp(prefix="policy-", suffix=".json", dir=paddock.state)
         with os.fdopen(fd, "w") as f:
             json.dump(policy, f)
-        env["PADDOCK_SUPERVISED_POLICY"] = path
+        popts = ["--policy", path]
     cmd = ["bash", "-c", script] if lang == "bash" else ["python3", "-c", textwrap.dedent(script)]
-    r = paddock.run(SUP + ["--json"] + list(opts) + ["--"] + cmd, env=env, **kw)
+    r = paddock.run(SUP + popts + ["--json"] + list(opts) + ["--"] + cmd, **kw)
     return r, parse_json_result(r.stderr)
 
 
@@ -125,7 +125,7 @@ def test_bad_policy_refused(paddock, no_leak):
     path = os.path.join(paddock.state, "bad-policy.json")
     with open(path, "w") as f:
         json.dump({"paths": [{"glob": "relative", "access": "rw"}]}, f)
-    r = paddock.run(SUP + ["--", "true"], env={"PADDOCK_SUPERVISED_POLICY": path})
+    r = paddock.run(SUP + ["--policy", path, "--", "true"])
     assert r.returncode == 125
     assert "must be absolute" in r.stderr, r.stderr
 
@@ -280,3 +280,11 @@ def test_overhead_vs_container(paddock, capsys):
         for name in ("io", "cpu"):
             c, s = res[(name, "container")], res[(name, "supervised")]
             print("\nsupervised overhead %-3s: container %.3fs supervised %.3fs ratio %.2fx" % (name, c, s, s / c))
+
+
+def test_policy_flag_only_for_supervised(paddock, no_leak):
+    path = os.path.join(paddock.state, "p.json")
+    with open(path, "w") as f:
+        json.dump({"paths": []}, f)
+    r = paddock.run(["--policy", path, "--", "true"])
+    assert r.returncode == 125 and "supervised" in r.stderr, r.stderr

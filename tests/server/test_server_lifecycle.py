@@ -39,6 +39,8 @@ def test_agent_killed_marks_failed_and_cleans_up(tmproot):
         # asking it to run something is a clear error, not a hang
         st, body = s.json("POST", "/api/v1/sandboxes/%s/exec" % sid, {"cmd": "true"})
         assert st == 409 and "failed" in body["error"]["message"], (st, body)
+        st, body = s.json("GET", "/api/v1/sandboxes/%s/metrics" % sid)
+        assert st == 409 and "failed" in body["error"]["message"], (st, body)
         assert s.delete(sid) == 204
     finally:
         finish(s)
