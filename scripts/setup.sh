@@ -12,7 +12,7 @@ packages=(
   bubblewrap crun runc curl
   # the code interpreter's kernel, inside sandboxes of the base template
   # (which share the host's /usr)
-  python3-jupyter-client python3-ipykernel python3-matplotlib python3-pandas
+  python3-jupyter-client python3-ipykernel python3-matplotlib python3-pandas python3-pip
 )
 missing=()
 for p in "${packages[@]}"; do

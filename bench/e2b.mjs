@@ -1,0 +1,282 @@
+// E2B SDK benchmark: the official `e2b` JS SDK against paddock, beside the
+// same work through paddock's native HTTP API (fetch), in the same run.
+//
+//   1. Sandbox.create() + sandbox.commands.run('echo hi') + sandbox.kill(),
+//      end to end, against POST /api/v1/sandboxes + POST .../exec
+//      {"cmd":"echo hi"} + DELETE; alternated round by round.
+//   2. commands.run('true') in one running sandbox, against POST .../exec
+//      {"cmd":"true"} in the same sandbox; alternated.
+//
+// Run it through bench/e2b-run.sh, which starts a private `paddock serve`,
+// sets E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY (and PADDOCK_BENCH_*), and
+// stops and garbage-collects the server afterwards:
+//
+//   sudo bench/e2b-run.sh [--rounds N] [--exec-rounds N] [--report FILE]
+//
+// Writes bench/reports/e2b.md. Uses Node's own modules and the SDK installed
+// in tests/compat/e2b/node_modules (scripts/setup-node.sh).
+import { readFileSync, writeFileSync, renameSync, mkdirSync } from 'node:fs'
+import { dirname, join, relative } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import os from 'node:os'
+
+const here = dirname(fileURLToPath(import.meta.url))
+const top = dirname(here)
+const sdkDir = join(top, 'tests/compat/e2b/node_modules/e2b')
+const { Sandbox } = await import(pathToFileURL(join(sdkDir, 'dist/index.mjs')).href)
+const sdkVersion = JSON.parse(readFileSync(join(sdkDir, 'package.json'), 'utf8')).version
+
+// ---- options
+const opts = { rounds: 200, execRounds: 200, warmup: 3, poolWait: 15, report: join(here, 'reports/e2b.md') }
+const argv = process.argv.slice(2)
+for (let i = 0; i < argv.length; i++) {
+  const a = argv[i]
+  const v = () => { if (i + 1 >= argv.length) throw new Error(`${a} needs a value`); return argv[++i] }
+  if (a === '--rounds') opts.rounds = +v()
+  else if (a === '--exec-rounds') opts.execRounds = +v()
+  else if (a === '--warmup') opts.warmup = +v()
+  else if (a === '--pool-wait') opts.poolWait = +v()
+  else if (a === '--report') opts.report = v()
+  else if (a === '-h' || a === '--help') { console.log('usage: bench/e2b-run.sh [--rounds N] [--exec-rounds N] [--warmup N] [--pool-wait S] [--report FILE]'); process.exit(0) }
+  else throw new Error(`unknown option ${a}`)
+}
+const API = process.env.E2B_API_URL
+const KEY = process.env.E2B_API_KEY
+const POOL = +(process.env.PADDOCK_BENCH_POOL || 0)
+if (!API || !KEY || !process.env.E2B_SANDBOX_URL) {
+  console.error('e2b.mjs: run it through bench/e2b-run.sh (E2B_* variables)')
+  process.exit(2)
+}
+
+// ---- helpers
+const now = () => Number(process.hrtime.bigint()) / 1e6 // ms
+const median = (v) => { const s = [...v].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2 }
+const pct = (v, q) => { const s = [...v].sort((a, b) => a - b); const k = Math.max(1, Math.ceil(q / 100 * s.length)); return s[Math.min(k, s.length) - 1] }
+const f = (x) => x >= 0.995 ? x.toFixed(2) : x.toFixed(3)
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+const auth = { Authorization: `Bearer ${KEY}` }
+const live = new Set() // sandbox ids to delete if we fail
+
+async function api (method, path, body) {
+  const r = await fetch(`${API}/api/v1${path}`, {
+    method,
+    headers: body === undefined ? auth : { ...auth, 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  })
+  const text = await r.text()
+  let json = null
+  try { json = text ? JSON.parse(text) : null } catch { }
+  return { status: r.status, json, text }
+}
+
+async function poolReady () {
+  const r = await fetch(`${API}/metrics`)
+  const text = await r.text()
+  let n = 0
+  for (const line of text.split('\n')) if (line.startsWith('paddock_pool_ready')) n += +line.split(/\s+/).pop()
+  return n
+}
+
+async function waitPool () {
+  if (!POOL) return 0
+  const t0 = now()
+  while (now() - t0 < opts.poolWait * 1000) {
+    if (await poolReady() >= POOL) return now() - t0
+    await sleep(5)
+  }
+  return null
+}
+
+class Peer {
+  constructor (name, label, command) { Object.assign(this, { name, label, command, walls: [], parts: {}, failures: [], error: null }) }
+  part (k, v) { (this.parts[k] ||= []).push(v) }
+}
+
+// ---- 1. create + run + kill
+const sdk = new Peer('sdk', `E2B SDK ${sdkVersion}`, "await Sandbox.create(); await sbx.commands.run('echo hi'); await sbx.kill()")
+const nat = new Peer('native', 'native API (fetch)', 'POST /api/v1/sandboxes {} ; POST /api/v1/sandboxes/{id}/exec {"cmd":"echo hi"} ; DELETE /api/v1/sandboxes/{id}')
+
+async function runSdk (p) {
+  const t0 = now()
+  const sbx = await Sandbox.create()
+  const t1 = now()
+  live.add(sbx.sandboxId)
+  const r = await sbx.commands.run('echo hi')
+  const t2 = now()
+  await sbx.kill()
+  const t3 = now()
+  live.delete(sbx.sandboxId)
+  if (r.stdout !== 'hi\n' || r.exitCode !== 0) throw new Error(`commands.run: exit ${r.exitCode}, stdout ${JSON.stringify(r.stdout)}`)
+  p.walls.push(t3 - t0); p.part('create', t1 - t0); p.part('run', t2 - t1); p.part('kill', t3 - t2)
+}
+
+async function runNative (p) {
+  const t0 = now()
+  const c = await api('POST', '/sandboxes', {})
+  const t1 = now()
+  if (c.status !== 201) throw new Error(`create: HTTP ${c.status} ${c.text.slice(0, 200)}`)
+  const id = c.json.id
+  live.add(id)
+  const e = await api('POST', `/sandboxes/${id}/exec`, { cmd: 'echo hi' })
+  const t2 = now()
+  const d = await api('DELETE', `/sandboxes/${id}`)
+  const t3 = now()
+  if (d.status === 204) live.delete(id)
+  if (e.status !== 200 || e.json?.stdout !== 'hi\n') throw new Error(`exec: HTTP ${e.status} ${e.text.slice(0, 200)}`)
+  if (d.status !== 204) throw new Error(`delete: HTTP ${d.status} ${d.text.slice(0, 200)}`)
+  p.walls.push(t3 - t0); p.part('create', t1 - t0); p.part('run', t2 - t1); p.part('kill', t3 - t2)
+}
+
+const fns = { sdk: runSdk, native: runNative }
+const peers = [sdk, nat]
+const poolWaits = []
+let poolTimeouts = 0
+
+async function once (p, timed) {
+  const saved = timed ? null : [p.walls.length, Object.fromEntries(Object.entries(p.parts).map(([k, v]) => [k, v.length]))]
+  try {
+    await fns[p.name](p)
+    p.streak = 0
+  } catch (e) {
+    const msg = `${e?.name || 'Error'}: ${e?.message || e}`
+    if (timed) {
+      p.failures.push(msg)
+      console.error(`${p.label} failed: ${msg}`)
+      if (++p.streak >= 3) p.error = msg
+    } else p.lastWarm = msg
+  } finally {
+    if (saved) { p.walls.length = saved[0]; for (const [k, n] of Object.entries(saved[1])) p.parts[k].length = n }
+    // untimed: let the pool refill, so the next create (of either peer) finds it full
+    const w = await waitPool()
+    if (timed) { if (w === null) poolTimeouts++; else if (POOL) poolWaits.push(w) }
+  }
+}
+
+const loadBefore = os.loadavg().map((x) => x.toFixed(2)).join(' ')
+await waitPool()
+console.error('warm-up ...')
+for (const p of peers) for (let i = 0; i < opts.warmup; i++) await once(p, false)
+for (const p of peers) if (p.lastWarm && !p.walls.length && opts.warmup) { /* keep going; timed runs decide */ }
+for (let rnd = 0; rnd < opts.rounds; rnd++) {
+  const order = rnd % 2 ? [nat, sdk] : [sdk, nat]
+  for (const p of order) if (!p.error) await once(p, true)
+  if ((rnd + 1) % 50 === 0 || rnd + 1 === opts.rounds) console.error(`round ${rnd + 1}/${opts.rounds}`)
+}
+
+// ---- 2. run `true` in one running sandbox
+const ex = { sdk: [], native: [], sdkFail: [], nativeFail: [] }
+let sbx = null
+try {
+  console.error('exec in one running sandbox ...')
+  sbx = await Sandbox.create()
+  live.add(sbx.sandboxId)
+  const id = sbx.sandboxId
+  const oneSdk = async () => {
+    const t0 = now()
+    try { const r = await sbx.commands.run('true'); if (r.exitCode !== 0) throw new Error(`exit ${r.exitCode}`); ex.sdk.push(now() - t0) } catch (e) { ex.sdkFail.push(String(e?.message || e)) }
+  }
+  const oneNat = async () => {
+    const t0 = now()
+    const r = await api('POST', `/sandboxes/${id}/exec`, { cmd: 'true' })
+    if (r.status === 200 && r.json?.exit_code === 0) ex.native.push(now() - t0); else ex.nativeFail.push(`HTTP ${r.status} ${r.text.slice(0, 200)}`)
+  }
+  for (let i = 0; i < opts.warmup * 3; i++) { await oneSdk(); await oneNat() }
+  ex.sdk.length = 0; ex.native.length = 0; ex.sdkFail.length = 0; ex.nativeFail.length = 0
+  for (let i = 0; i < opts.execRounds; i++) {
+    if (i % 2) { await oneNat(); await oneSdk() } else { await oneSdk(); await oneNat() }
+    if (ex.sdkFail.length >= 3 && !ex.sdk.length && ex.nativeFail.length >= 3 && !ex.native.length) break
+  }
+} catch (e) {
+  ex.error = `${e?.name || 'Error'}: ${e?.message || e}`
+  console.error(`exec part failed: ${ex.error}`)
+} finally {
+  if (sbx) { try { await sbx.kill(); live.delete(sbx.sandboxId) } catch { } }
+  for (const id of live) { try { await api('DELETE', `/sandboxes/${id}`) } catch { } }
+}
+
+// ---- output
+const health = await api('GET', '/health').catch(() => null)
+const rows1 = []
+const ref = nat.walls.length ? median(nat.walls) : null
+const ref99 = nat.walls.length ? pct(nat.walls, 99) : null
+for (const p of peers) {
+  if (!p.walls.length) { rows1.push([p.label, '0', '-', '-', '-', '-', '-', '-', '-', `not measured: ${p.error || p.lastWarm || 'no runs'}`]); continue }
+  const m = median(p.walls)
+  const parts = `create ${f(median(p.parts.create))} + run ${f(median(p.parts.run))} + kill ${f(median(p.parts.kill))}`
+  rows1.push([p.label, String(p.walls.length), f(Math.min(...p.walls)), f(m), f(pct(p.walls, 99)), f(Math.max(...p.walls)),
+    ref ? `${(m / ref).toFixed(2)}×` : '-', ref99 ? `${(pct(p.walls, 99) / ref99).toFixed(2)}×` : '-', parts,
+    p.error ? `dropped: ${p.error}` : p.failures.length ? `${p.failures.length} failed run(s) not counted` : ''])
+}
+const head1 = ['peer', 'runs', 'min ms', 'p50 ms', 'p99 ms', 'max ms', 'p50 / native', 'p99 / native', 'p50 of the parts', 'note']
+const rows2 = []
+const head2 = ['peer', 'runs', 'min ms', 'p50 ms', 'p99 ms', 'max ms', 'p50 / native', 'p99 / native']
+if (ex.sdk.length && ex.native.length) {
+  const n50 = median(ex.native); const n99 = pct(ex.native, 99)
+  for (const [label, v] of [[`E2B SDK commands.run('true')`, ex.sdk], ['native POST .../exec {"cmd":"true"}', ex.native]]) {
+    rows2.push([label, String(v.length), f(Math.min(...v)), f(median(v)), f(pct(v, 99)), f(Math.max(...v)),
+      `${(median(v) / n50).toFixed(2)}×`, `${(pct(v, 99) / n99).toFixed(2)}×`])
+  }
+}
+
+function textTable (head, rows) {
+  const w = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)))
+  const line = (r) => r.map((c, i) => i === 0 ? c.padEnd(w[i]) : c.padStart(w[i])).join('  ').trimEnd()
+  return [line(head), ...rows.map(line)].join('\n')
+}
+function mdTable (head, rows, left = [0]) {
+  return [`| ${head.join(' | ')} |`, `|${head.map((_, i) => left.includes(i) ? '---' : '---:').join('|')}|`,
+    ...rows.map((r) => `| ${r.map((c) => c.replace(/\|/g, '\\|')).join(' | ')} |`)].join('\n')
+}
+
+let goal = ''
+if (sdk.walls.length) {
+  const m = median(sdk.walls)
+  goal = `**E2B SDK create + run + kill p50: ${f(m)} ms** (target ≤ 20 ms: ${m <= 20 ? 'met' : 'NOT met'}; E2B's own service advertises about 150 ms for a start alone: ${(150 / m).toFixed(1)}× that).`
+}
+console.log()
+console.log("1. Sandbox.create() + commands.run('echo hi') + kill(), end to end (ms; ratios to the native API)")
+console.log(textTable(head1.slice(0, -1), rows1.map((r) => r.slice(0, -1))))
+if (goal) console.log(goal.replace(/\*\*/g, ''))
+if (rows2.length) {
+  console.log()
+  console.log("2. run 'true' in one running sandbox (ms)")
+  console.log(textTable(head2, rows2))
+}
+
+const cpu = (() => { try { const m = readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/); return `${m ? m[1] : os.cpus()[0]?.model} (${os.cpus().length} online CPUs)` } catch { return '?' } })()
+const rel = (p) => relative(top, p)
+const L = ['# paddock E2B SDK benchmark', '',
+  'Generated by `bench/e2b.mjs` through `bench/e2b-run.sh` (see `bench/README.md`). Do not edit by hand.', '',
+  '## Machine', '',
+  `- Date: ${new Date().toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC')}`,
+  `- Kernel: ${os.release()}`,
+  `- CPU: ${cpu}`,
+  `- Load average (1/5/15 min) before: ${loadBefore}; after: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`,
+  `- Command line: \`bench/e2b-run.sh${process.argv.slice(2).map((a) => ' ' + a).join('')}\``, '',
+  '## Versions', '',
+  `- paddock: \`${process.env.PADDOCK_BENCH_VERSION || health?.json?.version || '?'}\``,
+  `- e2b (JS SDK): \`${sdkVersion}\` (${rel(sdkDir)})`,
+  `- node: \`${process.version}\` (${rel(process.execPath)})`, '',
+  '## Server', '', '```', process.env.PADDOCK_BENCH_SERVE || '?', '```', '',
+  `The SDK reaches it through \`E2B_API_URL\` = \`E2B_SANDBOX_URL\` = \`http://127.0.0.1:<port>\` and \`E2B_API_KEY\` = the server's key (docs/e2b.md); the native peer uses Node's \`fetch\` (undici, keep-alive) on \`/api/v1\` with the same key. Both run in the same Node process, one after the other.`, '',
+  "## 1. Create + run + kill", '',
+  `Per round, in alternating order (${opts.rounds} rounds, ${opts.warmup} untimed warm-up runs of each first):`, '',
+  ...peers.map((p) => `- **${p.label}**: \`${p.command}\``), '',
+  `Timed end to end, from the create call to the return of the kill / DELETE; the parts are the three calls. After every run the benchmark waits (untimed) until \`/metrics\` shows the warm pool full again (${POOL} sandboxes), so each create of either peer finds a full pool. \`commands.run\` and a string \`cmd\` both run \`/bin/bash -l -c 'echo hi'\` in the sandbox.`, '',
+  mdTable(head1, rows1, [0, 8, 9]), '', goal, '']
+if (poolWaits.length) L.push(`- Pool refill after a run (untimed, polled every 5 ms): median ${median(poolWaits).toFixed(0)} ms, p99 ${pct(poolWaits, 99).toFixed(0)} ms.`)
+if (poolTimeouts) L.push(`- The pool did not refill within ${opts.poolWait} s after ${poolTimeouts} run(s).`)
+for (const p of peers) if (p.failures.length) L.push(`- ${p.label}: ${p.failures.length} failed run(s): ${p.failures.slice(0, 3).join('; ')}`)
+L.push('', "## 2. `run('true')` in one running sandbox", '')
+if (rows2.length) {
+  L.push(`One sandbox from \`Sandbox.create()\`; then, alternating, \`await sbx.commands.run('true')\` (the SDK's Connect stream: start, output events, end) and the native \`POST /api/v1/sandboxes/{id}/exec {"cmd":"true"}\` on the same sandbox, ${opts.execRounds} each.`, '', mdTable(head2, rows2), '')
+} else L.push(`Not measured: ${ex.error || [...ex.sdkFail, ...ex.nativeFail].slice(0, 3).join('; ') || 'no runs'}`, '')
+if (ex.sdkFail.length || ex.nativeFail.length) L.push(`- Failures: SDK ${ex.sdkFail.length}, native ${ex.nativeFail.length}: ${[...ex.sdkFail, ...ex.nativeFail].slice(0, 3).join('; ')}`, '')
+L.push('## Notes', '',
+  '- The machine has 2 shared cores and other work on it; the server, its agents and Node share them. Compare p50s; max is mostly noise.',
+  `- Sandboxes left at the end according to \`/api/v1/health\`: ${health?.json?.sandboxes ?? '?'} (the pool's warm sandboxes are not counted there); bench/e2b-run.sh then stops the server with SIGTERM and runs \`paddock gc --state-dir\`.`)
+mkdirSync(dirname(opts.report), { recursive: true })
+writeFileSync(opts.report + '.tmp', L.join('\n').trimEnd() + '\n')
+renameSync(opts.report + '.tmp', opts.report)
+console.log(`report: ${relative(process.cwd(), opts.report)}`)
+process.exit(sdk.walls.length && nat.walls.length ? 0 : 1)
