@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 
+sys.dont_write_bytecode = True  # no bench/__pycache__ in the tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server as sb  # noqa: E402  (bench/server.py)
 

@@ -408,12 +408,12 @@ def bench_create(args, warm, cold, paddock, agent, work, ctx):
     plain_argv = [shutil.which("echo") or "/bin/echo", "hi"]
     ppl = Peer("plain", "plain exec", shlex.join(plain_argv))
     bash_argv = ["/bin/bash", "-c", "echo hi"]
-    pbash = Peer("bash", "plain exec, bash -c", shlex.join(bash_argv) +
-                 "  (the server runs a string `cmd` as `/bin/bash -l -c`; a login shell on this "
+    pbash = Peer("bash", "plain exec, bash -c", "`%s`" % shlex.join(bash_argv) +
+                 " (the server runs a string `cmd` as `/bin/bash -l -c`; a login shell on this "
                  "host reads root's profile, which is not what the sandbox's user reads, so the "
                  "host figure is the non-login shell)")
     pargv = Peer("warm_argv", "diag: warm pool, argv form",
-                 "as the warm peer but `{\"cmd\":[\"echo\",\"hi\"]}` (no login shell)")
+                 "as the warm peer but with `{\"cmd\":[\"echo\",\"hi\"]}` (no login shell)")
     prefill = Peer("warm_refill", "diag: warm pool, exec after refill",
                    "as the warm peer, but the pool refill is awaited (untimed) between the create "
                    "and the exec; total = create + exec; then, outside the total, a second "
@@ -930,7 +930,7 @@ def main():
         L += ["## a. Create → first output", "",
               "Per round, in an order that rotates from round to round:", ""]
         for p in peers:
-            L.append("- **%s**: `%s`" % (p.label, p.command))
+            L.append("- **%s**: %s" % (p.label, p.command if "`" in p.command else "`%s`" % p.command))
         L += ["",
               "HTTP peers: the time from sending `POST /api/v1/sandboxes` to the arrival of the "
               "`POST .../exec` answer whose `stdout` is `\"hi\\n\"` (the exec answers once the "
@@ -947,7 +947,7 @@ def main():
             L.append("- Pool size seen just before each timed warm create: min %d, max %d (of %d)."
                      % (min(pb), max(pb), args.pool))
             if waits:
-                L.append("- Time for the pool to refill after a create + delete (untimed, polled every "
+                L.append("- Extra wait, after the DELETE, until the pool was full again (untimed, polled every "
                          "5 ms): median %.0f ms, p99 %.0f ms, max %.0f ms. A client creating sandboxes "
                          "faster than this drains the pool and then sees the cold figure."
                          % (statistics.median(waits), pct(waits, 99), max(waits)))

@@ -31,6 +31,7 @@
 
 #include "e2b.h"
 #include "manager.h"
+#include "procs.h"
 #include "spec.h"
 #include "util.h"
 
@@ -636,25 +637,6 @@ static int find_proc(struct pd_conn *conn, json_t *selector, struct eproc *out, 
         return 0;
 }
 
-static int env_put(struct pd_msg *m, const char *k, const char *v)
-{
-        size_t kl = strlen(k), vl = strlen(v);
-        char *kv = malloc(kl + vl + 2);
-        if (!kv)
-                return -ENOMEM;
-        memcpy(kv, k, kl);
-        kv[kl] = '=';
-        memcpy(kv + kl + 1, v, vl + 1);
-        int r = pd_msg_put_str(m, PD_A_ENV, kv);
-        free(kv);
-        return r;
-}
-
-static bool clean_str(json_t *j, size_t max)
-{
-        return json_is_string(j) && json_string_length(j) <= max && strlen(json_string_value(j)) == json_string_length(j);
-}
-
 /* The process events of a Start/Connect stream. */
 static void proc_frame(struct pd_e2b_stream *st, const struct pd_frame_hdr *h, const uint8_t *p)
 {
@@ -668,21 +650,9 @@ static void proc_frame(struct pd_e2b_stream *st, const struct pd_frame_hdr *h, c
                 pd_e2b_stream_msg(st, 0, json_pack("{s:{s:{s:s}}}", "event", "data", which, b));
                 free(b);
         } else if (h->type == PD_T_EXIT) {
-                struct pd_msg_iter it;
-                struct pd_attr a;
-                uint32_t code = 0, sig = 0;
-                bool has_code = false, has_sig = false;
-                char reason[32] = "exit";
-                pd_msg_iter_init(&it, p, h->len);
-                while (pd_msg_next(&it, &a)) {
-                        if (a.tag == PD_A_EXIT_CODE)
-                                has_code = pd_attr_u32(&a, &code);
-                        else if (a.tag == PD_A_SIGNO)
-                                has_sig = pd_attr_u32(&a, &sig);
-                        else if (a.tag == PD_A_REASON)
-                                pd_attr_str(&a, reason, sizeof reason);
-                }
-                if (!strcmp(reason, "timeout")) {
+                struct pd_proc_exit x;
+                pd_procs_exit_parse(p, h->len, &x);
+                if (!strcmp(x.reason, "timeout")) {
                         /* Connect-Timeout-Ms passed: what a Connect server
                          * answers when the deadline is exceeded. */
                         pd_e2b_stream_end_error(st, "deadline_exceeded", "the command timed out (Connect-Timeout-Ms)");
@@ -690,13 +660,13 @@ static void proc_frame(struct pd_e2b_stream *st, const struct pd_frame_hdr *h, c
                 }
                 char status[64];
                 json_t *end;
-                if (has_sig || !has_code) {
-                        const char *sn = has_sig ? sigabbrev_np((int)sig) : NULL;
-                        snprintf(status, sizeof status, "signal: %s", sig == SIGKILL ? "killed" : sn ? sn : "unknown");
+                if (x.has_sig || !x.has_code) {
+                        const char *sn = x.has_sig ? sigabbrev_np((int)x.sig) : NULL;
+                        snprintf(status, sizeof status, "signal: %s", x.sig == SIGKILL ? "killed" : sn ? sn : "unknown");
                         end = json_pack("{s:i, s:b, s:s}", "exitCode", -1, "exited", false, "status", status);
                 } else {
-                        snprintf(status, sizeof status, "exit status %u", code);
-                        end = json_pack("{s:i, s:b, s:s}", "exitCode", (int)code, "exited", true, "status", status);
+                        snprintf(status, sizeof status, "exit status %u", x.code);
+                        end = json_pack("{s:i, s:b, s:s}", "exitCode", (int)x.code, "exited", true, "status", status);
                 }
                 pd_e2b_stream_msg(st, 0, json_pack("{s:{s:o}}", "event", "end", end));
                 pd_e2b_stream_msg(st, 2, json_object());
@@ -721,7 +691,7 @@ static enum MHD_Result proc_start(struct pd_req *r, struct pd_e2b_call *c, json_
 {
         json_t *proc = json_object_get(body, "process");
         json_t *cmd = json_object_get(proc, "cmd"), *args = json_object_get(proc, "args");
-        if (!clean_str(cmd, 4096) || !json_string_length(cmd))
+        if (!pd_json_clean_str(cmd, 4096) || !json_string_length(cmd))
                 return pd_e2b_connect_error(r, 400, "invalid_argument", "process.cmd must be a non-empty string");
         struct pd_route_user u;
         if (!pd_e2b_call_user(c, &u))
@@ -736,7 +706,7 @@ static enum MHD_Result proc_start(struct pd_req *r, struct pd_e2b_call *c, json_
                 return pd_e2b_connect_error(r, 400, "invalid_argument", "process.args must be a list of strings");
         }
         json_array_foreach(args, i, a) {
-                if (!clean_str(a, 1u << 19)) {
+                if (!pd_json_clean_str(a, 1u << 19)) {
                         pd_msg_free(&m);
                         return pd_e2b_connect_error(r, 400, "invalid_argument", "process.args must be strings");
                 }
@@ -765,19 +735,19 @@ static enum MHD_Result proc_start(struct pd_req *r, struct pd_e2b_call *c, json_
         json_t *v;
         if (json_is_object(c->s->env))
                 json_object_foreach(c->s->env, key, v)
-                        if (clean_str(v, 1u << 17) && *key && !strchr(key, '='))
+                        if (pd_json_clean_str(v, 1u << 17) && *key && !strchr(key, '='))
                                 json_object_set(env, key, v);
         json_t *envs = json_object_get(proc, "envs");
         if (json_is_object(envs))
                 json_object_foreach(envs, key, v)
-                        if (clean_str(v, 1u << 17) && *key && !strchr(key, '='))
+                        if (pd_json_clean_str(v, 1u << 17) && *key && !strchr(key, '='))
                                 json_object_set(env, key, v);
         json_object_foreach(env, key, v)
-                env_put(&m, key, json_string_value(v));
+                pd_spawn_env_put(&m, key, json_string_value(v));
         json_decref(env);
         char cwd[PATH_MAX];
         json_t *jcwd = json_object_get(proc, "cwd");
-        if (clean_str(jcwd, PATH_MAX - 256) && json_string_length(jcwd)) {
+        if (pd_json_clean_str(jcwd, PATH_MAX - 256) && json_string_length(jcwd)) {
                 const char *cw = json_string_value(jcwd);
                 snprintf(cwd, sizeof cwd, cw[0] == '/' ? "%s" : "%s/%s", cw[0] == '/' ? cw : u.home, cw);
         } else {
@@ -797,7 +767,7 @@ static enum MHD_Result proc_start(struct pd_req *r, struct pd_e2b_call *c, json_
         if (!pty && !json_is_false(jin))
                 pd_msg_put_u32(&m, PD_A_STDIN, 1);
         json_t *jtag = json_object_get(body, "tag");
-        if (clean_str(jtag, 255) && json_string_length(jtag))
+        if (pd_json_clean_str(jtag, 255) && json_string_length(jtag))
                 pd_msg_put_str(&m, PD_A_TAG, json_string_value(jtag));
         const char *tmo = hdr(r, "Connect-Timeout-Ms");
         if (tmo) {

@@ -1,5 +1,5 @@
-/* The sandbox manager: the table of sandboxes the server serves, warm
- * pools, the TTL reaper and re-adoption after a restart.
+/* The sandbox manager: the table of sandboxes the server serves, the TTL
+ * reaper and re-adoption after a restart; the warm pools are in pool.c.
  *
  * Sandboxes outlive the server (DESIGN §2): they are created with
  * die_with_parent = false and recorded in SQLite, so a new server finds them
@@ -12,7 +12,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,13 +20,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pool.h"
 #include "store.h"
 #include "util.h"
 
-#define MAX_POOL_CLASSES 4
 #define MAX_POOL_SIZE 64
 #define REAPER_MAX_SLEEP_MS 60000u
-#define POOL_RETRY_MS 5000u
 
 /* The table's element: the public part first, our bookkeeping after. */
 struct entry {
@@ -39,18 +37,10 @@ struct entry {
         bool creating;                  /* reserved slot, not visible yet */
 };
 
-struct pool_class {
-        struct pd_spec spec;
-        char template_name[65];
-        struct pd_sandbox **ready;
-        unsigned n_ready, creating;
-        uint64_t retry_at_ms;           /* after a failed fill, CLOCK_MONOTONIC */
-};
-
 struct mgr {
         pthread_cond_t reaper_cond;     /* with srv->lock, CLOCK_MONOTONIC */
-        pthread_t reaper, filler;
-        bool reaper_started, filler_started;
+        pthread_t reaper;
+        bool reaper_started;
         bool stopping;
         int stop_efd;
         int changed_efd;                /* written when the table changes (watcher.c) */
@@ -58,11 +48,7 @@ struct mgr {
         bool watcher_started;
         uint64_t creates_total;
         char boot_id[40];
-        pthread_mutex_t pool_lock;
-        pthread_cond_t pool_cond;       /* CLOCK_MONOTONIC */
-
-        struct pool_class classes[MAX_POOL_CLASSES];
-        unsigned n_classes;
+        struct pd_pool *pool;
 };
 
 static struct mgr *M(struct pd_server *srv)
@@ -257,6 +243,11 @@ void pd_manager_counts(struct pd_server *srv, struct pd_manager_counts *out)
         pthread_mutex_unlock(&srv->lock);
 }
 
+json_t *pd_manager_pool_ready(struct pd_server *srv)
+{
+        return pd_pool_ready(M(srv)->pool);
+}
+
 /* ---- persistence ---- */
 
 static json_t *spec_json(const struct pd_spec *sp)
@@ -309,152 +300,6 @@ static void set_deadline(struct pd_server *srv, struct entry *e, uint64_t deadli
         pthread_mutex_unlock(&srv->lock);
 }
 
-/* ---- warm pools ---- */
-
-static bool same_class(const struct pd_spec *a, const char *atpl, const struct pd_spec *b, const char *btpl)
-{
-        return !strcmp(atpl, btpl) && a->isolation == b->isolation && a->memory_bytes == b->memory_bytes &&
-               a->disk_bytes == b->disk_bytes && a->pids == b->pids && a->millicpus == b->millicpus;
-}
-
-/* pool_lock held. */
-static struct pool_class *class_find(struct mgr *m, const struct pd_spec *spec, const char *tpl)
-{
-        for (unsigned i = 0; i < m->n_classes; i++)
-                if (same_class(&m->classes[i].spec, m->classes[i].template_name, spec, tpl))
-                        return &m->classes[i];
-        return NULL;
-}
-
-/* pool_lock held. A new class is only added while there is room: the pools
- * must not grow with every odd limit a client asks for. */
-static struct pool_class *class_add(struct pd_server *srv, const struct pd_spec *spec, const char *tpl)
-{
-        struct mgr *m = M(srv);
-        if (srv->cfg.pool_size == 0 || m->n_classes >= MAX_POOL_CLASSES)
-                return NULL;
-        struct pool_class *c = &m->classes[m->n_classes];
-        memset(c, 0, sizeof *c);
-        c->ready = calloc(srv->cfg.pool_size, sizeof *c->ready);
-        if (!c->ready)
-                return NULL;
-        c->spec = *spec;
-        snprintf(c->template_name, sizeof c->template_name, "%s", tpl);
-        c->spec.template_name = c->template_name;
-        m->n_classes++;
-        pthread_cond_signal(&m->pool_cond);
-        return c;
-}
-
-static bool sandbox_alive(struct pd_sandbox *sb)
-{
-        if (sb->agent_pidfd < 0)
-                return false;
-        struct pollfd p = { .fd = sb->agent_pidfd, .events = POLLIN };
-        return poll(&p, 1, 0) == 0;     /* a pidfd polls readable once the process exited */
-}
-
-/* A ready sandbox of this class, or NULL. Registers the class otherwise. */
-static struct pd_sandbox *pool_take(struct pd_server *srv, const struct pd_spec *spec, const char *tpl)
-{
-        struct mgr *m = M(srv);
-        for (;;) {
-                struct pd_sandbox *sb = NULL;
-                pthread_mutex_lock(&m->pool_lock);
-                struct pool_class *c = class_find(m, spec, tpl);
-                if (!c)
-                        class_add(srv, spec, tpl);
-                else if (c->n_ready > 0)
-                        sb = c->ready[--c->n_ready];
-                pthread_cond_signal(&m->pool_cond);     /* refill */
-                pthread_mutex_unlock(&m->pool_lock);
-                if (!sb || sandbox_alive(sb))
-                        return sb;
-                pd_log("warn", "pooled sandbox died while waiting, discarding sandbox=%s", sb->id);
-                pd_sandbox_destroy(sb, NULL);
-        }
-}
-
-static void *filler_main(void *arg)
-{
-        struct pd_server *srv = arg;
-        struct mgr *m = M(srv);
-        pthread_mutex_lock(&m->pool_lock);
-        while (!m->stopping) {
-                struct pool_class *todo = NULL;
-                uint64_t now = pd_now_ms(), wake = 0;
-                for (unsigned i = 0; i < m->n_classes && !todo; i++) {
-                        struct pool_class *c = &m->classes[i];
-                        if (c->n_ready + c->creating >= srv->cfg.pool_size)
-                                continue;
-                        if (c->retry_at_ms > now) {
-                                if (!wake || c->retry_at_ms < wake)
-                                        wake = c->retry_at_ms;
-                                continue;
-                        }
-                        todo = c;
-                }
-                if (!todo) {
-                        if (wake) {
-                                struct timespec ts;
-                                clock_gettime(CLOCK_MONOTONIC, &ts);
-                                uint64_t ns = (uint64_t)ts.tv_nsec + (wake - now) * 1000000u;
-                                ts.tv_sec += (time_t)(ns / 1000000000u);
-                                ts.tv_nsec = (long)(ns % 1000000000u);
-                                pthread_cond_timedwait(&m->pool_cond, &m->pool_lock, &ts);
-                        } else {
-                                pthread_cond_wait(&m->pool_cond, &m->pool_lock);
-                        }
-                        continue;
-                }
-                todo->creating++;
-                struct pd_spec spec = todo->spec;
-                pthread_mutex_unlock(&m->pool_lock);
-
-                struct pd_error err = { 0 };
-                struct pd_sandbox *sb = NULL;
-                int r = pd_sandbox_new(&srv->state, &spec, &sb, &err);
-                if (r == 0) {
-                        sb->die_with_parent = false;
-                        r = pd_sandbox_create(sb, &err);
-                        if (r < 0) {
-                                pd_sandbox_free(sb);
-                                sb = NULL;
-                        }
-                }
-                pthread_mutex_lock(&m->pool_lock);
-                todo->creating--;
-                if (r < 0) {
-                        pd_log("warn", "warm pool: could not create a sandbox, retrying in %us template=%s error=\"%s\"",
-                               POOL_RETRY_MS / 1000, todo->template_name, err.msg);
-                        todo->retry_at_ms = pd_now_ms() + POOL_RETRY_MS;
-                } else if (m->stopping || todo->n_ready >= srv->cfg.pool_size) {
-                        pthread_mutex_unlock(&m->pool_lock);
-                        pd_sandbox_destroy(sb, NULL);
-                        pthread_mutex_lock(&m->pool_lock);
-                } else {
-                        todo->ready[todo->n_ready++] = sb;
-                        todo->retry_at_ms = 0;
-                }
-        }
-        pthread_mutex_unlock(&m->pool_lock);
-        return NULL;
-}
-
-json_t *pd_manager_pool_ready(struct pd_server *srv)
-{
-        struct mgr *m = M(srv);
-        json_t *o = json_object();
-        pthread_mutex_lock(&m->pool_lock);
-        for (unsigned i = 0; i < m->n_classes; i++) {
-                const char *t = m->classes[i].template_name;
-                json_int_t have = json_integer_value(json_object_get(o, t));
-                json_object_set_new(o, t, json_integer(have + m->classes[i].n_ready));
-        }
-        pthread_mutex_unlock(&m->pool_lock);
-        return o;
-}
-
 /* ---- lifecycle ---- */
 
 static void audit_lifecycle(struct pd_server *srv, struct entry *e, const char *event, json_t *fields)
@@ -501,7 +346,7 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
         spec.template_dir = NULL;
         spec.n_volumes = 0;
         bool pooled = false;
-        struct pd_sandbox *sb = pool_take(srv, &spec, req->template_name);
+        struct pd_sandbox *sb = pd_pool_take(M(srv)->pool, &spec, req->template_name);
         if (sb) {
                 pooled = true;
         } else {
@@ -791,7 +636,7 @@ void pd_manager_agent_died(struct pd_server *srv, struct pd_srv_sandbox *s)
 {
         struct entry *e = E(s);
         pthread_mutex_lock(&s->lock);
-        if (s->deleted || !s->sb || !strcmp(s->state, "failed") || sandbox_alive(s->sb)) {
+        if (s->deleted || !s->sb || !strcmp(s->state, "failed") || pd_agent_alive(s->sb)) {
                 pthread_mutex_unlock(&s->lock);
                 return;
         }
@@ -916,7 +761,7 @@ static void adopt_one(struct pd_server *srv, const struct pd_store_row *row)
                 if (strcmp(row->boot_id, M(srv)->boot_id))
                         r = pd_error_setx(&err, ESRCH, "the machine rebooted since the sandbox was created");
                 else if ((r = pd_sandbox_load(&srv->state, row->id, &sb, &err)) == 0 &&
-                         (r = sb->ops->adopt(sb, &err)) == 0 && !sandbox_alive(sb))
+                         (r = sb->ops->adopt(sb, &err)) == 0 && !pd_agent_alive(sb))
                         /* a zombie nobody reaped still has its /proc entry */
                         r = pd_error_setx(&err, ESRCH, "the agent of sandbox %s exited", row->id);
                 if (r == 0) {
@@ -1016,9 +861,9 @@ int pd_manager_start(struct pd_server *srv, struct pd_error *err)
         pthread_condattr_init(&ca);
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
         pthread_cond_init(&m->reaper_cond, &ca);
-        pthread_cond_init(&m->pool_cond, &ca);
         pthread_condattr_destroy(&ca);
-        pthread_mutex_init(&m->pool_lock, NULL);
+        if (!(m->pool = pd_pool_new(srv)))
+                return pd_error_set(err, ENOMEM, "manager");
         read_boot_id(m->boot_id);
         if (srv->cfg.pool_size > MAX_POOL_SIZE)
                 srv->cfg.pool_size = MAX_POOL_SIZE;
@@ -1039,19 +884,11 @@ int pd_manager_start(struct pd_server *srv, struct pd_error *err)
         free(rs.v);
         destroy_strays(srv);
 
-        if (srv->cfg.pool_size > 0) {
-                struct pd_spec def;
-                pd_spec_defaults(&def);
-                pthread_mutex_lock(&m->pool_lock);
-                class_add(srv, &def, "base");
-                pthread_mutex_unlock(&m->pool_lock);
-        }
         if ((r = pthread_create(&m->reaper, NULL, reaper_main, srv)) != 0)
                 return pd_error_set(err, r, "start the reaper thread");
         m->reaper_started = true;
-        if ((r = pthread_create(&m->filler, NULL, filler_main, srv)) != 0)
-                return pd_error_set(err, r, "start the pool thread");
-        m->filler_started = true;
+        if ((r = pd_pool_start(m->pool, err)) < 0)
+                return r;
         if ((r = pthread_create(&m->watcher, NULL, pd_watcher_main, srv)) != 0)
                 return pd_error_set(err, r, "start the agent watcher thread");
         m->watcher_started = true;
@@ -1067,9 +904,8 @@ void pd_manager_begin_stop(struct pd_server *srv)
         m->stopping = true;
         pthread_cond_broadcast(&m->reaper_cond);
         pthread_mutex_unlock(&srv->lock);
-        pthread_mutex_lock(&m->pool_lock);
-        pthread_cond_broadcast(&m->pool_cond);
-        pthread_mutex_unlock(&m->pool_lock);
+        if (m->pool)    /* NULL if the start failed early */
+                pd_pool_begin_stop(m->pool);
         uint64_t one = 1;
         if (write(m->stop_efd, &one, sizeof one) < 0)
                 pd_log("warn", "stop eventfd: %s", strerror(errno));
@@ -1083,17 +919,11 @@ void pd_manager_stop(struct pd_server *srv)
         pd_manager_begin_stop(srv);
         if (m->reaper_started)
                 pthread_join(m->reaper, NULL);
-        if (m->filler_started)
-                pthread_join(m->filler, NULL);
         if (m->watcher_started)
                 pthread_join(m->watcher, NULL);
-        m->reaper_started = m->filler_started = m->watcher_started = false;
-        /* Pooled sandboxes belong to no one and are in no record. */
-        for (unsigned i = 0; i < m->n_classes; i++) {
-                struct pool_class *c = &m->classes[i];
-                while (c->n_ready > 0)
-                        pd_sandbox_destroy(c->ready[--c->n_ready], NULL);
-        }
+        m->reaper_started = m->watcher_started = false;
+        if (m->pool)
+                pd_pool_stop(m->pool);
         if (!srv->cfg.destroy_on_exit)
                 return;
         struct pd_srv_sandbox **v;

@@ -7,7 +7,7 @@
  * Uploads stream: the body reaches us in chunks (PD_ROUTE_STREAM_BODY) and
  * leaves as DATA frames of at most PD_DATA_CHUNK bytes, so memory stays
  * bounded whatever the size. Downloads and watches are responses whose
- * reader blocks on the request's own agent connection (see routes_procs.c). */
+ * reader blocks on the request's own agent connection (see procs_output.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>

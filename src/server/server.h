@@ -2,9 +2,9 @@
  *
  *   http.c      libmicrohttpd daemon, router, auth, body caps, JSON replies
  *   store.c     SQLite (WAL): sandboxes, keys, templates
- *   manager.c   the sandbox table: create (warm pools), delete, TTL, adoption
+ *   manager.c   the sandbox table: create, delete, TTL, adoption (pools: pool.c)
  *   routes_sandboxes.c  /sandboxes, /templates, /health, /metrics
- *   routes_procs.c      /sandboxes/{id}/processes..., /exec
+ *   routes_procs.c      /sandboxes/{id}/processes..., /exec (with procs_*.c, procs.h)
  *   routes_files.c      /sandboxes/{id}/files...
  *   audit.c     per-sandbox append-only JSON lines
  *   agentc.c    synchronous agent calls over a fresh connection
@@ -142,8 +142,8 @@ int pd_agentc_call(struct pd_conn *c, uint16_t type, const struct pd_msg *req, u
 /* Audit (audit.c): append one event for sandbox id; fields is stolen. */
 void pd_audit(struct pd_server *srv, const char *sandbox_id, const char *key_id, const char *event, json_t *fields);
 
-/* --- Helpers shared by routes_procs.c and routes_files.c (defined in
- * routes_procs.c). --- */
+/* --- Helpers shared by the routes that call the agent (defined in
+ * routes_common.c). --- */
 
 /* The sandbox named by r->params[0] with a reference taken; NULL with a 404
  * (unknown, deleted, another key's) already queued in *ret. */
