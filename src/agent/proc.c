@@ -262,6 +262,8 @@ int ag_req_list(struct agent *ag, struct ag_conn *c, struct ag_req *r)
                 for (char **e = p->envp; *e; e++)
                         pd_msg_put_str(m, PD_A_ENV, *e);
                 pd_msg_put_str(m, PD_A_CWD, p->cwd);
+                /* 1 while the host may still write the process's stdin */
+                pd_msg_put_u32(m, PD_A_STDIN, p->in.fd >= 0 && !p->in_close);
                 if (p->pty) {
                         pd_msg_put_u32(m, PD_A_PTY_ROWS, p->rows);
                         pd_msg_put_u32(m, PD_A_PTY_COLS, p->cols);
@@ -297,7 +299,7 @@ int ag_req_signal(struct agent *ag, struct ag_conn *c, struct ag_req *r)
         if (signo > 64)
                 return pd_error_setx(r->err, EINVAL, "bad signal number %" PRIu32, signo);
         if (p->reaped)
-                return pd_error_setx(r->err, ESRCH, "process %d has exited", p->pid);
+                return pd_error_setx(r->err, EALREADY, "process %d has already exited", p->pid);
         /* the process called setsid(): its group id is its pid */
         if (kill(group ? -p->pid : p->pid, (int)signo) < 0)
                 return pd_error_set(r->err, errno, "kill %d", p->pid);

@@ -128,6 +128,8 @@ enum MHD_Result pd_reply_errno(struct pd_req *r, int neg_errno, const char *mess
         case EISDIR:
         case ENOTDIR: status = 400; code = "bad_request"; break;
         case EEXIST:
+        case EALREADY:
+        case EPIPE:
         case EBUSY: status = 409; code = "conflict"; break;
         case ENOSPC:
         case EDQUOT: status = 507; code = "no_space"; break;

@@ -52,6 +52,7 @@ void pd_spawn_audit(struct pd_req *r, struct pd_srv_sandbox *s, const struct pd_
 struct pd_proc_info {
         uint32_t pid;
         bool found, exited, pty, has_code, has_sig;
+        bool stdin_open;        /* the host may still write its stdin */
         uint32_t exit_code, signo, rows, cols;
         uint64_t start[2], end[2];
         char reason[32];

@@ -92,6 +92,11 @@ static json_t *proc_object(const uint8_t *p, size_t len, struct pd_proc_info *pi
                 case PD_A_EXIT_CODE: pi->has_code = pd_attr_u32(&a, &pi->exit_code); break;
                 case PD_A_SIGNO: pi->has_sig = pd_attr_u32(&a, &pi->signo); break;
                 case PD_A_REASON: pd_attr_str(&a, pi->reason, sizeof pi->reason); break;
+                case PD_A_STDIN: {
+                        uint32_t v = 0;
+                        pi->stdin_open = pd_attr_u32(&a, &v) && v;
+                        break;
+                }
                 case PD_A_START_OUT: pd_attr_u64(&a, &pi->start[0]); break;
                 case PD_A_END_OUT: pd_attr_u64(&a, &pi->end[0]); break;
                 case PD_A_START_ERR: pd_attr_u64(&a, &pi->start[1]); break;
@@ -121,6 +126,7 @@ static json_t *proc_object(const uint8_t *p, size_t len, struct pd_proc_info *pi
         json_object_set_new(o, "signal", pi->exited && pi->has_sig ? json_integer(pi->signo) : json_null());
         if (pi->exited)
                 json_object_set_new(o, "reason", json_string(pi->reason[0] ? pi->reason : "exit"));
+        json_object_set_new(o, "stdin", json_boolean(pi->stdin_open));
         json_object_set_new(o, "stdout_bytes", json_integer((json_int_t)pi->end[0]));
         json_object_set_new(o, "stderr_bytes", json_integer((json_int_t)pi->end[1]));
         if (pi->pty)

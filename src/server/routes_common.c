@@ -116,6 +116,7 @@ enum MHD_Result pd_route_reply_agent_error(struct pd_req *r, int neg_errno, cons
         case EEXIST:
         case ENOTEMPTY:
         case EBUSY:
+        case EALREADY:
                 return pd_reply_error(r, 409, "conflict", "%s", msg);
         case ENOSPC:
         case EDQUOT:

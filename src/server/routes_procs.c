@@ -321,6 +321,11 @@ static int stdin_open(struct pd_req *r, struct stdin_state *st)
         json_decref(pi.obj);
         if (!pi.found)
                 return st->err = -ESRCH;
+        /* Bytes nobody can read are an error, not a silent drop. */
+        if (pi.exited)
+                return st->err = -EALREADY;
+        if (!pi.stdin_open)
+                return st->err = -EPIPE;
         return 0;
 }
 
@@ -382,6 +387,14 @@ static enum MHD_Result route_stdin(struct pd_req *r, const char *chunk, size_t *
         case -EINVAL: ret = pd_reply_error(r, 400, "bad_request", "process id must be a decimal pid"); break;
         case -ENODEV: ret = pd_reply_error(r, 404, "not_found", "no sandbox '%s'", r->params[0]); break;
         case -ESRCH: ret = pd_procs_reply_no_process(r, st->x.pid); break;
+        case -EALREADY:
+                ret = pd_reply_error(r, 409, "conflict", "process %" PRIu32 " has already exited", st->x.pid);
+                break;
+        case -EPIPE:
+                ret = pd_reply_error(r, 409, "conflict",
+                                     "process %" PRIu32 " has no stdin to write (start it with \"stdin\": true; "
+                                     "or its stdin was closed)", st->x.pid);
+                break;
         case -ETIMEDOUT:
                 ret = pd_reply_error(r, 504, "timeout", "process %" PRIu32 " is not reading its stdin", st->x.pid);
                 break;

@@ -643,3 +643,27 @@ def test_aborted_upload_leaves_nothing(api, sb):
             break
         time.sleep(0.2)
     assert j["stdout"].strip() == "0", "the temporary file of an aborted upload is still there"
+
+
+def test_stdin_without_a_reader_is_an_error(api, sb):
+    """Bytes for a process that cannot read them are refused (409), not
+    dropped: one started without stdin, one whose stdin was closed, one that
+    has exited; signalling an exited process is a 409 too."""
+    st, p = api.json("POST", "/sandboxes/%s/processes" % sb, {"cmd": ["sleep", "30"]})
+    assert st == 201, p
+    st, _, data = api.request("POST", "/sandboxes/%s/processes/%d/stdin" % (sb, p["pid"]), b"x",
+                              headers={"Content-Type": "application/octet-stream"})
+    assert st == 409 and b"no stdin" in data, (st, data)
+    st, q = api.json("POST", "/sandboxes/%s/processes" % sb, {"cmd": ["cat"], "stdin": True})
+    assert st == 201, q
+    st, _, data = api.request("POST", "/sandboxes/%s/processes/%d/stdin/close" % (sb, q["pid"]))
+    assert st == 204, data
+    st, _, data = api.request("POST", "/sandboxes/%s/processes/%d/stdin" % (sb, q["pid"]), b"late",
+                              headers={"Content-Type": "application/octet-stream"})
+    assert st in (409,), (st, data)
+    st, j = api.json("POST", "/sandboxes/%s/exec" % sb, {"cmd": ["true"]})
+    assert st == 200, j
+    st, _, data = api.request("POST", "/sandboxes/%s/processes/%d/signal" % (sb, j["pid"]),
+                              json.dumps({"signal": "TERM"}).encode())
+    assert st == 409 and b"exited" in data, (st, data)
+    api.request("POST", "/sandboxes/%s/processes/%d/signal" % (sb, p["pid"]), json.dumps({"signal": "KILL"}).encode())
