@@ -28,6 +28,7 @@
 
 #define READY_TIMEOUT_MS 10000
 #define POLICY_MAX (1 << 20)
+#define STOP_GRACE_MS 1000
 
 /* The policy file named by the spec (`paddock run --policy FILE`) is copied
  * into the sandbox's runtime dir, so the supervisor never reads a file its
@@ -168,7 +169,17 @@ void pd_supervisor_stop(struct pd_sandbox *sb)
                 close(pfd);
                 return;
         }
-        syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
+        /* The sandbox is gone (destroy kills the agent first): the
+         * supervisor sees its listener hang up, writes its buffered audit
+         * lines, waits for its broker to write its own, and exits. Give it
+         * a moment for that before killing it. */
+        struct pollfd gp = { .fd = pfd, .events = POLLIN };
+        int gr;
+        do
+                gr = poll(&gp, 1, STOP_GRACE_MS);
+        while (gr < 0 && errno == EINTR);
+        if (gr <= 0)
+                syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
         siginfo_t si;
         if (waitid(P_PIDFD, (id_t)pfd, &si, WEXITED) < 0) {
                 /* not our child (adopted by a new server): wait for its exit */

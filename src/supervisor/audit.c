@@ -74,10 +74,19 @@ static const char *timestamp(struct sv_audit *a)
         return out;
 }
 
+static uint64_t mono_ns(void)
+{
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 static void append_line(struct sv_audit *a)
 {
         if (a->len + line_len > sizeof a->buf)
                 sv_audit_flush(a);
+        if (!a->len)
+                a->first_ns = mono_ns();
         memcpy(a->buf + a->len, line, line_len);
         a->len += line_len;
 }
@@ -181,6 +190,16 @@ void sv_audit_flush(struct sv_audit *a)
                 off += (size_t)w;
         }
         a->len = 0;
+}
+
+int sv_audit_due_ms(const struct sv_audit *a)
+{
+        if (!a->len)
+                return -1;
+        uint64_t age = mono_ns() - a->first_ns, delay = (uint64_t)SV_AUDIT_DELAY_MS * 1000000u;
+        if (age >= delay || a->len > sizeof a->buf / 2)
+                return 0;
+        return (int)((delay - age) / 1000000u) + 1;
 }
 
 void sv_audit_flush_line(struct sv_audit *a)

@@ -40,11 +40,18 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "sv.h"
+
+#ifndef PROC_SUPER_MAGIC
+#define PROC_SUPER_MAGIC 0x9fa0
+#endif
+#define PROC_ROOT_INO 1
+#define WALK_MAX_LINKS 40               /* the kernel's MAXSYMLINKS */
 
 #ifndef LANDLOCK_ACCESS_FS_REFER
 #define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
@@ -60,6 +67,7 @@ struct broker {
         const struct sv_broker_args *a;
         int hostproc;                   /* the host's /proc */
         int selffd;                     /* our /proc/PID/fd */
+        int sandroot;                   /* O_PATH of our root (the sandbox's) */
         uint64_t permitted;             /* our capabilities in the sandbox's namespace */
         struct sv_creds cur;
         bool have_cur;
@@ -147,6 +155,9 @@ static void setup(const struct sv_broker_args *a)
                 setup_fail("become the sandbox's root");
         if (fchdir(a->rootfd) < 0 || chroot(".") < 0)
                 setup_fail("chroot to the sandbox's root");
+        B.sandroot = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (B.sandroot < 0)
+                setup_fail("open the sandbox's root");
         struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
         struct __user_cap_data_struct d[2];
         if (syscall(SYS_capget, &h, d) < 0)
@@ -191,6 +202,22 @@ static void respond(uint64_t id, int error)
 static bool id_valid(uint64_t id)
 {
         return ioctl(B.a->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
+}
+
+/* Before an action whose effect outlives a failed ADDFD (creating,
+ * truncating or opening for write, opening a device or a FIFO, ...): what
+ * main read (memory, credentials, /proc/TID objects) was the caller's, i.e.
+ * the notification is still pending. Main checked already for connects. A
+ * read-only open of a regular file or directory needs no such check: its
+ * result is handed over only by ADDFD, checked right before (inject). */
+static bool still_valid(struct sv_job *j)
+{
+        if (j->validated)
+                return true;
+        if (!id_valid(j->id))
+                return false;
+        j->validated = 1;
+        return true;
 }
 
 /* Where fd is, as the sandbox names it (we are chrooted to its root). */
@@ -265,6 +292,158 @@ static int resolve(const struct sv_job *j, int root, int dir, const char *path, 
         return (int)syscall(SYS_openat2, base, path, &how, sizeof how);
 }
 
+/* Is fd the root directory of a procfs? */
+static bool is_proc_root(int fd)
+{
+        struct statfs sf;
+        struct stat st;
+        return fstatfs(fd, &sf) == 0 && sf.f_type == PROC_SUPER_MAGIC && fstat(fd, &st) == 0 &&
+               st.st_ino == PROC_ROOT_INO;
+}
+
+static bool same_dir(int a, int b)
+{
+        struct stat x, y;
+        return fstat(a, &x) == 0 && fstat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* resolve()'s slow path, for a lookup that failed with ENOENT after
+ * meeting a symlink: the same lookup one name at a time, following
+ * symlinks ourselves, so that procfs's "self" and "thread-self" name the
+ * caller (to us, in a procfs of a pid namespace we are not in, they name
+ * nothing): /proc/net -> self/net, /proc/mounts -> self/mounts,
+ * /etc/mtab -> ../proc/self/mounts, a symlink to /proc/self/status, a
+ * relative "self/status" or "net/dev" from a cwd in /proc.
+ *
+ * Each step opens one name O_PATH|O_NOFOLLOW in the directory the previous
+ * step opened, under the caller's credentials, and each symlink is read
+ * once: a racing rename or symlink swap changes where we arrive, and where
+ * we arrive is what do_open decides on and reopens, as with resolve().
+ * ".." stops at the lookup's root (absolute symlinks restart there); a
+ * magic link (a procfs symlink outside a procfs's root directory: fd/N,
+ * exe, cwd, root, ns/...) fails with ELOOP as RESOLVE_NO_MAGICLINKS does.
+ * Returns an O_PATH fd, or -1 with errno. */
+static int walk(const struct sv_job *j, int root, int dir, const char *path, uint64_t probe)
+{
+        static char rest[PATH_MAX], tmp[PATH_MAX], target[PATH_MAX];
+        char name[NAME_MAX + 1];
+        size_t plen = strlen(path);
+        if (plen >= sizeof rest) {
+                errno = ENAMETOOLONG;
+                return -1;
+        }
+        memcpy(rest, path, plen + 1);
+        int lroot = root >= 0 ? root : B.sandroot;
+        int cur = fcntl(rest[0] == '/' ? lroot : dir, F_DUPFD_CLOEXEC, 3);
+        if (cur < 0)
+                return -1;
+        unsigned links = 0;
+        size_t pos = 0;
+        int e;
+        for (;;) {
+                while (rest[pos] == '/')
+                        pos++;
+                if (!rest[pos])
+                        return cur;
+                size_t len = strcspn(rest + pos, "/");
+                if (len > NAME_MAX) {
+                        e = ENAMETOOLONG;
+                        goto fail;
+                }
+                memcpy(name, rest + pos, len);
+                name[len] = '\0';
+                pos += len;
+                bool slash = rest[pos] == '/';
+                size_t after = pos;
+                while (rest[after] == '/')
+                        after++;
+                bool last = !rest[after];
+                if (!strcmp(name, "."))
+                        continue;
+                if (!strcmp(name, "..")) {
+                        if (same_dir(cur, lroot))
+                                continue;
+                        int up = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                        if (up < 0) {
+                                e = errno;
+                                goto fail;
+                        }
+                        close(cur);
+                        cur = up;
+                        continue;
+                }
+                int next = openat(cur, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+                struct stat st;
+                if (next < 0 || fstat(next, &st) < 0) {
+                        e = errno;
+                        if (next >= 0)
+                                close(next);
+                        goto fail;
+                }
+                bool follow = !last || slash || !(probe & O_NOFOLLOW);
+                if (!S_ISLNK(st.st_mode) || !follow) {
+                        close(cur);
+                        cur = next;
+                        if (last && (slash || (probe & O_DIRECTORY)) && !S_ISDIR(st.st_mode)) {
+                                e = ENOTDIR;
+                                goto fail;
+                        }
+                        if (last)
+                                return cur;
+                        continue;
+                }
+                /* A symlink to follow. */
+                ssize_t tl;
+                struct statfs sf;
+                bool on_proc = fstatfs(next, &sf) == 0 && sf.f_type == PROC_SUPER_MAGIC;
+                bool proc_root = on_proc && is_proc_root(cur);
+                if (++links > WALK_MAX_LINKS || (on_proc && !proc_root)) {
+                        close(next);
+                        e = ELOOP;
+                        goto fail;
+                }
+                if (proc_root && !strcmp(name, "self"))
+                        tl = snprintf(target, sizeof target, "%d", j->ns_tgid);
+                else if (proc_root && !strcmp(name, "thread-self"))
+                        tl = snprintf(target, sizeof target, "%d/task/%d", j->ns_tgid, j->ns_pid);
+                else
+                        tl = readlinkat(next, "", target, sizeof target - 1);
+                e = errno;
+                close(next);
+                if (tl < 0)
+                        goto fail;
+                if (proc_root && j->ns_tgid <= 0) {
+                        e = ENOENT;
+                        goto fail;
+                }
+                target[tl] = '\0';
+                if (!tl) {
+                        e = ENOENT;
+                        goto fail;
+                }
+                int n = snprintf(tmp, sizeof tmp, "%s%s", target, rest + pos);
+                if (n < 0 || (size_t)n >= sizeof tmp) {
+                        e = ENAMETOOLONG;
+                        goto fail;
+                }
+                memcpy(rest, tmp, (size_t)n + 1);
+                pos = 0;
+                if (rest[0] == '/') {
+                        int r = fcntl(lroot, F_DUPFD_CLOEXEC, 3);
+                        if (r < 0) {
+                                e = errno;
+                                goto fail;
+                        }
+                        close(cur);
+                        cur = r;
+                }
+        }
+fail:
+        close(cur);
+        errno = e;
+        return -1;
+}
+
 /* Finish in a child: the call may block for as long as it likes there.
  * 1 in the child, 0 in the parent, -errno if there is no child. */
 static int fork_child(void)
@@ -296,11 +475,32 @@ static void do_open(struct sv_job *j, int root, int dir, int extra)
                 goto fail;
         }
         int opath = resolve(j, root, dir, j->path, probe);
-        if (opath < 0 && (errno == ELOOP || errno == ENOENT) && extra >= 0) {
+        if (opath < 0 && (errno == ELOOP || errno == ENOENT || errno == EACCES) && extra >= 0) {
                 /* /dev/stdin and friends (their /proc/self is not ours:
-                 * ENOENT, or ELOOP at the magic link): main opened the
-                 * caller's own fd for us. */
+                 * ENOENT, or ELOOP at the magic link; the caller's
+                 * /proc/PID/fd is behind a ptrace check we fail: EACCES):
+                 * main opened the caller's own fd for us. */
                 opath = fcntl(extra, F_DUPFD_CLOEXEC, 3);
+        } else if (opath < 0 && errno == ENOENT && !j->resolve) {
+                /* A symlink on the way may have led to procfs's "self"
+                 * (ours: nothing). Only then (the same lookup refusing every
+                 * symlink fails with ELOOP, not ENOENT) the slow walk. */
+                struct open_how how = { .flags = O_PATH | O_CLOEXEC,
+                                        .resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
+                int base = dir;
+                if (j->path[0] == '/') {
+                        base = root >= 0 ? root : B.sandroot;
+                        how.resolve |= RESOLVE_IN_ROOT;
+                }
+                int probe2 = (int)syscall(SYS_openat2, base, j->path, &how, sizeof how);
+                if (probe2 >= 0) {
+                        close(probe2);  /* it appeared meanwhile: walk anyway */
+                        opath = walk(j, root, dir, j->path, probe);
+                } else if (errno == ELOOP) {
+                        opath = walk(j, root, dir, j->path, probe);
+                } else {
+                        errno = ENOENT;
+                }
         }
         if (opath < 0) {
                 e = errno;
@@ -343,6 +543,10 @@ static void do_open(struct sv_job *j, int root, int dir, int extra)
                         .mode = j->mode,
                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
                 };
+                if (!still_valid(j)) {
+                        close(pfd);
+                        return;
+                }
                 fd = (int)syscall(SYS_openat2, pfd, name, &how, sizeof how);
                 e = errno;
                 close(pfd);
@@ -405,6 +609,10 @@ static void do_open(struct sv_job *j, int root, int dir, int extra)
         char n[16];
         snprintf(n, sizeof n, "%d", opath);
         int oflags = (int)((flags & ~(uint64_t)(O_CREAT | O_EXCL | O_NOFOLLOW)) | O_NOCTTY | O_CLOEXEC);
+        if ((wants_write(flags) || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) && !still_valid(j)) {
+                close(opath);
+                return;
+        }
         if (S_ISFIFO(st.st_mode) && !(flags & O_NONBLOCK) && (flags & O_ACCMODE) != O_RDWR) {
                 /* Opening a FIFO waits for the other end: not here. */
                 int fc = fork_child();
@@ -568,16 +776,22 @@ _Noreturn void sv_broker_main(const struct sv_broker_args *a)
         setup(a);
         static struct sv_job job;
         for (;;) {
-                if (B.audit.len) {
-                        struct pollfd p = { .fd = a->sock, .events = POLLIN };
-                        if (poll(&p, 1, 0) == 0)
-                                sv_audit_flush(&B.audit);
-                }
+                /* Audit lines go out in bursts (sv_audit_due_ms), written
+                 * while no job waits, and all of them when main goes. */
+                if (B.audit.len && sv_audit_due_ms(&B.audit) == 0)
+                        sv_audit_flush(&B.audit);
                 char ctrl[CMSG_SPACE(3 * sizeof(int))];
                 struct iovec iov = { &job, sizeof job };
                 struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl,
                                      .msg_controllen = sizeof ctrl };
-                ssize_t n = recvmsg(a->sock, &mh, MSG_CMSG_CLOEXEC);
+                ssize_t n = recvmsg(a->sock, &mh, MSG_CMSG_CLOEXEC | (B.audit.len ? MSG_DONTWAIT : 0));
+                if (n < 0 && errno == EAGAIN && B.audit.len) {
+                        struct pollfd p = { .fd = a->sock, .events = POLLIN };
+                        int due = sv_audit_due_ms(&B.audit);
+                        if (due == 0 || poll(&p, 1, due) == 0)
+                                sv_audit_flush(&B.audit);
+                        continue;
+                }
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n <= 0) {
@@ -594,14 +808,14 @@ _Noreturn void sv_broker_main(const struct sv_broker_args *a)
                                 memcpy(fds, CMSG_DATA(c), (size_t)nf * sizeof(int));
                         }
                 if (n < (ssize_t)offsetof(struct sv_job, path) + 1 || (uint32_t)nf != job.nfds ||
-                    job.has_root + job.has_dir + job.has_extra != nf) {
+                    job.has_root + job.has_dir + job.has_extra != nf || (job.sandbox_root && job.has_root)) {
                         for (int i = 0; i < nf; i++)
                                 close(fds[i]);
                         continue;
                 }
                 ((char *)&job)[n < (ssize_t)sizeof job ? n : (ssize_t)sizeof job - 1] = '\0';
                 int k = 0;
-                int root = job.has_root ? fds[k++] : -1;
+                int root = job.has_root ? fds[k++] : job.sandbox_root ? B.sandroot : -1;
                 int dir = job.has_dir ? fds[k++] : -1;
                 int extra = job.has_extra ? fds[k++] : -1;
                 int r = apply_creds(&job.creds);

@@ -43,6 +43,12 @@
 #ifndef SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
 #define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
 #endif
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x00001000U
+#endif
+#ifndef STATX_MNT_ID_UNIQUE
+#define STATX_MNT_ID_UNIQUE 0x00004000U
+#endif
 #define UID_RANGE 65536u
 #define ARGV_MAX 64                     /* argv entries recorded per exec */
 #define ARG_MAX_LEN 512                 /* bytes recorded per argument */
@@ -53,9 +59,25 @@
                           O_NDELAY | O_NONBLOCK | O_SYNC | O_DSYNC | O_ASYNC | O_DIRECT | O_LARGEFILE |      \
                           O_DIRECTORY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC | O_PATH | O_TMPFILE)
 
+/* Open /proc/TID/status files, by tid: reread (pread at 0 regenerates it)
+ * for every call instead of opened and closed. An entry whose thread is
+ * gone reads ESRCH (the fd holds the thread's struct pid, never a later
+ * thread with the same number) and is reopened. */
+#define STATUS_CACHE 256
+struct status_fd {
+        pid_t tid;
+        int fd;
+};
+
 struct sv_main {
         int listener, sock, procfd;
+        pid_t broker;
         uint32_t uid_base;
+        struct status_fd status[STATUS_CACHE];
+        /* The sandbox's root (the broker's chroot): a caller whose root is
+         * this very directory on this very mount needs no root fd. */
+        uint64_t root_ino, root_mnt;
+        uint32_t root_dev_major, root_dev_minor, root_mnt_mask;
         struct seccomp_notif *req;
         struct seccomp_notif_resp *resp;
         size_t req_size, resp_size;
@@ -114,6 +136,10 @@ static ssize_t read_string(pid_t tid, uint64_t addr, char *buf, size_t max)
         while (got < max) {
                 uint64_t a = addr + got;
                 size_t chunk = 4096 - (a & 4095);
+                /* Most paths are short: copy 256 bytes first, not the
+                 * rest of the page. */
+                if (!got && chunk > 256)
+                        chunk = 256;
                 if (chunk > max - got)
                         chunk = max - got;
                 struct iovec l = { buf + got, chunk }, r = { (void *)(uintptr_t)a, chunk };
@@ -147,57 +173,123 @@ static int to_ns(struct sv_main *m, unsigned long host, uint32_t *out)
  * (ids as the sandbox sees them), its pid and tgid in the sandbox. The
  * status file is generated per read: these are the values at this moment,
  * while the caller is stopped in the notified syscall. */
+static ssize_t status_read(struct sv_main *m, pid_t tid, char *buf, size_t size)
+{
+        struct status_fd *e = &m->status[(unsigned)tid % STATUS_CACHE];
+        for (int attempt = 0; attempt < 2; attempt++) {
+                if (e->tid != tid || e->fd < 0 || attempt) {
+                        if (e->fd >= 0)
+                                close(e->fd);
+                        char name[32];
+                        snprintf(name, sizeof name, "%d/status", (int)tid);
+                        e->tid = tid;
+                        e->fd = openat(m->procfd, name, O_RDONLY | O_CLOEXEC);
+                        if (e->fd < 0)
+                                return -ESRCH;
+                        attempt = 1;
+                }
+                ssize_t n = pread(e->fd, buf, size, 0);
+                if (n > 0)
+                        return n;
+        }
+        return -ESRCH;
+}
+
+static unsigned long field_ul(const char **pp, int base, bool *ok)
+{
+        const char *p = *pp;
+        while (*p == ' ' || *p == '\t')
+                p++;
+        char *end;
+        unsigned long v = strtoul(p, &end, base);
+        if (end == p)
+                *ok = false;
+        *pp = end;
+        return v;
+}
+
+/* The last field of an "NSpid:"-style line: the id in the innermost (the
+ * sandbox's) namespace. */
+static int last_field(const char *p, const char *eol)
+{
+        const char *t = eol;
+        while (t > p && t[-1] != '\t' && t[-1] != ' ')
+                t--;
+        return atoi(t);
+}
+
 static int read_status(struct sv_main *m, pid_t tid, struct sv_creds *c, int *ns_pid, int *ns_tgid)
 {
-        char name[32], buf[4096];
-        snprintf(name, sizeof name, "%d/status", (int)tid);
-        int fd = openat(m->procfd, name, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -ESRCH;
-        ssize_t n = read(fd, buf, sizeof buf - 1);
-        close(fd);
-        if (n <= 0)
-                return -ESRCH;
+        char buf[4096];
+        ssize_t n = status_read(m, tid, buf, sizeof buf - 1);
+        if (n < 0)
+                return (int)n;
         buf[n] = '\0';
         memset(c, 0, sizeof *c);
         unsigned have = 0;
-        char *save = NULL;
-        for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-                unsigned long a, b, cc, d;
-                if (!strncmp(line, "Umask:", 6)) {
-                        c->umask = (uint32_t)strtoul(line + 6, NULL, 8) & 0777;
-                } else if (!strncmp(line, "Uid:", 4) && sscanf(line + 4, "%lu %lu %lu %lu", &a, &b, &cc, &d) == 4) {
-                        if (to_ns(m, d, &c->fsuid) < 0)
-                                return -EPERM;
-                        have |= 1;
-                } else if (!strncmp(line, "Gid:", 4) && sscanf(line + 4, "%lu %lu %lu %lu", &a, &b, &cc, &d) == 4) {
-                        if (to_ns(m, d, &c->fsgid) < 0)
-                                return -EPERM;
-                        have |= 2;
-                } else if (!strncmp(line, "Groups:", 7)) {
-                        char *p = line + 7, *end;
-                        for (;;) {
-                                unsigned long g = strtoul(p, &end, 10);
-                                if (end == p)
-                                        break;
-                                if (c->ngroups >= SV_MAX_GROUPS || to_ns(m, g, &c->groups[c->ngroups]) < 0)
+        for (const char *line = buf; *line && have != 31;) {
+                const char *eol = strchr(line, '\n');
+                if (!eol)
+                        eol = line + strlen(line);
+                const char *p = line;
+                bool ok = true;
+                switch (line[0]) {
+                case 'U':
+                        if (!strncmp(line, "Umask:", 6)) {
+                                p += 6;
+                                c->umask = (uint32_t)field_ul(&p, 8, &ok) & 0777;
+                        } else if (!strncmp(line, "Uid:", 4)) {
+                                p += 4;
+                                for (int i = 0; i < 3; i++)
+                                        (void)field_ul(&p, 10, &ok);
+                                unsigned long fs = field_ul(&p, 10, &ok);
+                                if (!ok || to_ns(m, fs, &c->fsuid) < 0)
                                         return -EPERM;
-                                c->ngroups++;
-                                p = end;
+                                have |= 1;
                         }
-                } else if (!strncmp(line, "NStgid:", 7)) {
-                        /* the last field: the id in the innermost (the sandbox's) namespace */
-                        char *p = strrchr(line, '\t');
-                        *ns_tgid = p ? atoi(p + 1) : 0;
-                } else if (!strncmp(line, "NSpid:", 6)) {
-                        char *p = strrchr(line, '\t');
-                        *ns_pid = p ? atoi(p + 1) : 0;
-                } else if (!strncmp(line, "CapEff:", 7)) {
-                        c->cap_eff = strtoull(line + 7, NULL, 16);
-                        have |= 4;
+                        break;
+                case 'G':
+                        if (!strncmp(line, "Gid:", 4)) {
+                                p += 4;
+                                for (int i = 0; i < 3; i++)
+                                        (void)field_ul(&p, 10, &ok);
+                                unsigned long fs = field_ul(&p, 10, &ok);
+                                if (!ok || to_ns(m, fs, &c->fsgid) < 0)
+                                        return -EPERM;
+                                have |= 2;
+                        } else if (!strncmp(line, "Groups:", 7)) {
+                                p += 7;
+                                for (;;) {
+                                        bool more = true;
+                                        unsigned long g = field_ul(&p, 10, &more);
+                                        if (!more || p > eol)
+                                                break;
+                                        if (c->ngroups >= SV_MAX_GROUPS || to_ns(m, g, &c->groups[c->ngroups]) < 0)
+                                                return -EPERM;
+                                        c->ngroups++;
+                                }
+                        }
+                        break;
+                case 'N':
+                        if (!strncmp(line, "NStgid:", 7)) {
+                                *ns_tgid = last_field(line + 7, eol);
+                                have |= 8;
+                        } else if (!strncmp(line, "NSpid:", 6)) {
+                                *ns_pid = last_field(line + 6, eol);
+                                have |= 16;
+                        }
+                        break;
+                case 'C':
+                        if (!strncmp(line, "CapEff:", 7)) {
+                                p += 7;
+                                c->cap_eff = strtoull(p, NULL, 16);
+                                have |= 4;
+                        }
+                        break;
                 }
+                line = *eol ? eol + 1 : eol;
         }
-        return have == 7 ? 0 : -ESRCH;
+        return (have & 7) == 7 ? 0 : -ESRCH;
 }
 
 /* Send a job with its fds; a broker that cannot take it is gone: exit. */
@@ -250,11 +342,21 @@ static int open_proc(struct sv_main *m, pid_t tid, const char *what, int flags)
         return openat(m->procfd, name, O_PATH | O_CLOEXEC | flags);
 }
 
-/* /dev/std{in,out,err}, /dev/fd/N, /proc/self/fd/N, /proc/thread-self/fd/N:
- * the fd number they name, else -1. These resolve through a magic link
- * (the broker refuses magic links: it would follow its own), so main opens
- * the caller's /proc/TID/fd/N for it; the broker then reopens that. */
-static int magic_fd(const char *p)
+/* "/proc/<pid>" (and "/task/<tid>" if tid) at the start of p: what follows, else NULL. */
+static const char *proc_prefix(const char *p, int pid, int tid)
+{
+        char pre[64];
+        int n = tid ? snprintf(pre, sizeof pre, "/proc/%d/task/%d", pid, tid) : snprintf(pre, sizeof pre, "/proc/%d", pid);
+        return pid > 0 && !strncmp(p, pre, (size_t)n) ? p + n : NULL;
+}
+
+/* /dev/std{in,out,err}, /dev/fd/N, and (after rewrite_proc_self) the
+ * caller's own /proc/PID/fd/N and /proc/PID/task/TID/fd/N: the fd number
+ * they name, else -1. These resolve through a magic link (the broker
+ * refuses magic links: it would follow its own; and /proc/PID/fd is
+ * guarded by a ptrace check its Landlock domain fails), so main opens the
+ * caller's /proc/TID/fd/N for it; the broker then reopens that. */
+static int magic_fd(const char *p, int ns_tgid, int ns_pid)
 {
         if (!strcmp(p, "/dev/stdin"))
                 return 0;
@@ -262,16 +364,33 @@ static int magic_fd(const char *p)
                 return 1;
         if (!strcmp(p, "/dev/stderr"))
                 return 2;
-        const char *n = NULL;
+        const char *n = NULL, *rest;
         if (!strncmp(p, "/dev/fd/", 8))
                 n = p + 8;
-        else if (!strncmp(p, "/proc/self/fd/", 14))
-                n = p + 14;
-        else if (!strncmp(p, "/proc/thread-self/fd/", 21))
-                n = p + 21;
+        else if ((rest = proc_prefix(p, ns_tgid, 0)) && !strncmp(rest, "/fd/", 4))
+                n = rest + 4;
+        else if ((rest = proc_prefix(p, ns_tgid, ns_pid)) && !strncmp(rest, "/fd/", 4))
+                n = rest + 4;
         if (!n || !*n || strlen(n) > 9 || strspn(n, "0123456789") != strlen(n))
                 return -1;
         return atoi(n);
+}
+
+/* Is the caller's root the sandbox's root (same directory on the same
+ * mount)? Then the broker resolves against its own root and we pass no fd.
+ * One statx of /proc/TID/root instead of opening and passing it. */
+static bool root_is_sandbox(struct sv_main *m, pid_t tid)
+{
+        if (!m->root_mnt_mask)
+                return false;
+        char name[32];
+        snprintf(name, sizeof name, "%d/root", (int)tid);
+        struct statx sx;
+        if (statx(m->procfd, name, AT_STATX_DONT_SYNC, STATX_INO | m->root_mnt_mask, &sx) < 0 ||
+            !(sx.stx_mask & m->root_mnt_mask))
+                return false;
+        return sx.stx_ino == m->root_ino && sx.stx_mnt_id == m->root_mnt && sx.stx_dev_major == m->root_dev_major &&
+               sx.stx_dev_minor == m->root_dev_minor;
 }
 
 /* /proc/self and /proc/thread-self name the reader: the broker would be
@@ -357,6 +476,7 @@ static void handle_open(struct sv_main *m, const struct seccomp_notif *n)
         }
         j->cloexec = (j->flags & O_CLOEXEC) != 0;
         int ns_tgid = 0, r = read_status(m, tid, &j->creds, &j->ns_pid, &ns_tgid);
+        j->ns_tgid = ns_tgid;
         if (r < 0) {
                 audit_fail(m, "supervisor.open", NULL, -r);
                 return respond(m, n->id, r == -ESRCH ? ESRCH : EACCES, 0);
@@ -395,9 +515,11 @@ static void handle_open(struct sv_main *m, const struct seccomp_notif *n)
         }
 
         int fds[3], nfds = 0;
-        j->has_root = j->has_dir = j->has_extra = 0;
+        j->has_root = j->has_dir = j->has_extra = j->sandbox_root = 0;
         bool scoped = (j->resolve & (RESOLVE_BENEATH | RESOLVE_IN_ROOT)) != 0;
-        if (j->path[0] == '/' && !scoped) {
+        if (j->path[0] == '/' && !scoped && root_is_sandbox(m, tid)) {
+                j->sandbox_root = 1;
+        } else if (j->path[0] == '/' && !scoped) {
                 fds[nfds] = open_proc(m, tid, "root", O_DIRECTORY);
                 if (fds[nfds] < 0)
                         goto gone;
@@ -423,7 +545,7 @@ static void handle_open(struct sv_main *m, const struct seccomp_notif *n)
                 nfds++;
                 j->has_dir = 1;
         }
-        int mfd = magic_fd(j->path);
+        int mfd = magic_fd(j->path, ns_tgid, j->ns_pid);
         if (mfd >= 0) {
                 char what[32];
                 snprintf(what, sizeof what, "fd/%d", mfd);
@@ -433,19 +555,20 @@ static void handle_open(struct sv_main *m, const struct seccomp_notif *n)
                         j->has_extra = 1;
                 }
         }
-        /* The /proc/TID objects above are the caller's only if TID still is
-         * the caller: it is while the notification is pending. */
-        if (!id_valid(m, n->id))
-                goto gone_close;
+        /* What we read (memory, status) and the /proc/TID objects above are
+         * the caller's only if TID still is the caller: it is while the
+         * notification is pending. The broker checks that (ID_VALID) after
+         * all of this and before anything it does could matter: before an
+         * open with a side effect (create, truncate, write, a device or a
+         * FIFO) and before ADDFD. One check on the path of a plain read,
+         * not two. */
+        j->validated = 0;
         j->op = SV_OPEN;
         j->nfds = (uint32_t)nfds;
         send_job(m, fds, (unsigned)nfds);
         for (int i = 0; i < nfds; i++)
                 close(fds[i]);
         return;
-gone_close:
-        for (int i = 0; i < nfds; i++)
-                close(fds[i]);
 gone:
         /* The caller went away (or its /proc entry with it). */
         if (id_valid(m, n->id))
@@ -460,6 +583,8 @@ static void handle_connect(struct sv_main *m, const struct seccomp_notif *n)
         uint64_t alen = (uint32_t)n->data.args[2];
         j->path[0] = '\0';
         int ns_tgid = 0, r = read_status(m, tid, &j->creds, &j->ns_pid, &ns_tgid);
+        j->ns_tgid = ns_tgid;
+        j->sandbox_root = 0;
         if (r < 0) {
                 audit_fail(m, "supervisor.connect", NULL, -r);
                 return respond(m, n->id, r == -ESRCH ? ESRCH : EACCES, 0);
@@ -522,6 +647,7 @@ static void handle_connect(struct sv_main *m, const struct seccomp_notif *n)
                         close(fds[i]);
                 return;
         }
+        j->validated = 1;       /* the socket we took is the caller's */
         j->op = SV_CONNECT;
         j->nfds = (uint32_t)nfds;
         j->flags = j->mode = j->resolve = 0;
@@ -600,11 +726,28 @@ static void handle_exec(struct sv_main *m, const struct seccomp_notif *n)
         }
 }
 
+/* The sandbox is gone (or we are): write what is buffered, let the broker
+ * write its lines and exit (end of its socket), then exit. Teardown waits
+ * a moment for this before it kills us. */
+static _Noreturn void finish(struct sv_main *m, int code)
+{
+        sv_audit_flush(&m->audit);
+        shutdown(m->sock, SHUT_RDWR);
+        int pfd = (int)syscall(SYS_pidfd_open, m->broker, 0);
+        if (pfd >= 0) {
+                struct pollfd p = { .fd = pfd, .events = POLLIN };
+                if (poll(&p, 1, 2000) <= 0)
+                        syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
+        }
+        (void)waitpid(m->broker, NULL, 0);
+        exit(code);
+}
+
 static void serve(struct sv_main *m)
 {
         for (;;) {
                 struct pollfd p[2] = { { .fd = m->listener, .events = POLLIN }, { .fd = m->sock, .events = 0 } };
-                int r = poll(p, 2, m->audit.len ? 0 : -1);
+                int r = poll(p, 2, sv_audit_due_ms(&m->audit));
                 if (r < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -620,13 +763,12 @@ static void serve(struct sv_main *m)
                         exit(1);
                 }
                 if (!(p[0].revents & POLLIN)) {
-                        if (p[0].revents & (POLLHUP | POLLERR)) {
-                                /* Every process of the sandbox is gone. */
-                                sv_audit_flush(&m->audit);
-                                exit(0);
-                        }
+                        if (p[0].revents & (POLLHUP | POLLERR))
+                                finish(m, 0);   /* every process of the sandbox is gone */
                         continue;
                 }
+                if (sv_audit_due_ms(&m->audit) == 0)
+                        sv_audit_flush(&m->audit);
                 memset(m->req, 0, m->req_size);
                 if (ioctl(m->listener, SECCOMP_IOCTL_NOTIF_RECV, m->req) < 0) {
                         if (errno == EINTR || errno == ENOENT)
@@ -713,6 +855,8 @@ int main(int argc, char **argv)
         m.listener = listener;
         m.uid_base = (uint32_t)base;
         m.procfd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        for (unsigned i = 0; i < STATUS_CACHE; i++)
+                m.status[i].fd = -1;
         struct seccomp_notif_sizes sizes;
         if (m.procfd < 0 || syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) < 0)
                 die(ready, "seccomp notification sizes: %s", strerror(errno));
@@ -737,6 +881,18 @@ int main(int argc, char **argv)
         int userns = openat(m.procfd, p, O_RDONLY | O_CLOEXEC);
         if (rootfd < 0 || userns < 0)
                 die(ready, "open the sandbox's root and user namespace (pid %ld): %s", agent, strerror(errno));
+        /* Its identity, to know a caller whose root it is (root_is_sandbox):
+         * the mount's unique id where the kernel has it (never reused). */
+        struct statx sx;
+        unsigned masks[] = { STATX_MNT_ID_UNIQUE, STATX_MNT_ID };
+        for (unsigned i = 0; i < 2 && !m.root_mnt_mask; i++)
+                if (statx(rootfd, "", AT_EMPTY_PATH, STATX_INO | masks[i], &sx) == 0 && (sx.stx_mask & masks[i])) {
+                        m.root_mnt_mask = masks[i];
+                        m.root_ino = sx.stx_ino;
+                        m.root_mnt = sx.stx_mnt_id;
+                        m.root_dev_major = sx.stx_dev_major;
+                        m.root_dev_minor = sx.stx_dev_minor;
+                }
 
         int sp[2];
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
@@ -753,6 +909,7 @@ int main(int argc, char **argv)
                                             .uid_base = (uint32_t)base, .policy = policy };
                 sv_broker_main(&a);
         }
+        m.broker = broker;
         close(sp[1]);
         close(rootfd);
         close(userns);

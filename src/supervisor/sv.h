@@ -49,8 +49,12 @@ struct sv_job {
         uint32_t op;
         int32_t nr;                     /* syscall number, for the record */
         int32_t host_tid, ns_pid;       /* caller, in the host's / the sandbox's pid namespace */
+        int32_t ns_tgid;                /* the caller's process (thread group) in the sandbox */
         uint32_t nfds;
         int8_t has_root, has_dir, has_extra;
+        int8_t sandbox_root;            /* no root fd: the caller's root is the sandbox's (the broker's own) */
+        int8_t validated;               /* main checked ID_VALID after its reads (else the broker checks
+                                         * before any action with a side effect, and before ADDFD) */
         int8_t cloexec;                 /* O_CLOEXEC requested: for ADDFD's newfd_flags */
         uint64_t flags, mode, resolve;  /* open_how */
         uint32_t addrlen;               /* connect */
@@ -82,7 +86,13 @@ struct sv_audit {
         unsigned long suppressed_total;
         char ts[40];                    /* cached timestamp text */
         time_t ts_sec;
+        uint64_t first_ns;              /* CLOCK_MONOTONIC of the oldest buffered line */
 };
+
+/* Buffered lines are written at the latest this long after the first of
+ * them (or when the buffer fills, and when the process exits): one write()
+ * per burst, not per brokered call. */
+#define SV_AUDIT_DELAY_MS 100
 
 /* Lines per second written in full; beyond that, one summary line per
  * second counts what was dropped. */
@@ -100,6 +110,8 @@ void sv_audit_list(struct sv_audit *a, const char *key, const char *const *vals,
 void sv_audit_end(struct sv_audit *a);
 /* Write the buffered lines (complete lines only, one write()). */
 void sv_audit_flush(struct sv_audit *a);
+/* Milliseconds until the buffered lines are due (0: now), -1 if none. */
+int sv_audit_due_ms(const struct sv_audit *a);
 /* Write a single complete line now, unbuffered (forked helpers). */
 void sv_audit_flush_line(struct sv_audit *a);
 

@@ -13,9 +13,11 @@
  *   parent: sandbox dir, uid, cgroups, record, workspace, Landlock ruleset,
  *           seccomp filter, agent socket, clone3 (no namespaces)
  *   child:  waits for the parent's go-ahead
- *   parent: child -> agent cgroup, go-ahead
+ *   parent: child -> agent cgroup, Landlock audit reader (lsm_audit.h,
+ *           root and ABI >= 7), go-ahead
  *   child:  setsid, fds, drop to the sandbox's uid, rlimits, no_new_privs,
- *           Landlock, seccomp, exec paddock-agent --home WORKSPACE
+ *           Landlock (logging denials after exec too), seccomp,
+ *           exec paddock-agent --home WORKSPACE
  *   parent: sees the sync socket close (exec happened) or an error record. */
 #include <dirent.h>
 #include <errno.h>
@@ -45,6 +47,7 @@
 #include "host.h"
 #include "cgroup.h"
 #include "landlock.h"
+#include "lsm_audit.h"
 #include "sandbox.h"
 #include "seccomp-policy.h"
 #include "trace.h"
@@ -61,11 +64,13 @@ struct proc_data {
         struct pd_landlock_info ll;
         bool no_cgroup;
         char no_cgroup_why[160];
+        struct pd_lsm_audit audit;      /* the Landlock audit reader (lsm_audit.h) */
 };
 
 struct child_args {
         struct pd_sandbox *sb;
         int sync_fd, listen_fd, agent_fd, ruleset_fd;
+        unsigned ll_flags;              /* landlock_restrict_self() flags */
         int cg_fds[PD_CG_MAX_CTRL];
         int n_cg;
         bool root;
@@ -155,7 +160,7 @@ static _Noreturn void child_main(struct child_args *a)
         }
         /* Landlock before seccomp: the filter denies landlock_*() (the
          * domain is ours to set); both need no_new_privs. */
-        if ((r = pd_landlock_restrict(a->ruleset_fd)) < 0) {
+        if ((r = pd_lsm_audit_restrict(a->ruleset_fd, a->ll_flags)) < 0) {
                 pd_error_set(&err, -r, "enforce the Landlock ruleset");
                 child_fail(a, &err);
         }
@@ -280,6 +285,14 @@ static int save_info(struct pd_sandbox *sb, struct proc_data *pd, struct pd_erro
         pd_record_add(&rec, "landlock_weaker", "%s", pd->ll.weaker[0] ? pd->ll.weaker : "none");
         pd_record_add(&rec, "cgroup", "%s", pd->no_cgroup ? pd->no_cgroup_why : "yes");
         pd_record_add(&rec, "uid", "%u", sb->have_uids ? sb->uids.base : (unsigned)geteuid());
+        /* Landlock denials in the audit log: "yes", or "no (why)". The
+         * reader's pid and start time are what teardown and gc stop. */
+        if (pd->audit.status[0])        /* absent until the reader's fate is known */
+                pd_record_add(&rec, "lsm_audit", "%s", pd->audit.status);
+        if (pd->audit.pid > 0) {
+                pd_record_add(&rec, "lsm_audit_pid", "%d", (int)pd->audit.pid);
+                pd_record_add(&rec, "lsm_audit_start", "%llu", (unsigned long long)pd->audit.start);
+        }
         return pd_record_write(sb->dirfd, "process", &rec, err);
 }
 
@@ -347,6 +360,7 @@ static int process_create(struct pd_sandbox *sb, struct pd_error *err)
                                        .allow_weaker = sb->spec.allow_weaker };
         if ((r = a.ruleset_fd = pd_landlock_ruleset(&lo, &pd->ll, err)) < 0)
                 goto out;
+        a.ll_flags = pd_lsm_audit_restrict_flags(pd->ll.abi);
         if ((r = save_info(sb, pd, err)) < 0)
                 goto out;
         pd_trace("workspace + landlock");
@@ -397,6 +411,21 @@ static int process_create(struct pd_sandbox *sb, struct pd_error *err)
         sync[1] = -1;
         pd_trace("clone3");
         if (sb->have_cgroup && (r = pd_cgroup_attach(&sb->cg, "agent", pid, err)) < 0) {
+                char no = 'X';
+                (void)send(sync[0], &no, 1, MSG_NOSIGNAL);
+                goto out;
+        }
+        /* The Landlock audit reader listens before the child enforces its
+         * domain (after the go-ahead), so no denial is missed. Kernel audit
+         * records can be read by root only (CAP_AUDIT_READ); the domain's
+         * logging flags exist from ABI 7. */
+        if (root && pd->ll.abi >= 7)
+                pd_lsm_audit_start(sb, pid, a.uid, &pd->audit);
+        else
+                snprintf(pd->audit.status, sizeof pd->audit.status, "no (%s)",
+                         root ? "Landlock ABI < 7 logs no denial"
+                              : "paddock is not root: the kernel's audit records need CAP_AUDIT_READ");
+        if ((r = save_info(sb, pd, err)) < 0) {
                 char no = 'X';
                 (void)send(sync[0], &no, 1, MSG_NOSIGNAL);
                 goto out;
@@ -520,9 +549,38 @@ static void kill_agent(struct pd_sandbox *sb)
         pd_host_kill_agent(sb);
 }
 
+/* The Landlock audit reader, from this process's data or (gc, a new
+ * server) from the tier's record. */
+static void stop_audit_reader(struct pd_sandbox *sb)
+{
+        struct proc_data *pd = sb->tier_data;
+        pid_t pid = 0;
+        uint64_t start = 0;
+        if (pd) {
+                pid = pd->audit.pid;
+                start = pd->audit.start;
+                pd->audit.pid = 0;
+        } else {
+                int dfd = sb->dirfd >= 0 ? sb->dirfd : open(sb->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                struct pd_record rec;
+                uint64_t v;
+                int r = dfd >= 0 ? pd_record_read(dfd, "process", &rec, NULL) : -1;
+                if (dfd >= 0 && dfd != sb->dirfd)
+                        close(dfd);
+                if (r == 0 &&
+                    pd_record_get_u64(&rec, "lsm_audit_pid", &v) == 0 && v > 0 &&
+                    pd_record_get_u64(&rec, "lsm_audit_start", &start) == 0)
+                        pid = (pid_t)v;
+        }
+        pd_lsm_audit_stop(pid, start);
+}
+
 static int process_destroy(struct pd_sandbox *sb, struct pd_error *err)
 {
         kill_agent(sb);
+        /* After the sandbox's processes are gone: it writes their last
+         * denials, then exits. */
+        stop_audit_reader(sb);
         int ret = pd_host_release(sb, err);
         char ws[PATH_MAX];
         workspace_path(sb, ws, sizeof ws);
