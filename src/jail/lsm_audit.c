@@ -10,17 +10,15 @@
 #include "lsm_audit.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agentpath.h"
+#include "helper_proc.h"
 #include "sandbox.h"
 #include "util.h"
 
@@ -43,30 +41,6 @@ int pd_lsm_audit_restrict(int ruleset_fd, unsigned flags)
         return 0;
 }
 
-/* Post-fork child: async-signal-safe calls only. fds: 0 /dev/null, 1 and 2
- * the log, 3 the ready pipe. */
-static _Noreturn void exec_child(const char *path, char *const argv[], int nullfd, int logfd, int readyfd)
-{
-        int src[] = { nullfd, logfd, logfd, readyfd };
-        int tmp[4];
-        for (int i = 0; i < 4; i++) {
-                tmp[i] = fcntl(src[i], F_DUPFD, 16);
-                if (tmp[i] < 0)
-                        _exit(127);
-        }
-        for (int i = 0; i < 4; i++)
-                if (dup2(tmp[i], i) < 0)
-                        _exit(127);
-        syscall(SYS_close_range, 4, ~0U, 0);
-        setsid();
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        char *envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
-        execve(path, argv, envp);
-        _exit(127);
-}
-
 void pd_lsm_audit_start(struct pd_sandbox *sb, pid_t agent_pid, uid_t uid, struct pd_lsm_audit *out)
 {
         memset(out, 0, sizeof *out);
@@ -84,42 +58,24 @@ void pd_lsm_audit_start(struct pd_sandbox *sb, pid_t agent_pid, uid_t uid, struc
         }
         snprintf(audit, sizeof audit, "%s/audit/%s.jsonl", sb->state->dir, sb->id);
 
-        _pd_cleanup_close_ int nullfd = open("/dev/null", O_RDWR | O_CLOEXEC);
-        _pd_cleanup_close_ int logfd = openat(sb->dirfd, "lsm-audit.log",
-                                              O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-        int ready[2];
-        if (nullfd < 0 || logfd < 0 || pipe2(ready, O_CLOEXEC) < 0) {
-                snprintf(out->status, sizeof out->status, "no (reader's stdio: %s)", strerror(errno));
-                return;
-        }
-        _pd_cleanup_close_ int ready_r = ready[0];
-        _pd_cleanup_close_ int ready_w = ready[1];
-
         char pid_s[16], uid_s[16];
         snprintf(pid_s, sizeof pid_s, "%d", (int)agent_pid);
         snprintf(uid_s, sizeof uid_s, "%u", (unsigned)uid);
         char *argv[] = { "paddock-lsm-audit", "--ready-fd", "3", "--sandbox", sb->id, "--pid", pid_s,
                          "--audit", audit, uid == (uid_t)-1 ? NULL : "--uid", uid_s, NULL };
-        pid_t pid = fork();
+        /* fds: 0 /dev/null, 1 and 2 the log, 3 the ready pipe */
+        _pd_cleanup_close_ int ready_r = -1;
+        const char *step = NULL;
+        pid_t pid = pd_helper_spawn(path, argv, sb->dirfd, "lsm-audit.log", NULL, 0, &ready_r, &step);
         if (pid < 0) {
-                snprintf(out->status, sizeof out->status, "no (fork the reader: %s)", strerror(errno));
+                snprintf(out->status, sizeof out->status, "no (%s: %s)",
+                         strcmp(step, "fork") ? "reader's stdio" : "fork the reader", strerror(-pid));
                 return;
         }
-        if (pid == 0)
-                exec_child(path, argv, nullfd, logfd, ready_w);
-        close(ready_w);
-        ready_w = -1;
 
         char msg[512];
-        ssize_t n = 0;
-        struct pollfd p = { .fd = ready_r, .events = POLLIN };
-        int pr;
-        do
-                pr = poll(&p, 1, READY_TIMEOUT_MS);
-        while (pr < 0 && errno == EINTR);
-        if (pr > 0)
-                n = pd_read_all(ready_r, msg, sizeof msg - 1);
-        msg[n > 0 ? n : 0] = '\0';
+        ssize_t n;
+        int pr = pd_helper_wait_ready(ready_r, READY_TIMEOUT_MS, msg, sizeof msg, &n);
         if (!strncmp(msg, "on", 2)) {
                 out->pid = pid;
                 out->start = pd_proc_starttime(pid);
@@ -132,37 +88,12 @@ void pd_lsm_audit_start(struct pd_sandbox *sb, pid_t agent_pid, uid_t uid, struc
         else
                 snprintf(out->status, sizeof out->status, "no (the reader '%s' did not start%s)", path,
                          pr == 0 ? ": timeout" : "; see lsm-audit.log");
-        kill(pid, SIGKILL);
-        (void)waitpid(pid, NULL, 0);
+        pd_helper_kill(pid);
 }
 
 void pd_lsm_audit_stop(pid_t pid, uint64_t start)
 {
-        if (pid <= 0)
-                return;
-        /* pid + start time, checked again after the pidfd pins the process:
-         * never signal a reused pid. */
-        int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
-        if (pfd < 0)
-                return;
-        if (!start || pd_proc_starttime(pid) != start) {
-                (void)waitpid(pid, NULL, WNOHANG);      /* our zombie? */
-                close(pfd);
-                return;
-        }
         /* SIGTERM: the reader writes what the kernel still has queued for
          * the sandbox, then exits. */
-        syscall(SYS_pidfd_send_signal, pfd, SIGTERM, NULL, 0);
-        struct pollfd p = { .fd = pfd, .events = POLLIN };
-        int pr;
-        do
-                pr = poll(&p, 1, STOP_TIMEOUT_MS);
-        while (pr < 0 && errno == EINTR);
-        if (pr <= 0)
-                syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0);
-        siginfo_t si;
-        /* reap it when it is our child (not when gc or a new server stops it) */
-        if (waitid(P_PIDFD, (id_t)pfd, &si, WEXITED) < 0 && pr <= 0)
-                (void)poll(&p, 1, STOP_TIMEOUT_MS);
-        close(pfd);
+        pd_helper_stop(pid, start, SIGTERM, STOP_TIMEOUT_MS, STOP_TIMEOUT_MS);
 }

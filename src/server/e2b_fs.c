@@ -38,35 +38,13 @@ static const char *uid_name(uint32_t id, char *buf, size_t n)
         return buf;
 }
 
-static json_t *str_json(const struct pd_attr *a)
-{
-        char *s = pd_attr_strdup(a);
-        json_t *j = s ? json_string(s) : NULL;
-        free(s);
-        return j ? j : json_string("");
-}
-
 json_t *pd_e2b_entry_json(const uint8_t *p, size_t len)
 {
-        struct pd_msg_iter it;
-        struct pd_attr a;
         json_t *o = json_object();
-        uint32_t ft = PD_FT_OTHER, mode = 0, uid = 0, gid = 0;
-        uint64_t size = 0, mtime = 0;
-        pd_msg_iter_init(&it, p, len);
-        while (pd_msg_next(&it, &a)) {
-                switch (a.tag) {
-                case PD_A_NAME: json_object_set_new(o, "name", str_json(&a)); break;
-                case PD_A_PATH: json_object_set_new(o, "path", str_json(&a)); break;
-                case PD_A_LINK: json_object_set_new(o, "symlinkTarget", str_json(&a)); break;
-                case PD_A_FTYPE: pd_attr_u32(&a, &ft); break;
-                case PD_A_SIZE: pd_attr_u64(&a, &size); break;
-                case PD_A_MODE: pd_attr_u32(&a, &mode); break;
-                case PD_A_UID: pd_attr_u32(&a, &uid); break;
-                case PD_A_GID: pd_attr_u32(&a, &gid); break;
-                case PD_A_MTIME_NS: pd_attr_u64(&a, &mtime); break;
-                }
-        }
+        struct pd_file_entry e;
+        pd_file_entry_decode(p, len, o, "symlinkTarget", &e);
+        uint32_t ft = e.ftype, mode = e.mode, uid = e.uid, gid = e.gid;
+        uint64_t size = e.size, mtime = e.mtime_ns;
         char t[32], perm[11], ub[16], gb[16], sz[24];
         pd_rfc3339_ms(mtime / 1000000u, t);
         perm_string(ft, mode, perm);

@@ -122,6 +122,27 @@ static json_t *str_json(const struct pd_attr *a)
         return j ? j : json_string("");
 }
 
+void pd_file_entry_decode(const uint8_t *p, size_t len, json_t *o, const char *link_key, struct pd_file_entry *e)
+{
+        struct pd_msg_iter it;
+        struct pd_attr a;
+        *e = (struct pd_file_entry){ .ftype = PD_FT_OTHER };
+        pd_msg_iter_init(&it, p, len);
+        while (pd_msg_next(&it, &a)) {
+                switch (a.tag) {
+                case PD_A_NAME: json_object_set_new(o, "name", str_json(&a)); break;
+                case PD_A_PATH: json_object_set_new(o, "path", str_json(&a)); break;
+                case PD_A_LINK: json_object_set_new(o, link_key, str_json(&a)); break;
+                case PD_A_FTYPE: pd_attr_u32(&a, &e->ftype); break;
+                case PD_A_SIZE: pd_attr_u64(&a, &e->size); break;
+                case PD_A_MODE: pd_attr_u32(&a, &e->mode); break;
+                case PD_A_UID: pd_attr_u32(&a, &e->uid); break;
+                case PD_A_GID: pd_attr_u32(&a, &e->gid); break;
+                case PD_A_MTIME_NS: pd_attr_u64(&a, &e->mtime_ns); break;
+                }
+        }
+}
+
 struct entry_info {
         uint32_t ftype;
         uint64_t size;
@@ -129,36 +150,20 @@ struct entry_info {
 
 static json_t *entry_json(const uint8_t *p, size_t len, struct entry_info *ei)
 {
-        struct pd_msg_iter it;
-        struct pd_attr a;
         json_t *o = json_object();
-        uint32_t ft = PD_FT_OTHER, mode = 0, uid = 0, gid = 0;
-        uint64_t size = 0, mtime = 0;
-        pd_msg_iter_init(&it, p, len);
-        while (pd_msg_next(&it, &a)) {
-                switch (a.tag) {
-                case PD_A_NAME: json_object_set_new(o, "name", str_json(&a)); break;
-                case PD_A_PATH: json_object_set_new(o, "path", str_json(&a)); break;
-                case PD_A_LINK: json_object_set_new(o, "link_target", str_json(&a)); break;
-                case PD_A_FTYPE: pd_attr_u32(&a, &ft); break;
-                case PD_A_SIZE: pd_attr_u64(&a, &size); break;
-                case PD_A_MODE: pd_attr_u32(&a, &mode); break;
-                case PD_A_UID: pd_attr_u32(&a, &uid); break;
-                case PD_A_GID: pd_attr_u32(&a, &gid); break;
-                case PD_A_MTIME_NS: pd_attr_u64(&a, &mtime); break;
-                }
-        }
+        struct pd_file_entry e;
+        pd_file_entry_decode(p, len, o, "link_target", &e);
         char t[32];
-        pd_rfc3339_ms(mtime / 1000000u, t);
-        json_object_set_new(o, "type", json_string(ftype_name(ft)));
-        json_object_set_new(o, "size", json_integer((json_int_t)size));
-        json_object_set_new(o, "mode", json_integer(mode));
-        json_object_set_new(o, "uid", json_integer(uid));
-        json_object_set_new(o, "gid", json_integer(gid));
+        pd_rfc3339_ms(e.mtime_ns / 1000000u, t);
+        json_object_set_new(o, "type", json_string(ftype_name(e.ftype)));
+        json_object_set_new(o, "size", json_integer((json_int_t)e.size));
+        json_object_set_new(o, "mode", json_integer(e.mode));
+        json_object_set_new(o, "uid", json_integer(e.uid));
+        json_object_set_new(o, "gid", json_integer(e.gid));
         json_object_set_new(o, "modified_at", json_string(t));
         if (ei) {
-                ei->ftype = ft;
-                ei->size = size;
+                ei->ftype = e.ftype;
+                ei->size = e.size;
         }
         return o;
 }
@@ -183,8 +188,17 @@ struct fctx {
         struct pd_msg m;
 };
 
-/* Sandbox, user (query or JSON field "user"), agent connection. */
-static bool fctx_open(struct pd_req *r, struct fctx *x, const char *user, enum MHD_Result *ret)
+static void fctx_close(struct pd_req *r, struct fctx *x)
+{
+        if (x->c.fd >= 0)
+                pd_conn_close(&x->c);
+        if (x->s)
+                pd_server_sandbox_put(r->srv, x->s);
+        x->s = NULL;
+        pd_msg_free(&x->m);
+}
+
+static bool fctx_open_(struct pd_req *r, struct fctx *x, const char *user, enum MHD_Result *ret)
 {
         memset(x, 0, sizeof *x);
         x->c.fd = -1;
@@ -205,14 +219,14 @@ static bool fctx_open(struct pd_req *r, struct fctx *x, const char *user, enum M
         return true;
 }
 
-static void fctx_close(struct pd_req *r, struct fctx *x)
+/* Sandbox, user (query or JSON field "user"), agent connection. On failure
+ * x is already closed and *ret holds the answer. */
+static bool fctx_open(struct pd_req *r, struct fctx *x, const char *user, enum MHD_Result *ret)
 {
-        if (x->c.fd >= 0)
-                pd_conn_close(&x->c);
-        if (x->s)
-                pd_server_sandbox_put(r->srv, x->s);
-        x->s = NULL;
-        pd_msg_free(&x->m);
+        if (fctx_open_(r, x, user, ret))
+                return true;
+        fctx_close(r, x);
+        return false;
 }
 
 static void audit_file(struct pd_req *r, struct fctx *x, const char *event, json_t *fields, int k)
@@ -228,39 +242,68 @@ static enum MHD_Result file_error(struct pd_req *r, int k, const struct pd_error
         return pd_route_reply_agent_error(r, k, err);
 }
 
+/* An ERROR frame as the request's failure: -errno. */
+static int frame_error(struct pd_error *err, const struct pd_frame_hdr *h, const uint8_t *p)
+{
+        char m[256];
+        pd_conn_error_text(p, h->len, m, sizeof m);
+        return pd_error_setx(err, h->aux ? (int)h->aux : EIO, "%s", m);
+}
+
+/* The query argument "path", or a 400 answer in *ret. */
+static bool req_path(struct pd_req *r, const char **path, enum MHD_Result *ret)
+{
+        char msg[256];
+        if (query_path(r, "path", path, msg, sizeof msg) < 0) {
+                *ret = pd_reply_error(r, 400, "bad_request", "%s", msg);
+                return false;
+        }
+        return true;
+}
+
+/* A one-shot FILE_* call (x->m filled) whose reply must carry an ENTRY:
+ * that entry as JSON, or NULL with *k < 0. */
+static json_t *fctx_call_entry(struct fctx *x, uint32_t type, const char *tname, struct entry_info *ei, int *k)
+{
+        uint8_t *reply = NULL;
+        size_t rlen = 0;
+        *k = pd_agentc_call(&x->c, type, &x->m, &reply, &rlen, FILES_CALL_TIMEOUT_MS, &x->err);
+        json_t *e = *k < 0 ? NULL : reply_entry(reply, rlen, ei);
+        free(reply);
+        if (*k >= 0 && !e)
+                *k = pd_error_setx(&x->err, EPROTO, "agent answered %s without an entry", tname);
+        return e;
+}
+
+/* Audit, answer (status with e, or the mapped error) and close x. */
+static enum MHD_Result fctx_finish(struct pd_req *r, struct fctx *x, const char *event, json_t *fields, int k,
+                                   unsigned status, json_t *e)
+{
+        audit_file(r, x, event, fields, k);
+        enum MHD_Result ret = k < 0 ? file_error(r, k, &x->err) : pd_reply_json(r, status, e);
+        fctx_close(r, x);
+        return ret;
+}
+
 static enum MHD_Result route_stat(struct pd_req *r, const char *chunk, size_t *chunk_len)
 {
         enum MHD_Result ret;
-        char msg[256];
         const char *path;
-        if (query_path(r, "path", &path, msg, sizeof msg) < 0)
-                return pd_reply_error(r, 400, "bad_request", "%s", msg);
         struct fctx x;
-        if (!fctx_open(r, &x, pd_req_query(r, "user"), &ret)) {
-                fctx_close(r, &x);
+        if (!req_path(r, &path, &ret) || !fctx_open(r, &x, pd_req_query(r, "user"), &ret))
                 return ret;
-        }
-        uint8_t *reply = NULL;
-        size_t rlen = 0;
+        int k;
         pd_msg_put_str(&x.m, PD_A_PATH, path);
-        int k = pd_agentc_call(&x.c, PD_T_FILE_STAT, &x.m, &reply, &rlen, FILES_CALL_TIMEOUT_MS, &x.err);
-        json_t *e = k < 0 ? NULL : reply_entry(reply, rlen, NULL);
-        if (k >= 0 && !e)
-                k = pd_error_setx(&x.err, EPROTO, "agent answered FILE_STAT without an entry");
-        audit_file(r, &x, "file.stat", json_pack("{s:s}", "path", path), k);
-        ret = k < 0 ? file_error(r, k, &x.err) : pd_reply_json(r, 200, e);
-        free(reply);
-        fctx_close(r, &x);
-        return ret;
+        json_t *e = fctx_call_entry(&x, PD_T_FILE_STAT, "FILE_STAT", NULL, &k);
+        return fctx_finish(r, &x, "file.stat", json_pack("{s:s}", "path", path), k, 200, e);
 }
 
 static enum MHD_Result route_list(struct pd_req *r, const char *chunk, size_t *chunk_len)
 {
         enum MHD_Result ret;
-        char msg[256];
         const char *path;
-        if (query_path(r, "path", &path, msg, sizeof msg) < 0)
-                return pd_reply_error(r, 400, "bad_request", "%s", msg);
+        if (!req_path(r, &path, &ret))
+                return ret;
         uint32_t depth = 1;
         const char *qd = pd_req_query(r, "depth");
         if (qd) {
@@ -272,10 +315,8 @@ static enum MHD_Result route_list(struct pd_req *r, const char *chunk, size_t *c
                 depth = (uint32_t)d;
         }
         struct fctx x;
-        if (!fctx_open(r, &x, pd_req_query(r, "user"), &ret)) {
-                fctx_close(r, &x);
+        if (!fctx_open(r, &x, pd_req_query(r, "user"), &ret))
                 return ret;
-        }
         uint8_t *reply = NULL;
         size_t rlen = 0;
         pd_msg_put_str(&x.m, PD_A_PATH, path);
@@ -334,23 +375,14 @@ static enum MHD_Result route_mkdir(struct pd_req *r, const char *chunk, size_t *
                 goto out_body;
         }
         struct fctx x;
-        if (!fctx_open(r, &x, body_user(body), &ret)) {
-                fctx_close(r, &x);
+        if (!fctx_open(r, &x, body_user(body), &ret))
                 goto out_body;
-        }
-        uint8_t *reply = NULL;
-        size_t rlen = 0;
+        int k;
         pd_msg_put_str(&x.m, PD_A_PATH, path);
         pd_msg_put_u32(&x.m, PD_A_MODE, mode);
         pd_msg_put_u32(&x.m, PD_A_PARENTS, !json_is_false(jp));
-        int k = pd_agentc_call(&x.c, PD_T_FILE_MKDIR, &x.m, &reply, &rlen, FILES_CALL_TIMEOUT_MS, &x.err);
-        json_t *e = k < 0 ? NULL : reply_entry(reply, rlen, NULL);
-        if (k >= 0 && !e)
-                k = pd_error_setx(&x.err, EPROTO, "agent answered FILE_MKDIR without an entry");
-        audit_file(r, &x, "file.mkdir", json_pack("{s:s,s:i}", "path", path, "mode", (int)mode), k);
-        ret = k < 0 ? file_error(r, k, &x.err) : pd_reply_json(r, 201, e);
-        free(reply);
-        fctx_close(r, &x);
+        json_t *e = fctx_call_entry(&x, PD_T_FILE_MKDIR, "FILE_MKDIR", NULL, &k);
+        ret = fctx_finish(r, &x, "file.mkdir", json_pack("{s:s,s:i}", "path", path, "mode", (int)mode), k, 201, e);
 out_body:
         json_decref(body);
         return ret;
@@ -369,22 +401,13 @@ static enum MHD_Result route_move(struct pd_req *r, const char *chunk, size_t *c
                 goto out_body;
         }
         struct fctx x;
-        if (!fctx_open(r, &x, body_user(body), &ret)) {
-                fctx_close(r, &x);
+        if (!fctx_open(r, &x, body_user(body), &ret))
                 goto out_body;
-        }
-        uint8_t *reply = NULL;
-        size_t rlen = 0;
+        int k;
         pd_msg_put_str(&x.m, PD_A_PATH, from);
         pd_msg_put_str(&x.m, PD_A_PATH2, to);
-        int k = pd_agentc_call(&x.c, PD_T_FILE_MOVE, &x.m, &reply, &rlen, FILES_CALL_TIMEOUT_MS, &x.err);
-        json_t *e = k < 0 ? NULL : reply_entry(reply, rlen, NULL);
-        if (k >= 0 && !e)
-                k = pd_error_setx(&x.err, EPROTO, "agent answered FILE_MOVE without an entry");
-        audit_file(r, &x, "file.move", json_pack("{s:s,s:s}", "from", from, "to", to), k);
-        ret = k < 0 ? file_error(r, k, &x.err) : pd_reply_json(r, 200, e);
-        free(reply);
-        fctx_close(r, &x);
+        json_t *e = fctx_call_entry(&x, PD_T_FILE_MOVE, "FILE_MOVE", NULL, &k);
+        ret = fctx_finish(r, &x, "file.move", json_pack("{s:s,s:s}", "from", from, "to", to), k, 200, e);
 out_body:
         json_decref(body);
         return ret;
@@ -393,22 +416,17 @@ out_body:
 static enum MHD_Result route_remove(struct pd_req *r, const char *chunk, size_t *chunk_len)
 {
         enum MHD_Result ret;
-        char msg[256];
         const char *path;
-        if (query_path(r, "path", &path, msg, sizeof msg) < 0)
-                return pd_reply_error(r, 400, "bad_request", "%s", msg);
         struct fctx x;
-        if (!fctx_open(r, &x, pd_req_query(r, "user"), &ret)) {
-                fctx_close(r, &x);
+        if (!req_path(r, &path, &ret) || !fctx_open(r, &x, pd_req_query(r, "user"), &ret))
                 return ret;
-        }
         uint8_t *reply = NULL;
         size_t rlen = 0;
         pd_msg_put_str(&x.m, PD_A_PATH, path);
         int k = pd_agentc_call(&x.c, PD_T_FILE_REMOVE, &x.m, &reply, &rlen, FILES_CALL_TIMEOUT_MS, &x.err);
+        free(reply);
         audit_file(r, &x, "file.remove", json_pack("{s:s}", "path", path), k);
         ret = k < 0 ? file_error(r, k, &x.err) : pd_reply_empty(r, 204);
-        free(reply);
         fctx_close(r, &x);
         return ret;
 }
@@ -450,9 +468,7 @@ static void upload_poll(struct upload *u)
                 /* only an ERROR can come before the last DATA: its REPLY is
                  * awaited by upload_finish, which never calls us after it */
                 if (h.type == PD_T_ERROR && h.id == u->id) {
-                        char msg[256];
-                        pd_conn_error_text(p, h.len, msg, sizeof msg);
-                        pd_error_setx(&u->x.err, h.aux ? (int)h.aux : EIO, "%s", msg);
+                        frame_error(&u->x.err, &h, p);
                         u->err = -u->x.err.code;
                         return;
                 }
@@ -561,9 +577,7 @@ static enum MHD_Result upload_finish(struct pd_req *r, struct upload *u)
                         if (h.id != u->id || (h.type != PD_T_REPLY && h.type != PD_T_ERROR))
                                 continue;
                         if (h.type == PD_T_ERROR) {
-                                char msg[256];
-                                pd_conn_error_text(p, h.len, msg, sizeof msg);
-                                pd_error_setx(&u->x.err, h.aux ? (int)h.aux : EIO, "%s", msg);
+                                frame_error(&u->x.err, &h, p);
                                 u->err = -u->x.err.code;
                                 break;
                         }
@@ -628,12 +642,38 @@ static enum MHD_Result route_upload(struct pd_req *r, const char *chunk, size_t 
 /* ------------------------------------------------------------------ */
 /* GET .../files?path=: streamed download                               */
 
-struct download {
+/* What a streamed response keeps of its request: the sandbox and the agent
+ * connection whose request id is id. */
+struct fstream {
         struct pd_server *srv;
         struct pd_srv_sandbox *s;
         struct MHD_Connection *mc;
         struct pd_conn c;
         uint32_t id;
+};
+
+/* Take x's sandbox and connection into f, then close x. */
+static void fstream_take(struct fstream *f, struct pd_req *r, struct fctx *x, uint32_t id)
+{
+        f->srv = r->srv;
+        f->s = PD_TAKE_PTR(x->s);
+        f->c = x->c;
+        x->c.fd = -1;
+        f->mc = r->conn;
+        f->id = id;
+        fctx_close(r, x);
+}
+
+static void fstream_release(struct fstream *f)
+{
+        if (f->c.fd >= 0)
+                pd_conn_close(&f->c);
+        if (f->s)
+                pd_server_sandbox_put(f->srv, f->s);
+}
+
+struct download {
+        struct fstream f;
         bool done;
         const uint8_t *pend;    /* rest of the current DATA frame (in c's buffer) */
         size_t pend_len;
@@ -643,10 +683,7 @@ struct download {
 static void download_free(void *cls)
 {
         struct download *d = cls;
-        if (d->c.fd >= 0)
-                pd_conn_close(&d->c);
-        if (d->s)
-                pd_server_sandbox_put(d->srv, d->s);
+        fstream_release(&d->f);
         free(d);
 }
 
@@ -665,10 +702,10 @@ static ssize_t download_reader(void *cls, uint64_t pos, char *buf, size_t max)
                         return MHD_CONTENT_READER_END_OF_STREAM;
                 struct pd_frame_hdr h;
                 const uint8_t *p;
-                int k = pd_route_wait(d->srv, &d->c, d->mc, d->s, &h, &p, FILES_CALL_TIMEOUT_MS);
+                int k = pd_route_wait(d->f.srv, &d->f.c, d->f.mc, d->f.s, &h, &p, FILES_CALL_TIMEOUT_MS);
                 if (k < 0)
                         return MHD_CONTENT_READER_END_WITH_ERROR;
-                if (h.id != d->id)
+                if (h.id != d->f.id)
                         continue;
                 if (h.type == PD_T_ERROR)
                         return MHD_CONTENT_READER_END_WITH_ERROR;       /* a read failed midway */
@@ -685,27 +722,16 @@ static ssize_t download_reader(void *cls, uint64_t pos, char *buf, size_t max)
 static enum MHD_Result route_download(struct pd_req *r, const char *chunk, size_t *chunk_len)
 {
         enum MHD_Result ret;
-        char msg[256];
         const char *path;
-        if (query_path(r, "path", &path, msg, sizeof msg) < 0)
-                return pd_reply_error(r, 400, "bad_request", "%s", msg);
         struct fctx x;
-        if (!fctx_open(r, &x, pd_req_query(r, "user"), &ret)) {
-                fctx_close(r, &x);
+        if (!req_path(r, &path, &ret) || !fctx_open(r, &x, pd_req_query(r, "user"), &ret))
                 return ret;
-        }
         /* FILE_STAT first: the size for Content-Length, and FIFOs, sockets,
          * devices and directories refused before any read is attempted */
-        uint8_t *reply = NULL;
-        size_t rlen = 0;
         struct entry_info ei = { 0 };
+        int k;
         pd_msg_put_str(&x.m, PD_A_PATH, path);
-        int k = pd_agentc_call(&x.c, PD_T_FILE_STAT, &x.m, &reply, &rlen, FILES_CALL_TIMEOUT_MS, &x.err);
-        json_t *e = k < 0 ? NULL : reply_entry(reply, rlen, &ei);
-        free(reply);
-        json_decref(e);
-        if (k >= 0 && !e)
-                k = pd_error_setx(&x.err, EPROTO, "agent answered FILE_STAT without an entry");
+        json_decref(fctx_call_entry(&x, PD_T_FILE_STAT, "FILE_STAT", &ei, &k));
         if (k >= 0 && ei.ftype == PD_FT_DIR)
                 k = pd_error_setx(&x.err, EISDIR, "'%s' is a directory", path);
         if (k >= 0 && ei.ftype == PD_FT_OTHER)
@@ -739,9 +765,7 @@ static enum MHD_Result route_download(struct pd_req *r, const char *chunk, size_
                 if (h.id != id)
                         continue;
                 if (h.type == PD_T_ERROR) {
-                        char m[256];
-                        pd_conn_error_text(p, h.len, m, sizeof m);
-                        k = pd_error_setx(&x.err, h.aux ? (int)h.aux : EIO, "%s", m);
+                        k = frame_error(&x.err, &h, p);
                         break;
                 }
                 if (h.type == PD_T_DATA)
@@ -757,16 +781,10 @@ static enum MHD_Result route_download(struct pd_req *r, const char *chunk, size_
                 fctx_close(r, &x);
                 return pd_reply_error(r, 500, "internal", "out of memory");
         }
-        d->srv = r->srv;
-        d->s = PD_TAKE_PTR(x.s);
-        d->c = x.c;
-        x.c.fd = -1;
-        d->mc = r->conn;
-        d->id = id;
-        d->pend = p;    /* still in d->c's buffer: nothing reads it before the reader */
+        fstream_take(&d->f, r, &x, id);
+        d->pend = p;    /* still in d->f.c's buffer: nothing reads it before the reader */
         d->pend_len = h.len;
         d->pend_end = h.flags & PD_F_END;
-        fctx_close(r, &x);
         uint64_t size = ei.ftype == PD_FT_FILE ? ei.size : MHD_SIZE_UNKNOWN;
         struct MHD_Response *resp = MHD_create_response_from_callback(size, FILES_STREAM_BLOCK, download_reader, d,
                                                                       download_free);
@@ -782,11 +800,7 @@ static enum MHD_Result route_download(struct pd_req *r, const char *chunk, size_
 /* GET .../files/watch: JSON lines until the client leaves              */
 
 struct watch {
-        struct pd_server *srv;
-        struct pd_srv_sandbox *s;
-        struct MHD_Connection *mc;
-        struct pd_conn c;
-        uint32_t id;
+        struct fstream f;
         char *line;
         size_t line_len, line_pos;
 };
@@ -794,10 +808,7 @@ struct watch {
 static void watch_free(void *cls)
 {
         struct watch *w = cls;
-        if (w->c.fd >= 0)
-                pd_conn_close(&w->c);       /* the agent drops the watch with the connection */
-        if (w->s)
-                pd_server_sandbox_put(w->srv, w->s);
+        fstream_release(&w->f);         /* the agent drops the watch with the connection */
         free(w->line);
         free(w);
 }
@@ -826,12 +837,12 @@ static ssize_t watch_reader(void *cls, uint64_t pos, char *buf, size_t max)
                 }
                 struct pd_frame_hdr h;
                 const uint8_t *p;
-                int k = pd_route_wait(w->srv, &w->c, w->mc, w->s, &h, &p, -1);
+                int k = pd_route_wait(w->f.srv, &w->f.c, w->f.mc, w->f.s, &h, &p, -1);
                 if (k == -ECONNABORTED)
                         return MHD_CONTENT_READER_END_WITH_ERROR;
                 if (k < 0)
                         return MHD_CONTENT_READER_END_OF_STREAM;       /* sandbox or server gone */
-                if (h.type != PD_T_WATCH_EVENT || h.id != w->id)
+                if (h.type != PD_T_WATCH_EVENT || h.id != w->f.id)
                         continue;
                 struct pd_attr a;
                 uint32_t ev = 0;
@@ -855,16 +866,13 @@ static ssize_t watch_reader(void *cls, uint64_t pos, char *buf, size_t max)
 static enum MHD_Result route_watch(struct pd_req *r, const char *chunk, size_t *chunk_len)
 {
         enum MHD_Result ret;
-        char msg[256];
         const char *path, *qr = pd_req_query(r, "recursive");
-        if (query_path(r, "path", &path, msg, sizeof msg) < 0)
-                return pd_reply_error(r, 400, "bad_request", "%s", msg);
+        if (!req_path(r, &path, &ret))
+                return ret;
         bool recursive = qr && (!strcmp(qr, "1") || !strcmp(qr, "true") || !*qr);
         struct fctx x;
-        if (!fctx_open(r, &x, pd_req_query(r, "user"), &ret)) {
-                fctx_close(r, &x);
+        if (!fctx_open(r, &x, pd_req_query(r, "user"), &ret))
                 return ret;
-        }
         pd_msg_put_str(&x.m, PD_A_PATH, path);
         pd_msg_put_u32(&x.m, PD_A_RECURSIVE, recursive);
         /* by hand, not pd_agentc_call: the request id is the watch id that
@@ -883,11 +891,8 @@ static enum MHD_Result route_watch(struct pd_req *r, const char *chunk, size_t *
                 }
                 if (h.id != id || (h.type != PD_T_REPLY && h.type != PD_T_ERROR))
                         continue;
-                if (h.type == PD_T_ERROR) {
-                        char m[256];
-                        pd_conn_error_text(p, h.len, m, sizeof m);
-                        k = pd_error_setx(&x.err, h.aux ? (int)h.aux : EIO, "%s", m);
-                }
+                if (h.type == PD_T_ERROR)
+                        k = frame_error(&x.err, &h, p);
                 break;
         }
         audit_file(r, &x, "file.watch", json_pack("{s:s,s:b}", "path", path, "recursive", recursive), k);
@@ -901,13 +906,7 @@ static enum MHD_Result route_watch(struct pd_req *r, const char *chunk, size_t *
                 fctx_close(r, &x);
                 return pd_reply_error(r, 500, "internal", "out of memory");
         }
-        w->srv = r->srv;
-        w->s = PD_TAKE_PTR(x.s);
-        w->c = x.c;
-        x.c.fd = -1;
-        w->mc = r->conn;
-        w->id = id;
-        fctx_close(r, &x);
+        fstream_take(&w->f, r, &x, id);
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, watch_reader, w,
                                                                       watch_free);
         if (!resp) {

@@ -157,6 +157,14 @@ int pd_route_agent(struct pd_srv_sandbox *s, struct pd_conn *c, struct pd_error 
  * timeout_ms < 0: no deadline. */
 int pd_route_wait(struct pd_server *srv, struct pd_conn *c, struct MHD_Connection *mc,
                   struct pd_srv_sandbox *s, struct pd_frame_hdr *h, const uint8_t **payload, int timeout_ms);
+/* An agent's ENTRY (a FILE_* reply's file or directory entry), decoded:
+ * the numbers into *e; the name, path and link target, as JSON strings,
+ * set in o under "name", "path" and link_key, in the agent's order. */
+struct pd_file_entry {
+        uint32_t ftype, mode, uid, gid;
+        uint64_t size, mtime_ns;
+};
+void pd_file_entry_decode(const uint8_t *p, size_t len, json_t *o, const char *link_key, struct pd_file_entry *e);
 /* Answer an agent failure: ESRCH/ENOENT 404, EINVAL 400, ... (message from err). */
 enum MHD_Result pd_route_reply_agent_error(struct pd_req *r, int neg_errno, const struct pd_error *err);
 /* "user" (default) or "root": uid, gid, home, name. false if unknown. */

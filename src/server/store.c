@@ -81,6 +81,50 @@ static int exec_locked(struct pd_store *s, const char *sql, struct pd_error *err
         return 0;
 }
 
+/* Run sql, with text bound to ?1 (and *i2, when given, to ?2), to its end.
+ * The caller holds the lock. 0, or db_error for what. */
+static int step_text_locked(struct pd_store *s, const char *sql, const char *text, const sqlite3_int64 *i2,
+                            const char *what, struct pd_error *err)
+{
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+        int r = 0;
+        if (rc == SQLITE_OK) {
+                sqlite3_bind_text(st, 1, text, -1, SQLITE_TRANSIENT);
+                if (i2)
+                        sqlite3_bind_int64(st, 2, *i2);
+                rc = sqlite3_step(st);
+        }
+        if (rc != SQLITE_DONE)
+                r = db_error(s, err, rc, what);
+        sqlite3_finalize(st);
+        return r;
+}
+
+/* The rows of sql, each made an object by row, as a JSON array in *out. */
+static int list_json(struct pd_store *s, const char *sql, json_t *(*row)(sqlite3_stmt *st), const char *what,
+                     json_t **out, struct pd_error *err)
+{
+        json_t *arr = json_array();
+        pthread_mutex_lock(&s->lock);
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+        int r = 0;
+        if (rc == SQLITE_OK) {
+                while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+                        json_array_append_new(arr, row(st));
+        }
+        if (rc != SQLITE_DONE)
+                r = db_error(s, err, rc, what);
+        sqlite3_finalize(st);
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0)
+                json_decref(arr);
+        else
+                *out = arr;
+        return r;
+}
+
 int pd_store_open(const char *state_dir, struct pd_store **out, struct pd_error *err)
 {
         struct pd_store *s = calloc(1, sizeof *s);
@@ -245,49 +289,25 @@ int pd_store_key_count(struct pd_store *s, struct pd_error *err)
         return r;
 }
 
+static json_t *key_row(sqlite3_stmt *st)
+{
+        char ts[32];
+        pd_rfc3339_ms((uint64_t)sqlite3_column_int64(st, 2), ts);
+        return json_pack("{s:s, s:s, s:s}", "id", (const char *)sqlite3_column_text(st, 0), "name",
+                         (const char *)sqlite3_column_text(st, 1), "created_at", ts);
+}
+
 int pd_store_key_list(struct pd_store *s, json_t **out, struct pd_error *err)
 {
-        json_t *arr = json_array();
-        pthread_mutex_lock(&s->lock);
-        sqlite3_stmt *st = NULL;
-        int rc = sqlite3_prepare_v2(s->db, "SELECT id, name, created FROM keys ORDER BY created, id", -1, &st, NULL);
-        int r = 0;
-        if (rc == SQLITE_OK) {
-                while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                        char ts[32];
-                        pd_rfc3339_ms((uint64_t)sqlite3_column_int64(st, 2), ts);
-                        json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "id",
-                                                             (const char *)sqlite3_column_text(st, 0), "name",
-                                                             (const char *)sqlite3_column_text(st, 1),
-                                                             "created_at", ts));
-                }
-        }
-        if (rc != SQLITE_DONE)
-                r = db_error(s, err, rc, "list keys");
-        sqlite3_finalize(st);
-        pthread_mutex_unlock(&s->lock);
-        if (r < 0)
-                json_decref(arr);
-        else
-                *out = arr;
-        return r;
+        return list_json(s, "SELECT id, name, created FROM keys ORDER BY created, id", key_row, "list keys", out, err);
 }
 
 int pd_store_key_revoke(struct pd_store *s, const char *id, struct pd_error *err)
 {
         pthread_mutex_lock(&s->lock);
-        sqlite3_stmt *st = NULL;
-        int rc = sqlite3_prepare_v2(s->db, "DELETE FROM keys WHERE id = ?", -1, &st, NULL);
-        int r = 0;
-        if (rc == SQLITE_OK) {
-                sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
-                rc = sqlite3_step(st);
-        }
-        if (rc != SQLITE_DONE)
-                r = db_error(s, err, rc, "revoke key");
-        else if (sqlite3_changes(s->db) == 0)
+        int r = step_text_locked(s, "DELETE FROM keys WHERE id = ?", id, NULL, "revoke key", err);
+        if (r == 0 && sqlite3_changes(s->db) == 0)
                 r = pd_error_setx(err, ENOENT, "no key with id '%s'", id);
-        sqlite3_finalize(st);
         pthread_mutex_unlock(&s->lock);
         return r;
 }
@@ -340,16 +360,7 @@ int pd_store_sandbox_put(struct pd_store *s, const struct pd_store_row *w, struc
 int pd_store_sandbox_delete(struct pd_store *s, const char *id, struct pd_error *err)
 {
         pthread_mutex_lock(&s->lock);
-        sqlite3_stmt *st = NULL;
-        int rc = sqlite3_prepare_v2(s->db, "DELETE FROM sandboxes WHERE id = ?", -1, &st, NULL);
-        int r = 0;
-        if (rc == SQLITE_OK) {
-                sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
-                rc = sqlite3_step(st);
-        }
-        if (rc != SQLITE_DONE)
-                r = db_error(s, err, rc, "delete sandbox");
-        sqlite3_finalize(st);
+        int r = step_text_locked(s, "DELETE FROM sandboxes WHERE id = ?", id, NULL, "delete sandbox", err);
         pthread_mutex_unlock(&s->lock);
         return r;
 }
@@ -418,48 +429,25 @@ int pd_store_sandbox_each(struct pd_store *s, void (*fn)(const struct pd_store_r
 
 int pd_store_template_add(struct pd_store *s, const char *name, struct pd_error *err)
 {
+        sqlite3_int64 now = (sqlite3_int64)wall_ms();
         pthread_mutex_lock(&s->lock);
-        sqlite3_stmt *st = NULL;
-        int rc = sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO templates(name, created) VALUES(?,?)", -1, &st,
-                                    NULL);
-        int r = 0;
-        if (rc == SQLITE_OK) {
-                sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
-                sqlite3_bind_int64(st, 2, (sqlite3_int64)wall_ms());
-                rc = sqlite3_step(st);
-        }
-        if (rc != SQLITE_DONE)
-                r = db_error(s, err, rc, "add template");
-        sqlite3_finalize(st);
+        int r = step_text_locked(s, "INSERT OR REPLACE INTO templates(name, created) VALUES(?,?)", name, &now,
+                                 "add template", err);
         pthread_mutex_unlock(&s->lock);
         return r;
 }
 
+static json_t *template_row(sqlite3_stmt *st)
+{
+        char ts[32];
+        pd_rfc3339_ms((uint64_t)sqlite3_column_int64(st, 1), ts);
+        return json_pack("{s:s, s:s}", "name", (const char *)sqlite3_column_text(st, 0), "created_at", ts);
+}
+
 int pd_store_template_list(struct pd_store *s, json_t **out, struct pd_error *err)
 {
-        json_t *arr = json_array();
-        pthread_mutex_lock(&s->lock);
-        sqlite3_stmt *st = NULL;
-        int rc = sqlite3_prepare_v2(s->db, "SELECT name, created FROM templates ORDER BY name", -1, &st, NULL);
-        int r = 0;
-        if (rc == SQLITE_OK) {
-                while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-                        char ts[32];
-                        pd_rfc3339_ms((uint64_t)sqlite3_column_int64(st, 1), ts);
-                        json_array_append_new(arr, json_pack("{s:s, s:s}", "name",
-                                                             (const char *)sqlite3_column_text(st, 0),
-                                                             "created_at", ts));
-                }
-        }
-        if (rc != SQLITE_DONE)
-                r = db_error(s, err, rc, "list templates");
-        sqlite3_finalize(st);
-        pthread_mutex_unlock(&s->lock);
-        if (r < 0)
-                json_decref(arr);
-        else
-                *out = arr;
-        return r;
+        return list_json(s, "SELECT name, created FROM templates ORDER BY name", template_row, "list templates", out,
+                         err);
 }
 
 int pd_store_template_exists(struct pd_store *s, const char *name)
