@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <linux/close_range.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -69,4 +70,29 @@ int pd_fds_close_except(const int *keep, int n)
         if (syscall(SYS_close_range, lo, ~0U, 0) < 0)
                 return -errno;
         return 0;
+}
+
+int pd_fds_exec_agent(int agent_fd, int n_cg, const char *opt, const char *optval)
+{
+        char cgargs[PD_CG_MAX_CTRL][16];
+        char *argv[6 + 2 * PD_CG_MAX_CTRL];
+        int n = 0;
+        if (n_cg < 0 || n_cg > PD_CG_MAX_CTRL)
+                return -EINVAL;
+        argv[n++] = "paddock-agent";
+        argv[n++] = "--listen-fd";
+        argv[n++] = "3";
+        for (int i = 0; i < n_cg; i++) {
+                snprintf(cgargs[i], sizeof cgargs[i], "%d", 4 + i);
+                argv[n++] = "--cgroup-fd";
+                argv[n++] = cgargs[i];
+        }
+        if (opt && optval) {
+                argv[n++] = (char *)opt;
+                argv[n++] = (char *)optval;
+        }
+        argv[n] = NULL;
+        char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL };
+        syscall(SYS_execveat, agent_fd, "", argv, envp, AT_EMPTY_PATH);
+        return -errno;
 }

@@ -14,3 +14,8 @@ int pd_fds_for_agent(int listen_fd, const int *cg_fds, int n_cg, int *const *kee
  * locks (a flock on a shared registry held by another thread at clone
  * time) that must not live on in a child that could get stuck. */
 int pd_fds_close_except(const int *keep, int n);
+
+/* Exec paddock-agent (from its O_PATH fd) with the fd layout above:
+ * --listen-fd 3, --cgroup-fd 4.., plus one tier option (e.g. "--home DIR"
+ * or "--sudo-socket PATH"). Returns only on failure, with -errno. */
+int pd_fds_exec_agent(int agent_fd, int n_cg, const char *opt, const char *optval);

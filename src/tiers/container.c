@@ -213,23 +213,8 @@ static _Noreturn void child_main(struct child_args *a)
                         child_fail(a, &err);
                 }
         }
-        char cgargs[PD_CG_MAX_CTRL][16];
-        char *argv[4 + 2 * PD_CG_MAX_CTRL + 4];
-        int n = 0;
-        argv[n++] = "paddock-agent";
-        argv[n++] = "--listen-fd";
-        argv[n++] = "3";
-        for (int i = 0; i < a->n_cg; i++) {
-                snprintf(cgargs[i], sizeof cgargs[i], "%d", 4 + i);
-                argv[n++] = "--cgroup-fd";
-                argv[n++] = cgargs[i];
-        }
-        argv[n++] = "--sudo-socket";
-        argv[n++] = "/run/paddock/sudo.sock";
-        argv[n] = NULL;
-        char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL };
-        syscall(SYS_execveat, a->agent_fd, "", argv, envp, AT_EMPTY_PATH);
-        pd_error_set(&err, errno, "execute paddock-agent");
+        r = pd_fds_exec_agent(a->agent_fd, a->n_cg, "--sudo-socket", "/run/paddock/sudo.sock");
+        pd_error_set(&err, -r, "execute paddock-agent");
         child_fail(a, &err);
 }
 

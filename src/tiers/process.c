@@ -168,23 +168,8 @@ static _Noreturn void child_main(struct child_args *a)
                 pd_error_set(&err, -r, "install seccomp filter");
                 child_fail(a, &err);
         }
-        char cgargs[PD_CG_MAX_CTRL][16];
-        char *argv[6 + 2 * PD_CG_MAX_CTRL];
-        int k = 0;
-        argv[k++] = "paddock-agent";
-        argv[k++] = "--listen-fd";
-        argv[k++] = "3";
-        for (int i = 0; i < a->n_cg; i++) {
-                snprintf(cgargs[i], sizeof cgargs[i], "%d", 4 + i);
-                argv[k++] = "--cgroup-fd";
-                argv[k++] = cgargs[i];
-        }
-        argv[k++] = "--home";
-        argv[k++] = (char *)a->workspace;
-        argv[k] = NULL;
-        char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL };
-        syscall(SYS_execveat, a->agent_fd, "", argv, envp, AT_EMPTY_PATH);
-        pd_error_set(&err, errno, "execute paddock-agent");
+        r = pd_fds_exec_agent(a->agent_fd, a->n_cg, "--home", a->workspace);
+        pd_error_set(&err, -r, "execute paddock-agent");
         child_fail(a, &err);
 }
 
