@@ -91,6 +91,8 @@ static void serve_usage(FILE *f)
                 "  --pool N               warm sandboxes per template and limits (default 2, 0 = none)\n"
                 "  --max-sandboxes N      sandboxes in all (default 1000)\n"
                 "  --max-per-key N        sandboxes per API key (default 100)\n"
+                "  --domain D             domain of sandbox ports: <port>-<id>.D reaches a port\n"
+                "                         inside a sandbox (default localhost; docs/api.md, Ports)\n"
                 "  --destroy-on-exit      destroy every sandbox on SIGTERM/SIGINT (default: keep them\n"
                 "                         running; the next server adopts them)\n",
                 PD_DEFAULT_STATE_DIR);
@@ -98,7 +100,7 @@ static void serve_usage(FILE *f)
 
 int pd_cmd_serve(int argc, char **argv)
 {
-        enum { O_LISTEN = 256, O_STATE, O_POOL, O_MAX, O_MAXKEY, O_DESTROY };
+        enum { O_LISTEN = 256, O_STATE, O_POOL, O_MAX, O_MAXKEY, O_DESTROY, O_DOMAIN };
         static const struct option opts[] = {
                 { "listen", required_argument, NULL, O_LISTEN },
                 { "state-dir", required_argument, NULL, O_STATE },
@@ -106,10 +108,12 @@ int pd_cmd_serve(int argc, char **argv)
                 { "max-sandboxes", required_argument, NULL, O_MAX },
                 { "max-per-key", required_argument, NULL, O_MAXKEY },
                 { "destroy-on-exit", no_argument, NULL, O_DESTROY },
+                { "domain", required_argument, NULL, O_DOMAIN },
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
         struct pd_server_config cfg = {
+                .domain = "localhost",
                 .listen_addr = "127.0.0.1:49982",
                 .state_dir = pd_state_dir_default(),
                 .pool_size = 2,
@@ -124,6 +128,13 @@ int pd_cmd_serve(int argc, char **argv)
                 switch (c) {
                 case O_LISTEN: cfg.listen_addr = optarg; break;
                 case O_STATE: cfg.state_dir = optarg; break;
+                case O_DOMAIN:
+                        if (!*optarg || strlen(optarg) > 200 || strpbrk(optarg, "/ \t\r\n")) {
+                                fprintf(stderr, "paddock serve: --domain '%s': expected a host name\n", optarg);
+                                return PD_EXIT_PADDOCK;
+                        }
+                        cfg.domain = optarg;
+                        break;
                 case O_POOL:
                         if (parse_uint("--pool", optarg, 0, 64, &cfg.pool_size) < 0)
                                 return PD_EXIT_PADDOCK;

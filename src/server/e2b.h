@@ -89,7 +89,11 @@ struct pd_e2b_stream {
         int kind;
         bool pty;
         void *priv;
+        char *resp_headers;             /* "Name: value\n" lines added to the response */
+        size_t resp_headers_len;
 };
+/* Add one "Name: value" header line (n bytes) to the response to come. */
+int pd_e2b_stream_put_header(struct pd_e2b_stream *st, const char *line, size_t n);
 /* Allocate with the connection closed (conn.fd = -1). */
 struct pd_e2b_stream *pd_e2b_stream_new(struct pd_req *r, struct pd_srv_sandbox *s);
 void pd_e2b_stream_free(struct pd_e2b_stream *st);
@@ -97,7 +101,7 @@ int pd_e2b_stream_put(struct pd_e2b_stream *st, const void *p, size_t n);
 /* A Connect envelope into the stream (flags 0 message, 2 end). */
 void pd_e2b_stream_msg(struct pd_e2b_stream *st, uint8_t flags, json_t *msg /* stolen */);
 void pd_e2b_stream_end_error(struct pd_e2b_stream *st, const char *code, const char *msg);
-/* Queue the response (takes st over). */
+/* Queue the response (takes st over); content_type NULL: none added. */
 enum MHD_Result pd_e2b_stream_reply(struct pd_req *r, struct pd_e2b_stream *st, unsigned status,
                                     const char *content_type);
 /* Agent errno to a Connect code. */

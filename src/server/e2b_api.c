@@ -187,9 +187,10 @@ static json_t *create_body(struct pd_server *srv, struct pd_srv_sandbox *s)
         char token[PD_E2B_TOKEN_LEN + 1];
         if (pd_e2b_token(srv, s->id, token) < 0)
                 return NULL;
-        return json_pack("{s:s, s:s, s:s, s:s, s:s, s:n, s:s}", "sandboxID", s->id, "templateID", s->template_name,
+        /* the SDK's getHost(port) is "<port>-<id>.<domain>": our ports */
+        return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "sandboxID", s->id, "templateID", s->template_name,
                          "clientID", "paddock", "envdVersion", PD_E2B_ENVD_VERSION, "envdAccessToken", token,
-                         "domain", "alias", s->template_name);
+                         "domain", srv->cfg.domain ? srv->cfg.domain : "localhost", "alias", s->template_name);
 }
 
 static json_t *info_body(struct pd_server *srv, struct pd_srv_sandbox *s)

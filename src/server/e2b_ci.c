@@ -106,12 +106,12 @@ static int wait_reply(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd
         }
 }
 
-static int tunnel_open(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_conn *c, uint32_t *tid,
-                       struct pd_error *err)
+int pd_tunnel_open(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_conn *c, unsigned port, uint32_t *tid,
+                   struct pd_error *err)
 {
         struct pd_msg m;
         pd_msg_init(&m);
-        pd_msg_put_u32(&m, PD_A_PORT, PD_E2B_CI_PORT);
+        pd_msg_put_u32(&m, PD_A_PORT, port);
         *tid = pd_conn_new_id(c);
         int k = pd_conn_queue_msg(c, PD_T_TUNNEL_OPEN, *tid, &m);
         pd_msg_free(&m);
@@ -200,16 +200,16 @@ static int bridge_start(struct pd_server *srv, struct pd_srv_sandbox *s, struct 
 static int bridge_tunnel(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_conn *c, uint32_t *tid,
                          struct pd_error *err)
 {
-        int k = tunnel_open(srv, s, c, tid, err);
+        int k = pd_tunnel_open(srv, s, c, PD_E2B_CI_PORT, tid, err);
         if (k != -ECONNREFUSED)
                 return k;
         pthread_mutex_lock(&bridge_lock);
-        k = tunnel_open(srv, s, c, tid, err);
+        k = pd_tunnel_open(srv, s, c, PD_E2B_CI_PORT, tid, err);
         if (k == -ECONNREFUSED) {
                 k = bridge_start(srv, s, c, err);
                 uint64_t deadline = pd_now_ms() + BRIDGE_START_MS;
                 while (k >= 0) {
-                        k = tunnel_open(srv, s, c, tid, err);
+                        k = pd_tunnel_open(srv, s, c, PD_E2B_CI_PORT, tid, err);
                         if (k != -ECONNREFUSED || pd_now_ms() > deadline)
                                 break;
                         struct timespec ts = { 0, 100 * 1000000L };
@@ -277,10 +277,30 @@ enum MHD_Result pd_e2b_ci_forward(struct pd_req *r, struct pd_e2b_call *c)
                 pd_e2b_stream_free(st);
                 return ci_error(r, 400, "bad request line");
         }
-        k = pd_conn_queue(&st->conn, PD_T_DATA, 0, tid, 0, head, (size_t)hn);
-        for (size_t off = 0; off < c->len && k >= 0; off += PD_DATA_CHUNK) {
-                size_t n = c->len - off < PD_DATA_CHUNK ? c->len - off : PD_DATA_CHUNK;
-                k = pd_conn_queue(&st->conn, PD_T_DATA, 0, tid, 0, c->body + off, n);
+        return pd_tunnel_http_relay(r, st, tid, head, (size_t)hn, c->body, c->len, false, "the code interpreter");
+}
+
+static bool hop_header(const char *line, size_t n)
+{
+        static const char *const hop[] = { "Connection:", "Keep-Alive:", "Transfer-Encoding:", "Content-Length:",
+                                           "Proxy-Connection:", "Upgrade:", "Date:", "Server:" };
+        for (size_t i = 0; i < PD_ARRAY_SIZE(hop); i++) {
+                size_t l = strlen(hop[i]);
+                if (n >= l && !strncasecmp(line, hop[i], l))
+                        return true;
+        }
+        return false;
+}
+
+enum MHD_Result pd_tunnel_http_relay(struct pd_req *r, struct pd_e2b_stream *st, uint32_t tid, const char *head,
+                                     size_t head_len, const char *body, size_t body_len, bool all_headers,
+                                     const char *what)
+{
+        char msg[160];
+        int k = pd_conn_queue(&st->conn, PD_T_DATA, 0, tid, 0, head, head_len);
+        for (size_t off = 0; off < body_len && k >= 0; off += PD_DATA_CHUNK) {
+                size_t n = body_len - off < PD_DATA_CHUNK ? body_len - off : PD_DATA_CHUNK;
+                k = pd_conn_queue(&st->conn, PD_T_DATA, 0, tid, 0, body + off, n);
         }
         if (k >= 0)
                 k = pd_conn_flush_all(&st->conn, CALL_TIMEOUT_MS);
@@ -320,7 +340,8 @@ enum MHD_Result pd_e2b_ci_forward(struct pd_req *r, struct pd_e2b_call *c)
         if (k < 0 || !eoh) {
                 free(hb);
                 pd_e2b_stream_free(st);
-                return ci_error(r, 502, "the code interpreter closed the connection");
+                snprintf(msg, sizeof msg, "%s closed the connection", what);
+                return ci_error(r, 502, msg);
         }
         unsigned status = 502;
         if (!strncmp(hb, "HTTP/1.", 7) && strlen(hb) > 12)
@@ -329,6 +350,15 @@ enum MHD_Result pd_e2b_ci_forward(struct pd_req *r, struct pd_e2b_call *c)
                 status = 502;
         char rct[256] = "application/json";
         for (char *line = strstr(hb, "\r\n"); line && line < eoh; line = strstr(line + 2, "\r\n")) {
+                size_t ll = strcspn(line + 2, "\r\n");
+                if (all_headers && ll && !hop_header(line + 2, ll)) {
+                        if (pd_e2b_stream_put_header(st, line + 2, ll) < 0) {
+                                free(hb);
+                                pd_e2b_stream_free(st);
+                                return MHD_NO;
+                        }
+                        continue;
+                }
                 if (!strncasecmp(line + 2, "Content-Type:", 13)) {
                         const char *v = line + 15;
                         while (*v == ' ')
@@ -348,5 +378,5 @@ enum MHD_Result pd_e2b_ci_forward(struct pd_req *r, struct pd_e2b_call *c)
         st->on_idle = ci_idle;
         st->on_fail = ci_fail;
         st->idle_ms = 30000;
-        return pd_e2b_stream_reply(r, st, status, rct);
+        return pd_e2b_stream_reply(r, st, status, all_headers ? NULL : rct);
 }

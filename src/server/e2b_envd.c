@@ -167,7 +167,21 @@ void pd_e2b_stream_free(struct pd_e2b_stream *st)
         if (st->s)
                 pd_server_sandbox_put(st->srv, st->s);
         free(st->buf);
+        free(st->resp_headers);
         free(st);
+}
+
+int pd_e2b_stream_put_header(struct pd_e2b_stream *st, const char *line, size_t n)
+{
+        char *b = realloc(st->resp_headers, st->resp_headers_len + n + 2);
+        if (!b)
+                return -ENOMEM;
+        st->resp_headers = b;
+        memcpy(b + st->resp_headers_len, line, n);
+        st->resp_headers_len += n;
+        b[st->resp_headers_len++] = '\n';
+        b[st->resp_headers_len] = '\0';
+        return 0;
 }
 
 int pd_e2b_stream_put(struct pd_e2b_stream *st, const void *p, size_t n)
@@ -259,9 +273,27 @@ enum MHD_Result pd_e2b_stream_reply(struct pd_req *r, struct pd_e2b_stream *st, 
                 pd_e2b_stream_free(st);
                 return MHD_NO;
         }
-        MHD_add_response_header(resp, "Content-Type", content_type);
-        MHD_add_response_header(resp, "Cache-Control", "no-store");
+        if (content_type) {
+                MHD_add_response_header(resp, "Content-Type", content_type);
+                MHD_add_response_header(resp, "Cache-Control", "no-store");
+        }
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        for (char *line = st->resp_headers; line && *line;) {
+                char *nl = strchr(line, '\n');
+                if (nl)
+                        *nl = '\0';
+                char *colon = strchr(line, ':');
+                if (colon) {
+                        *colon = '\0';
+                        const char *v = colon + 1;
+                        while (*v == ' ' || *v == '\t')
+                                v++;
+                        MHD_add_response_header(resp, line, v);
+                }
+                if (!nl)
+                        break;
+                line = nl + 1;
+        }
         return pd_reply_response(r, status, resp);
 }
 

@@ -49,6 +49,8 @@ struct req_ctx {
         char params[4][PARAM_MAX];
         char *body;
         size_t len, cap, max;
+        bool started;           /* headers seen (first on_request call done) */
+        char *raw_url;          /* from the URI log callback */
         bool replied;           /* a response is queued: ignore further body bytes */
         bool too_large;         /* body over the cap: discarding the rest */
         size_t discarded;
@@ -207,7 +209,7 @@ static int match(const char *pattern, const char *path, struct req_ctx *c)
 static const struct pd_route *const *tables(void)
 {
         static const struct pd_route *const t[] = { pd_routes_sandboxes, pd_routes_procs, pd_routes_files,
-                                                    pd_routes_e2b, NULL };
+                                                    pd_routes_e2b, pd_routes_ports, NULL };
         return t;
 }
 
@@ -246,11 +248,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 {
         struct pd_server *srv = cls;
         struct req_ctx *c = *con_cls;
-        if (!c) {
-                c = calloc(1, sizeof *c);
-                if (!c)
+        if (!c || !c->started) {
+                if (!c && !(c = calloc(1, sizeof *c)))
                         return MHD_NO;
                 *con_cls = c;
+                c->started = true;
+                c->r.raw_url = c->raw_url;
                 c->r.srv = srv;
                 c->r.conn = conn;
                 c->r.method = method;
@@ -266,8 +269,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                  * authenticates with that sandbox's own access token. */
                 static const struct pd_route e2b_envd = { "*", "*", pd_e2b_envd_handle,
                                                           PD_ROUTE_PUBLIC | PD_ROUTE_STREAM_BODY, 0 };
+                /* Sandbox ports: by Host <port>-<id>.<domain> or by
+                 * path; the handler checks the port token itself. */
+                static const struct pd_route ports = { "*", "*", pd_ports_handle,
+                                                       PD_ROUTE_PUBLIC | PD_ROUTE_STREAM_BODY, 0 };
                 bool known = true;
-                if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "E2b-Sandbox-Id"))
+                if (pd_ports_match(srv, conn, c->raw_url ? c->raw_url : path))
+                        c->route = &ports;
+                else if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "E2b-Sandbox-Id"))
                         c->route = &e2b_envd;
                 else
                         c->route = route_find(method, path, c, &known);
@@ -356,8 +365,19 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         if (c->route && (c->route->flags & PD_ROUTE_STREAM_BODY) && c->r.route_state)
                 (void)c->route->fn(&c->r, NULL, NULL);
         free(c->body);
+        free(c->raw_url);
         free(c);
         *con_cls = NULL;
+}
+
+/* Called before on_request with the URI as sent (query included): the
+ * request context starts here so that routes can see the raw URI. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+        struct req_ctx *c = calloc(1, sizeof *c);
+        if (c && uri)
+                c->raw_url = strdup(uri);
+        return c;
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -414,6 +434,7 @@ int pd_http_start(struct pd_server *srv, struct pd_error *err)
                                     MHD_OPTION_CONNECTION_LIMIT, (unsigned int)1000,
                                     MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)0,
                                     MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+                                    MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
                                     MHD_OPTION_END);
         if (!srv->mhd)
                 return pd_error_set(err, errno ? errno : EADDRINUSE, "listen on %s", srv->cfg.listen_addr);

@@ -48,6 +48,7 @@ struct pd_srv_sandbox {
         uint32_t timeout_s;
         int refs;
         bool deleted;
+        bool ports_public;      /* ports reachable without a port token (not persisted) */
         pthread_mutex_t lock;   /* serialises lifecycle changes of this sandbox */
 };
 
@@ -59,6 +60,7 @@ struct pd_server_config {
         unsigned max_per_key;
         unsigned default_timeout_s;     /* 300 */
         bool destroy_on_exit;
+        const char *domain;             /* ports: <port>-<id>.<domain> (default "localhost") */
 };
 
 struct pd_server {
@@ -81,6 +83,7 @@ struct pd_req {
         struct MHD_Connection *conn;
         const char *method;
         const char *url;
+        const char *raw_url;            /* as the client sent it, query included */
         const char *params[4];          /* path captures: {id}, {pid} in order */
         unsigned n_params;
         const char *body;               /* buffered body (NUL-terminated), if the route buffers */
@@ -205,3 +208,24 @@ extern const struct pd_route pd_routes_e2b[];
  * calling convention of a PD_ROUTE_STREAM_BODY route and without API-key
  * auth (it checks X-Access-Token itself). */
 enum MHD_Result pd_e2b_envd_handle(struct pd_req *r, const char *chunk, size_t *chunk_len);
+
+/* ---- sandbox ports (ports.c, docs/api.md "Ports") ---- */
+/* POST /api/v1/sandboxes/{id}/ports/public */
+extern const struct pd_route pd_routes_ports[];
+/* true if the request is for a sandbox port: its Host is
+ * <port>-<id>.<domain>[:n] or its path /api/v1/sandboxes/{id}/ports/{port}/...
+ * The router then calls pd_ports_handle (a PD_ROUTE_PUBLIC |
+ * PD_ROUTE_STREAM_BODY route: it authenticates itself). */
+bool pd_ports_match(struct pd_server *srv, struct MHD_Connection *conn, const char *path);
+enum MHD_Result pd_ports_handle(struct pd_req *r, const char *chunk, size_t *chunk_len);
+/* Relay one buffered HTTP request through a TUNNEL_OPEN stream already open
+ * on st->conn (tunnel id tid) and stream the answer back (e2b_ci.c).
+ * head: the request line and headers, as sent. all_headers: pass the
+ * answer's headers on (else only its Content-Type). */
+struct pd_e2b_stream;
+/* TUNNEL_OPEN port on c and wait for its REPLY (-ECONNREFUSED: nobody listens). */
+int pd_tunnel_open(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_conn *c, unsigned port, uint32_t *tid,
+                   struct pd_error *err);
+enum MHD_Result pd_tunnel_http_relay(struct pd_req *r, struct pd_e2b_stream *st, uint32_t tid, const char *head,
+                                     size_t head_len, const char *body, size_t body_len, bool all_headers,
+                                     const char *what);

@@ -1,0 +1,450 @@
+/* Sandbox ports (docs/api.md, "Ports"): a service listening inside a
+ * sandbox is reached through the server only, never published on the host:
+ *
+ *   Host: <port>-<id>.<domain>[:n]                 any path, relayed as is
+ *   /api/v1/sandboxes/{id}/ports/{port}/<rest>     relayed as /<rest>
+ *
+ * Each request is relayed through an agent tunnel (TUNNEL_OPEN port) with
+ * the relay of e2b_ci.c. Auth: the sandbox's port token (X-Paddock-Port-Token
+ * or ?paddock_port_token=, HMAC of "port:<id>" with the server's secret),
+ * or, for the path form, the API key of the sandbox's owner; none when the
+ * sandbox's ports are public (POST .../ports/public). */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "e2b.h"
+#include "store.h"
+#include "util.h"
+
+#define PORT_BODY_MAX (64u << 20)
+#define PORT_PREFIX "/api/v1/sandboxes/"
+
+struct port_call {
+        struct pd_srv_sandbox *s;
+        unsigned port;
+        bool host_form;
+        bool key_used;          /* path form authorised by the API key */
+        char *target;           /* "/rest?query" as sent upstream */
+        char *body;
+        size_t len, cap;
+        unsigned fail_status;
+        char fail_code[32], fail_msg[256];
+};
+
+static int port_token(struct pd_server *srv, const char *id, char out[PD_E2B_TOKEN_LEN + 1])
+{
+        char label[PD_ID_LEN + 16];
+        snprintf(label, sizeof label, "port:%s", id);
+        return pd_e2b_token(srv, label, out);
+}
+
+static unsigned parse_port(const char *p, size_t n)
+{
+        if (n == 0 || n > 5 || p[0] == '0')
+                return 0;
+        unsigned v = 0;
+        for (size_t i = 0; i < n; i++) {
+                if (p[i] < '0' || p[i] > '9')
+                        return 0;
+                v = v * 10 + (unsigned)(p[i] - '0');
+        }
+        return v <= 65535 ? v : 0;
+}
+
+/* Host: <port>-<id>.<domain>[:n] -> port and id; false if not that form. */
+static bool host_parse(struct pd_server *srv, const char *host, unsigned *port, char id[PD_ID_LEN + 1])
+{
+        if (!host || !srv->cfg.domain)
+                return false;
+        const char *dash = strchr(host, '-'), *dot = dash ? strchr(dash, '.') : NULL;
+        if (!dash || !dot)
+                return false;
+        const char *dom = dot + 1, *want = srv->cfg.domain;
+        size_t dl = strcspn(dom, ":"), wl = strcspn(want, ":");
+        if (dl != wl || strncasecmp(dom, want, dl))
+                return false;
+        size_t il = (size_t)(dot - dash - 1);
+        if (il == 0 || il > PD_ID_LEN)
+                return false;
+        *port = parse_port(host, (size_t)(dash - host));
+        if (!*port && strspn(host, "0123456789") != (size_t)(dash - host))
+                return false;
+        for (size_t i = 0; i < il; i++)
+                id[i] = (char)tolower((unsigned char)dash[1 + i]);
+        id[il] = '\0';
+        return true;
+}
+
+/* /api/v1/sandboxes/{id}/ports/{port}[/rest] (not .../ports/public). */
+static bool path_parse(const char *path, unsigned *port, char id[PD_ID_LEN + 1], const char **rest)
+{
+        if (strncmp(path, PORT_PREFIX, strlen(PORT_PREFIX)))
+                return false;
+        const char *p = path + strlen(PORT_PREFIX), *e = strchr(p, '/');
+        if (!e || e == p || (size_t)(e - p) > PD_ID_LEN || strncmp(e, "/ports/", 7))
+                return false;
+        memcpy(id, p, (size_t)(e - p));
+        id[e - p] = '\0';
+        const char *q = e + 7;
+        size_t pl = strcspn(q, "/?");
+        if (pl == 0 || (pl == 6 && !strncmp(q, "public", 6) && (q[6] == '\0' || q[6] == '?')))
+                return false;
+        *port = parse_port(q, pl);
+        *rest = q + pl;
+        return true;
+}
+
+static const char *hdr(struct MHD_Connection *conn, const char *name)
+{
+        return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
+}
+
+static const char *raw_path(struct pd_req *r)
+{
+        return r->raw_url ? r->raw_url : r->url;
+}
+
+bool pd_ports_match(struct pd_server *srv, struct MHD_Connection *conn, const char *path)
+{
+        unsigned port;
+        char id[PD_ID_LEN + 1];
+        const char *rest;
+        return host_parse(srv, hdr(conn, "Host"), &port, id) || path_parse(path, &port, id, &rest);
+}
+
+static void fail(struct port_call *c, unsigned status, const char *code, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+static void fail(struct port_call *c, unsigned status, const char *code, const char *fmt, ...)
+{
+        if (c->fail_status)
+                return;
+        c->fail_status = status;
+        snprintf(c->fail_code, sizeof c->fail_code, "%s", code);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->fail_msg, sizeof c->fail_msg, fmt, ap);
+        va_end(ap);
+}
+
+static bool api_key(struct pd_req *r, struct pd_key *key)
+{
+        const char *v = hdr(r->conn, "Authorization"), *k = NULL;
+        if (v && !strncasecmp(v, "Bearer ", 7)) {
+                k = v + 7;
+                while (*k == ' ')
+                        k++;
+        }
+        if (!k || !*k)
+                k = hdr(r->conn, "X-API-Key");
+        return k && *k && pd_store_key_lookup(r->srv->store, k, key) == 0;
+}
+
+/* The query without paddock_port_token=... (into out, with its '?'). */
+static void strip_token(const char *q, char *out, size_t cap)
+{
+        size_t n = 0;
+        out[0] = '\0';
+        if (!q || *q != '?')
+                return;
+        q++;
+        while (*q) {
+                size_t l = strcspn(q, "&");
+                if (strncmp(q, "paddock_port_token=", 19) && l) {
+                        if (n + l + 2 < cap) {
+                                char sep = n ? '&' : '?';
+                                out[n++] = sep;
+                                memcpy(out + n, q, l);
+                                n += l;
+                                out[n] = '\0';
+                        }
+                }
+                q += l;
+                if (*q == '&')
+                        q++;
+        }
+}
+
+static void call_open(struct pd_req *r, struct port_call *c)
+{
+        const char *url = raw_path(r), *rest = "/";
+        char id[PD_ID_LEN + 1];
+        unsigned port = 0;
+        if (host_parse(r->srv, hdr(r->conn, "Host"), &port, id)) {
+                c->host_form = true;
+                rest = url;
+        } else if (!path_parse(url, &port, id, &rest)) {
+                fail(c, 404, "not_found", "not a sandbox port");
+                return;
+        }
+        c->port = port;
+        const char *q = strchr(rest, '?');
+        size_t pl = q ? (size_t)(q - rest) : strlen(rest);
+        char query[4096];
+        strip_token(q, query, sizeof query);
+        size_t tl = pl + strlen(query) + 2;
+        c->target = malloc(tl);
+        if (!c->target) {
+                fail(c, 500, "internal", "out of memory");
+                return;
+        }
+        snprintf(c->target, tl, "%s%.*s%s", pl && rest[0] == '/' ? "" : "/", (int)pl, rest, query);
+        if (strpbrk(c->target, " \r\n\t")) {
+                fail(c, 400, "bad_request", "bad request target");
+                return;
+        }
+        c->s = pd_server_sandbox_get(r->srv, id, NULL);
+        if (!c->s) {
+                fail(c, 404, "not_found", "no sandbox %s", id);
+                return;
+        }
+        struct pd_key key;
+        bool key_ok = !c->host_form && api_key(r, &key);
+        if (key_ok && strcmp(key.id, c->s->key_id)) {
+                /* another key's sandbox: as if unknown */
+                fail(c, 404, "not_found", "no sandbox %s", id);
+                return;
+        }
+        if (!port) {
+                fail(c, 400, "bad_request", "port must be 1..65535");
+                return;
+        }
+        if (key_ok) {
+                c->key_used = true;
+        } else if (!__atomic_load_n(&c->s->ports_public, __ATOMIC_RELAXED)) {
+                char token[PD_E2B_TOKEN_LEN + 1];
+                const char *given = hdr(r->conn, "X-Paddock-Port-Token");
+                if (!given)
+                        given = pd_req_query(r, "paddock_port_token");
+                if (port_token(r->srv, c->s->id, token) < 0)
+                        fail(c, 500, "internal", "cannot compute the port token");
+                else if (!given || !pd_e2b_streq(given, token))
+                        fail(c, 401, "unauthorized",
+                             "missing or wrong port token (send X-Paddock-Port-Token or ?paddock_port_token=)");
+        }
+        if (!c->fail_status && strcmp(c->s->state, "running"))
+                fail(c, 409, "conflict", "sandbox %s is %s", c->s->id, c->s->state);
+}
+
+static void call_free(struct pd_req *r, struct port_call *c)
+{
+        if (!c)
+                return;
+        if (c->s)
+                pd_server_sandbox_put(r->srv, c->s);
+        free(c->target);
+        free(c->body);
+        free(c);
+        r->route_state = NULL;
+}
+
+static bool skip_header(const char *name, bool key_used)
+{
+        static const char *const hop[] = { "Connection", "Keep-Alive", "Transfer-Encoding", "Content-Length",
+                                           "Proxy-Connection", "Upgrade", "TE", "Trailer",
+                                           "X-Paddock-Port-Token", "Host", "Expect" };
+        for (size_t i = 0; i < PD_ARRAY_SIZE(hop); i++)
+                if (!strcasecmp(name, hop[i]))
+                        return true;
+        return key_used && (!strcasecmp(name, "Authorization") || !strcasecmp(name, "X-API-Key"));
+}
+
+struct head_buf {
+        char *p;
+        size_t len, cap;
+        bool key_used, bad;
+};
+
+static void head_add(struct head_buf *h, const char *s, size_t n)
+{
+        if (h->bad)
+                return;
+        if (h->len + n + 1 > h->cap) {
+                size_t c = h->cap ? h->cap : 4096;
+                while (c < h->len + n + 1)
+                        c *= 2;
+                char *b = c <= (1u << 20) ? realloc(h->p, c) : NULL;
+                if (!b) {
+                        h->bad = true;
+                        return;
+                }
+                h->p = b;
+                h->cap = c;
+        }
+        memcpy(h->p + h->len, s, n);
+        h->len += n;
+        h->p[h->len] = '\0';
+}
+
+static enum MHD_Result head_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+        struct head_buf *h = cls;
+        if (skip_header(key, h->key_used) || strpbrk(key, "\r\n:") || (value && strpbrk(value, "\r\n")))
+                return MHD_YES;
+        head_add(h, key, strlen(key));
+        head_add(h, ": ", 2);
+        if (value)
+                head_add(h, value, strlen(value));
+        head_add(h, "\r\n", 2);
+        return MHD_YES;
+}
+
+static enum MHD_Result reply_fail(struct pd_req *r, unsigned status, const char *code, const char *msg)
+{
+        return pd_reply_error(r, status, code, "%s", msg);
+}
+
+static enum MHD_Result finish(struct pd_req *r, struct port_call *c)
+{
+        if (c->fail_status)
+                return reply_fail(r, c->fail_status, c->fail_code, c->fail_msg);
+        struct pd_e2b_stream *st = pd_e2b_stream_new(r, c->s);
+        if (!st)
+                return MHD_NO;
+        c->s = NULL;
+        struct pd_error err = { 0 };
+        uint32_t tid = 0;
+        int k = pd_route_agent(st->s, &st->conn, &err);
+        if (k >= 0)
+                k = pd_tunnel_open(r->srv, st->s, &st->conn, c->port, &tid, &err);
+        if (k < 0) {
+                char msg[512];
+                unsigned status = 502;
+                if (k == -ECONNREFUSED)
+                        snprintf(msg, sizeof msg, "nothing listens on port %u inside sandbox %s", c->port, st->s->id);
+                else
+                        snprintf(msg, sizeof msg, "port %u of sandbox %s unreachable: %s", c->port, st->s->id,
+                                 err.msg);
+                pd_e2b_stream_free(st);
+                return reply_fail(r, status, "bad_gateway", msg);
+        }
+        st->id = tid;
+        /* HTTP/1.0: the answer ends with the connection, never chunked */
+        struct head_buf h = { .key_used = c->key_used };
+        char line[256];
+        head_add(&h, r->method, strlen(r->method));
+        head_add(&h, " ", 1);
+        head_add(&h, c->target, strlen(c->target));
+        head_add(&h, " HTTP/1.0\r\n", 11);
+        const char *host = hdr(r->conn, "Host");
+        if (c->host_form && host && !strpbrk(host, "\r\n")) {
+                head_add(&h, "Host: ", 6);
+                head_add(&h, host, strlen(host));
+                head_add(&h, "\r\n", 2);
+        } else {
+                int n = snprintf(line, sizeof line, "Host: localhost:%u\r\n", c->port);
+                head_add(&h, line, (size_t)n);
+        }
+        MHD_get_connection_values(r->conn, MHD_HEADER_KIND, head_header, &h);
+        int n = snprintf(line, sizeof line, "Content-Length: %zu\r\nConnection: close\r\n\r\n", c->len);
+        head_add(&h, line, (size_t)n);
+        if (h.bad) {
+                free(h.p);
+                pd_e2b_stream_free(st);
+                return reply_fail(r, 431, "too_large", "request headers too large");
+        }
+        char what[64];
+        snprintf(what, sizeof what, "port %u", c->port);
+        enum MHD_Result ret = pd_tunnel_http_relay(r, st, tid, h.p, h.len, c->body, c->len, true, what);
+        free(h.p);
+        return ret;
+}
+
+enum MHD_Result pd_ports_handle(struct pd_req *r, const char *chunk, size_t *chunk_len)
+{
+        struct port_call *c = r->route_state;
+        if (!chunk_len) {
+                call_free(r, c);
+                return MHD_YES;
+        }
+        if (!c) {
+                if (!(c = calloc(1, sizeof *c)))
+                        return MHD_NO;
+                r->route_state = c;
+                call_open(r, c);
+        }
+        if (chunk && *chunk_len) {
+                size_t n = *chunk_len;
+                *chunk_len = 0;
+                if (c->fail_status)
+                        return MHD_YES;
+                if (n > PORT_BODY_MAX - c->len) {
+                        fail(c, 413, "too_large", "request body over %u bytes", PORT_BODY_MAX);
+                        free(c->body);
+                        c->body = NULL;
+                        c->len = c->cap = 0;
+                        return MHD_YES;
+                }
+                if (c->len + n > c->cap) {
+                        size_t cap = c->cap ? c->cap : 4096;
+                        while (cap < c->len + n)
+                                cap *= 2;
+                        char *b = realloc(c->body, cap);
+                        if (!b)
+                                return MHD_NO;
+                        c->body = b;
+                        c->cap = cap;
+                }
+                memcpy(c->body + c->len, chunk, n);
+                c->len += n;
+                return MHD_YES;
+        }
+        enum MHD_Result ret = finish(r, c);
+        call_free(r, c);
+        return ret;
+}
+
+/* POST /api/v1/sandboxes/{id}/ports/public {"public": bool} */
+static enum MHD_Result ports_public(struct pd_req *r, const char *chunk, size_t *chunk_len)
+{
+        enum MHD_Result ret;
+        json_t *b = pd_req_json(r, &ret);
+        if (!b)
+                return ret;
+        json_t *v = json_object_get(b, "public");
+        if (!json_is_boolean(v)) {
+                json_decref(b);
+                return pd_reply_error(r, 400, "bad_request", "expected {\"public\": true|false}");
+        }
+        bool pub = json_is_true(v);
+        json_decref(b);
+        struct pd_srv_sandbox *s = pd_route_sandbox(r, &ret);
+        if (!s)
+                return ret;
+        __atomic_store_n(&s->ports_public, pub, __ATOMIC_RELAXED);
+        char token[PD_E2B_TOKEN_LEN + 1];
+        int k = port_token(r->srv, s->id, token);
+        pd_audit(r->srv, s->id, r->key.id, "ports.public", json_pack("{s:b}", "public", pub));
+        json_t *o = json_pack("{s:s, s:b, s:s, s:s?}", "id", s->id, "public", pub, "domain",
+                              r->srv->cfg.domain ? r->srv->cfg.domain : "localhost", "port_token",
+                              k == 0 ? token : NULL);
+        pd_server_sandbox_put(r->srv, s);
+        return pd_reply_json(r, 200, o);
+}
+
+/* GET /api/v1/sandboxes/{id}/ports: the token and the public flag. */
+static enum MHD_Result ports_info(struct pd_req *r, const char *chunk, size_t *chunk_len)
+{
+        enum MHD_Result ret;
+        struct pd_srv_sandbox *s = pd_route_sandbox(r, &ret);
+        if (!s)
+                return ret;
+        char token[PD_E2B_TOKEN_LEN + 1];
+        int k = port_token(r->srv, s->id, token);
+        json_t *o = json_pack("{s:s, s:b, s:s, s:s?}", "id", s->id, "public",
+                              (int)__atomic_load_n(&s->ports_public, __ATOMIC_RELAXED), "domain",
+                              r->srv->cfg.domain ? r->srv->cfg.domain : "localhost", "port_token",
+                              k == 0 ? token : NULL);
+        pd_server_sandbox_put(r->srv, s);
+        return pd_reply_json(r, 200, o);
+}
+
+const struct pd_route pd_routes_ports[] = {
+        { "POST", "/api/v1/sandboxes/{id}/ports/public", ports_public, 0, 0 },
+        { "GET", "/api/v1/sandboxes/{id}/ports", ports_info, 0, 0 },
+        { 0 },
+};

@@ -1,0 +1,252 @@
+"""`paddock serve`: sandbox ports (docs/api.md "Ports") end to end: a service
+listening inside a sandbox, reached through the server by path and by Host
+header, relayed through the agent's tunnel (nothing published on the host).
+
+    sudo /usr/bin/python3 -m pytest -q tests/server/test_server_ports.py
+
+Standard library only. Needs root (sandboxes), build/src/paddock and the
+agent (PADDOCK_BIN / PADDOCK_AGENT as in tests/conftest.py).
+"""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PADDOCK_BIN = os.path.abspath(os.environ.get("PADDOCK_BIN") or os.path.join(REPO, "build/src/paddock"))
+PADDOCK_AGENT = os.path.abspath(os.environ.get("PADDOCK_AGENT")
+                                or os.path.join(REPO, "build/src/agent/paddock-agent"))
+TIMEOUT = 60
+DOMAIN = "test.local"
+
+
+def _env():
+    env = dict(os.environ)
+    env["PADDOCK_AGENT"] = PADDOCK_AGENT
+    env.pop("PADDOCK_STATE_DIR", None)
+    return env
+
+
+def _free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Server:
+    def __init__(self):
+        self.state = tempfile.mkdtemp(prefix="pd-srv-ports-", dir="/tmp")
+        self.port = _free_port()
+        self.log = open(os.path.join(self.state, "serve.log"), "wb")
+        self.proc = subprocess.Popen(
+            [PADDOCK_BIN, "serve", "--listen", "127.0.0.1:%d" % self.port, "--state-dir", self.state,
+             "--pool", "0", "--domain", DOMAIN],
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=_env())
+        deadline = time.time() + 30
+        while True:
+            assert self.proc.poll() is None, "paddock serve exited: %s" % self.read_log()
+            try:
+                st, _h, _b = self.raw("GET", "/api/v1/health", timeout=2)
+                if st == 200:
+                    break
+            except OSError:
+                pass
+            assert time.time() < deadline, "server not healthy in 30 s: %s" % self.read_log()
+            time.sleep(0.1)
+        with open(os.path.join(self.state, "api-key")) as f:
+            self.key = f.read().strip()
+
+    def raw(self, method, url, body=None, headers=None, timeout=TIMEOUT):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            c.request(method, url, body=body, headers=headers or {})
+            r = c.getresponse()
+            return r.status, dict(r.getheaders()), r.read()
+        finally:
+            c.close()
+
+    def api(self, method, path, body=None, key=None, expect=None):
+        h = {"Authorization": "Bearer " + (key or self.key)}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            h["Content-Type"] = "application/json"
+        st, _h, b = self.raw(method, "/api/v1" + path, data, h)
+        if expect is not None:
+            assert st == expect, (st, b[:2000])
+        return st, (json.loads(b) if b.strip() else None)
+
+    def read_log(self):
+        try:
+            with open(os.path.join(self.state, "serve.log"), "rb") as f:
+                return f.read()[-4000:].decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        subprocess.run([PADDOCK_BIN, "gc", "--state-dir", self.state], env=_env(), capture_output=True,
+                       timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+        self.log.close()
+        shutil.rmtree(self.state, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def srv():
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    assert os.access(PADDOCK_BIN, os.X_OK), "build first: %s" % PADDOCK_BIN
+    s = Server()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def web(srv):
+    """A sandbox running python3 -m http.server 8000 in /tmp/www."""
+    _st, j = srv.api("POST", "/sandboxes", {}, expect=201)
+    sid = j["id"]
+    st, p = srv.api("POST", "/sandboxes/%s/processes" % sid,
+                    {"cmd": "mkdir -p /tmp/www && cd /tmp/www && echo hi > hello-port.txt && "
+                            "exec python3 -m http.server 8000 --bind 127.0.0.1"})
+    assert st == 201, p
+    deadline = time.time() + 30
+    while True:
+        st, _h, body = srv.raw("GET", "/api/v1/sandboxes/%s/ports/8000/" % sid,
+                               headers={"Authorization": "Bearer " + srv.key})
+        if st == 200:
+            break
+        assert st == 502, (st, body)
+        assert time.time() < deadline, "http.server not up in 30 s: %s" % body
+        time.sleep(0.2)
+    return sid
+
+
+def _token(srv, sid):
+    _st, j = srv.api("GET", "/sandboxes/%s/ports" % sid, expect=200)
+    assert j["domain"] == DOMAIN and len(j["port_token"]) == 64
+    return j["port_token"]
+
+
+def test_path_form_with_owner_key(srv, web):
+    st, h, body = srv.raw("GET", "/api/v1/sandboxes/%s/ports/8000/" % web,
+                          headers={"Authorization": "Bearer " + srv.key})
+    assert st == 200 and b"hello-port.txt" in body, (st, body[:500])
+    assert "text/html" in h.get("Content-type", h.get("Content-Type", ""))
+    st, _h, body = srv.raw("GET", "/api/v1/sandboxes/%s/ports/8000/hello-port.txt?x=1" % web,
+                           headers={"Authorization": "Bearer " + srv.key})
+    assert st == 200 and body == b"hi\n"
+
+
+def test_path_form_needs_auth(srv, web):
+    st, _h, _b = srv.raw("GET", "/api/v1/sandboxes/%s/ports/8000/" % web)
+    assert st == 401
+    tok = _token(srv, web)
+    st, _h, body = srv.raw("GET", "/api/v1/sandboxes/%s/ports/8000/hello-port.txt?paddock_port_token=%s" % (web, tok))
+    assert st == 200 and body == b"hi\n"
+
+
+def test_host_form_token_and_public(srv, web):
+    host = "8000-%s.%s:%d" % (web, DOMAIN, srv.port)
+    tok = _token(srv, web)
+    st, _h, body = srv.raw("GET", "/", headers={"Host": host, "X-Paddock-Port-Token": tok})
+    assert st == 200 and b"hello-port.txt" in body, (st, body[:300])
+    st, _h, body = srv.raw("GET", "/hello-port.txt", headers={"Host": host, "X-Paddock-Port-Token": "0" * 64})
+    assert st == 401, body
+    st, _h, body = srv.raw("GET", "/hello-port.txt", headers={"Host": host})
+    assert st == 401, body
+    # the API key does not open the host form
+    st, _h, _b = srv.raw("GET", "/hello-port.txt", headers={"Host": host, "Authorization": "Bearer " + srv.key})
+    assert st == 401
+    srv.api("POST", "/sandboxes/%s/ports/public" % web, {"public": True}, expect=200)
+    try:
+        st, _h, body = srv.raw("GET", "/hello-port.txt", headers={"Host": host})
+        assert st == 200 and body == b"hi\n"
+        # POST with a body reaches the service (http.server answers 501)
+        st, _h, _b = srv.raw("POST", "/x", body=b"abc", headers={"Host": "8000-%s.%s" % (web, DOMAIN)})
+        assert st == 501
+    finally:
+        srv.api("POST", "/sandboxes/%s/ports/public" % web, {"public": False}, expect=200)
+    st, _h, _b = srv.raw("GET", "/hello-port.txt", headers={"Host": host})
+    assert st == 401
+
+
+def test_nothing_listening_is_502(srv, web):
+    tok = _token(srv, web)
+    st, _h, body = srv.raw("GET", "/", headers={"Host": "8001-%s.%s" % (web, DOMAIN), "X-Paddock-Port-Token": tok})
+    assert st == 502 and b"nothing listens on port 8001" in body, (st, body)
+    st, _h, body = srv.raw("GET", "/api/v1/sandboxes/%s/ports/8001/" % web,
+                           headers={"Authorization": "Bearer " + srv.key})
+    assert st == 502
+
+
+def test_bad_ports_and_unknown_sandboxes(srv, web):
+    auth = {"Authorization": "Bearer " + srv.key}
+    for p in ("0", "65536", "99999", "abc"):
+        st, _h, _b = srv.raw("GET", "/api/v1/sandboxes/%s/ports/%s/" % (web, p), headers=auth)
+        assert st == 400, p
+    st, _h, _b = srv.raw("GET", "/api/v1/sandboxes/%s/ports/8000/" % ("z" * 20), headers=auth)
+    assert st == 404
+    st, _h, _b = srv.raw("GET", "/", headers={"Host": "8000-%s.%s" % ("z" * 20, DOMAIN)})
+    assert st == 404
+    # another domain is not a port host
+    st, _h, _b = srv.raw("GET", "/api/v1/health", headers={"Host": "8000-%s.example.com" % web})
+    assert st == 200
+
+
+def test_other_keys_sandbox_is_404(srv, web):
+    r = subprocess.run([PADDOCK_BIN, "key", "create", "--name", "ports2", "--state-dir", srv.state],
+                       env=_env(), capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    key2 = r.stdout.strip()
+    st, _h, _b = srv.raw("GET", "/api/v1/sandboxes/%s/ports/8000/" % web, headers={"Authorization": "Bearer " + key2})
+    assert st == 404
+    st, _j = srv.api("POST", "/sandboxes/%s/ports/public" % web, {"public": True}, key=key2)
+    assert st == 404
+    st, _j = srv.api("GET", "/sandboxes/%s/ports" % web, key=key2)
+    assert st == 404
+
+
+def test_public_toggle_needs_key_and_bool(srv, web):
+    st, _h, _b = srv.raw("POST", "/api/v1/sandboxes/%s/ports/public" % web, b'{"public": true}',
+                         {"Content-Type": "application/json"})
+    assert st == 401
+    st, _j = srv.api("POST", "/sandboxes/%s/ports/public" % web, {"public": "yes"})
+    assert st == 400
+
+
+def test_nothing_published_on_the_host(srv, web):
+    s = socket.socket()
+    s.settimeout(2)
+    try:
+        s.connect(("127.0.0.1", 8000))
+    except OSError:
+        return  # nothing listens: as it should be
+    try:
+        s.sendall(b"GET /hello-port.txt HTTP/1.0\r\n\r\n")
+        data = b""
+        while True:
+            b = s.recv(4096)
+            if not b:
+                break
+            data += b
+    except OSError:
+        data = b""
+    finally:
+        s.close()
+    assert not data.endswith(b"\r\n\r\nhi\n"), "the sandbox's server is published on the host"
