@@ -210,8 +210,10 @@ def process_record(pd, timeout=10):
 
 def degraded(pd):
     """Where the kernel's audit cannot be reached (not the initial pid
-    namespace): Landlock still denies, the sandbox's record says why no
-    denial can be logged, no denial line is invented, no reader is left."""
+    namespace): Landlock still denies, the sandbox's record says that the
+    audit status is unknown or why nothing is logged, no reader is left.
+    (Whether lines appear then depends on the host's audit setting, which
+    this process cannot see.)"""
     path = secret(pd, "denied-degraded.txt")
     before = audit_files(pd)
     p = subprocess.Popen(pd.argv(ISO + ["--", "sh", "-c", "cat %s; sleep 1" % path]), env=child_env(),
@@ -222,9 +224,6 @@ def degraded(pd):
     finally:
         out, err = p.communicate(timeout=60)
     assert b"Permission denied" in err, err
-    now = audit_files(pd)
-    for sid in set(now) - set(before):
-        assert not [l for l in lines(now[sid]) if l.get("event") == "landlock.deny"]
     assert readers() == {}
 
 
