@@ -41,9 +41,7 @@ struct pd_e2b_call {
         char user[32];                  /* from Authorization: Basic (default "user") */
         bool user_given;
         bool signed_ok;                 /* authorised by a URL signature */
-        bool failed;                    /* an error is to be answered at the end */
-        unsigned fail_status;
-        char fail_code[32], fail_msg[256];
+        struct pd_deferred_error fail;  /* an error to answer at the end */
         void *upload;                   /* e2b_fs.c: multipart / raw upload */
 };
 

@@ -333,21 +333,6 @@ bool pd_e2b_call_user(struct pd_e2b_call *c, struct pd_route_user *u)
         return pd_route_user_parse(c->user[0] ? c->user : NULL, u);
 }
 
-static void call_fail(struct pd_e2b_call *c, unsigned status, const char *code, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
-static void call_fail(struct pd_e2b_call *c, unsigned status, const char *code, const char *fmt, ...)
-{
-        if (c->failed)
-                return;
-        c->failed = true;
-        c->fail_status = status;
-        snprintf(c->fail_code, sizeof c->fail_code, "%s", code);
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(c->fail_msg, sizeof c->fail_msg, fmt, ap);
-        va_end(ap);
-}
-
 static void parse_basic_user(struct pd_req *r, struct pd_e2b_call *c)
 {
         const char *a = hdr(r, "Authorization");
@@ -477,7 +462,7 @@ static struct pd_e2b_call *call_open(struct pd_req *r)
         }
         struct pd_route_user u;
         if (c->user[0] && !pd_route_user_parse(c->user, &u)) {
-                call_fail(c, 400, "invalid_argument", "unknown user '%.32s' (user or root)", c->user);
+                pd_deferred_fail(&c->fail, 400, "invalid_argument", "unknown user '%.32s' (user or root)", c->user);
                 return c;
         }
         const char *id = hdr(r, "E2b-Sandbox-Id");
@@ -485,7 +470,7 @@ static struct pd_e2b_call *call_open(struct pd_req *r)
         bool write = !strcmp(r->method, "POST");
         if (!id) {
                 if (!is_files || !(c->s = find_by_signature(r, write))) {
-                        call_fail(c, 401, "unauthenticated", "missing E2b-Sandbox-Id or a valid signature");
+                        pd_deferred_fail(&c->fail, 401, "unauthenticated", "missing E2b-Sandbox-Id or a valid signature");
                         return c;
                 }
                 c->signed_ok = true;
@@ -495,28 +480,28 @@ static struct pd_e2b_call *call_open(struct pd_req *r)
         if (!c->s) {
                 /* E2B answers an unknown sandbox with 502 from its proxy; the
                  * SDK turns that into "sandbox not found". */
-                call_fail(c, 502, "unavailable", "The sandbox %.64s was not found", id);
+                pd_deferred_fail(&c->fail, 502, "unavailable", "The sandbox %.64s was not found", id);
                 return c;
         }
         char token[PD_E2B_TOKEN_LEN + 1];
         const char *given = hdr(r, "X-Access-Token");
         if (pd_e2b_token(r->srv, c->s->id, token) < 0) {
-                call_fail(c, 500, "internal", "cannot compute the access token");
+                pd_deferred_fail(&c->fail, 500, "internal", "cannot compute the access token");
         } else if (given && pd_e2b_streq(given, token)) {
                 /* fine */
         } else if (is_files && !given && signed_url_ok(r, c->s, write)) {
                 c->signed_ok = true;
         } else if (is_files && pd_req_query(r, "signature")) {
-                call_fail(c, 403, "permission_denied", "invalid or expired signature");
+                pd_deferred_fail(&c->fail, 403, "permission_denied", "invalid or expired signature");
         } else if (!given && c->port == PD_E2B_CI_PORT) {
                 /* The code-interpreter SDK sends the token with /execute
                  * only, not with its /contexts calls: like E2B's public
                  * sandbox ports, the sandbox id is the capability there. */
         } else if (strcmp(c->path, "/health")) {
-                call_fail(c, 401, "unauthenticated", "missing or wrong X-Access-Token");
+                pd_deferred_fail(&c->fail, 401, "unauthenticated", "missing or wrong X-Access-Token");
         }
-        if (!c->failed && !strcmp(c->s->state, "paused"))
-                call_fail(c, 502, "unavailable", "sandbox %s is paused; connect to resume it", c->s->id);
+        if (!c->fail.status && !strcmp(c->s->state, "paused"))
+                pd_deferred_fail(&c->fail, 502, "unavailable", "sandbox %s is paused; connect to resume it", c->s->id);
         return c;
 }
 
@@ -1052,11 +1037,11 @@ static json_t *rpc_body(struct pd_req *r, struct pd_e2b_call *c, bool *stream, c
 
 static enum MHD_Result finish(struct pd_req *r, struct pd_e2b_call *c)
 {
-        if (c->failed) {
+        if (c->fail.status) {
                 if (!strcmp(c->path, "/files") || c->port == PD_E2B_CI_PORT || !strncmp(c->path, "/health", 7))
-                        return pd_reply_json(r, c->fail_status,
-                                             json_pack("{s:i, s:s}", "code", (int)c->fail_status, "message", c->fail_msg));
-                return pd_e2b_connect_error(r, c->fail_status, c->fail_code, "%s", c->fail_msg);
+                        return pd_reply_json(r, c->fail.status,
+                                             json_pack("{s:i, s:s}", "code", (int)c->fail.status, "message", c->fail.msg));
+                return pd_e2b_connect_error(r, c->fail.status, c->fail.code, "%s", c->fail.msg);
         }
         if (c->too_large)
                 return pd_e2b_connect_error(r, 413, "resource_exhausted", "request body over %zu bytes", c->max);
@@ -1107,7 +1092,7 @@ enum MHD_Result pd_e2b_envd_handle(struct pd_req *r, const char *chunk, size_t *
         if (chunk && *chunk_len) {
                 size_t n = *chunk_len;
                 *chunk_len = 0;
-                if (c->failed)
+                if (c->fail.status)
                         return MHD_YES;         /* drop: answered at the end */
                 if (!strcmp(c->path, "/files") && c->port != PD_E2B_CI_PORT)
                         return pd_e2b_files_chunk(r, c, chunk, n);

@@ -32,8 +32,7 @@ struct port_call {
         char *target;           /* "/rest?query" as sent upstream */
         char *body;
         size_t len, cap;
-        unsigned fail_status;
-        char fail_code[32], fail_msg[256];
+        struct pd_deferred_error fail;
 };
 
 static int port_token(struct pd_server *srv, const char *id, char out[PD_E2B_TOKEN_LEN + 1])
@@ -117,20 +116,6 @@ bool pd_ports_match(struct pd_server *srv, struct MHD_Connection *conn, const ch
         return host_parse(srv, hdr(conn, "Host"), &port, id) || path_parse(path, &port, id, &rest);
 }
 
-static void fail(struct port_call *c, unsigned status, const char *code, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
-static void fail(struct port_call *c, unsigned status, const char *code, const char *fmt, ...)
-{
-        if (c->fail_status)
-                return;
-        c->fail_status = status;
-        snprintf(c->fail_code, sizeof c->fail_code, "%s", code);
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(c->fail_msg, sizeof c->fail_msg, fmt, ap);
-        va_end(ap);
-}
-
 static bool api_key(struct pd_req *r, struct pd_key *key)
 {
         const char *v = hdr(r->conn, "Authorization"), *k = NULL;
@@ -178,7 +163,7 @@ static void call_open(struct pd_req *r, struct port_call *c)
                 c->host_form = true;
                 rest = url;
         } else if (!path_parse(url, &port, id, &rest)) {
-                fail(c, 404, "not_found", "not a sandbox port");
+                pd_deferred_fail(&c->fail, 404, "not_found", "not a sandbox port");
                 return;
         }
         c->port = port;
@@ -189,28 +174,28 @@ static void call_open(struct pd_req *r, struct port_call *c)
         size_t tl = pl + strlen(query) + 2;
         c->target = malloc(tl);
         if (!c->target) {
-                fail(c, 500, "internal", "out of memory");
+                pd_deferred_fail(&c->fail, 500, "internal", "out of memory");
                 return;
         }
         snprintf(c->target, tl, "%s%.*s%s", pl && rest[0] == '/' ? "" : "/", (int)pl, rest, query);
         if (strpbrk(c->target, " \r\n\t")) {
-                fail(c, 400, "bad_request", "bad request target");
+                pd_deferred_fail(&c->fail, 400, "bad_request", "bad request target");
                 return;
         }
         c->s = pd_server_sandbox_get(r->srv, id, NULL);
         if (!c->s) {
-                fail(c, 404, "not_found", "no sandbox %s", id);
+                pd_deferred_fail(&c->fail, 404, "not_found", "no sandbox %s", id);
                 return;
         }
         struct pd_key key;
         bool key_ok = !c->host_form && api_key(r, &key);
         if (key_ok && strcmp(key.id, c->s->key_id)) {
                 /* another key's sandbox: as if unknown */
-                fail(c, 404, "not_found", "no sandbox %s", id);
+                pd_deferred_fail(&c->fail, 404, "not_found", "no sandbox %s", id);
                 return;
         }
         if (!port) {
-                fail(c, 400, "bad_request", "port must be 1..65535");
+                pd_deferred_fail(&c->fail, 400, "bad_request", "port must be 1..65535");
                 return;
         }
         if (key_ok) {
@@ -221,13 +206,13 @@ static void call_open(struct pd_req *r, struct port_call *c)
                 if (!given)
                         given = pd_req_query(r, "paddock_port_token");
                 if (port_token(r->srv, c->s->id, token) < 0)
-                        fail(c, 500, "internal", "cannot compute the port token");
+                        pd_deferred_fail(&c->fail, 500, "internal", "cannot compute the port token");
                 else if (!given || !pd_e2b_streq(given, token))
-                        fail(c, 401, "unauthorized",
+                        pd_deferred_fail(&c->fail, 401, "unauthorized",
                              "missing or wrong port token (send X-Paddock-Port-Token or ?paddock_port_token=)");
         }
-        if (!c->fail_status && strcmp(c->s->state, "running"))
-                fail(c, 409, "conflict", "sandbox %s is %s", c->s->id, c->s->state);
+        if (!c->fail.status && strcmp(c->s->state, "running"))
+                pd_deferred_fail(&c->fail, 409, "conflict", "sandbox %s is %s", c->s->id, c->s->state);
 }
 
 static void call_free(struct pd_req *r, struct port_call *c)
@@ -300,8 +285,8 @@ static enum MHD_Result reply_fail(struct pd_req *r, unsigned status, const char 
 
 static enum MHD_Result finish(struct pd_req *r, struct port_call *c)
 {
-        if (c->fail_status)
-                return reply_fail(r, c->fail_status, c->fail_code, c->fail_msg);
+        if (c->fail.status)
+                return reply_fail(r, c->fail.status, c->fail.code, c->fail.msg);
         struct pd_e2b_stream *st = pd_e2b_stream_new(r, c->s);
         if (!st)
                 return MHD_NO;
@@ -370,10 +355,10 @@ enum MHD_Result pd_ports_handle(struct pd_req *r, const char *chunk, size_t *chu
         if (chunk && *chunk_len) {
                 size_t n = *chunk_len;
                 *chunk_len = 0;
-                if (c->fail_status)
+                if (c->fail.status)
                         return MHD_YES;
                 if (n > PORT_BODY_MAX - c->len) {
-                        fail(c, 413, "too_large", "request body over %u bytes", PORT_BODY_MAX);
+                        pd_deferred_fail(&c->fail, 413, "too_large", "request body over %u bytes", PORT_BODY_MAX);
                         free(c->body);
                         c->body = NULL;
                         c->len = c->cap = 0;

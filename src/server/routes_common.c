@@ -5,6 +5,7 @@
  *
  * Used by routes_procs.c, procs_*.c, routes_files.c and the e2b_*.c files. */
 #include <errno.h>
+#include <stdarg.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,4 +145,16 @@ bool pd_route_user_parse(const char *name, struct pd_route_user *u)
                 return true;
         }
         return false;
+}
+
+void pd_deferred_fail(struct pd_deferred_error *d, unsigned status, const char *code, const char *fmt, ...)
+{
+        if (d->status)
+                return;
+        d->status = status;
+        snprintf(d->code, sizeof d->code, "%s", code);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(d->msg, sizeof d->msg, fmt, ap);
+        va_end(ap);
 }

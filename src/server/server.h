@@ -229,3 +229,14 @@ int pd_tunnel_open(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_co
 enum MHD_Result pd_tunnel_http_relay(struct pd_req *r, struct pd_e2b_stream *st, uint32_t tid, const char *head,
                                      size_t head_len, const char *body, size_t body_len, bool all_headers,
                                      const char *what);
+
+/* An error decided while a streaming request is still arriving, answered
+ * when it ends (libmicrohttpd cannot answer mid-upload). The first error
+ * wins; status 0 = none. */
+struct pd_deferred_error {
+        unsigned status;
+        char code[32];
+        char msg[256];
+};
+void pd_deferred_fail(struct pd_deferred_error *d, unsigned status, const char *code, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
