@@ -293,6 +293,8 @@ static int read_status(struct sv_main *m, pid_t tid, struct sv_creds *c, int *ns
 }
 
 /* Send a job with its fds; a broker that cannot take it is gone: exit. */
+/* Hand the job and its fds to the broker; our copies of the fds are
+ * closed here (the broker has its own once sent). */
 static void send_job(struct sv_main *m, const int *fds, unsigned nfds)
 {
         struct sv_job *j = &m->job;
@@ -319,6 +321,8 @@ static void send_job(struct sv_main *m, const int *fds, unsigned nfds)
                         strerror(errno));
                 exit(1);
         }
+        for (unsigned i = 0; i < nfds; i++)
+                close(fds[i]);
 }
 
 static void audit_fail(struct sv_main *m, const char *event, const char *path, int e)
@@ -566,8 +570,6 @@ static void handle_open(struct sv_main *m, const struct seccomp_notif *n)
         j->op = SV_OPEN;
         j->nfds = (uint32_t)nfds;
         send_job(m, fds, (unsigned)nfds);
-        for (int i = 0; i < nfds; i++)
-                close(fds[i]);
         return;
 gone:
         /* The caller went away (or its /proc entry with it). */
@@ -652,8 +654,6 @@ static void handle_connect(struct sv_main *m, const struct seccomp_notif *n)
         j->nfds = (uint32_t)nfds;
         j->flags = j->mode = j->resolve = 0;
         send_job(m, fds, (unsigned)nfds);
-        for (int i = 0; i < nfds; i++)
-                close(fds[i]);
         return;
 gone:
         if (id_valid(m, n->id))
