@@ -13,6 +13,12 @@ packages=(
   # the code interpreter's kernel, inside sandboxes of the base template
   # (which share the host's /usr)
   python3-jupyter-client python3-ipykernel python3-matplotlib python3-pandas python3-pip
+  # network tier: nftables through netlink, and the fake internet the tests build
+  libmnl-dev libnftnl-dev nftables dnsutils openssl
+  # microvm tier: QEMU, the guest's root image, the tree its template is built from
+  qemu-system-x86 erofs-utils busybox-static cpio xz-utils
+  # OCI runtime: the engines the tests drive, and the validation suite's toolchain
+  podman containerd golang-go
 )
 missing=()
 for p in "${packages[@]}"; do
