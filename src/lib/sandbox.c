@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "template.h"
 #include "util.h"
 
 static const struct pd_tier_ops *tier_for(enum pd_isolation iso)
@@ -92,6 +93,85 @@ int pd_sandbox_resume(struct pd_sandbox *sb, struct pd_error *err)
         if (!sb->ops->resume)
                 return pd_error_setx(err, ENOTSUP, "the %s tier cannot resume", sb->ops->name);
         return sb->ops->resume(sb, err);
+}
+
+int pd_sandbox_pause_mode(struct pd_sandbox *sb, enum pd_pause_mode mode, bool *disk, struct pd_error *err)
+{
+        bool to_disk = mode == PD_PAUSE_DISK || (mode == PD_PAUSE_DEFAULT && sb->ops->pause_to_disk);
+        if (disk)
+                *disk = false;
+        if (to_disk) {
+                if (!sb->ops->pause_to_disk)
+                        return pd_error_setx(err, ENOTSUP,
+                                             "the %s tier cannot pause to disk (its pause keeps memory resident)",
+                                             sb->ops->name);
+                int r = sb->ops->pause_to_disk(sb, err);
+                if (r == 0 && disk)
+                        *disk = true;
+                return r;
+        }
+        return pd_sandbox_pause(sb, err);
+}
+
+int pd_sandbox_snapshot(struct pd_sandbox *sb, const char *name, struct pd_error *err)
+{
+        if (!sb->ops->snapshot)
+                return pd_error_setx(err, ENOTSUP, "the %s tier cannot take snapshots", sb->ops->name);
+        int r = pd_snapshot_name_check(name, err);
+        if (r < 0)
+                return r;
+        return sb->ops->snapshot(sb, name, err);
+}
+
+/* Fork by snapshot + create, for tiers whose state is their filesystem:
+ * an unlisted snapshot the copies stack on (removed with the last of
+ * them, see pd_snapshot_release). */
+static int fork_by_snapshot(struct pd_sandbox *src, struct pd_sandbox *const *dst, unsigned n,
+                            struct pd_error *err)
+{
+        char name[65];
+        pd_snapshot_fork_name(src->id, name);
+        int r = src->ops->snapshot(src, name, err);
+        if (r < 0)
+                return pd_error_prefix(err, "fork");
+        for (unsigned i = 0; i < n; i++) {
+                snprintf(dst[i]->template_buf, sizeof dst[i]->template_buf, "%s", name);
+                dst[i]->spec.template_name = dst[i]->template_buf;
+                dst[i]->spec.template_dir = NULL;
+                if ((r = dst[i]->ops->create(dst[i], err)) < 0)
+                        break;
+        }
+        /* Nothing uses it if even the first create failed. */
+        pd_snapshot_release(src->state, name, NULL);
+        return r < 0 ? pd_error_prefix(err, "fork") : 0;
+}
+
+int pd_sandbox_fork(struct pd_sandbox *sb, struct pd_sandbox **dst, unsigned n, struct pd_error *err)
+{
+        if (n == 0 || n > PD_FORK_MAX)
+                return pd_error_setx(err, EINVAL, "fork count must be 1..%d, not %u", PD_FORK_MAX, n);
+        if (!sb->ops->fork && !sb->ops->snapshot)
+                return pd_error_setx(err, ENOTSUP, "the %s tier cannot fork", sb->ops->name);
+        int r = 0;
+        unsigned made = 0;
+        for (; made < n; made++) {
+                if ((r = pd_sandbox_new(sb->state, &sb->spec, &dst[made], err)) < 0)
+                        break;
+                if (sb->template_buf[0]) {
+                        snprintf(dst[made]->template_buf, sizeof dst[made]->template_buf, "%s", sb->template_buf);
+                        dst[made]->spec.template_name = dst[made]->template_buf;
+                }
+        }
+        if (r == 0)
+                r = sb->ops->fork ? sb->ops->fork(sb, dst, n, err) : fork_by_snapshot(sb, dst, n, err);
+        if (r < 0) {
+                for (unsigned i = 0; i < made; i++) {
+                        dst[i]->ops->destroy(dst[i], NULL);
+                        pd_sandbox_free(dst[i]);
+                        dst[i] = NULL;
+                }
+        }
+        return r;
 }
 
 int pd_sandbox_destroy(struct pd_sandbox *sb, struct pd_error *err)

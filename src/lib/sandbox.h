@@ -32,6 +32,9 @@ struct pd_sandbox {
         bool have_cgroup;
         bool die_with_parent;           /* paddock run: the sandbox ends with the CLI */
         uint64_t writable_bytes;        /* effective size of the writable layer */
+        /* The registered template (or snapshot) it started from, "" for a
+         * host directory; kept in the record, for snapshots and forks. */
+        char template_buf[65];
         void *tier_data;
 };
 
@@ -44,6 +47,14 @@ int pd_sandbox_connect(struct pd_sandbox *sb, struct pd_error *err);
 int pd_sandbox_stats(struct pd_sandbox *sb, struct pd_sandbox_stats *out, struct pd_error *err);
 int pd_sandbox_pause(struct pd_sandbox *sb, struct pd_error *err);
 int pd_sandbox_resume(struct pd_sandbox *sb, struct pd_error *err);
+/* Pause in the given mode (tier.h); *disk says whether it went to disk. */
+int pd_sandbox_pause_mode(struct pd_sandbox *sb, enum pd_pause_mode mode, bool *disk, struct pd_error *err);
+/* A snapshot (tier.h) named name: checks the name, refuses one taken. */
+int pd_sandbox_snapshot(struct pd_sandbox *sb, const char *name, struct pd_error *err);
+/* n independent copies of sb's current state, created and running; dst
+ * are filled with new sandboxes (freed and destroyed on failure). */
+int pd_sandbox_fork(struct pd_sandbox *sb, struct pd_sandbox **dst, unsigned n, struct pd_error *err);
+#define PD_FORK_MAX 64
 /* Tear down (idempotent) and free. */
 int pd_sandbox_destroy(struct pd_sandbox *sb, struct pd_error *err);
 void pd_sandbox_free(struct pd_sandbox *sb);

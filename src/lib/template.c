@@ -199,6 +199,8 @@ int pd_template_ensure_base(struct pd_state *st, struct pd_error *err)
         return 0;
 }
 
+static int resolve_bottom(struct pd_state *st, const char *name, struct pd_template *t, struct pd_error *err);
+
 int pd_template_resolve(struct pd_state *st, const struct pd_spec *spec, struct pd_template *t,
                         struct pd_error *err)
 {
@@ -213,6 +215,27 @@ int pd_template_resolve(struct pd_state *st, const struct pd_spec *spec, struct 
                                      "invalid template name '%s' (names are [a-z0-9-]{1,64}; "
                                      "to use a directory, pass --template with a path containing '/')",
                                      name);
+        /* A snapshot stacks on its parent, maybe another snapshot: walk
+         * down to the registered template at the bottom. */
+        char cur[65];
+        snprintf(cur, sizeof cur, "%s", name);
+        while (pd_snapshot_is(st, cur)) {
+                if (t->n_stack == PD_MAX_STACK)
+                        return pd_error_setx(err, ELOOP, "snapshot '%s' stacks more than %d snapshots deep",
+                                             name, PD_MAX_STACK);
+                snprintf(t->stack[t->n_stack++], sizeof t->stack[0], "%s", cur);
+                char parent[65];
+                if (pd_snapshot_parent(st, cur, parent) < 0)
+                        return pd_error_setx(err, EINVAL, "snapshot '%s' has no valid parent record", cur);
+                snprintf(cur, sizeof cur, "%s", parent);
+        }
+        int r = resolve_bottom(st, cur, t, err);
+        snprintf(t->name, sizeof t->name, "%s", name);
+        return r;
+}
+
+static int resolve_bottom(struct pd_state *st, const char *name, struct pd_template *t, struct pd_error *err)
+{
         snprintf(t->name, sizeof t->name, "%s", name);
         if (!strcmp(name, "base")) {
                 int r = pd_template_ensure_base(st, err);

@@ -15,11 +15,18 @@ struct pd_template_graft {
         char source[PATH_MAX];          /* host directory */
 };
 
+/* Snapshots stacked on a template, at most this deep. */
+#define PD_MAX_STACK 8
+
 struct pd_template {
         char name[65];
-        char rootfs[PATH_MAX];
+        char rootfs[PATH_MAX];          /* the bottom template's tree */
         struct pd_template_graft grafts[PD_MAX_GRAFTS];
         unsigned n_grafts;
+        /* Snapshot layers over rootfs and the grafts, top first: stack[i]
+         * names <state>/templates/<stack[i]> (its rootfs/ and grafts/<t>/). */
+        char stack[PD_MAX_STACK][65];
+        unsigned n_stack;
 };
 
 /* 0 if name is a valid template name, else -EINVAL. */
@@ -31,3 +38,31 @@ int pd_template_resolve(struct pd_state *st, const struct pd_spec *spec, struct 
 int pd_template_ensure_base(struct pd_state *st, struct pd_error *err);
 /* Check a host directory is usable as a template (not a symlink, not "/"). */
 int pd_template_check_dir(const char *dir, char *canonical, struct pd_error *err);
+
+/* Snapshots (DESIGN §4; docs/api.md "Snapshots"): a template made from a
+ * sandbox's writable layer, stacked on the template that sandbox started
+ * from. <state>/templates/<name>/ holds rootfs/ (the layer, whiteouts
+ * included), grafts/<target>/ (the layers of grafted trees such as /usr),
+ * a `snapshot` record (parent, source, created, fork) and users/<id> for
+ * each sandbox (of this state dir) whose filesystem stacks on it. */
+
+/* 0 if name may name a new snapshot ([a-z0-9-]{1,64}, not a built-in);
+ * -EINVAL with a message saying what is wrong otherwise. */
+int pd_snapshot_name_check(const char *name, struct pd_error *err);
+/* The unlisted snapshot a fork of sandbox src_id stacks on. */
+void pd_snapshot_fork_name(const char *src_id, char out[65]);
+/* 1 if <state>/templates/<name> is a snapshot, 0 if not. */
+int pd_snapshot_is(struct pd_state *st, const char *name);
+/* Record / forget that sandbox id uses every snapshot of t's stack. A fork
+ * snapshot left with no user is removed. */
+int pd_snapshot_use(struct pd_state *st, const struct pd_template *t, const char *id, struct pd_error *err);
+void pd_snapshot_unuse(struct pd_state *st, const char *top, const char *id);
+/* Remove snapshot name: -EBUSY (naming a user) while a live sandbox or
+ * another snapshot stacks on it; -ENOENT if there is none. */
+int pd_snapshot_delete(struct pd_state *st, const char *name, struct pd_error *err);
+/* Remove a fork snapshot once nothing uses it (errors ignored). */
+void pd_snapshot_release(struct pd_state *st, const char *name, struct pd_error *err);
+/* The template a snapshot stacks on (0), or -ENOENT / -EINVAL. */
+int pd_snapshot_parent(struct pd_state *st, const char *name, char parent[65]);
+/* Record the new snapshot name as a user of parent's stack. */
+int pd_snapshot_register(struct pd_state *st, const char *name, const char *parent, struct pd_error *err);
