@@ -128,6 +128,10 @@ bool pd_netpol_is_ip_literal(const char *s);
 int pd_netpol_match_name(const struct pd_netpol *p, const char *name,
                          const struct pd_netpol_rule **rule);
 
+/* A cloud metadata service name (metadata.google.internal, ...): denied
+ * in every mode unless an exact allow names it. */
+bool pd_netpol_is_metadata_name(const char *name);
+
 /* The allow rules that grant a name (its pins take their ports/proto from
  * these). Returns how many were written to out (at most max). */
 size_t pd_netpol_name_grants(const struct pd_netpol *p, const char *name,
