@@ -94,9 +94,11 @@ static int mount_at_fd(const char *src, int fd, const char *type, unsigned long 
         return 0;
 }
 
-static int overlay(int stagefd, const char *prefix, int tree_fd, int target_fd, struct pd_error *err)
+static int overlay(int stagefd, const char *prefix, const struct pd_mount_layer *l, int target_fd,
+                   struct pd_error *err)
 {
-        char d[96], opts[256];
+        char d[96], opts[512];
+        int tree_fd = l->tree_fd;
         /* The overlay's layers live on the staging tmpfs; paths are relative
          * to it (we chdir'ed there), which keeps the option string short. */
         static const char *const sub[] = { "lower", "upper", "work" };
@@ -108,7 +110,17 @@ static int overlay(int stagefd, const char *prefix, int tree_fd, int target_fd, 
         snprintf(d, sizeof d, "%slower", prefix);
         if (move_mount(tree_fd, "", stagefd, d, MOVE_MOUNT_F_EMPTY_PATH) < 0)
                 return pd_error_set(err, errno, "attach template layer '%s'", d);
-        snprintf(opts, sizeof opts, "lowerdir=%slower,upperdir=%supper,workdir=%swork,userxattr",
+        /* Snapshot layers stack above the template: lowerdir=s0:s1:..:lower. */
+        size_t n = (size_t)snprintf(opts, sizeof opts, "lowerdir=");
+        for (unsigned i = 0; i < l->n_stack && i < PD_MOUNT_MAX_STACK; i++) {
+                snprintf(d, sizeof d, "%ss%u", prefix, i);
+                if (mkdirat(stagefd, d, 0755) < 0 && errno != EEXIST)
+                        return pd_error_set(err, errno, "create '%s'", d);
+                if (move_mount(l->stack_fds[i], "", stagefd, d, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                        return pd_error_set(err, errno, "attach snapshot layer '%s'", d);
+                n += (size_t)snprintf(opts + n, sizeof opts - n, "%s:", d);
+        }
+        snprintf(opts + n, sizeof opts - n, "%slower,upperdir=%supper,workdir=%swork,userxattr",
                  prefix, prefix, prefix);
         return mount_at_fd("overlay", target_fd, "overlay", STAGE_FLAGS, opts, err, "overlay");
 }
@@ -266,7 +278,7 @@ int pd_mount_build(const struct pd_mount_plan *p, int stagefd, struct pd_error *
         _pd_cleanup_close_ int rootmp = openat(stagefd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (rootmp < 0)
                 return pd_error_set(err, errno, "open stage root");
-        if ((r = overlay(stagefd, "", p->root.tree_fd, rootmp, err)) < 0)
+        if ((r = overlay(stagefd, "", &p->root, rootmp, err)) < 0)
                 return pd_error_prefix(err, "root filesystem");
         pd_trace("child: root overlay");
         _pd_cleanup_close_ int rootfd = openat(stagefd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -278,7 +290,7 @@ int pd_mount_build(const struct pd_mount_plan *p, int stagefd, struct pd_error *
                 _pd_cleanup_close_ int t = open_in_root(rootfd, p->grafts[i].target, true, err);
                 if (t < 0)
                         return t;
-                if ((r = overlay(stagefd, prefix, p->grafts[i].tree_fd, t, err)) < 0)
+                if ((r = overlay(stagefd, prefix, &p->grafts[i], t, err)) < 0)
                         return pd_error_prefix(err, "/%s", p->grafts[i].target);
         }
         pd_trace("child: grafts");

@@ -19,8 +19,13 @@
 
 /* A directory grafted at `target` of the rootfs with an overlay of its own
  * (the base template takes the host's /usr this way). */
+#define PD_MOUNT_MAX_STACK 8
+
 struct pd_mount_layer {
         int tree_fd;            /* detached (open_tree) idmapped tree from the host */
+        /* Snapshot layers over tree_fd, top first (detached idmapped trees). */
+        int stack_fds[PD_MOUNT_MAX_STACK];
+        unsigned n_stack;
         char target[64];        /* path inside the sandbox, e.g. "usr" ("" = root) */
 };
 

@@ -85,14 +85,20 @@ int pd_sandbox_pause(struct pd_sandbox *sb, struct pd_error *err)
 {
         if (!sb->ops->pause)
                 return pd_error_setx(err, ENOTSUP, "the %s tier cannot pause", sb->ops->name);
-        return sb->ops->pause(sb, err);
+        int r = sb->ops->pause(sb, err);
+        if (r == 0)
+                sb->paused = true;
+        return r;
 }
 
 int pd_sandbox_resume(struct pd_sandbox *sb, struct pd_error *err)
 {
         if (!sb->ops->resume)
                 return pd_error_setx(err, ENOTSUP, "the %s tier cannot resume", sb->ops->name);
-        return sb->ops->resume(sb, err);
+        int r = sb->ops->resume(sb, err);
+        if (r == 0)
+                sb->paused = false;
+        return r;
 }
 
 int pd_sandbox_pause_mode(struct pd_sandbox *sb, enum pd_pause_mode mode, bool *disk, struct pd_error *err)
@@ -106,8 +112,11 @@ int pd_sandbox_pause_mode(struct pd_sandbox *sb, enum pd_pause_mode mode, bool *
                                              "the %s tier cannot pause to disk (its pause keeps memory resident)",
                                              sb->ops->name);
                 int r = sb->ops->pause_to_disk(sb, err);
-                if (r == 0 && disk)
-                        *disk = true;
+                if (r == 0) {
+                        sb->paused = true;
+                        if (disk)
+                                *disk = true;
+                }
                 return r;
         }
         return pd_sandbox_pause(sb, err);
@@ -213,6 +222,8 @@ int pd_sandbox_save(struct pd_sandbox *sb, struct pd_error *err)
         pd_record_add(&rec, "pids", "%u", sb->spec.pids);
         pd_record_add(&rec, "millicpus", "%u", sb->spec.millicpus);
         pd_record_add(&rec, "writable", "%" PRIu64, sb->writable_bytes);
+        if (sb->template_buf[0])
+                pd_record_add(&rec, "template", "%s", sb->template_buf);
         int dfd = sb->dirfd >= 0 ? sb->dirfd : open(sb->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0)
                 return pd_error_set(err, errno, "open '%s'", sb->dir);
@@ -263,6 +274,11 @@ int pd_sandbox_load(struct pd_state *st, const char *id, struct pd_sandbox **out
         if (pd_record_get_u64(&rec, "millicpus", &v) == 0)
                 sb->spec.millicpus = (uint32_t)v;
         (void)pd_record_get_u64(&rec, "writable", &sb->writable_bytes);
+        if (pd_record_get(&rec, "template", sb->template_buf, sizeof sb->template_buf) == 0 &&
+            pd_template_name_check(sb->template_buf) == 0)
+                sb->spec.template_name = sb->template_buf;
+        else
+                sb->template_buf[0] = '\0';
         if (pd_cgroup_init(&sb->cg, st->instance, id, NULL) == 0)
                 sb->have_cgroup = true;
         *out = sb;

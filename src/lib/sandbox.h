@@ -35,6 +35,7 @@ struct pd_sandbox {
         /* The registered template (or snapshot) it started from, "" for a
          * host directory; kept in the record, for snapshots and forks. */
         char template_buf[65];
+        bool paused;                    /* by pd_sandbox_pause*, until resume */
         void *tier_data;
 };
 

@@ -271,3 +271,16 @@ int pd_snapshot_register(struct pd_state *st, const char *name, const char *pare
         }
         return 0;
 }
+
+void pd_snapshot_layer_path(struct pd_state *st, const char *name, const char *graft, char *out, size_t size)
+{
+        if (!graft) {
+                snprintf(out, size, "%s/templates/%s/rootfs", st->dir, name);
+                return;
+        }
+        /* graft targets are paths like "usr": '/' becomes '_' in the name */
+        int n = snprintf(out, size, "%s/templates/%s/grafts/", st->dir, name);
+        for (const char *c = graft; *c && (size_t)n + 1 < size; c++)
+                out[n++] = *c == '/' ? '_' : *c;
+        out[n] = '\0';
+}

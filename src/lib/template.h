@@ -66,3 +66,5 @@ void pd_snapshot_release(struct pd_state *st, const char *name, struct pd_error 
 int pd_snapshot_parent(struct pd_state *st, const char *name, char parent[65]);
 /* Record the new snapshot name as a user of parent's stack. */
 int pd_snapshot_register(struct pd_state *st, const char *name, const char *parent, struct pd_error *err);
+/* Where layer graft (NULL = the root tree) of snapshot name lives. */
+void pd_snapshot_layer_path(struct pd_state *st, const char *name, const char *graft, char *out, size_t size);

@@ -33,6 +33,7 @@ struct entry {
         struct pd_spec spec;            /* limits as created */
         char isolation[16];
         uint64_t paused_remaining_ms;   /* frozen TTL while paused */
+        bool auto_pause;                /* pause at the deadline instead of deleting */
         json_t *notes;                  /* array of strings */
         bool creating;                  /* reserved slot, not visible yet */
 };
@@ -250,11 +251,12 @@ json_t *pd_manager_pool_ready(struct pd_server *srv)
 
 /* ---- persistence ---- */
 
-static json_t *spec_json(const struct pd_spec *sp)
+static json_t *spec_json(const struct entry *e)
 {
-        return json_pack("{s:I, s:I, s:I, s:I}", "memory_bytes", (json_int_t)sp->memory_bytes, "disk_bytes",
+        const struct pd_spec *sp = &e->spec;
+        return json_pack("{s:I, s:I, s:I, s:I, s:b}", "memory_bytes", (json_int_t)sp->memory_bytes, "disk_bytes",
                          (json_int_t)sp->disk_bytes, "pids", (json_int_t)sp->pids, "millicpus",
-                         (json_int_t)sp->millicpus);
+                         (json_int_t)sp->millicpus, "auto_pause", e->auto_pause);
 }
 
 /* s->lock held (or s not yet visible). */
@@ -267,7 +269,7 @@ static int persist(struct pd_server *srv, struct entry *e, struct pd_error *err)
         snprintf(row.isolation, sizeof row.isolation, "%s", e->isolation);
         snprintf(row.state, sizeof row.state, "%s", e->s.state);
         snprintf(row.boot_id, sizeof row.boot_id, "%s", M(srv)->boot_id);
-        json_t *sj = spec_json(&e->spec);
+        json_t *sj = spec_json(e);
         row.spec_json = json_dumps(sj, JSON_COMPACT);
         json_decref(sj);
         row.env_json = json_dumps(e->s.env, JSON_COMPACT);
@@ -380,6 +382,7 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
         e->s.metadata = req->metadata ? json_deep_copy(req->metadata) : json_object();
         e->s.created_ms = wall_ms();
         e->s.timeout_s = req->timeout_s;
+        e->auto_pause = req->auto_pause;
         e->s.deadline_boot_ms = pd_boot_ms() + (uint64_t)req->timeout_s * 1000u;
         r = persist(srv, e, err);
         if (r < 0) {
@@ -491,7 +494,7 @@ int pd_manager_pause(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_
                 r = pd_error_setx(err, ENOENT, "sandbox %s is gone", s->id);
         else if (strcmp(s->state, "running") || !s->sb)
                 r = pd_error_setx(err, EBUSY, "sandbox %s is %s, not running", s->id, s->state);
-        else if ((r = pd_sandbox_pause(s->sb, err)) == 0) {
+        else if ((r = pd_sandbox_pause_mode(s->sb, PD_PAUSE_DEFAULT, NULL, err)) == 0) {
                 uint64_t now = pd_boot_ms();
                 pthread_mutex_lock(&srv->lock);
                 uint64_t d = s->deadline_boot_ms;
@@ -552,6 +555,12 @@ json_t *pd_manager_sandbox_json(struct pd_server *srv, struct pd_srv_sandbox *s)
                               "notes", e->notes);
         if (o && !strcmp(s->state, "paused"))
                 json_object_set_new(o, "timeout_remaining_ms", json_integer((json_int_t)e->paused_remaining_ms));
+        if (o) {
+                json_object_set_new(o, "auto_pause", json_boolean(e->auto_pause));
+                /* What pausing does on this tier (the freezer keeps memory). */
+                bool disk = s->sb && (s->sb->ops->caps & PD_TIER_PAUSE_DISK);
+                json_object_set_new(o, "pause_mode", json_string(disk ? "disk" : "memory"));
+        }
         pthread_mutex_unlock(&s->lock);
         return o;
 }
@@ -584,6 +593,37 @@ int pd_manager_stats(struct pd_server *srv, struct pd_srv_sandbox *s, json_t **o
 
 /* ---- the reaper ---- */
 
+/* autoPause: at the deadline a running sandbox is paused, not deleted; its
+ * resume gives it its whole configured timeout again. 0 if it was paused
+ * (or is no longer expired); <0 to fall back to deletion. */
+static int auto_pause(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_error *err)
+{
+        struct entry *e = E(s);
+        pthread_mutex_lock(&s->lock);
+        pthread_mutex_lock(&srv->lock);
+        bool expired = s->deadline_boot_ms && s->deadline_boot_ms <= pd_boot_ms();
+        pthread_mutex_unlock(&srv->lock);
+        int r = 0;
+        if (s->deleted || !expired) {
+                pthread_mutex_unlock(&s->lock);
+                return 0;
+        }
+        if (strcmp(s->state, "running") || !s->sb)
+                r = pd_error_setx(err, EBUSY, "sandbox %s is %s", s->id, s->state);
+        else if ((r = pd_sandbox_pause_mode(s->sb, PD_PAUSE_DEFAULT, NULL, err)) == 0) {
+                e->paused_remaining_ms = (uint64_t)s->timeout_s * 1000u;
+                set_deadline(srv, e, 0);
+                snprintf(s->state, sizeof s->state, "paused");
+                persist_or_log(srv, e);
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (r == 0) {
+                audit_lifecycle(srv, e, "sandbox.auto_pause", NULL);
+                pd_log("info", "sandbox paused at its deadline (autoPause) sandbox=%s", s->id);
+        }
+        return r;
+}
+
 static void *reaper_main(void *arg)
 {
         struct pd_server *srv = arg;
@@ -607,7 +647,9 @@ static void *reaper_main(void *arg)
                         expired->refs++;
                         pthread_mutex_unlock(&srv->lock);
                         struct pd_error err = { 0 };
-                        if (do_delete(srv, expired, "sandbox.timeout", true, &err) < 0)
+                        if (E(expired)->auto_pause && auto_pause(srv, expired, &err) == 0)
+                                ;       /* paused, or its deadline moved meanwhile */
+                        else if (do_delete(srv, expired, "sandbox.timeout", true, &err) < 0)
                                 pd_log("warn", "timeout: %s", err.msg);
                         pd_server_sandbox_put(srv, expired);
                         pthread_mutex_lock(&srv->lock);
@@ -721,6 +763,7 @@ static struct entry *entry_from_row(const struct pd_store_row *row)
                 e->spec.pids = (uint32_t)v;
         if ((v = json_integer_value(json_object_get(sp, "millicpus"))) > 0)
                 e->spec.millicpus = (uint32_t)v;
+        e->auto_pause = json_is_true(json_object_get(sp, "auto_pause"));
         json_decref(sp);
         return e;
 }
@@ -766,6 +809,7 @@ static void adopt_one(struct pd_server *srv, const struct pd_store_row *row)
                         r = pd_error_setx(&err, ESRCH, "the agent of sandbox %s exited", row->id);
                 if (r == 0) {
                         e->s.sb = sb;
+                        sb->paused = !strcmp(row->state, "paused");
                         /* A paused sandbox's agent is frozen: no handshake. */
                         if (strcmp(row->state, "paused") && hello_check(sb, &err) < 0) {
                                 snprintf(note, sizeof note, "agent unusable after server restart: %s", err.msg);
@@ -936,4 +980,16 @@ void pd_manager_stop(struct pd_server *srv)
                         pd_log("warn", "destroy on exit sandbox=%s error=\"%s\"", v[i]->id, err.msg);
         }
         pd_manager_snapshot_free(srv, v, n);
+}
+
+void pd_manager_create_params(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_create_req *out)
+{
+        struct entry *e = E(s);
+        memset(out, 0, sizeof *out);
+        out->spec = e->spec;
+        snprintf(out->template_name, sizeof out->template_name, "%s", s->template_name);
+        out->env = json_incref(s->env);
+        out->metadata = json_incref(s->metadata);
+        out->timeout_s = s->timeout_s;
+        out->auto_pause = e->auto_pause;
 }

@@ -12,6 +12,7 @@ struct pd_create_req {
         char template_name[65];
         json_t *env, *metadata;         /* borrowed */
         uint32_t timeout_s;
+        bool auto_pause;                /* pause at the deadline instead of deleting */
 };
 
 struct pd_manager_counts {
@@ -39,6 +40,17 @@ int pd_manager_set_timeout(struct pd_server *srv, struct pd_srv_sandbox *s, uint
 /* -EBUSY when the sandbox is not in a state that allows it. */
 int pd_manager_pause(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_error *err);
 int pd_manager_resume(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_error *err);
+/* snapshots.c: a named snapshot of s (running or paused), recorded for
+ * key; -EEXIST if the name is taken. */
+int pd_manager_take_snapshot(struct pd_server *srv, const struct pd_key *key, struct pd_srv_sandbox *s,
+                             const char *name, json_t **out, struct pd_error *err);
+/* n new sandboxes (API objects appended to out, an array) from s's
+ * current filesystem, each independent; all or none. */
+int pd_manager_fork(struct pd_server *srv, const struct pd_key *key, struct pd_srv_sandbox *s, unsigned n,
+                    json_t *out, struct pd_error *err);
+/* The create parameters s was made with (template, limits, env,
+ * metadata, timeout, autoPause); env and metadata are new references. */
+void pd_manager_create_params(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_create_req *out);
 /* The API's sandbox object. */
 json_t *pd_manager_sandbox_json(struct pd_server *srv, struct pd_srv_sandbox *s);
 /* Stats (with the sandbox's limits) for GET .../metrics. */

@@ -71,10 +71,14 @@ static const char *check_string_map(json_t *o, size_t max_entries, size_t key_ma
         return NULL;
 }
 
-static bool template_known(struct pd_server *srv, const char *name)
+static bool template_known(struct pd_server *srv, const char *name, const char *key_id)
 {
+        char owner[64];
         if (!strcmp(name, "base"))
                 return true;
+        /* A snapshot starts sandboxes for the key that took it only. */
+        if (pd_store_snapshot_owner(srv->store, name, owner))
+                return !strcmp(owner, key_id) && pd_snapshot_is(&srv->state, name);
         if (!pd_store_template_exists(srv->store, name))
                 return false;
         char path[PATH_MAX + 128];
@@ -99,10 +103,11 @@ static int int_field(json_t *v, const char *name, json_int_t lo, json_int_t hi, 
         return 0;
 }
 
-static int parse_create(struct pd_server *srv, json_t *body, struct pd_create_req *cr, char *why, size_t whysz)
+static int parse_create(struct pd_server *srv, const char *key_id, json_t *body, struct pd_create_req *cr,
+                        char *why, size_t whysz)
 {
         static const char *const allowed[] = { "template", "isolation", "memory_mb", "cpus", "pids",
-                                               "disk_mb", "env", "metadata", "timeout" };
+                                               "disk_mb", "env", "metadata", "timeout", "auto_pause" };
         const char *k;
         json_t *v;
         json_object_foreach(body, k, v) {
@@ -111,7 +116,7 @@ static int parse_create(struct pd_server *srv, json_t *body, struct pd_create_re
                         ok = !strcmp(k, allowed[i]);
                 if (!ok) {
                         snprintf(why, whysz, "unknown field '%.64s' (allowed: template, isolation, memory_mb, "
-                                             "cpus, pids, disk_mb, env, metadata, timeout)", k);
+                                             "cpus, pids, disk_mb, env, metadata, timeout, auto_pause)", k);
                         return -1;
                 }
         }
@@ -125,7 +130,7 @@ static int parse_create(struct pd_server *srv, json_t *body, struct pd_create_re
                                              "never a path");
                         return -1;
                 }
-                if (!template_known(srv, json_string_value(v))) {
+                if (!template_known(srv, json_string_value(v), key_id)) {
                         snprintf(why, whysz, "unknown template '%s' (GET /api/v1/templates lists them)",
                                  json_string_value(v));
                         return -1;
@@ -157,6 +162,13 @@ static int parse_create(struct pd_server *srv, json_t *body, struct pd_create_re
                 if (int_field(v, "timeout", 1, 86400, &x, why, whysz) < 0)
                         return -1;
                 cr->timeout_s = (uint32_t)x;
+        }
+        if ((v = json_object_get(body, "auto_pause"))) {
+                if (!json_is_boolean(v)) {
+                        snprintf(why, whysz, "'auto_pause' must be true or false");
+                        return -1;
+                }
+                cr->auto_pause = json_is_true(v);
         }
         if ((v = json_object_get(body, "cpus"))) {
                 double c = json_number_value(v);
@@ -195,7 +207,7 @@ static enum MHD_Result create_sandbox(struct pd_req *r, const char *chunk, size_
         }
         struct pd_create_req cr = { 0 };
         char why[256];
-        if (parse_create(r->srv, body, &cr, why, sizeof why) < 0) {
+        if (parse_create(r->srv, r->key.id, body, &cr, why, sizeof why) < 0) {
                 json_decref(body);
                 return pd_reply_error(r, 400, "bad_request", "%s", why);
         }

@@ -212,6 +212,8 @@ enum MHD_Result pd_e2b_envd_handle(struct pd_req *r, const char *chunk, size_t *
 /* ---- sandbox ports (ports.c, docs/api.md "Ports") ---- */
 /* POST /api/v1/sandboxes/{id}/ports/public */
 extern const struct pd_route pd_routes_ports[];
+/* routes_snapshots.c: snapshots and forks */
+extern const struct pd_route pd_routes_snapshots[];
 /* true if the request is for a sandbox port: its Host is
  * <port>-<id>.<domain>[:n] or its path /api/v1/sandboxes/{id}/ports/{port}/...
  * The router then calls pd_ports_handle (a PD_ROUTE_PUBLIC |

@@ -31,7 +31,9 @@ static const char schema[] =
         "  state TEXT NOT NULL, created_ms INTEGER NOT NULL, timeout_s INTEGER NOT NULL,"
         "  deadline_boot_ms INTEGER NOT NULL, boot_id TEXT NOT NULL,"
         "  paused_remaining_ms INTEGER NOT NULL DEFAULT 0, notes_json TEXT NOT NULL DEFAULT '[]');"
-        "CREATE TABLE IF NOT EXISTS templates(name TEXT PRIMARY KEY, created INTEGER NOT NULL);";
+        "CREATE TABLE IF NOT EXISTS templates(name TEXT PRIMARY KEY, created INTEGER NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS snapshots(name TEXT PRIMARY KEY, key_id TEXT NOT NULL,"
+        "  source TEXT NOT NULL, template TEXT NOT NULL, isolation TEXT NOT NULL, created INTEGER NOT NULL);";
 
 void pd_sha256_hex(const char *s, char out[65])
 {
@@ -458,6 +460,76 @@ int pd_store_template_exists(struct pd_store *s, const char *name)
         if (sqlite3_prepare_v2(s->db, "SELECT 1 FROM templates WHERE name = ?", -1, &st, NULL) == SQLITE_OK) {
                 sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
                 found = sqlite3_step(st) == SQLITE_ROW;
+        }
+        sqlite3_finalize(st);
+        pthread_mutex_unlock(&s->lock);
+        return found;
+}
+
+/* ---- snapshots ---- */
+
+int pd_store_snapshot_add(struct pd_store *s, const char *name, const char *key_id, const char *source,
+                          const char *template_name, const char *isolation, struct pd_error *err)
+{
+        pthread_mutex_lock(&s->lock);
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v2(s->db,
+                                    "INSERT INTO snapshots(name, key_id, source, template, isolation, created) "
+                                    "VALUES(?,?,?,?,?,?)", -1, &st, NULL);
+        if (rc == SQLITE_OK) {
+                sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+                sqlite3_bind_text(st, 2, key_id, -1, SQLITE_TRANSIENT);
+                sqlite3_bind_text(st, 3, source, -1, SQLITE_TRANSIENT);
+                sqlite3_bind_text(st, 4, template_name, -1, SQLITE_TRANSIENT);
+                sqlite3_bind_text(st, 5, isolation, -1, SQLITE_TRANSIENT);
+                sqlite3_bind_int64(st, 6, (sqlite3_int64)wall_ms());
+                rc = sqlite3_step(st);
+        }
+        int r = 0;
+        if (rc != SQLITE_DONE)
+                r = pd_error_setx(err, rc == SQLITE_CONSTRAINT ? EEXIST : EIO, "record snapshot '%s': %s", name,
+                                  sqlite3_errmsg(s->db));
+        sqlite3_finalize(st);
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}
+
+int pd_store_snapshot_delete(struct pd_store *s, const char *name, struct pd_error *err)
+{
+        pthread_mutex_lock(&s->lock);
+        int r = step_text_locked(s, "DELETE FROM snapshots WHERE name = ?", name, NULL, "delete snapshot", err);
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}
+
+static json_t *snapshot_row(sqlite3_stmt *st)
+{
+        char ts[32];
+        pd_rfc3339_ms((uint64_t)sqlite3_column_int64(st, 5), ts);
+        return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "name", (const char *)sqlite3_column_text(st, 0),
+                         "key_id", (const char *)sqlite3_column_text(st, 1), "source",
+                         (const char *)sqlite3_column_text(st, 2), "template",
+                         (const char *)sqlite3_column_text(st, 3), "isolation",
+                         (const char *)sqlite3_column_text(st, 4), "created_at", ts);
+}
+
+int pd_store_snapshot_list(struct pd_store *s, json_t **out, struct pd_error *err)
+{
+        return list_json(s, "SELECT name, key_id, source, template, isolation, created FROM snapshots ORDER BY name",
+                         snapshot_row, "list snapshots", out, err);
+}
+
+int pd_store_snapshot_owner(struct pd_store *s, const char *name, char key_id[64])
+{
+        pthread_mutex_lock(&s->lock);
+        sqlite3_stmt *st = NULL;
+        int found = 0;
+        if (sqlite3_prepare_v2(s->db, "SELECT key_id FROM snapshots WHERE name = ?", -1, &st, NULL) == SQLITE_OK) {
+                sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+                if (sqlite3_step(st) == SQLITE_ROW) {
+                        snprintf(key_id, 64, "%s", (const char *)sqlite3_column_text(st, 0));
+                        found = 1;
+                }
         }
         sqlite3_finalize(st);
         pthread_mutex_unlock(&s->lock);

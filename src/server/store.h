@@ -59,6 +59,14 @@ int pd_store_template_add(struct pd_store *s, const char *name, struct pd_error 
 /* json array of {name, created_at}. */
 int pd_store_template_list(struct pd_store *s, json_t **out, struct pd_error *err);
 int pd_store_template_exists(struct pd_store *s, const char *name);
+/* Snapshots (sandbox snapshots taken through the API), owned by a key. */
+int pd_store_snapshot_add(struct pd_store *s, const char *name, const char *key_id, const char *source,
+                          const char *template_name, const char *isolation, struct pd_error *err);
+int pd_store_snapshot_delete(struct pd_store *s, const char *name, struct pd_error *err);
+/* [{name, key_id, source, template, isolation, created_at}] by name. */
+int pd_store_snapshot_list(struct pd_store *s, json_t **out, struct pd_error *err);
+/* 1 and the owner's key id if the snapshot exists, else 0. */
+int pd_store_snapshot_owner(struct pd_store *s, const char *name, char key_id[64]);
 
 /* Hex SHA-256 of a string (65 bytes out). */
 void pd_sha256_hex(const char *s, char out[65]);

@@ -42,12 +42,14 @@
 #include "mount.h"
 #include "sandbox.h"
 #include "seccomp-policy.h"
+#include "snapshot.h"
 #include "supervisor.h"
 #include "template.h"
 #include "trace.h"
 #include "util.h"
 
-#define MAX_TREES (1 + PD_MAX_GRAFTS + PD_MAX_VOLUMES + 1)
+/* root and grafts, each with its snapshot layers; volumes; sudo */
+#define MAX_TREES ((1 + PD_MAX_GRAFTS) * (1 + PD_MAX_STACK) + PD_MAX_VOLUMES + 1)
 
 struct child_args {
         struct pd_sandbox *sb;
@@ -61,6 +63,7 @@ struct child_args {
         unsigned n_trees;
         pid_t parent;
         bool supervised;                /* supervised tier: a listener for the supervisor */
+        bool keep_stage;                /* hand the host a clone of the writable layer's mount */
 };
 
 static int send_fds(int sync_fd, char tag, const int *fds, unsigned n, struct pd_error *err);
@@ -127,14 +130,33 @@ static _Noreturn void child_main(struct child_args *a)
         pd_trace("child: got trees");
         unsigned t = 0;
         a->plan.root.tree_fd = trees[t++];
-        for (unsigned i = 0; i < a->plan.n_grafts; i++)
+        for (unsigned k = 0; k < a->plan.root.n_stack; k++)
+                a->plan.root.stack_fds[k] = trees[t++];
+        for (unsigned i = 0; i < a->plan.n_grafts; i++) {
                 a->plan.grafts[i].tree_fd = trees[t++];
+                for (unsigned k = 0; k < a->plan.grafts[i].n_stack; k++)
+                        a->plan.grafts[i].stack_fds[k] = trees[t++];
+        }
         for (unsigned i = 0; i < a->plan.n_binds; i++)
                 a->plan.binds[i].tree_fd = trees[t++];
         int stagefd = pd_mount_stage(&a->plan, &err);
         if (stagefd < 0)
                 child_fail(a, &err);
         pd_trace("child: stage tmpfs");
+        if (a->keep_stage) {
+                /* The writable layer becomes unreachable by path after
+                 * pivot_root; a clone of its mount, attached by the host at
+                 * <sandbox dir>/mnt, is what snapshots copy from. */
+                int sfd = (int)syscall(SYS_open_tree, stagefd, "",
+                                       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+                if (sfd < 0) {
+                        pd_error_set(&err, errno, "clone the writable layer's mount");
+                        child_fail(a, &err);
+                }
+                if (send_fds(a->sync_fd, 'S', &sfd, 1, &err) < 0)
+                        child_fail(a, &err);
+                close(sfd);
+        }
         /* The parent wrote our maps: become root of the new namespace. */
         /* Raw syscalls: glibc's set*id() in a process it believes has other
          * threads (the server's, copied by clone3 without them) signals
@@ -238,6 +260,21 @@ static int idmapped_tree(const char *path, int userns_fd, bool readonly, bool re
         return PD_TAKE_FD(fd);
 }
 
+/* The snapshot layers of one overlay (graft NULL = the root), top first. */
+static int stack_trees(struct pd_sandbox *sb, const struct pd_template *t, const char *graft, int userns,
+                       int *trees, unsigned *n, struct pd_error *err)
+{
+        for (unsigned k = 0; k < t->n_stack; k++) {
+                char path[PATH_MAX];
+                pd_snapshot_layer_path(sb->state, t->stack[k], graft, path, sizeof path);
+                int fd = idmapped_tree(path, userns, true, false, err);
+                if (fd < 0)
+                        return pd_error_prefix(err, "snapshot '%s'", t->stack[k]);
+                trees[(*n)++] = fd;
+        }
+        return 0;
+}
+
 static int send_fds(int sync_fd, char tag, const int *fds, unsigned n, struct pd_error *err)
 {
         char ctrl[CMSG_SPACE(sizeof(int) * MAX_TREES)];
@@ -285,6 +322,7 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
                                      "run paddock as root");
         if ((r = pd_template_resolve(sb->state, &sb->spec, &tpl, err)) < 0)
                 return r;
+        snprintf(sb->template_buf, sizeof sb->template_buf, "%s", sb->spec.template_dir ? "" : tpl.name);
         pd_trace("template");
         /* Writable layer on tmpfs, charged to the sandbox's memory: keep it
          * below the memory limit so filling it is ENOSPC, never an OOM kill. */
@@ -314,6 +352,9 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         /* Record what teardown needs before anything else can leak. */
         if ((r = pd_sandbox_save(sb, err)) < 0)
                 return r;
+        /* Its snapshot layers must outlive it (pd_snapshot_delete checks). */
+        if ((r = pd_snapshot_use(sb->state, &tpl, sb->id, err)) < 0)
+                return r;
         pd_trace("record");
 
         char cache[PATH_MAX];
@@ -338,8 +379,11 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         a.plan.stage_dir = stage;
         a.plan.disk_bytes = sb->writable_bytes;
         a.plan.n_grafts = tpl.n_grafts;
-        for (unsigned i = 0; i < tpl.n_grafts; i++)
+        a.plan.root.n_stack = tpl.n_stack;
+        for (unsigned i = 0; i < tpl.n_grafts; i++) {
                 snprintf(a.plan.grafts[i].target, sizeof a.plan.grafts[i].target, "%s", tpl.grafts[i].target);
+                a.plan.grafts[i].n_stack = tpl.n_stack;
+        }
         a.plan.n_binds = sb->spec.n_volumes;
         for (unsigned i = 0; i < sb->spec.n_volumes; i++) {
                 struct stat st;
@@ -356,7 +400,8 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         snprintf(sudo->target, sizeof sudo->target, "/usr/bin/sudo");
         sudo->is_dir = false;
         sudo->readonly = true;
-        a.n_trees = 1 + a.plan.n_grafts + a.plan.n_binds;
+        a.n_trees = (1 + a.plan.n_grafts) * (1 + tpl.n_stack) + a.plan.n_binds;
+        a.keep_stage = !sb->die_with_parent;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0) {
                 r = pd_error_set(err, errno, "socketpair");
                 goto out;
@@ -398,10 +443,14 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         if ((r = trees[n_trees] = idmapped_tree(tpl.rootfs, userns, true, false, err)) < 0)
                 goto abort_child;
         n_trees++;
+        if ((r = stack_trees(sb, &tpl, NULL, userns, trees, &n_trees, err)) < 0)
+                goto abort_child;
         for (unsigned i = 0; i < tpl.n_grafts; i++) {
                 if ((r = trees[n_trees] = idmapped_tree(tpl.grafts[i].source, userns, true, false, err)) < 0)
                         goto abort_child;
                 n_trees++;
+                if ((r = stack_trees(sb, &tpl, tpl.grafts[i].target, userns, trees, &n_trees, err)) < 0)
+                        goto abort_child;
         }
         for (unsigned i = 0; i < sb->spec.n_volumes; i++) {
                 if ((r = trees[n_trees] = idmapped_tree(sb->spec.volumes[i].host, userns,
@@ -494,6 +543,11 @@ static int container_destroy(struct pd_sandbox *sb, struct pd_error *err)
 {
         pd_host_kill_agent(sb);
         pd_supervisor_stop(sb);
+        /* The host's clone of the writable layer (absent for paddock run). */
+        char stage[PATH_MAX];
+        snprintf(stage, sizeof stage, "%s/mnt", sb->dir);
+        (void)umount2(stage, MNT_DETACH);
+        pd_snapshot_unuse(sb->state, sb->template_buf, sb->id);
         pd_trace("destroy: agent killed, pid namespace gone");
         int r = pd_host_release(sb, err);
         pd_trace("destroy: cgroups, uid range, runtime dir released");
@@ -506,6 +560,7 @@ const struct pd_tier_ops pd_tier_container = {
         .connect = pd_host_connect,
         .pause = container_pause,
         .resume = container_resume,
+        .snapshot = pd_container_snapshot,
         .destroy = container_destroy,
         .stats = pd_host_stats,
         .adopt = pd_host_adopt,
@@ -519,6 +574,7 @@ const struct pd_tier_ops pd_tier_supervised = {
         .connect = pd_host_connect,
         .pause = container_pause,
         .resume = container_resume,
+        .snapshot = pd_container_snapshot,
         .destroy = container_destroy,
         .stats = pd_host_stats,
         .adopt = pd_host_adopt,

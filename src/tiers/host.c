@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "snapshot.h"
 #include "supervisor.h"
 #include "util.h"
 
@@ -55,6 +56,15 @@ int pd_host_wait_exec(struct pd_sandbox *sb, int sync_fd, struct pd_error *err)
                         int lfd;
                         memcpy(&lfd, CMSG_DATA(c), sizeof lfd);
                         int r = pd_supervisor_start(sb, lfd, err);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                if (n == 1 && ((char *)&child_err)[0] == 'S' && c && c->cmsg_type == SCM_RIGHTS &&
+                    c->cmsg_len == CMSG_LEN(sizeof(int))) {
+                        int tfd;
+                        memcpy(&tfd, CMSG_DATA(c), sizeof tfd);
+                        int r = pd_container_attach_stage(sb, tfd, err);
                         if (r < 0)
                                 return r;
                         continue;

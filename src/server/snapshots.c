@@ -1,0 +1,96 @@
+/* Snapshots and forks through the server (manager.h): the tier does the
+ * copying (pd_sandbox_snapshot); here the sandbox's lock, the record in
+ * SQLite, the audit line, and fork as N creates on an unlisted snapshot. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "manager.h"
+#include "store.h"
+#include "template.h"
+
+/* s->lock held: a sandbox whose filesystem can be copied. */
+static int check_state(struct pd_srv_sandbox *s, struct pd_error *err)
+{
+        if (s->deleted)
+                return pd_error_setx(err, ENOENT, "sandbox %s is gone", s->id);
+        if (!s->sb || (strcmp(s->state, "running") && strcmp(s->state, "paused")))
+                return pd_error_setx(err, EBUSY, "sandbox %s is %s: only a running or paused sandbox can be "
+                                     "snapshotted or forked", s->id, s->state);
+        return 0;
+}
+
+int pd_manager_take_snapshot(struct pd_server *srv, const struct pd_key *key, struct pd_srv_sandbox *s,
+                             const char *name, json_t **out, struct pd_error *err)
+{
+        int r = pd_snapshot_name_check(name, err);
+        if (r < 0)
+                return r;
+        pthread_mutex_lock(&s->lock);
+        if ((r = check_state(s, err)) == 0)
+                r = pd_sandbox_snapshot(s->sb, name, err);
+        char tpl[65], iso[16];
+        snprintf(tpl, sizeof tpl, "%s", s->sb && s->sb->template_buf[0] ? s->sb->template_buf : s->template_name);
+        snprintf(iso, sizeof iso, "%s", s->sb ? s->sb->ops->name : "");
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0)
+                return r;
+        if ((r = pd_store_snapshot_add(srv->store, name, key->id, s->id, tpl, iso, err)) < 0) {
+                (void)pd_snapshot_delete(&srv->state, name, NULL);
+                return r;
+        }
+        pd_audit(srv, s->id, s->key_id, "sandbox.snapshot", json_pack("{s:s}", "name", name));
+        pd_log("info", "snapshot taken sandbox=%s snapshot=%s", s->id, name);
+        *out = json_pack("{s:s, s:s, s:s, s:s}", "name", name, "source", s->id, "template", tpl, "isolation", iso);
+        return *out ? 0 : pd_error_set(err, ENOMEM, "snapshot reply");
+}
+
+int pd_manager_fork(struct pd_server *srv, const struct pd_key *key, struct pd_srv_sandbox *s, unsigned n,
+                    json_t *out, struct pd_error *err)
+{
+        if (n == 0 || n > PD_FORK_MAX)
+                return pd_error_setx(err, EINVAL, "'count' must be 1..%d", PD_FORK_MAX);
+        char name[65];
+        struct pd_create_req req;
+        pthread_mutex_lock(&s->lock);
+        int r = check_state(s, err);
+        if (r == 0) {
+                if (!s->sb->ops->snapshot)
+                        r = pd_error_setx(err, ENOTSUP, "the %s tier cannot fork", s->sb->ops->name);
+                else {
+                        pd_snapshot_fork_name(s->id, name);
+                        r = s->sb->ops->snapshot(s->sb, name, err);
+                }
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0)
+                return pd_error_prefix(err, "fork");
+        pd_manager_create_params(srv, s, &req);
+        snprintf(req.template_name, sizeof req.template_name, "%s", name);
+        struct pd_srv_sandbox *made[PD_FORK_MAX];
+        unsigned k = 0;
+        for (; k < n; k++) {
+                if ((r = pd_manager_create(srv, key, &req, &made[k], err)) < 0)
+                        break;
+        }
+        json_decref(req.env);
+        json_decref(req.metadata);
+        if (r < 0) {
+                /* all or none: the copies made so far go */
+                for (unsigned i = 0; i < k; i++) {
+                        (void)pd_manager_delete(srv, made[i], "sandbox.delete", NULL);
+                        pd_server_sandbox_put(srv, made[i]);
+                }
+        } else {
+                for (unsigned i = 0; i < k; i++) {
+                        json_array_append_new(out, pd_manager_sandbox_json(srv, made[i]));
+                        pd_server_sandbox_put(srv, made[i]);
+                }
+        }
+        /* Gone now if no copy was made; else with the last copy. */
+        pd_snapshot_release(&srv->state, name, NULL);
+        if (r < 0)
+                return pd_error_prefix(err, "fork");
+        pd_audit(srv, s->id, s->key_id, "sandbox.fork", json_pack("{s:I}", "count", (json_int_t)n));
+        return 0;
+}
