@@ -16,7 +16,7 @@ packages=(
   # network tier: nftables through netlink, and the fake internet the tests build
   libmnl-dev libnftnl-dev nftables dnsutils openssl
   # microvm tier: QEMU, the guest's root image, the tree its template is built from
-  qemu-system-x86 erofs-utils busybox-static cpio xz-utils
+  qemu-system-x86 erofs-utils busybox-static cpio xz-utils liblzma-dev
   # OCI runtime: the engines the tests drive, and the validation suite's toolchain
   podman containerd golang-go
 )
@@ -29,6 +29,17 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# microvm tier: the guest kernel and its modules, unpacked from Debian's
+# linux-image package (never installed on the host) into a cache dir that
+# paddock reads (PADDOCK_GUEST_DIR overrides it).
+guest_dir=${PADDOCK_GUEST_DIR:-/var/cache/paddock/guest}
+if ! ls "$guest_dir"/boot/vmlinuz-* >/dev/null 2>&1; then
+  kpkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-6/ {print $2; exit}')
+  echo "setup: unpacking $kpkg into $guest_dir" >&2
+  mkdir -p "$guest_dir"
+  (cd "$guest_dir" && apt-get download -qq "$kpkg" && dpkg -x "$kpkg"_*.deb . && rm -f "$kpkg"_*.deb)
 fi
 
 if [ ! -f build/build.ninja ]; then

@@ -149,6 +149,10 @@ struct ag_req {
         struct pd_error *err;
 };
 
+/* guest.c: the agent as a microvm guest's init: mounts, modules, root
+ * disk, its own listener (ag->listen_fd) and the serial-port demux. */
+int ag_guest_boot(struct agent *ag, struct pd_error *err);
+
 /* conn.c */
 void ag_conn_accept(struct agent *ag);
 int ag_conn_send(struct agent *ag, struct ag_conn *c, uint16_t type, uint16_t flags,

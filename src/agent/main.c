@@ -194,9 +194,16 @@ int main(int argc, char **argv)
         struct agent ag = { .epfd = -1, .listen_fd = -1, .sigfd = -1, .rootfd = -1,
                             .ring_size = 4u << 20 };
         ag.listen_h.fd = ag.sig_h.fd = ag.sudo_h.fd = -1;
-        if (parse_args(&ag, argc, argv) < 0)
-                return 125;
         struct pd_error err = { 0 };
+        /* booted as a microvm guest's /init (src/agent/guest.c) */
+        if (getpid() == 1 && strcmp(base, "init") == 0) {
+                if (ag_guest_boot(&ag, &err) < 0) {
+                        fprintf(stderr, "paddock-agent: guest boot: %s\n", err.msg);
+                        return 125;
+                }
+        } else if (parse_args(&ag, argc, argv) < 0) {
+                return 125;
+        }
         if (setup(&ag, &err) < 0) {
                 fprintf(stderr, "paddock-agent: %s\n", err.msg);
                 return 125;

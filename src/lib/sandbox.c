@@ -21,6 +21,8 @@ static const struct pd_tier_ops *tier_for(enum pd_isolation iso)
                 return &pd_tier_process;
         case PD_ISO_SUPERVISED:
                 return &pd_tier_supervised;
+        case PD_ISO_MICROVM:
+                return &pd_tier_microvm;
         default:
                 return NULL;
         }

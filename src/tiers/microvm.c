@@ -1,0 +1,316 @@
+/* The microvm tier (DESIGN §1): a QEMU `microvm` guest per sandbox whose
+ * init is the paddock agent. A sandbox is a clone restored from a template
+ * snapshot (guest RAM in a file mapped copy-on-write, device state saved
+ * with x-ignore-shared), built on first use by booting the guest once.
+ * Host processes per sandbox: QEMU (jailed, src/vm/qemu.c) and
+ * paddock-vm-relay (its channel multiplexer). The record keeps QEMU as the
+ * "agent" and the relay as the "supervisor" helper. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agentpath.h"
+#include "helper_proc.h"
+#include "host.h"
+#include "sandbox.h"
+#include "util.h"
+#include "vm.h"
+
+#define VM_BOOT_TIMEOUT_MS 120000       /* TCG on a busy host: a cold boot is seconds */
+#define VM_CLONE_TIMEOUT_MS 30000
+#define QEMU_OVERHEAD (384ull << 20)    /* QEMU's own memory beside the guest's (TCG cache) */
+
+struct vm_tpl {
+        char dir[PATH_MAX];
+        char mem[PATH_MAX + 8];
+        char state[PATH_MAX + 8];
+};
+
+static int start_relay(struct pd_sandbox *sb, int timeout_ms, struct pd_error *err)
+{
+        char relay[PATH_MAX], serial[PATH_MAX + 16];
+        if (pd_helper_path("paddock-vm-relay", "PADDOCK_VM_RELAY", relay, sizeof relay, err) < 0)
+                return -1;
+        snprintf(serial, sizeof serial, "%s/serial.sock", sb->dir);
+        unlink(sb->socket_path);
+        _pd_cleanup_close_ int lfd = pd_host_listen_socket(sb, err);
+        if (lfd < 0)
+                return lfd;
+        char *argv[] = { "paddock-vm-relay", serial, NULL };
+        int ready = -1;
+        const char *step = "";
+        pid_t pid = pd_helper_spawn(relay, argv, sb->dirfd, "relay.log", &lfd, 1, &ready, &step);
+        if (pid < 0)
+                return pd_error_set(err, (int)-pid, "start paddock-vm-relay (%s)", step);
+        char msg[8];
+        ssize_t n = 0;
+        int r = pd_helper_wait_ready(ready, timeout_ms, msg, sizeof msg, &n);
+        close(ready);
+        if (r <= 0 || n != 1 || msg[0] != 'R') {
+                pd_helper_kill(pid);
+                return pd_error_setx(err, r == 0 ? ETIMEDOUT : EIO,
+                                     "the guest's agent did not answer%s (see %s/console.log)",
+                                     r == 0 ? " in time" : "", sb->dir);
+        }
+        sb->supervisor_pid = pid;
+        sb->supervisor_start = pd_proc_starttime(pid);
+        return 0;
+}
+
+static void stop_relay(struct pd_sandbox *sb)
+{
+        if (sb->supervisor_pid > 0)
+                pd_helper_stop(sb->supervisor_pid, sb->supervisor_start, SIGTERM, 1000, 2000);
+        sb->supervisor_pid = 0;
+}
+
+static int start_qemu(struct pd_sandbox *sb, const struct pd_vm_assets *as, const char *mem_file, bool shared,
+                      bool incoming, struct pd_error *err)
+{
+        struct pd_vm_launch l = {
+                .assets = as, .dir = sb->dir, .memory_bytes = sb->spec.memory_bytes,
+                .vcpus = sb->spec.millicpus > 1000 ? (sb->spec.millicpus + 999) / 1000 : 1,
+                .disk_bytes = sb->spec.disk_bytes, .mem_file = mem_file, .mem_shared = shared,
+                .incoming = incoming, .die_with_parent = sb->die_with_parent,
+        };
+        if (sb->have_cgroup) {
+                int r = pd_cgroup_open_procs(&sb->cg, "agent", l.cg_fds, (int)PD_ARRAY_SIZE(l.cg_fds), err);
+                if (r < 0)
+                        return r;
+                l.n_cg = r;
+        }
+        if (sb->have_uids) {
+                l.uid = sb->uids.base;
+                l.gid = sb->uids.base;
+        }
+        int r = pd_vm_qemu_start(&l, &sb->agent_pid, &sb->agent_pidfd, err);
+        for (int i = 0; i < l.n_cg; i++)
+                close(l.cg_fds[i]);
+        if (r < 0)
+                return r;
+        sb->agent_start = pd_proc_starttime(sb->agent_pid);
+        return 0;
+}
+
+static int qmp_path(struct pd_sandbox *sb, char *buf, size_t size)
+{
+        return snprintf(buf, size, "%s/qmp.sock", sb->dir);
+}
+
+static int open_qmp(struct pd_sandbox *sb, struct pd_qmp **q, struct pd_error *err)
+{
+        char p[PATH_MAX + 16];
+        qmp_path(sb, p, sizeof p);
+        return pd_qmp_open(p, 10000, q, err);
+}
+
+/* Save the running guest's device state into fd (RAM stays in its file
+ * when x-ignore-shared is on). The guest is stopped first. */
+static int save_state(struct pd_qmp *q, int fd, struct pd_error *err)
+{
+        if (pd_qmp_cmd(q, "stop", NULL, err) < 0 ||
+            /* 7.2 caps migration at 128 MiB/s by default */
+            pd_qmp_cmd(q, "migrate-set-parameters", "{\"max-bandwidth\":17179869184}", err) < 0 ||
+            pd_qmp_getfd(q, "save", fd, err) < 0 ||
+            pd_qmp_cmd(q, "migrate", "{\"uri\":\"fd:save\"}", err) < 0)
+                return -1;
+        return pd_qmp_wait_migration(q, 600000, err);
+}
+
+static int restore_state(struct pd_qmp *q, int fd, bool ignore_shared, struct pd_error *err)
+{
+        if (ignore_shared &&
+            pd_qmp_cmd(q, "migrate-set-capabilities",
+                       "{\"capabilities\":[{\"capability\":\"x-ignore-shared\",\"state\":true}]}", err) < 0)
+                return -1;
+        if (pd_qmp_getfd(q, "load", fd, err) < 0 || pd_qmp_cmd(q, "migrate-incoming", "{\"uri\":\"fd:load\"}", err) < 0 ||
+            pd_qmp_wait_migration(q, 600000, err) < 0)
+                return -1;
+        return pd_qmp_cmd(q, "cont", NULL, err);
+}
+
+static void tpl_paths(struct pd_sandbox *sb, const struct pd_vm_assets *as, struct vm_tpl *t)
+{
+        snprintf(t->dir, sizeof t->dir, "%s/vm/tpl-%s-m%" PRIu64 "-d%" PRIu64 "-c%u", sb->state->dir, as->key,
+                 sb->spec.memory_bytes >> 20, sb->spec.disk_bytes >> 20, sb->spec.millicpus);
+        snprintf(t->mem, sizeof t->mem, "%s/mem", t->dir);
+        snprintf(t->state, sizeof t->state, "%s/state", t->dir);
+}
+
+/* Boot the guest once with its RAM in tpl's file, wait for the agent, and
+ * save the device state beside it. Runs as this sandbox (its QEMU, relay,
+ * cgroup), then tears them down. */
+static int build_template(struct pd_sandbox *sb, const struct pd_vm_assets *as, const struct vm_tpl *t,
+                          struct pd_error *err)
+{
+        char tmp[PATH_MAX + 8];
+        snprintf(tmp, sizeof tmp, "%s.tmp", t->dir);
+        pd_rm_rf(tmp, NULL);
+        if (mkdir(tmp, 0700) < 0)
+                return pd_error_set(err, errno, "create '%s'", tmp);
+        char mem[PATH_MAX + 16], state[PATH_MAX + 16];
+        snprintf(mem, sizeof mem, "%s/mem", tmp);
+        snprintf(state, sizeof state, "%s/state", tmp);
+        fprintf(stderr, "paddock: booting the microvm template (first use; %s)...\n",
+                pd_vm_have_kvm() ? "KVM" : "TCG, no hardware virtualization");
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int r = 0;
+        struct pd_qmp *q = NULL;
+        _pd_cleanup_close_ int sfd = -1;
+        if ((r = start_qemu(sb, as, mem, true, false, err)) < 0 || (r = open_qmp(sb, &q, err)) < 0 ||
+            (r = pd_qmp_cmd(q, "migrate-set-capabilities",
+                            "{\"capabilities\":[{\"capability\":\"x-ignore-shared\",\"state\":true}]}", err)) < 0 ||
+            (r = start_relay(sb, VM_BOOT_TIMEOUT_MS, err)) < 0)
+                goto out;
+        /* no host connection may be open in the snapshot */
+        stop_relay(sb);
+        sfd = open(state, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (sfd < 0) {
+                r = pd_error_set(err, errno, "create '%s'", state);
+                goto out;
+        }
+        if ((r = save_state(q, sfd, err)) < 0 || (r = fsync(sfd)) < 0)
+                goto out;
+        pd_host_kill_agent(sb);
+        if (chmod(mem, 0600) < 0 || rename(tmp, t->dir) < 0) {
+                r = pd_error_set(err, errno, "install template '%s'", t->dir);
+                goto out;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        fprintf(stderr, "paddock: microvm template ready (%.1f s)\n",
+                (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+out:
+        pd_qmp_close(q);
+        stop_relay(sb);
+        pd_host_kill_agent(sb);
+        if (r < 0) {
+                pd_rm_rf(tmp, NULL);
+                return pd_error_prefix(err, "microvm template");
+        }
+        /* the next QEMU of this sandbox makes new sockets */
+        char p[PATH_MAX + 16];
+        qmp_path(sb, p, sizeof p);
+        unlink(p);
+        snprintf(p, sizeof p, "%s/serial.sock", sb->dir);
+        unlink(p);
+        return 0;
+}
+
+static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
+{
+        if ((sb->spec.template_name && strcmp(sb->spec.template_name, "base") != 0) || sb->spec.template_dir ||
+            sb->spec.n_volumes)
+                return pd_error_setx(err, ENOTSUP, "the microvm tier runs its own base template only "
+                                                   "(no --template or volumes yet)");
+        struct pd_vm_assets as;
+        int r;
+        if ((r = pd_vm_assets_get(sb->state, &as, err)) < 0)
+                return r;
+        if (mkdir(sb->dir, 0700) < 0)
+                return pd_error_set(err, errno, "create sandbox dir '%s'", sb->dir);
+        sb->dirfd = open(sb->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (sb->dirfd < 0)
+                return pd_error_set(err, errno, "open '%s'", sb->dir);
+        if ((r = pd_cgroup_init(&sb->cg, sb->state->instance, sb->id, err)) < 0)
+                return r;
+        sb->have_cgroup = true;
+        struct pd_cgroup_limits lim = { sb->spec.memory_bytes + QEMU_OVERHEAD, sb->spec.pids, sb->spec.millicpus,
+                                        sb->spec.memory_bytes + QEMU_OVERHEAD };
+        if ((r = pd_cgroup_create(&sb->cg, &lim, err)) < 0)
+                return r;
+        struct vm_tpl t;
+        tpl_paths(sb, &as, &t);
+        /* one template builder per state dir at a time */
+        char lockp[PATH_MAX + 16];
+        snprintf(lockp, sizeof lockp, "%s/vm/lock", sb->state->dir);
+        _pd_cleanup_close_ int lock = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (lock < 0 || flock(lock, LOCK_SH) < 0)
+                return pd_error_set(err, errno, "lock '%s'", lockp);
+        if (access(t.state, R_OK) < 0) {
+                flock(lock, LOCK_UN);
+                if (flock(lock, LOCK_EX) < 0)
+                        return pd_error_set(err, errno, "lock '%s'", lockp);
+                if (access(t.state, R_OK) < 0 && (r = build_template(sb, &as, &t, err)) < 0)
+                        return r;
+        }
+        _pd_cleanup_close_ int sfd = open(t.state, O_RDONLY | O_CLOEXEC);
+        if (sfd < 0)
+                return pd_error_set(err, errno, "open '%s'", t.state);
+        /* a clone: the template's RAM mapped private (copy-on-write) */
+        struct pd_qmp *q = NULL;
+        if ((r = start_qemu(sb, &as, t.mem, false, true, err)) < 0 || (r = open_qmp(sb, &q, err)) < 0 ||
+            (r = restore_state(q, sfd, true, err)) < 0) {
+                pd_qmp_close(q);
+                return r;
+        }
+        pd_qmp_close(q);
+        flock(lock, LOCK_UN);
+        if ((r = start_relay(sb, VM_CLONE_TIMEOUT_MS, err)) < 0)
+                return r;
+        return pd_sandbox_save(sb, err);
+}
+
+static int microvm_connect(struct pd_sandbox *sb, struct pd_error *err)
+{
+        return pd_host_connect(sb, err);
+}
+
+static int microvm_pause(struct pd_sandbox *sb, struct pd_error *err)
+{
+        struct pd_qmp *q = NULL;
+        int r = open_qmp(sb, &q, err);
+        if (r == 0)
+                r = pd_qmp_cmd(q, "stop", NULL, err);
+        pd_qmp_close(q);
+        return r;
+}
+
+static int microvm_resume(struct pd_sandbox *sb, struct pd_error *err)
+{
+        struct pd_qmp *q = NULL;
+        int r = open_qmp(sb, &q, err);
+        if (r == 0)
+                r = pd_qmp_cmd(q, "cont", NULL, err);
+        pd_qmp_close(q);
+        return r;
+}
+
+static int microvm_destroy(struct pd_sandbox *sb, struct pd_error *err)
+{
+        stop_relay(sb);
+        pd_host_kill_agent(sb);
+        return pd_host_release(sb, err);
+}
+
+static int microvm_stats(struct pd_sandbox *sb, struct pd_sandbox_stats *out, struct pd_error *err)
+{
+        return pd_host_stats(sb, out, err);
+}
+
+static int microvm_adopt(struct pd_sandbox *sb, struct pd_error *err)
+{
+        return pd_host_adopt(sb, err);
+}
+
+const struct pd_tier_ops pd_tier_microvm = {
+        .name = "microvm",
+        .create = microvm_create,
+        .connect = microvm_connect,
+        .pause = microvm_pause,
+        .resume = microvm_resume,
+        .destroy = microvm_destroy,
+        .stats = microvm_stats,
+        .adopt = microvm_adopt,
+};

@@ -1,0 +1,175 @@
+/* The guest's boot assets, built on first use and cached under
+ * <state>/vm/ by content hash: the uncompressed kernel, the initramfs (agent
+ * + modules) and the base template's erofs root image. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agentpath.h"
+#include "state.h"
+#include "util.h"
+#include "vm.h"
+
+/* In dependency order (read from each module's modinfo `depends=`; an
+ * unpacked package has no modules.dep and the guest no modprobe). */
+static const char *const guest_modules[] = {
+        "kernel/drivers/virtio/virtio_ring", "kernel/drivers/virtio/virtio",
+        "kernel/drivers/virtio/virtio_mmio", "kernel/drivers/block/virtio_blk",
+        "kernel/drivers/char/virtio_console", "kernel/crypto/crc32c_generic",
+        "kernel/lib/libcrc32c", "kernel/fs/erofs/erofs", "kernel/fs/overlayfs/overlay", NULL,
+};
+
+uint64_t pd_vm_hash(uint64_t h, const void *p, size_t n)
+{
+        const uint8_t *b = p;
+        for (size_t i = 0; i < n; i++) {
+                h ^= b[i];
+                h *= 0x100000001b3ull;
+        }
+        return h;
+}
+
+int pd_vm_hash_file(uint64_t *h, const char *path, struct pd_error *err)
+{
+        _pd_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return pd_error_set(err, errno, "open '%s'", path);
+        uint8_t buf[65536];
+        ssize_t n;
+        while ((n = read(fd, buf, sizeof buf)) > 0)
+                *h = pd_vm_hash(*h, buf, (size_t)n);
+        return n < 0 ? pd_error_set(err, errno, "read '%s'", path) : 0;
+}
+
+/* Run argv; with out, capture up to size-1 bytes of its stdout. */
+static int run(char *const argv[], char *out, size_t size, struct pd_error *err)
+{
+        int p[2] = { -1, -1 };
+        if (out && pipe2(p, O_CLOEXEC) < 0)
+                return pd_error_set(err, errno, "pipe");
+        pid_t pid = fork();
+        if (pid < 0)
+                return pd_error_set(err, errno, "fork");
+        if (pid == 0) {
+                if (out)
+                        dup2(p[1], 1);
+                else
+                        dup2(2, 1);     /* tools' chatter goes to stderr */
+                execvp(argv[0], argv);
+                _exit(127);
+        }
+        size_t len = 0;
+        if (out) {
+                close(p[1]);
+                ssize_t n;
+                while ((n = read(p[0], out + len, size - 1 - len)) > 0 && len + (size_t)n < size - 1)
+                        len += (size_t)n;
+                if (n > 0)
+                        len += (size_t)n;
+                out[len] = '\0';
+                close(p[0]);
+        }
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+                ;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                return pd_error_setx(err, EIO, "%s failed (status %d)", argv[0], st);
+        return 0;
+}
+
+static double now_s(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int build_rootfs(const char *vmdir, const char *mkroot, const char *agent, const char *out,
+                        struct pd_error *err)
+{
+        char tree[PATH_MAX], tmp[PATH_MAX + 8];
+        snprintf(tree, sizeof tree, "%s/tree.tmp", vmdir);
+        snprintf(tmp, sizeof tmp, "%s.tmp", out);
+        pd_rm_rf(tree, NULL);
+        fprintf(stderr, "paddock: building the microvm base template (bash, coreutils, python3; "
+                        "first use only)...\n");
+        double t0 = now_s();
+        char *mk[] = { (char *)mkroot, tree, (char *)agent, NULL };
+        int r = run(mk, NULL, 0, err);
+        if (r == 0) {
+                fprintf(stderr, "paddock: ... tree ready (%.1f s), making its erofs image\n", now_s() - t0);
+                char *fs[] = { "mkfs.erofs", "--quiet", "-T0", tmp, tree, NULL };
+                r = run(fs, NULL, 0, err);
+        }
+        pd_rm_rf(tree, NULL);
+        if (r == 0 && rename(tmp, out) < 0)
+                r = pd_error_set(err, errno, "rename '%s'", tmp);
+        if (r < 0) {
+                unlink(tmp);
+                return pd_error_prefix(err, "build the microvm base template");
+        }
+        fprintf(stderr, "paddock: microvm base template ready (%.1f s)\n", now_s() - t0);
+        return 0;
+}
+
+int pd_vm_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_error *err)
+{
+        char vmdir[PATH_MAX], gdir[PATH_MAX], rel[128], agent[PATH_MAX], mkroot[PATH_MAX];
+        snprintf(vmdir, sizeof vmdir, "%s/vm", st->dir);
+        if (pd_mkdir_p(vmdir, 0700, err) < 0)
+                return -1;
+        if (pd_vm_guest_kernel(gdir, sizeof gdir, rel, sizeof rel, err) < 0 ||
+            pd_agent_path(agent, sizeof agent, err) < 0 ||
+            pd_helper_path("paddock-vm-mkroot", "PADDOCK_VM_MKROOT", mkroot, sizeof mkroot, err) < 0)
+                return -1;
+        /* one builder at a time per state dir; the others wait and reuse */
+        char lockp[PATH_MAX + 8];
+        snprintf(lockp, sizeof lockp, "%s/lock", vmdir);
+        _pd_cleanup_close_ int lock = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (lock < 0 || flock(lock, LOCK_EX) < 0)
+                return pd_error_set(err, errno, "lock '%s'", lockp);
+
+        snprintf(out->kernel, sizeof out->kernel, "%s/vmlinux-%s", vmdir, rel);
+        if (access(out->kernel, R_OK) < 0) {
+                char bz[PATH_MAX + 160];
+                snprintf(bz, sizeof bz, "%s/boot/vmlinuz-%s", gdir, rel);
+                if (pd_vm_kernel_extract(bz, out->kernel, err) < 0)
+                        return -1;
+        }
+
+        uint64_t h = PD_VM_HASH_INIT;
+        h = pd_vm_hash(h, rel, strlen(rel));
+        if (pd_vm_hash_file(&h, agent, err) < 0)
+                return -1;
+        snprintf(out->initrd, sizeof out->initrd, "%s/initrd-%016" PRIx64 ".cpio", vmdir, h);
+        if (access(out->initrd, R_OK) < 0) {
+                char moddir[PATH_MAX + 160];
+                snprintf(moddir, sizeof moddir, "%s/lib/modules/%s", gdir, rel);
+                if (pd_vm_initramfs_write(out->initrd, agent, moddir, guest_modules, err) < 0)
+                        return -1;
+        }
+
+        char inputs[8192];
+        char *in[] = { mkroot, "--inputs", NULL };
+        if (run(in, inputs, sizeof inputs, err) < 0)
+                return pd_error_prefix(err, "list the microvm template's inputs");
+        uint64_t hr = PD_VM_HASH_INIT;
+        hr = pd_vm_hash(hr, inputs, strlen(inputs));
+        if (pd_vm_hash_file(&hr, mkroot, err) < 0 || pd_vm_hash_file(&hr, agent, err) < 0)
+                return -1;
+        snprintf(out->rootfs, sizeof out->rootfs, "%s/rootfs-%016" PRIx64 ".erofs", vmdir, hr);
+        if (access(out->rootfs, R_OK) < 0 && build_rootfs(vmdir, mkroot, agent, out->rootfs, err) < 0)
+                return -1;
+        uint64_t k = pd_vm_hash(h, &hr, sizeof hr);
+        k = pd_vm_hash(k, rel, strlen(rel));
+        snprintf(out->key, sizeof out->key, "%016" PRIx64, k);
+        return 0;
+}

@@ -1,0 +1,74 @@
+/* The microvm tier's host-side parts (src/vm/): the guest's boot assets
+ * (kernel, initramfs, root image), QEMU's command line and its jail, and a
+ * QMP client. src/tiers/microvm.c puts them together. */
+#pragma once
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+struct pd_state;
+
+/* Everything a guest boots from; cached under <state>/vm/ by content hash. */
+struct pd_vm_assets {
+        char kernel[PATH_MAX];          /* uncompressed vmlinux (PVH entry) */
+        char initrd[PATH_MAX];          /* cpio newc: agent as /init + modules */
+        char rootfs[PATH_MAX];          /* erofs image of the base tree */
+        char key[17];                   /* hex content hash of all three */
+};
+
+/* Find or build the assets; prints a progress line on stderr while it
+ * builds (the first use takes seconds). */
+int pd_vm_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_error *err);
+
+/* kernel.c: the xz stream of a bzImage, decompressed to out_path. */
+int pd_vm_kernel_extract(const char *bzimage, const char *out_path, struct pd_error *err);
+/* The guest kernel package's root ($PADDOCK_GUEST_DIR, else
+ * /var/cache/paddock/guest) and its kernel release. */
+int pd_vm_guest_kernel(char *dir, size_t dsize, char *release, size_t rsize, struct pd_error *err);
+
+/* initramfs.c: a cpio (newc) with the agent as /init and the modules, named
+ * NN-name.ko in the order given (dependency order). */
+int pd_vm_initramfs_write(const char *out_path, const char *agent, const char *moddir,
+                          const char *const *modules, struct pd_error *err);
+
+/* 64-bit FNV-1a, fed incrementally (content hashes of cache entries). */
+uint64_t pd_vm_hash(uint64_t h, const void *p, size_t n);
+int pd_vm_hash_file(uint64_t *h, const char *path, struct pd_error *err);
+#define PD_VM_HASH_INIT 0xcbf29ce484222325ull
+
+/* How a QEMU for one sandbox is started (qemu.c). */
+struct pd_vm_launch {
+        const struct pd_vm_assets *assets;
+        const char *dir;                /* the sandbox's runtime dir (sockets, log) */
+        uint64_t memory_bytes;
+        unsigned vcpus;
+        uint64_t disk_bytes;            /* guest tmpfs for the writable layer */
+        const char *mem_file;           /* guest RAM in this file (template/clone) */
+        bool mem_shared;                /* template: share=on; clone: share=off */
+        bool incoming;                  /* -incoming defer (restore) */
+        bool die_with_parent;
+        /* jail: run QEMU as this uid/gid (0 = not jailed) */
+        uid_t uid;
+        gid_t gid;
+        int cg_fds[8];                  /* cgroup.procs fds to join */
+        int n_cg;
+};
+
+/* Fork + exec QEMU, jailed; returns its pid and a pidfd. */
+int pd_vm_qemu_start(const struct pd_vm_launch *l, pid_t *pid, int *pidfd, struct pd_error *err);
+bool pd_vm_have_kvm(void);
+
+/* qmp.c: one QMP session on <dir>/qmp.sock. */
+struct pd_qmp;
+int pd_qmp_open(const char *path, int timeout_ms, struct pd_qmp **out, struct pd_error *err);
+/* Run a command (args: a JSON object text or NULL); fails on an error reply. */
+int pd_qmp_cmd(struct pd_qmp *q, const char *cmd, const char *args_json, struct pd_error *err);
+/* Pass fd with getfd under name. */
+int pd_qmp_getfd(struct pd_qmp *q, const char *name, int fd, struct pd_error *err);
+/* Wait until query-migrate says completed (or failed). */
+int pd_qmp_wait_migration(struct pd_qmp *q, int timeout_ms, struct pd_error *err);
+/* Wait until query-status says running (after an incoming migration + cont). */
+void pd_qmp_close(struct pd_qmp *q);
