@@ -1,0 +1,34 @@
+/* The container's init between clone and exec (init.c), and what create.c
+ * hands it. */
+#pragma once
+#include "oci.h"
+
+struct oci_init_args {
+        const struct oci_config *cfg;
+        struct oci_state *st;
+        int sync;                       /* SOCK_SEQPACKET to the runtime */
+        int console;                    /* connected console socket, or -1 */
+        int fifo;                       /* O_PATH of exec.fifo */
+        int nsfd[OCI_MAX_NS];           /* namespaces joined by path, or -1 */
+        int unshare_flags;              /* created after joining a user namespace */
+        int preserve_fds;
+        const char *cache_dir;
+};
+
+/* One datagram each way: 'G' go (runtime to init, with the init's host
+ * pid), then 'R' ready or 'E' error (init to runtime). */
+struct oci_sync_msg {
+        char kind;
+        int code;
+        pid_t pid;
+        char msg[PD_ERROR_MSG_MAX];
+};
+
+struct create_opts_pub {
+        const char *pid_file, *console_socket;
+        int preserve_fds;
+};
+
+int oci_create(const struct oci_global *g, const char *id, const struct create_opts_pub *po, struct oci_config *cfg,
+               pid_t *out_pid, struct pd_error *err);
+__attribute__((noreturn)) void oci_init_main(struct oci_init_args *a);
