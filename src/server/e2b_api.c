@@ -300,7 +300,15 @@ static enum MHD_Result route_create(struct pd_req *r, const char *chunk, size_t 
                 }
                 cr.env = v;
         }
-        /* allow_internet_access, network, autoPause, secure, mcp...: accepted;
+        /* autoPause: pause at the deadline instead of killing (connect resumes). */
+        if ((v = json_object_get(body, "autoPause")) && !json_is_null(v)) {
+                if (!json_is_boolean(v)) {
+                        json_decref(body);
+                        return pd_e2b_reply_error(r, 400, "autoPause must be true or false");
+                }
+                cr.auto_pause = json_is_true(v);
+        }
+        /* allow_internet_access, network, secure, mcp...: accepted;
          * the sandbox runs with network none (its info says so). */
         struct pd_error err = { 0 };
         struct pd_srv_sandbox *s = NULL;

@@ -105,6 +105,16 @@ test('pause keeps state in memory; connect resumes', async () => {
   assert.equal(third.sandboxId, sbx.sandboxId)
 })
 
+test('autoPause (lifecycle onTimeout pause): paused at the deadline, connect resumes it', async () => {
+  const sbx = t.add(await Sandbox.create({ timeoutMs: 2_000, lifecycle: { onTimeout: 'pause' } }))
+  await sbx.files.write('/home/user/ap.txt', 'auto')
+  const paused = await until(async () => (await Sandbox.getInfo(sbx.sandboxId)).state === 'paused', 30_000)
+  assert.ok(paused, 'not paused at its deadline')
+  const again = await Sandbox.connect(sbx.sandboxId)
+  assert.equal((await again.getInfo()).state, 'running')
+  assert.equal(await again.files.read('/home/user/ap.txt'), 'auto')
+})
+
 test('a key sees only its own sandboxes', async () => {
   const sbx = t.add(await Sandbox.create())
   // same id, no/other key: not found (404) or refused (401)
