@@ -1,0 +1,56 @@
+/* Audit: one JSON line per decision, appended to the sandbox's audit file
+ * (the server reads these into its audit log). */
+#include <jansson.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "netd.h"
+
+void netd_audit(struct netd_sandbox *sb, const struct netd_audit *a)
+{
+        if (!sb || sb->audit_fd < 0)
+                return;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        json_t *o = json_pack("{s:f, s:s, s:s, s:s}", "ts",
+                              (double)ts.tv_sec + ts.tv_nsec / 1e9, "sandbox", sb->id, "kind",
+                              a->kind, "decision", a->allow ? "allow" : "deny");
+        if (!o)
+                return;
+        if (a->name)
+                json_object_set_new(o, "name", json_string(a->name));
+        if (a->qtype)
+                json_object_set_new(o, "qtype", json_string(a->qtype));
+        if (a->addr) {
+                char buf[64];
+                json_object_set_new(o, "addr", json_string(netd_addr_str(a->addr, buf, sizeof buf)));
+        }
+        if (a->port)
+                json_object_set_new(o, "port", json_integer(a->port));
+        if (a->proto)
+                json_object_set_new(o, "proto", json_string(a->proto));
+        if (a->ttl)
+                json_object_set_new(o, "ttl", json_integer(a->ttl));
+        if (a->rule) {
+                char r[PD_NETPOL_RULE_TEXT_MAX + 1];
+                pd_netpol_rule_format(a->rule, r, sizeof r);
+                json_object_set_new(o, "rule", json_string(r));
+        } else {
+                json_object_set_new(o, "rule", json_null());
+        }
+        if (a->reason)
+                json_object_set_new(o, "reason", json_string(a->reason));
+        char *s = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        if (!s)
+                return;
+        size_t n = strlen(s);
+        s[n] = '\n';            /* json_dumps's NUL becomes the newline */
+        /* one write with O_APPEND: lines from concurrent writers never
+         * interleave; a short write on a full disk loses the line, not the
+         * daemon */
+        ssize_t w = write(sb->audit_fd, s, n + 1);
+        (void)w;
+        free(s);
+}

@@ -1,0 +1,124 @@
+/* paddock-netd internals: one daemon per router netns (netd_client.h has
+ * its command line and control protocol). Single-threaded epoll loop. */
+#pragma once
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "error.h"
+#include "policy.h"
+#include "netd_client.h"
+#include "nft.h"
+
+#define NETD_MAX_UPSTREAMS 4
+#define NETD_MAX_PINNED_NAMES 4096      /* per sandbox, oldest evicted */
+#define NETD_MAX_PINS_PER_NAME 16
+
+/* What an epoll event's data.ptr points at: every registered object starts
+ * with this, so the loop dispatches on kind. */
+enum netd_kind { K_CONTROL_LISTEN, K_CONTROL, K_DNS_UDP, K_DNS_TCP_LISTEN, K_DNS_TCP,
+                 K_UPSTREAM, K_PROXY_LISTEN, K_PROXY_CLIENT, K_PROXY_UPSTREAM };
+
+struct netd_ev {
+        enum netd_kind kind;
+        bool dead;                      /* closed during this batch; freed after */
+        void (*free_fn)(struct netd_ev *ev);   /* closes fds, frees */
+        struct netd_ev *dead_next;
+};
+
+struct netd_addr {
+        int family;
+        uint8_t a[16];
+};
+
+/* An address the resolver answered for a name, for the strict proxy. */
+struct netd_pin {
+        struct netd_addr addr;
+        uint64_t expires_ms;
+};
+
+struct netd_pinned_name {
+        char name[PD_NETPOL_NAME_MAX + 1];
+        unsigned n;
+        struct netd_pin pins[NETD_MAX_PINS_PER_NAME];
+};
+
+struct netd_sandbox {
+        char id[PD_NFT_KEY_MAX + 1];
+        char iface[32];
+        struct netd_addr addrs[PD_NETD_MAX_ADDRS];
+        unsigned n_addrs;
+        struct pd_netpol policy;
+        int audit_fd;
+        struct netd_pinned_name *names; /* ring of NETD_MAX_PINNED_NAMES */
+        unsigned n_names, next_name;
+        struct netd_sandbox *next;
+};
+
+struct netd {
+        int epfd;
+        struct pd_nft *nft;             /* NULL: pinning off (tests without nft) */
+        struct sockaddr_storage upstream[NETD_MAX_UPSTREAMS];
+        socklen_t upstream_len[NETD_MAX_UPSTREAMS];
+        unsigned n_upstreams;
+        struct pd_netpol_builtin never[16];     /* --never extras */
+        unsigned n_never;
+        uint16_t dns_port, proxy_port;
+        struct netd_sandbox *sandboxes;
+        struct netd_ev *dead_head;      /* killed this batch */
+        struct netd_pending *pending;   /* upstream queries in flight */
+        unsigned n_pending;
+};
+
+/* main.c */
+int netd_watch(struct netd *d, int fd, uint32_t events, struct netd_ev *ev);
+int netd_rewatch(struct netd *d, int fd, uint32_t events, struct netd_ev *ev);
+struct netd_sandbox *netd_sandbox_by_addr(struct netd *d, const struct sockaddr *sa);
+struct netd_sandbox *netd_sandbox_by_id(struct netd *d, const char *id);
+void netd_addr_from_sa(const struct sockaddr *sa, struct netd_addr *out, uint16_t *port);
+const char *netd_addr_str(const struct netd_addr *a, char *buf, size_t size);
+bool netd_never(const struct netd *d, const struct netd_addr *a);
+
+/* control.c */
+int netd_control_listen(struct netd *d, const char *path, struct pd_error *err);
+void netd_control_event(struct netd *d, struct netd_ev *ev, uint32_t events);
+void netd_sandbox_free(struct netd *d, struct netd_sandbox *sb);
+
+/* audit.c: one JSON line. Fields NULL/0 are left out. */
+struct netd_audit {
+        const char *kind;               /* dns, pin, connect */
+        bool allow;
+        const char *name;
+        const struct netd_addr *addr;
+        uint16_t port;
+        const char *proto;
+        const char *qtype;
+        const struct pd_netpol_rule *rule;
+        const char *reason;
+        uint32_t ttl;
+};
+void netd_audit(struct netd_sandbox *sb, const struct netd_audit *a);
+
+/* pins.c: what the resolver answered, for the strict proxy */
+void netd_pins_remember(struct netd_sandbox *sb, const char *name, const struct netd_addr *a,
+                        uint32_t ttl_s);
+bool netd_pins_has(struct netd_sandbox *sb, const char *name, const struct netd_addr *a);
+void netd_pins_forget_all(struct netd_sandbox *sb);
+
+/* resolver.c */
+int netd_dns_listen(struct netd *d, struct pd_error *err);
+void netd_dns_event(struct netd *d, struct netd_ev *ev, uint32_t events);
+void netd_dns_tick(struct netd *d, uint64_t now_ms);
+/* a sandbox went away: drop its pending queries */
+void netd_dns_forget(struct netd *d, struct netd_sandbox *sb);
+
+/* proxy.c */
+int netd_proxy_listen(struct netd *d, struct pd_error *err);
+void netd_proxy_event(struct netd *d, struct netd_ev *ev, uint32_t events);
+void netd_proxy_tick(struct netd *d, uint64_t now_ms);
+void netd_proxy_forget(struct netd *d, struct netd_sandbox *sb);
+
+/* mark an object dead: its free_fn runs after the batch (redis ae.c's
+ * deferred deletion: any callback may kill any object) */
+void netd_kill(struct netd *d, struct netd_ev *ev);
