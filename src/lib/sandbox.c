@@ -11,6 +11,7 @@
 
 #include "template.h"
 #include "util.h"
+#include "vm.h"
 
 static const struct pd_tier_ops *tier_for(enum pd_isolation iso)
 {
@@ -323,6 +324,8 @@ int pd_gc(struct pd_state *st, int *destroyed, struct pd_error *err)
                 ret = pd_error_setx(err, EIO, "could not remove '%s'", ws);
         /* Anything the records missed (a crash between steps). */
         if (pd_cgroup_gc(st->instance, ret == 0 ? err : NULL) < 0 && ret == 0)
+                ret = -EIO;
+        if (pd_vm_gc(st, ret == 0 ? err : NULL) < 0 && ret == 0)
                 ret = -EIO;
         if (pd_uidrange_gc(st->instance, NULL) < 0 && ret == 0)
                 ret = pd_error_setx(err, EIO, "could not free uid ranges");

@@ -35,14 +35,22 @@ struct vm_tpl {
         char dir[PATH_MAX];
         char mem[PATH_MAX + 8];
         char state[PATH_MAX + 8];
+        char stamp[PATH_MAX + 8];
 };
+
+/* QEMU's own files (its sockets, the console log): <dir>/vm, owned by
+ * its uid; its jail's root is <dir>/jail. */
+static void qemu_dir(struct pd_sandbox *sb, char *buf, size_t size)
+{
+        snprintf(buf, size, "%s/vm", sb->dir);
+}
 
 static int start_relay(struct pd_sandbox *sb, int timeout_ms, struct pd_error *err)
 {
         char relay[PATH_MAX], serial[PATH_MAX + 16];
         if (pd_helper_path("paddock-vm-relay", "PADDOCK_VM_RELAY", relay, sizeof relay, err) < 0)
                 return -1;
-        snprintf(serial, sizeof serial, "%s/serial.sock", sb->dir);
+        snprintf(serial, sizeof serial, "%s/vm/serial.sock", sb->dir);
         unlink(sb->socket_path);
         _pd_cleanup_close_ int lfd = pd_host_listen_socket(sb, err);
         if (lfd < 0)
@@ -60,7 +68,7 @@ static int start_relay(struct pd_sandbox *sb, int timeout_ms, struct pd_error *e
         if (r <= 0 || n != 1 || msg[0] != 'R') {
                 pd_helper_kill(pid);
                 return pd_error_setx(err, r == 0 ? ETIMEDOUT : EIO,
-                                     "the guest's agent did not answer%s (see %s/console.log)",
+                                     "the guest's agent did not answer%s (see %s/vm/console.log)",
                                      r == 0 ? " in time" : "", sb->dir);
         }
         sb->supervisor_pid = pid;
@@ -75,11 +83,19 @@ static void stop_relay(struct pd_sandbox *sb)
         sb->supervisor_pid = 0;
 }
 
-static int start_qemu(struct pd_sandbox *sb, const struct pd_vm_assets *as, const char *mem_file, bool shared,
-                      bool incoming, struct pd_error *err)
+static int start_qemu(struct pd_sandbox *sb, const struct pd_vm_assets *as, const char *mem_file, gid_t mem_gid,
+                      bool shared, bool incoming, struct pd_error *err)
 {
+        char qdir[PATH_MAX + 8], jail[PATH_MAX + 8];
+        qemu_dir(sb, qdir, sizeof qdir);
+        snprintf(jail, sizeof jail, "%s/jail", sb->dir);
+        (void)mkdir(jail, 0700);
+        if (mkdir(qdir, 0700) < 0 && errno != EEXIST)
+                return pd_error_set(err, errno, "create '%s'", qdir);
+        if (chown(qdir, sb->uids.base, mem_gid) < 0)
+                return pd_error_set(err, errno, "chown '%s'", qdir);
         struct pd_vm_launch l = {
-                .assets = as, .dir = sb->dir, .memory_bytes = sb->spec.memory_bytes,
+                .assets = as, .dir = qdir, .memory_bytes = sb->spec.memory_bytes, .jail_root = jail,
                 .vcpus = sb->spec.millicpus > 1000 ? (sb->spec.millicpus + 999) / 1000 : 1,
                 .disk_bytes = sb->spec.disk_bytes, .mem_file = mem_file, .mem_shared = shared,
                 .incoming = incoming, .die_with_parent = sb->die_with_parent,
@@ -90,10 +106,9 @@ static int start_qemu(struct pd_sandbox *sb, const struct pd_vm_assets *as, cons
                         return r;
                 l.n_cg = r;
         }
-        if (sb->have_uids) {
-                l.uid = sb->uids.base;
-                l.gid = sb->uids.base;
-        }
+        /* its own uid; the group of the template whose RAM file it maps */
+        l.uid = sb->uids.base;
+        l.gid = mem_gid;
         int r = pd_vm_qemu_start(&l, &sb->agent_pid, &sb->agent_pidfd, err);
         for (int i = 0; i < l.n_cg; i++)
                 close(l.cg_fds[i]);
@@ -105,7 +120,7 @@ static int start_qemu(struct pd_sandbox *sb, const struct pd_vm_assets *as, cons
 
 static int qmp_path(struct pd_sandbox *sb, char *buf, size_t size)
 {
-        return snprintf(buf, size, "%s/qmp.sock", sb->dir);
+        return snprintf(buf, size, "%s/vm/qmp.sock", sb->dir);
 }
 
 static int open_qmp(struct pd_sandbox *sb, struct pd_qmp **q, struct pd_error *err)
@@ -146,6 +161,51 @@ static void tpl_paths(struct pd_sandbox *sb, const struct pd_vm_assets *as, stru
                  sb->spec.memory_bytes >> 20, sb->spec.disk_bytes >> 20, sb->spec.millicpus);
         snprintf(t->mem, sizeof t->mem, "%s/mem", t->dir);
         snprintf(t->state, sizeof t->state, "%s/state", t->dir);
+        snprintf(t->stamp, sizeof t->stamp, "%s/stamp", t->dir);
+}
+
+/* The template's RAM file as it was saved: QEMU 7.2 opens a share=off
+ * RAM file read-write, so a clone whose QEMU was taken over could write
+ * it. Any write moves its ctime, which no unprivileged process can set
+ * back: checked before every clone (docs/security.md). */
+static int tpl_stamp(const char *mem, char *buf, size_t size, struct pd_error *err)
+{
+        struct stat st;
+        if (stat(mem, &st) < 0)
+                return pd_error_set(err, errno, "stat '%s'", mem);
+        snprintf(buf, size, "ino=%llu size=%lld mtime=%lld.%09ld ctime=%lld.%09ld uid=%u gid=%u mode=%o\n",
+                 (unsigned long long)st.st_ino, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+                 st.st_mtim.tv_nsec, (long long)st.st_ctim.tv_sec, st.st_ctim.tv_nsec, st.st_uid, st.st_gid,
+                 st.st_mode);
+        return 0;
+}
+
+/* 1 if the template is intact, 0 if it is absent or was changed (then
+ * removed, to be built again), -errno on error. */
+static int tpl_check(const struct vm_tpl *t, gid_t *gid, struct pd_error *err)
+{
+        char want[256] = "", have[256];
+        _pd_cleanup_close_ int fd = open(t->stamp, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+                if (errno != ENOENT)
+                        return pd_error_set(err, errno, "open '%s'", t->stamp);
+                return pd_rm_rf(t->dir, err) < 0 ? -1 : 0;     /* half-made: start over */
+        }
+        ssize_t n = read(fd, want, sizeof want - 1);
+        if (n <= 0)
+                return pd_error_set(err, EIO, "read '%s'", t->stamp);
+        want[n] = '\0';
+        unsigned g = 0;
+        if (tpl_stamp(t->mem, have, sizeof have, NULL) == 0 && strcmp(want, have) == 0 &&
+            sscanf(strstr(have, "gid="), "gid=%u", &g) == 1 && access(t->state, R_OK) == 0) {
+                *gid = g;
+                return 1;
+        }
+        fprintf(stderr, "paddock: warning: the microvm template '%s' changed since it was saved; "
+                        "discarding it\n", t->dir);
+        if (pd_rm_rf(t->dir, err) < 0)
+                return -1;
+        return 0;
 }
 
 /* Boot the guest once with its RAM in tpl's file, wait for the agent, and
@@ -159,9 +219,25 @@ static int build_template(struct pd_sandbox *sb, const struct pd_vm_assets *as, 
         pd_rm_rf(tmp, NULL);
         if (mkdir(tmp, 0700) < 0)
                 return pd_error_set(err, errno, "create '%s'", tmp);
-        char mem[PATH_MAX + 16], state[PATH_MAX + 16];
+        char mem[PATH_MAX + 16], state[PATH_MAX + 16], stamp[PATH_MAX + 16];
         snprintf(mem, sizeof mem, "%s/mem", tmp);
         snprintf(state, sizeof state, "%s/state", tmp);
+        snprintf(stamp, sizeof stamp, "%s/stamp", tmp);
+        /* The RAM file belongs to root and to the template's own group
+         * (an unprivileged id of its own): every clone's QEMU runs with it
+         * as its gid, and nothing else can open the file. */
+        struct pd_uidrange gr;
+        char owner[64];
+        snprintf(owner, sizeof owner, "%s:vmtpl", sb->state->instance);
+        if (pd_uidrange_alloc(owner, &gr, err) < 0)
+                return pd_error_prefix(err, "microvm template group");
+        gid_t gid = gr.base;
+        {
+                _pd_cleanup_close_ int mfd = open(mem, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0660);
+                if (mfd < 0 || fchown(mfd, 0, gid) < 0 || fchmod(mfd, 0660) < 0 ||
+                    ftruncate(mfd, (off_t)sb->spec.memory_bytes) < 0)
+                        return pd_error_set(err, errno, "create '%s'", mem);
+        }
         fprintf(stderr, "paddock: booting the microvm template (first use; %s)...\n",
                 pd_vm_have_kvm() ? "KVM" : "TCG, no hardware virtualization");
         struct timespec t0, t1;
@@ -169,7 +245,7 @@ static int build_template(struct pd_sandbox *sb, const struct pd_vm_assets *as, 
         int r = 0;
         struct pd_qmp *q = NULL;
         _pd_cleanup_close_ int sfd = -1;
-        if ((r = start_qemu(sb, as, mem, true, false, err)) < 0 || (r = open_qmp(sb, &q, err)) < 0 ||
+        if ((r = start_qemu(sb, as, mem, gid, true, false, err)) < 0 || (r = open_qmp(sb, &q, err)) < 0 ||
             (r = pd_qmp_cmd(q, "migrate-set-capabilities",
                             "{\"capabilities\":[{\"capability\":\"x-ignore-shared\",\"state\":true}]}", err)) < 0 ||
             (r = start_relay(sb, VM_BOOT_TIMEOUT_MS, err)) < 0)
@@ -184,7 +260,17 @@ static int build_template(struct pd_sandbox *sb, const struct pd_vm_assets *as, 
         if ((r = save_state(q, sfd, err)) < 0 || (r = fsync(sfd)) < 0)
                 goto out;
         pd_host_kill_agent(sb);
-        if (chmod(mem, 0600) < 0 || rename(tmp, t->dir) < 0) {
+        char st[256];
+        if ((r = tpl_stamp(mem, st, sizeof st, err)) < 0)
+                goto out;
+        {
+                _pd_cleanup_close_ int stfd = open(stamp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                if (stfd < 0 || pd_write_all(stfd, st, strlen(st)) < 0 || fsync(stfd) < 0) {
+                        r = pd_error_set(err, errno, "write '%s'", stamp);
+                        goto out;
+                }
+        }
+        if (chmod(tmp, 0711) < 0 || rename(tmp, t->dir) < 0) {
                 r = pd_error_set(err, errno, "install template '%s'", t->dir);
                 goto out;
         }
@@ -203,7 +289,7 @@ out:
         char p[PATH_MAX + 16];
         qmp_path(sb, p, sizeof p);
         unlink(p);
-        snprintf(p, sizeof p, "%s/serial.sock", sb->dir);
+        snprintf(p, sizeof p, "%s/vm/serial.sock", sb->dir);
         unlink(p);
         return 0;
 }
@@ -230,6 +316,11 @@ static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
                                         sb->spec.memory_bytes + QEMU_OVERHEAD };
         if ((r = pd_cgroup_create(&sb->cg, &lim, err)) < 0)
                 return r;
+        char owner[64];
+        snprintf(owner, sizeof owner, "%s:%s", sb->state->instance, sb->id);
+        if ((r = pd_uidrange_alloc(owner, &sb->uids, err)) < 0)
+                return r;
+        sb->have_uids = true;
         struct vm_tpl t;
         tpl_paths(sb, &as, &t);
         /* one template builder per state dir at a time */
@@ -238,19 +329,26 @@ static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
         _pd_cleanup_close_ int lock = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         if (lock < 0 || flock(lock, LOCK_SH) < 0)
                 return pd_error_set(err, errno, "lock '%s'", lockp);
-        if (access(t.state, R_OK) < 0) {
+        gid_t gid = 0;
+        if ((r = tpl_check(&t, &gid, err)) < 0)
+                return r;
+        if (r == 0) {
                 flock(lock, LOCK_UN);
                 if (flock(lock, LOCK_EX) < 0)
                         return pd_error_set(err, errno, "lock '%s'", lockp);
-                if (access(t.state, R_OK) < 0 && (r = build_template(sb, &as, &t, err)) < 0)
+                if ((r = tpl_check(&t, &gid, err)) < 0)
                         return r;
+                if (r == 0 && ((r = build_template(sb, &as, &t, err)) < 0 || (r = tpl_check(&t, &gid, err)) < 0))
+                        return r;
+                if (r == 0)
+                        return pd_error_setx(err, EIO, "microvm template '%s' changed while it was built", t.dir);
         }
         _pd_cleanup_close_ int sfd = open(t.state, O_RDONLY | O_CLOEXEC);
         if (sfd < 0)
                 return pd_error_set(err, errno, "open '%s'", t.state);
         /* a clone: the template's RAM mapped private (copy-on-write) */
         struct pd_qmp *q = NULL;
-        if ((r = start_qemu(sb, &as, t.mem, false, true, err)) < 0 || (r = open_qmp(sb, &q, err)) < 0 ||
+        if ((r = start_qemu(sb, &as, t.mem, gid, false, true, err)) < 0 || (r = open_qmp(sb, &q, err)) < 0 ||
             (r = restore_state(q, sfd, true, err)) < 0) {
                 pd_qmp_close(q);
                 return r;

@@ -1,6 +1,7 @@
 /* The guest's boot assets, built on first use and cached under
  * <state>/vm/ by content hash: the uncompressed kernel, the initramfs (agent
  * + modules) and the base template's erofs root image. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -172,4 +173,26 @@ int pd_vm_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_er
         k = pd_vm_hash(k, rel, strlen(rel));
         snprintf(out->key, sizeof out->key, "%016" PRIx64, k);
         return 0;
+}
+
+int pd_vm_gc(struct pd_state *st, struct pd_error *err)
+{
+        /* Templates' RAM files belong to a group id from the uid ranges
+         * gc frees: the templates go with them (caches; rebuilt on use). */
+        char vmdir[PATH_MAX];
+        snprintf(vmdir, sizeof vmdir, "%s/vm", st->dir);
+        DIR *d = opendir(vmdir);
+        if (!d)
+                return 0;
+        int ret = 0;
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (strncmp(de->d_name, "tpl-", 4) == 0) {
+                        char p[PATH_MAX + 300];
+                        snprintf(p, sizeof p, "%s/%s", vmdir, de->d_name);
+                        if (pd_rm_rf(p, ret == 0 ? err : NULL) < 0)
+                                ret = -EIO;
+                }
+        closedir(d);
+        return ret;
 }

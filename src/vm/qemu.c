@@ -9,7 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <limits.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -131,6 +134,90 @@ static void build_argv(const struct pd_vm_launch *l, struct argv_buf *a)
         }
 }
 
+/* What the jailed QEMU sees, prepared before the clone (no malloc after). */
+struct jail_plan {
+        char root[PATH_MAX];
+        struct {
+                char src[PATH_MAX];
+                char dst[PATH_MAX + 8];     /* under root */
+                bool dir, ro;
+        } b[16];
+        int n;
+};
+
+static void plan_bind(struct jail_plan *j, const char *path, bool dir, bool ro)
+{
+        if (!path || j->n >= (int)PD_ARRAY_SIZE(j->b))
+                return;
+        size_t rl = strlen(j->root);
+        snprintf(j->b[j->n].src, sizeof j->b[j->n].src, "%s", path);
+        memcpy(j->b[j->n].dst, j->root, rl);
+        snprintf(j->b[j->n].dst + rl, sizeof j->b[j->n].dst - rl, "%s", path);
+        j->b[j->n].dir = dir;
+        j->b[j->n].ro = ro;
+        j->n++;
+}
+
+/* mkdir -p of path's components below the jail root (a fresh tmpfs). */
+static int mkdirs(char *path, size_t skip, bool last)
+{
+        for (char *p = path + skip + 1; *p; p++) {
+                if (*p != '/')
+                        continue;
+                *p = '\0';
+                int r = mkdir(path, 0755);
+                *p = '/';
+                if (r < 0 && errno != EEXIST)
+                        return -1;
+        }
+        if (last && mkdir(path, 0755) < 0 && errno != EEXIST)
+                return -1;
+        return 0;
+}
+
+/* In the child, in its new mount namespace: build the jail and pivot into
+ * it. Raw syscalls only. Returns 0 or a step name. */
+static const char *jail_enter(struct jail_plan *j)
+{
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return "make mounts private";
+        if (mount("tmpfs", j->root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0)
+                return "mount the jail's tmpfs";
+        size_t rl = strlen(j->root);
+        for (int i = 0; i < j->n; i++) {
+                if (mkdirs(j->b[i].dst, rl, j->b[i].dir) < 0)
+                        return "make a mount point";
+                if (!j->b[i].dir) {
+                        int fd = open(j->b[i].dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+                        if (fd < 0)
+                                return "make a file mount point";
+                        close(fd);
+                }
+                if (mount(j->b[i].src, j->b[i].dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+                        return "bind into the jail";
+                if (j->b[i].ro && mount(NULL, j->b[i].dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                                         NULL) < 0)
+                        return "make a bind read-only";
+        }
+        char p[PATH_MAX + 16];
+        static const char *const links[][2] = { { "usr/bin", "/bin" }, { "usr/lib", "/lib" },
+                                                { "usr/lib64", "/lib64" }, { "usr/sbin", "/sbin" } };
+        for (size_t i = 0; i < PD_ARRAY_SIZE(links); i++) {
+                snprintf(p, sizeof p, "%s%s", j->root, links[i][1]);
+                if (symlink(links[i][0], p) < 0)
+                        return "symlink in the jail";
+        }
+        snprintf(p, sizeof p, "%s/proc", j->root);
+        if (mkdir(p, 0555) < 0 || mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+                return "mount /proc in the jail";
+        if (chdir(j->root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 ||
+            chdir("/") < 0)
+                return "pivot into the jail";
+        if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
+                return "make the jail's root read-only";
+        return NULL;
+}
+
 static void child_fail(int fd, int code, const char *what)
 {
         char msg[160];
@@ -142,8 +229,23 @@ static void child_fail(int fd, int code, const char *what)
 int pd_vm_qemu_start(const struct pd_vm_launch *l, pid_t *pid_out, int *pidfd_out, struct pd_error *err)
 {
         static struct argv_buf a;
+        static struct jail_plan j;
         memset(&a, 0, sizeof a);
+        memset(&j, 0, sizeof j);
         build_argv(l, &a);
+        if (l->jail_root) {
+                snprintf(j.root, sizeof j.root, "%s", l->jail_root);
+                plan_bind(&j, "/usr", true, true);
+                plan_bind(&j, "/dev/null", false, false);
+                plan_bind(&j, "/dev/urandom", false, false);
+                if (pd_vm_have_kvm())
+                        plan_bind(&j, "/dev/kvm", false, false);
+                plan_bind(&j, l->assets->kernel, false, true);
+                plan_bind(&j, l->assets->initrd, false, true);
+                plan_bind(&j, l->assets->rootfs, false, true);
+                plan_bind(&j, l->mem_file, false, false);
+                plan_bind(&j, l->dir, true, false);
+        }
         char *envp[] = { "PATH=/usr/bin:/bin", NULL };
         int sync[2];
         if (pipe2(sync, O_CLOEXEC) < 0)
@@ -171,6 +273,16 @@ int pd_vm_qemu_start(const struct pd_vm_launch *l, pid_t *pid_out, int *pidfd_ou
                         dup2(nul, 1);
                 }
                 setsid();
+                if (l->jail_root) {
+                        const char *step = jail_enter(&j);
+                        if (step)
+                                child_fail(sync[1], errno, step);
+                }
+                /* an empty bounding set (needs CAP_SETPCAP: before the uid
+                         * switch, which clears the other sets) */
+                for (int c = 0; c <= 63; c++)
+                        if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+                                child_fail(sync[1], errno, "drop the capability bounding set");
                 if (l->uid) {
                         if (syscall(SYS_setgroups, 0, NULL) < 0 ||
                             syscall(SYS_setresgid, l->gid, l->gid, l->gid) < 0 ||
@@ -179,6 +291,7 @@ int pd_vm_qemu_start(const struct pd_vm_launch *l, pid_t *pid_out, int *pidfd_ou
                 }
                 if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                         child_fail(sync[1], errno, "no_new_privs");
+
                 if (l->die_with_parent) {
                         prctl(PR_SET_PDEATHSIG, SIGKILL);
                         if (getppid() != parent && getppid() != 0)

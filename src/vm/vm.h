@@ -23,6 +23,9 @@ struct pd_vm_assets {
  * builds (the first use takes seconds). */
 int pd_vm_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_error *err);
 
+/* Remove the cached template snapshots (paddock gc frees their group ids). */
+int pd_vm_gc(struct pd_state *st, struct pd_error *err);
+
 /* kernel.c: the xz stream of a bzImage, decompressed to out_path. */
 int pd_vm_kernel_extract(const char *bzimage, const char *out_path, struct pd_error *err);
 /* The guest kernel package's root ($PADDOCK_GUEST_DIR, else
@@ -50,9 +53,13 @@ struct pd_vm_launch {
         bool mem_shared;                /* template: share=on; clone: share=off */
         bool incoming;                  /* -incoming defer (restore) */
         bool die_with_parent;
-        /* jail: run QEMU as this uid/gid (0 = not jailed) */
+        /* jail: run QEMU as this uid/gid (0 = keep root: tests of the jail
+         * itself only) in a mount namespace whose root (a tmpfs on
+         * jail_root) holds only /usr, a few device nodes, the assets, the
+         * RAM file and dir */
         uid_t uid;
         gid_t gid;
+        const char *jail_root;
         int cg_fds[8];                  /* cgroup.procs fds to join */
         int n_cg;
 };
