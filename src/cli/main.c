@@ -71,6 +71,8 @@ static const struct {
         { "pause", "freeze a sandbox" },
         { "resume", "thaw a sandbox" },
         { "timeout", "set a sandbox's timeout" },
+        { "snapshot", "save a sandbox's filesystem as a named snapshot" },
+        { "fork", "new sandboxes from a sandbox's current filesystem" },
 };
 
 static void usage(FILE *f)

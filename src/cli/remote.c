@@ -390,6 +390,64 @@ static int cmd_timeout(const struct pd_rc *rc, int argc, char **argv)
         return k;
 }
 
+/* snapshot ID NAME; fork ID [N] (docs/cli.md) */
+static int cmd_snapshot(const struct pd_rc *rc, int argc, char **argv)
+{
+        const char *usage = "usage: paddock snapshot ID NAME\n"
+                            "Save the sandbox's filesystem as snapshot NAME ([a-z0-9-]{1,64}); start sandboxes\n"
+                            "from it with `paddock create --template NAME`.\n";
+        int i = simple_opts("snapshot", argc, argv, NULL, usage);
+        if (i < 0)
+                return DONE(i);
+        if (argc - i != 2)
+                return pd_remote_usage_error("snapshot", "expected ID NAME");
+        if (pd_remote_check_id("snapshot", argv[i]))
+                return PD_RC_USAGE;
+        char path[64];
+        snprintf(path, sizeof path, "/sandboxes/%s/snapshots", argv[i]);
+        json_t *body = json_pack("{s:s}", "name", argv[i + 1]), *out = NULL;
+        int k = pd_rc_json(rc, "POST", path, body, &out);
+        if (!k)
+                printf("%s\n", json_string_value(json_object_get(out, "name")));
+        json_decref(body);
+        json_decref(out);
+        return k;
+}
+
+static int cmd_fork(const struct pd_rc *rc, int argc, char **argv)
+{
+        const char *usage = "usage: paddock fork ID [N]\n"
+                            "Start N (default 1, at most 64) independent sandboxes from the sandbox's current\n"
+                            "filesystem; prints their ids.\n";
+        int i = simple_opts("fork", argc, argv, NULL, usage);
+        if (i < 0)
+                return DONE(i);
+        if (argc - i != 1 && argc - i != 2)
+                return pd_remote_usage_error("fork", "expected ID [N]");
+        if (pd_remote_check_id("fork", argv[i]))
+                return PD_RC_USAGE;
+        long n = 1;
+        if (argc - i == 2) {
+                char *end;
+                n = strtol(argv[i + 1], &end, 10);
+                if (*end || n < 1 || n > 64)
+                        return pd_remote_usage_error("fork", "N must be 1..64, not '%s'", argv[i + 1]);
+        }
+        char path[64];
+        snprintf(path, sizeof path, "/sandboxes/%s/fork", argv[i]);
+        json_t *body = json_pack("{s:I}", "count", (json_int_t)n), *out = NULL;
+        int k = pd_rc_json(rc, "POST", path, body, &out);
+        if (!k) {
+                size_t j;
+                json_t *sb;
+                json_array_foreach(json_object_get(out, "sandboxes"), j, sb)
+                        printf("%s\n", json_string_value(json_object_get(sb, "id")));
+        }
+        json_decref(body);
+        json_decref(out);
+        return k;
+}
+
 static void human_bytes(json_t *j, char *out, size_t n)
 {
         if (!json_is_number(j)) {
@@ -509,6 +567,10 @@ int pd_cmd_remote(const char *verb, int argc, char **argv)
                 k = cmd_state(&rc, verb, argc, argv);
         else if (!strcmp(verb, "timeout"))
                 k = cmd_timeout(&rc, argc, argv);
+        else if (!strcmp(verb, "snapshot"))
+                k = cmd_snapshot(&rc, argc, argv);
+        else if (!strcmp(verb, "fork"))
+                k = cmd_fork(&rc, argc, argv);
         else {
                 pd_cli_error("unknown client command '%s'", verb);
                 k = PD_RC_USAGE;

@@ -211,3 +211,27 @@ def test_restart_with_paused_sandbox(tmproot):
         assert s.request("DELETE", "/api/v1/snapshots/after-restart")[0] == 204
     finally:
         finish(s)
+
+
+def test_cli_snapshot_and_fork(srv):
+    import subprocess
+    from test_server_core import PADDOCK, env
+    e = dict(env(), PADDOCK_URL="http://127.0.0.1:%d" % srv.port, PADDOCK_API_KEY=srv.key)
+
+    def cli(*args):
+        return subprocess.run([PADDOCK] + list(args), capture_output=True, text=True, env=e, timeout=120,
+                              stdin=subprocess.DEVNULL)
+    sid = srv.create()["id"]
+    sh(srv, sid, "echo cli > /home/user/c")
+    r = cli("snapshot", sid, "cli-snap")
+    assert r.returncode == 0 and r.stdout == "cli-snap\n", (r.returncode, r.stdout, r.stderr)
+    r = cli("snapshot", sid, "../bad")
+    assert r.returncode != 0 and "invalid character" in r.stderr, (r.returncode, r.stderr)
+    r = cli("fork", sid, "2")
+    assert r.returncode == 0, r.stderr
+    kids = r.stdout.split()
+    assert len(kids) == 2 and all(sh(srv, k, "cat /home/user/c") == "cli\n" for k in kids)
+    assert cli("fork", sid, "0").returncode != 0
+    for k in kids + [sid]:
+        assert srv.delete(k) == 204
+    assert srv.request("DELETE", "/api/v1/snapshots/cli-snap")[0] == 204
