@@ -4,7 +4,8 @@
  * it by router.c:
  *
  *   paddock-netd --control PATH          unix socket to create (mode 0600)
- *                --upstream IP[:PORT][,IP[:PORT]...]   resolvers to forward to
+ *                [--upstream IP[:PORT][,IP[:PORT]...]]  resolvers to forward to
+ *                                        (none: allowed names get SERVFAIL)
  *                [--dns-port 53]         where sandboxes query (tcp and udp)
  *                [--proxy-port 15001]    strict Host/SNI proxy (tcp)
  *                [--ready-fd N]          write "1" to fd N once listening

@@ -165,7 +165,7 @@ static int parse_never(struct netd *d, char *s, struct pd_error *err)
 
 static void usage(void)
 {
-        fprintf(stderr, "usage: paddock-netd --control PATH --upstream IP[:PORT][,...] "
+        fprintf(stderr, "usage: paddock-netd --control PATH [--upstream IP[:PORT][,...]] "
                         "[--dns-port N] [--proxy-port N] [--ready-fd N] [--never CIDR,...]\n");
 }
 
@@ -202,7 +202,7 @@ int main(int argc, char **argv)
                 default: usage(); return 2;
                 }
         }
-        if (!control || !d.n_upstreams || !d.dns_port) {
+        if (!control || !d.dns_port) {
                 usage();
                 return 2;
         }
@@ -246,6 +246,7 @@ int main(int argc, char **argv)
                         struct netd_ev *e = ev[i].data.ptr;
                         if (!e) {
                                 unlink(control);
+                                pd_nft_close(d.nft);
                                 return 0;       /* SIGTERM / SIGINT */
                         }
                         if (e->dead)

