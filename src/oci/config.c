@@ -429,6 +429,9 @@ static int parse_linux(json_t *l, struct oci_config *c, struct pd_error *err)
                         }
                 if (!ok)
                         return pd_error_setx(err, EINVAL, "config.json: unknown rootfsPropagation '%s'", rp);
+                if (c->rootfs_propagation & MS_SHARED)
+                        oci_warn("rootfsPropagation %s: shared within the container only; paddock never "
+                                 "propagates the container's mounts to the host", rp);
         }
         if (c->sysctl && !json_is_object(c->sysctl))
                 return pd_error_setx(err, EINVAL, "config.json: linux.sysctl must be an object");

@@ -353,9 +353,8 @@ int oci_rootfs_prepare(const struct oci_config *c, struct pd_error *err)
         /* Nothing we mount may propagate back to the host. */
         if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
                 return pd_error_set(err, errno, "make / rslave");
-        if (c->rootfs_propagation & (MS_PRIVATE | MS_SHARED | MS_UNBINDABLE) &&
-            mount(NULL, "/", NULL, c->rootfs_propagation, NULL) < 0)
-                return pd_error_set(err, errno, "set rootfsPropagation");
+        /* rootfsPropagation is applied to the new root after pivot_root:
+         * here "shared" would stop pivot_root and "unbindable" the bind. */
         if (mount(c->rootfs, c->rootfs, NULL, MS_BIND | MS_REC, NULL) < 0)
                 return pd_error_set(err, errno, "bind rootfs '%s'", c->rootfs);
         /* pivot_root needs the rootfs mount and its parent not shared. */
@@ -401,7 +400,16 @@ int oci_rootfs_pivot(const struct oci_config *c, struct pd_error *err)
                 return pd_error_set(err, errno, "chdir /");
         close(rootfd);
         rootfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-        return rootfd < 0 ? pd_error_set(err, errno, "open /") : 0;
+        if (rootfd < 0)
+                return pd_error_set(err, errno, "open /");
+        /* linux.rootfsPropagation, on the root mount. The root is private
+         * by now and the host's mounts were made rslave, so "shared" makes
+         * a peer group of the container's own: nothing propagates to the
+         * host (config.c logs that this is stricter than runc). */
+        unsigned long prop = c->rootfs_propagation & (MS_SHARED | MS_SLAVE | MS_PRIVATE | MS_UNBINDABLE);
+        if (prop && mount(NULL, "/", NULL, prop | (c->rootfs_propagation & MS_REC), NULL) < 0)
+                return pd_error_set(err, errno, "set rootfsPropagation");
+        return 0;
 }
 
 static int mask_path(const char *path, struct pd_error *err)
