@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "cli.h"
+#include "router.h"
 #include "sandbox.h"
 
 int pd_cmd_gc(int argc, char **argv)
@@ -19,7 +20,8 @@ int pd_cmd_gc(int argc, char **argv)
                 case 's': state_dir = optarg; break;
                 case 'h':
                         printf("usage: paddock gc [--state-dir DIR]\n"
-                               "Destroy every sandbox, cgroup and uid range owned by the state directory.\n");
+                               "Destroy every sandbox, cgroup and uid range owned by the state directory,\n"
+                               "and its network router.\n");
                         return 0;
                 default: return PD_EXIT_PADDOCK;
                 }
@@ -36,6 +38,9 @@ int pd_cmd_gc(int argc, char **argv)
         }
         int n = 0;
         int r = pd_gc(&st, &n, &err);
+        /* no sandbox is left: the network router (netns, netd) goes too */
+        if (r >= 0)
+                r = pd_router_gc(&st, NULL, NULL, &err);
         pd_state_close(&st);
         if (r < 0) {
                 pd_cli_error("gc: %s", err.msg);

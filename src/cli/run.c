@@ -17,6 +17,7 @@
 
 #include "cli.h"
 #include "conn.h"
+#include "policy.h"
 #include "sandbox.h"
 #include "trace.h"
 #include "util.h"
@@ -35,6 +36,7 @@ struct run_opts {
         bool json;
         uint64_t timeout_ms;
         char **argv;
+        struct pd_netpol netpol;        /* --net open|policy, --allow, --deny */
 };
 
 struct run_result {
@@ -64,7 +66,15 @@ static void usage(FILE *f)
                 "  -u, --user USER    user or root (default user, uid 1000)\n"
                 "  -v, --volume HOST:SANDBOX[:ro]  bind a host path into the sandbox\n"
                 "  -t, --tty          give the command a terminal\n"
-                "  --net none         network mode (only none for now)\n"
+                "  --net MODE         none (default: loopback only), open (the public internet,\n"
+                "                     never metadata, LAN or host) or policy (only what --allow\n"
+                "                     names); container and supervised tiers (docs/network.md)\n"
+                "  --allow RULE       TARGET[:PORTS[/PROTO]]: CIDR, address, domain, *.domain\n"
+                "  --deny RULE        same form; deny wins over allow (docs/network.md)\n"
+                "  --net-conns-per-sec N   new connections per second (kernel-enforced)\n"
+                "  --net-bytes-per-sec SIZE  bandwidth each way (kernel-enforced)\n"
+                "  --net-uplink netns:PATH  where the router's traffic leaves ($PADDOCK_NET_UPLINK)\n"
+                "  --net-resolver IP[,IP]   upstream DNS resolvers ($PADDOCK_NET_RESOLVER)\n"
                 "  --state-dir DIR    state directory (default %s)\n"
                 "  --json             print a final JSON result on stderr\n\n"
                 "Exit status: the command's own; 128+N if signal N ended it; 124 timeout;\n"
@@ -110,7 +120,7 @@ static int parse_volume(char *arg, struct pd_spec *spec)
 static int parse(int argc, char **argv, struct run_opts *o)
 {
         enum { O_ISO = 256, O_TEMPLATE, O_MEMORY, O_PIDS, O_CPUS, O_DISK, O_TIMEOUT, O_NET, O_STATE, O_JSON,
-               O_WEAKER, O_POLICY };
+               O_WEAKER, O_POLICY, O_ALLOW, O_DENY, O_UPLINK, O_RESOLVER, O_CONNS, O_BYTES };
         static const struct option opts[] = {
                 { "isolation", required_argument, NULL, O_ISO },
                 { "template", required_argument, NULL, O_TEMPLATE },
@@ -125,6 +135,12 @@ static int parse(int argc, char **argv, struct run_opts *o)
                 { "volume", required_argument, NULL, 'v' },
                 { "tty", no_argument, NULL, 't' },
                 { "net", required_argument, NULL, O_NET },
+                { "allow", required_argument, NULL, O_ALLOW },
+                { "deny", required_argument, NULL, O_DENY },
+                { "net-uplink", required_argument, NULL, O_UPLINK },
+                { "net-resolver", required_argument, NULL, O_RESOLVER },
+                { "net-conns-per-sec", required_argument, NULL, O_CONNS },
+                { "net-bytes-per-sec", required_argument, NULL, O_BYTES },
                 { "state-dir", required_argument, NULL, O_STATE },
                 { "json", no_argument, NULL, O_JSON },
                 { "allow-weaker", no_argument, NULL, O_WEAKER },
@@ -211,11 +227,42 @@ static int parse(int argc, char **argv, struct run_opts *o)
                                 return -1;
                         break;
                 case 't': o->tty = true; break;
-                case O_NET:
-                        if (strcmp(optarg, "none")) {
-                                pd_cli_error("--net %s: only 'none' is available in this version", optarg);
+                case O_NET: {
+                        enum pd_netpol_mode m;
+                        if (pd_netpol_mode_parse(optarg, &m, &err) < 0) {
+                                pd_cli_error("--net: %s", err.msg);
                                 return -1;
                         }
+                        o->netpol.mode = m;
+                        o->spec.net = m == PD_NETPOL_OPEN ? PD_NET_OPEN : m == PD_NETPOL_POLICY ? PD_NET_POLICY
+                                                                                              : PD_NET_NONE;
+                        break;
+                }
+                case O_ALLOW:
+                case O_DENY: {
+                        char text[PD_NETPOL_RULE_TEXT_MAX + 8];
+                        struct pd_netpol_rule rule;
+                        snprintf(text, sizeof text, "%s:%s", c == O_ALLOW ? "allow" : "deny", optarg);
+                        if (pd_netpol_rule_parse(text, &rule, &err) < 0 ||
+                            pd_netpol_add_rule(&o->netpol, &rule, &err) < 0) {
+                                pd_cli_error("--%s '%s': %s", c == O_ALLOW ? "allow" : "deny", optarg, err.msg);
+                                return -1;
+                        }
+                        break;
+                }
+                case O_UPLINK: o->spec.net_uplink = optarg; break;
+                case O_RESOLVER: o->spec.net_resolver = optarg; break;
+                case O_CONNS:
+                case O_BYTES:
+                        if (pd_parse_size(optarg, &v, &err) < 0 || v == 0 || (c == O_CONNS && v > 1000000)) {
+                                pd_cli_error("--%s: invalid value '%s'", c == O_CONNS ? "net-conns-per-sec"
+                                                                                      : "net-bytes-per-sec", optarg);
+                                return -1;
+                        }
+                        if (c == O_CONNS)
+                                o->netpol.conn_per_sec = (uint32_t)v;
+                        else
+                                o->netpol.bytes_per_sec = v;
                         break;
                 case O_STATE: o->state_dir = optarg; break;
                 case O_JSON: o->json = true; break;
@@ -237,6 +284,22 @@ static int parse(int argc, char **argv, struct run_opts *o)
                 return -1;
         }
         o->argv = argv + optind;
+        /* rules need a mode that takes them (pd_netpol_finish says so) */
+        if (o->netpol.mode == PD_NETPOL_NONE && (o->netpol.conn_per_sec || o->netpol.bytes_per_sec)) {
+                pd_cli_error("--net-conns-per-sec and --net-bytes-per-sec need --net open or policy");
+                return -1;
+        }
+        if (pd_netpol_finish(&o->netpol, &err) < 0) {
+                pd_cli_error("--net %s: %s", pd_netpol_mode_name(o->netpol.mode), err.msg);
+                return -1;
+        }
+        if (o->spec.net != PD_NET_NONE) {
+                o->spec.netpol = &o->netpol;
+                if (!o->spec.net_uplink)
+                        o->spec.net_uplink = getenv("PADDOCK_NET_UPLINK");
+                if (!o->spec.net_resolver)
+                        o->spec.net_resolver = getenv("PADDOCK_NET_RESOLVER");
+        }
         return 0;
 }
 

@@ -18,7 +18,11 @@ enum pd_isolation {
         PD_ISO_MICROVM,
 };
 
-enum pd_net_mode { PD_NET_NONE };
+/* none: loopback only. open / policy: a veth to the instance's router
+ * netns, rules in spec.netpol (src/net/policy.h, docs/network.md). */
+enum pd_net_mode { PD_NET_NONE, PD_NET_OPEN, PD_NET_POLICY };
+
+struct pd_netpol;
 
 struct pd_volume {
         const char *host;       /* host path (local CLI only) */
@@ -35,6 +39,12 @@ struct pd_spec {
         uint32_t pids;
         uint32_t millicpus;
         enum pd_net_mode net;
+        /* open/policy: the rules (mode matches net); NULL = none */
+        const struct pd_netpol *netpol;
+        /* the router's uplink ("netns:PATH") and upstream resolvers
+         * ("IP[,IP]"); used when the instance's router is first made */
+        const char *net_uplink;
+        const char *net_resolver;
         const char *hostname;
         /* process tier: accept a kernel whose Landlock lacks a right the
          * policy needs (recorded in the sandbox's info), instead of refusing */

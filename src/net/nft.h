@@ -16,16 +16,25 @@
  *                     loopback, link-local, RFC1918, CGNAT, ULA, the
  *                     server's own addresses)
  * Per sandbox (key = sandbox id):
+ *   chain guard       hook prerouting (filter, -300): a packet from a
+ *                     sandbox veth must carry that sandbox's address
+ *                     (set src4ok: ifname . ipv4_addr); IPv6 from a
+ *                     sandbox is dropped (no IPv6 on sandbox veths yet)
  *   chain sb_<key>    bandwidth limit, established accept, new-connection
- *                     limit, then: @pin accept, @deny drop, @allow accept,
- *                     (open: @open_deny drop, accept), counted drop
+ *                     limit, then: @pin accept, @deny drop, @lift accept,
+ *                     @open_deny drop, (open: DNS 53/853 drop, accept),
+ *                     @allow accept, counted drop
  *   sets  pin4_/pin6_<key>   addr . proto . port, interval + timeout:
  *                            addresses the resolver answered (pd_nft_pin)
- *         allow4_/allow6_<key>, deny4_/deny6_<key>  addr . proto . port
- *                            intervals from CIDR rules
+ *         a4_/a6_<key>, d4_/d6_<key>  addr . proto . port intervals
+ *                            from allow and deny CIDR rules; l4_/l6_<key>
+ *                            the allow CIDRs that lie inside an open_deny
+ *                            range (only those lift it: allow 0.0.0.0/0
+ *                            does not open metadata or the LAN)
  * Order of verdicts: a pinned address (a domain the policy allows, which the
  * resolver decided may be pinned) wins over a deny CIDR; deny CIDRs win over
- * allow CIDRs; an explicit allow CIDR wins over open mode's built-in denies.
+ * allow CIDRs; an allow CIDR inside an open_deny range wins over it; the
+ * open_deny ranges apply in every mode.
  * The resolver (paddock-netd) must therefore only pin what the policy allows
  * after applying deny rules (policy.h decides; nft only enforces). */
 #pragma once
@@ -39,6 +48,7 @@
 #define PD_NFT_TABLE "paddock"
 #define PD_NFT_KEY_MAX 64               /* sandbox key (id) length */
 #define PD_NFT_MAX_ENTRIES 100000       /* CIDR entries per sandbox */
+#define PD_NFT_OPEN_DENY_MAX 256
 
 enum pd_nft_mode {
         PD_NFT_MODE_POLICY = 0,         /* only what rules allow */
@@ -67,6 +77,10 @@ struct pd_nft_rules {
         uint16_t strict_port;
         uint32_t conn_per_sec;          /* new connections/s, 0 = no limit */
         uint64_t bytes_per_sec;         /* each direction, 0 = no limit */
+        /* the open_deny list (same as the router's): an allow CIDR inside
+         * one of these goes to the lift set */
+        const struct pd_nft_cidr *never;
+        size_t n_never;
 };
 
 /* An address the resolver answered for an allowed name, reachable for
@@ -83,17 +97,13 @@ struct pd_nft_pin {
 /* Router-wide settings for pd_nft_router_init. */
 struct pd_nft_router_cfg {
         const char *uplink_ifname;      /* masquerade out of it; NULL = none */
-        /* extra addresses open mode never reaches (the server's own, the
-         * uplink's gateway), on top of the built-in list */
-        const struct pd_nft_cidr *open_deny_extra;
-        size_t n_open_deny_extra;
+        /* what no sandbox reaches unless an allow CIDR inside it says so:
+         * the built-in list (policy.h) plus the server's own addresses and
+         * the uplink's gateway; at most PD_NFT_OPEN_DENY_MAX */
+        const struct pd_nft_cidr *open_deny;
+        size_t n_open_deny;
         uint16_t dns_port;              /* router port sandboxes may query (53) */
         uint16_t proxy_port;            /* strict proxy port, 0 = none */
-};
-
-struct pd_nft_counters {
-        uint64_t dropped_packets;       /* the sandbox chain's final drop */
-        uint64_t dropped_bytes;
 };
 
 struct pd_nft;  /* a NETLINK_NETFILTER socket bound to one netns */
@@ -114,7 +124,8 @@ int pd_nft_router_fini(struct pd_nft *n, struct pd_error *err);
 /* Add a sandbox whose veth peer in the router is ifname, with its rules.
  * One batch: chains, sets, elements, map entries; all or nothing. */
 int pd_nft_sandbox_add(struct pd_nft *n, const char *key, const char *ifname,
-                       const struct pd_nft_rules *rules, struct pd_error *err);
+                       const uint8_t src4[4], const struct pd_nft_rules *rules,
+                       struct pd_error *err);
 /* Replace a sandbox's rules atomically (live policy change). Pins are kept
  * unless flush_pins; new connections see the new rules, established ones
  * stay. */
@@ -123,7 +134,7 @@ int pd_nft_sandbox_apply(struct pd_nft *n, const char *key, const char *ifname,
                          struct pd_error *err);
 /* Remove a sandbox's chains, sets and map entries. Missing is not an error. */
 int pd_nft_sandbox_del(struct pd_nft *n, const char *key, const char *ifname,
-                       struct pd_error *err);
+                       const uint8_t src4[4], struct pd_error *err);
 
 /* Add pinned addresses (called by paddock-netd for each A/AAAA answer).
  * Re-pinning an address refreshes its timeout. One batch for all pins. */
@@ -131,9 +142,6 @@ int pd_nft_pin(struct pd_nft *n, const char *key, const struct pd_nft_pin *pins,
                size_t n_pins, struct pd_error *err);
 /* Remove all pins of a sandbox. */
 int pd_nft_unpin_all(struct pd_nft *n, const char *key, struct pd_error *err);
-
-int pd_nft_counters(struct pd_nft *n, const char *key, struct pd_nft_counters *out,
-                    struct pd_error *err);
 
 /* 0 if key is a valid sandbox key ([a-z0-9], 1..PD_NFT_KEY_MAX). */
 int pd_nft_key_check(const char *key);

@@ -40,6 +40,7 @@
 #include "host.h"
 #include "cgroup.h"
 #include "mount.h"
+#include "sbnet.h"
 #include "sandbox.h"
 #include "seccomp-policy.h"
 #include "snapshot.h"
@@ -48,8 +49,8 @@
 #include "trace.h"
 #include "util.h"
 
-/* root and grafts, each with its snapshot layers; volumes; sudo */
-#define MAX_TREES ((1 + PD_MAX_GRAFTS) * (1 + PD_MAX_STACK) + PD_MAX_VOLUMES + 1)
+/* root and grafts, each with its snapshot layers; volumes; sudo; resolv.conf */
+#define MAX_TREES ((1 + PD_MAX_GRAFTS) * (1 + PD_MAX_STACK) + PD_MAX_VOLUMES + 2)
 
 struct child_args {
         struct pd_sandbox *sb;
@@ -314,6 +315,7 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         int sync[2] = { -1, -1 }, userns = -1, trees[MAX_TREES];
         unsigned n_trees = 0;
         int r;
+        struct pd_sbnet net = { 0 };
         struct pd_template tpl;
 
         if (geteuid() != 0)
@@ -400,6 +402,17 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         snprintf(sudo->target, sizeof sudo->target, "/usr/bin/sudo");
         sudo->is_dir = false;
         sudo->readonly = true;
+        /* Network: a slot in the router before the clone, since the
+         * sandbox's resolv.conf names the router's address (src/net). */
+        if (sb->spec.net != PD_NET_NONE) {
+                if ((r = pd_sbnet_prepare(sb, &net, err)) < 0)
+                        goto out;
+                struct pd_mount_bind *rc = &a.plan.binds[a.plan.n_binds++];
+                snprintf(rc->target, sizeof rc->target, "/etc/resolv.conf");
+                rc->is_dir = false;
+                rc->readonly = true;
+                pd_trace("network slot");
+        }
         a.n_trees = (1 + a.plan.n_grafts) * (1 + tpl.n_stack) + a.plan.n_binds;
         a.keep_stage = !sb->die_with_parent;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0) {
@@ -461,6 +474,11 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         if ((r = trees[n_trees] = idmapped_tree(agent_path, userns, true, false, err)) < 0)
                 goto abort_child;
         n_trees++;
+        if (net.reserved) {
+                if ((r = trees[n_trees] = idmapped_tree(net.resolv_path, userns, true, false, err)) < 0)
+                        goto abort_child;
+                n_trees++;
+        }
         if ((r = send_fds(sync[0], 'G', trees, n_trees, err)) < 0)
                 goto abort_child;
         /* While the child mounts: cgroups, limits, the agent's membership,
@@ -485,6 +503,13 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         if (r < 0)
                 goto abort_child;
         pd_trace("cgroups made and sent");
+        /* While the child finishes its mounts: its veth, addresses, route
+         * and rules (the netns exists since the clone). */
+        if (net.reserved) {
+                if ((r = pd_sbnet_attach(sb, &net, pid, err)) < 0)
+                        goto abort_child;
+                pd_trace("network attached");
+        }
         pd_trace("idmapped trees sent");
         if ((r = pd_host_wait_exec(sb, sync[0], err)) < 0)
                 goto abort_child;
@@ -501,6 +526,11 @@ abort_child:
                 (void)send(sync[0], &no, 1, MSG_NOSIGNAL);
         }
 out:
+        if (r < 0 && net.reserved) {
+                struct pd_error e2;
+                (void)pd_sbnet_release(sb->state, sb->id, &e2);
+        }
+        pd_sbnet_close(&net);
         for (unsigned i = 0; i < n_trees; i++)
                 close(trees[i]);
         if (userns >= 0)
@@ -549,7 +579,14 @@ static int container_destroy(struct pd_sandbox *sb, struct pd_error *err)
         (void)umount2(stage, MNT_DETACH);
         pd_snapshot_unuse(sb->state, sb->template_buf, sb->id);
         pd_trace("destroy: agent killed, pid namespace gone");
+        /* veth goes with the netns; its rules, slot and netd entry here */
+        struct pd_error nerr;
+        int nr = pd_sbnet_release(sb->state, sb->id, &nerr);
         int r = pd_host_release(sb, err);
+        if (nr < 0 && r >= 0) {
+                *err = nerr;
+                r = nr;
+        }
         pd_trace("destroy: cgroups, uid range, runtime dir released");
         return r;
 }

@@ -287,6 +287,10 @@ static int process_create(struct pd_sandbox *sb, struct pd_error *err)
         int sync[2] = { -1, -1 };
         int r;
         bool root = geteuid() == 0;
+        if (sb->spec.net != PD_NET_NONE)
+                return pd_error_setx(err, ENOTSUP,
+                                     "the process tier shares the host's network namespace, so it runs with "
+                                     "network none only (use the container or supervised tier for open or policy)");
         struct proc_data *pd = calloc(1, sizeof *pd);
         if (!pd)
                 return pd_error_set(err, ENOMEM, "allocate sandbox");

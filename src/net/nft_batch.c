@@ -1,0 +1,398 @@
+/* The nftables netlink plumbing: a socket opened inside a network namespace,
+ * transactions (batches, committed atomically by the kernel), and small
+ * expression builders. Only this file talks to the socket. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <arpa/inet.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_nat.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <libnftnl/chain.h>
+#include <libnftnl/common.h>
+#include <libnftnl/expr.h>
+#include <libnftnl/table.h>
+
+#include "nft_int.h"
+
+#define PD_NFT_SNDBUF (8u << 20)        /* 10,000-entry rule sets in one batch */
+
+/* Open a netlink socket in the netns of netns_fd: a socket stays in the
+ * netns it was created in, so enter, create, return. setns() affects only
+ * the calling thread, which is why a threaded server may do this. */
+int pd_nft_open(int netns_fd, struct pd_nft **out, struct pd_error *err)
+{
+        int self = -1, r = 0;
+        if (netns_fd >= 0) {
+                self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+                if (self < 0)
+                        return pd_error_set(err, errno, "open own network namespace");
+                if (setns(netns_fd, CLONE_NEWNET) < 0) {
+                        r = pd_error_set(err, errno, "enter the router network namespace");
+                        close(self);
+                        return r;
+                }
+        }
+        struct pd_nft *n = calloc(1, sizeof *n);
+        if (!n)
+                r = pd_error_set(err, ENOMEM, "nft");
+        else if (!(n->nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC)))
+                r = pd_error_set(err, errno, "netfilter netlink socket");
+        else if (mnl_socket_bind(n->nl, 0, MNL_SOCKET_AUTOPID) < 0)
+                r = pd_error_set(err, errno, "bind netfilter netlink socket");
+        if (self >= 0) {
+                /* Going back cannot fail for a namespace we came from; if it
+                 * did, this thread would act in the wrong netns: abort. */
+                if (setns(self, CLONE_NEWNET) < 0)
+                        abort();
+                close(self);
+        }
+        if (r < 0) {
+                if (n && n->nl)
+                        mnl_socket_close(n->nl);
+                free(n);
+                return r;
+        }
+        int sz = PD_NFT_SNDBUF;
+        if (setsockopt(mnl_socket_get_fd(n->nl), SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz) < 0)
+                (void)setsockopt(mnl_socket_get_fd(n->nl), SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+        n->portid = mnl_socket_get_portid(n->nl);
+        n->seq = (uint32_t)getpid() << 8;
+        *out = n;
+        return 0;
+}
+
+void pd_nft_close(struct pd_nft *n)
+{
+        if (!n)
+                return;
+        mnl_socket_close(n->nl);
+        free(n);
+}
+
+int pd_nft_tx_begin(struct pd_nft *n, struct pd_nft_tx *tx, struct pd_error *err)
+{
+        memset(tx, 0, sizeof *tx);
+        tx->n = n;
+        tx->b = nftnl_batch_alloc(1u << 18, 1u << 17);
+        if (!tx->b)
+                return pd_error_set(err, ENOMEM, "nft batch");
+        tx->seq = n->seq;
+        nftnl_batch_begin(nftnl_batch_buffer(tx->b), tx->seq++);
+        if (nftnl_batch_update(tx->b) < 0)
+                tx->oom = 1;
+        return 0;
+}
+
+void pd_nft_tx_abort(struct pd_nft_tx *tx)
+{
+        if (tx->b)
+                nftnl_batch_free(tx->b);
+        tx->b = NULL;
+}
+
+static struct nlmsghdr *tx_hdr(struct pd_nft_tx *tx, int type, uint16_t flags)
+{
+        return nftnl_nlmsg_build_hdr(nftnl_batch_buffer(tx->b), (uint16_t)type, NFPROTO_INET,
+                                     flags, tx->seq++);
+}
+
+static void tx_next(struct pd_nft_tx *tx)
+{
+        if (nftnl_batch_update(tx->b) < 0)
+                tx->oom = 1;
+}
+
+static uint16_t create_flags(int type)
+{
+        switch (type) {
+        case NFT_MSG_NEWTABLE: case NFT_MSG_NEWCHAIN: case NFT_MSG_NEWSET:
+        case NFT_MSG_NEWSETELEM:
+                return NLM_F_CREATE;
+        case NFT_MSG_NEWRULE:
+                return NLM_F_CREATE | NLM_F_APPEND;
+        default:
+                return 0;
+        }
+}
+
+void pd_nft_tx_table(struct pd_nft_tx *tx, int msg_type)
+{
+        struct nftnl_table *t = nftnl_table_alloc();
+        if (!t) {
+                tx->oom = 1;
+                return;
+        }
+        nftnl_table_set_str(t, NFTNL_TABLE_NAME, PD_NFT_TABLE);
+        nftnl_table_nlmsg_build_payload(tx_hdr(tx, msg_type, create_flags(msg_type)), t);
+        nftnl_table_free(t);
+        tx_next(tx);
+}
+
+void pd_nft_tx_chain(struct pd_nft_tx *tx, int msg_type, const char *name,
+                     const char *type, int hook, int prio, int policy)
+{
+        struct nftnl_chain *c = nftnl_chain_alloc();
+        if (!c) {
+                tx->oom = 1;
+                return;
+        }
+        nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, PD_NFT_TABLE);
+        nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, name);
+        if (type) {
+                nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, type);
+                nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, (uint32_t)hook);
+                nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, prio);
+                if (policy >= 0)
+                        nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, (uint32_t)policy);
+        }
+        nftnl_chain_nlmsg_build_payload(tx_hdr(tx, msg_type, create_flags(msg_type)), c);
+        nftnl_chain_free(c);
+        tx_next(tx);
+}
+
+void pd_nft_tx_flush_chain(struct pd_nft_tx *tx, const char *name)
+{
+        struct nftnl_rule *r = pd_nft_rule_new(name);
+        if (!r) {
+                tx->oom = 1;
+                return;
+        }
+        nftnl_rule_nlmsg_build_payload(tx_hdr(tx, NFT_MSG_DELRULE, 0), r);
+        nftnl_rule_free(r);
+        tx_next(tx);
+}
+
+void pd_nft_tx_rule(struct pd_nft_tx *tx, struct nftnl_rule *r)
+{
+        if (!r) {
+                tx->oom = 1;
+                return;
+        }
+        nftnl_rule_nlmsg_build_payload(tx_hdr(tx, NFT_MSG_NEWRULE, create_flags(NFT_MSG_NEWRULE)), r);
+        nftnl_rule_free(r);
+        tx_next(tx);
+}
+
+void pd_nft_tx_set(struct pd_nft_tx *tx, int msg_type, struct nftnl_set *s)
+{
+        if (!s) {
+                tx->oom = 1;
+                return;
+        }
+        /* the kernel wants a transaction-local id on every new set */
+        if (msg_type == NFT_MSG_NEWSET)
+                nftnl_set_set_u32(s, NFTNL_SET_ID, ++tx->set_id);
+        nftnl_set_nlmsg_build_payload(tx_hdr(tx, msg_type, create_flags(msg_type)), s);
+        nftnl_set_free(s);
+        tx_next(tx);
+}
+
+void pd_nft_tx_elems(struct pd_nft_tx *tx, int msg_type, struct nftnl_set *s)
+{
+        if (!s) {
+                tx->oom = 1;
+                return;
+        }
+        struct nftnl_set_elems_iter *it = nftnl_set_elems_iter_create(s);
+        if (!it) {
+                tx->oom = 1;
+                nftnl_set_free(s);
+                return;
+        }
+        if (!nftnl_set_elems_iter_cur(it) && msg_type == NFT_MSG_DELSETELEM) {
+                nftnl_set_elems_iter_destroy(it);
+                /* no elements: a flush of the whole set */
+                nftnl_set_elems_nlmsg_build_payload(tx_hdr(tx, msg_type, 0), s);
+                tx_next(tx);
+                nftnl_set_free(s);
+                return;
+        }
+        if (!nftnl_set_elems_iter_cur(it)) {
+                nftnl_set_elems_iter_destroy(it);
+                nftnl_set_free(s);
+                return;
+        }
+        /* One message per page-sized chunk of elements. */
+        for (;;) {
+                struct nlmsghdr *nlh = tx_hdr(tx, msg_type, create_flags(msg_type));
+                int more = nftnl_set_elems_nlmsg_build_payload_iter(nlh, it);
+                tx_next(tx);
+                if (more <= 0)
+                        break;
+        }
+        nftnl_set_elems_iter_destroy(it);
+        nftnl_set_free(s);
+}
+
+/* Errors of a batch are queued on the socket while sendmsg() runs (the
+ * kernel processes a netfilter batch synchronously in the sender's
+ * context), so after sending we drain what is there without blocking. */
+int pd_nft_tx_commit(struct pd_nft_tx *tx, struct pd_error *err)
+{
+        int r = 0;
+        if (tx->oom) {
+                pd_nft_tx_abort(tx);
+                return pd_error_set(err, ENOMEM, "nft batch");
+        }
+        uint32_t seq0 = tx->n->seq;
+        nftnl_batch_end(nftnl_batch_buffer(tx->b), tx->seq++);
+        tx_next(tx);
+        tx->n->seq = tx->seq;
+        int n_iov = nftnl_batch_iovec_len(tx->b);
+        struct iovec iov[n_iov > 0 ? n_iov : 1];
+        nftnl_batch_iovec(tx->b, iov, (uint32_t)n_iov);
+        struct sockaddr_nl sa = { .nl_family = AF_NETLINK };
+        struct msghdr mh = { .msg_name = &sa, .msg_namelen = sizeof sa,
+                             .msg_iov = iov, .msg_iovlen = (size_t)n_iov };
+        int fd = mnl_socket_get_fd(tx->n->nl);
+        ssize_t w = sendmsg(fd, &mh, 0);
+        pd_nft_tx_abort(tx);
+        if (w < 0)
+                return pd_error_set(err, errno, "send nftables batch");
+        char buf[MNL_SOCKET_BUFFER_SIZE];
+        int first = 0;
+        uint32_t bad_seq = 0;
+        uint16_t bad_type = 0;
+        for (;;) {
+                ssize_t got = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+                if (got < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN && !first)
+                                first = errno;
+                        break;
+                }
+                int left = (int)got;
+                for (struct nlmsghdr *h = (struct nlmsghdr *)buf; mnl_nlmsg_ok(h, left);
+                     h = mnl_nlmsg_next(h, &left)) {
+                        if (h->nlmsg_type != NLMSG_ERROR)
+                                continue;
+                        const struct nlmsgerr *e = mnl_nlmsg_get_payload(h);
+                        if (e->error && !first) {
+                                first = -e->error;
+                                bad_seq = e->msg.nlmsg_seq;
+                                bad_type = e->msg.nlmsg_type & 0xff;
+                        }
+                }
+        }
+        if (first)
+                r = pd_error_set(err, first, "nftables transaction (message %u of the batch, type %u)",
+                                 bad_seq - seq0, bad_type);
+        return r;
+}
+
+/* ---- expressions ---- */
+
+struct nftnl_rule *pd_nft_rule_new(const char *chain)
+{
+        struct nftnl_rule *r = nftnl_rule_alloc();
+        if (!r)
+                return NULL;
+        nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
+        nftnl_rule_set_str(r, NFTNL_RULE_TABLE, PD_NFT_TABLE);
+        nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chain);
+        return r;
+}
+
+static struct nftnl_expr *add(struct nftnl_rule *r, const char *name)
+{
+        struct nftnl_expr *e = nftnl_expr_alloc(name);
+        if (!e)
+                abort();        /* malloc of a few bytes; no partial rule */
+        nftnl_rule_add_expr(r, e);
+        return e;
+}
+
+void pd_nft_e_meta(struct nftnl_rule *r, uint32_t key, uint32_t dreg)
+{
+        struct nftnl_expr *e = add(r, "meta");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_META_KEY, key);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_META_DREG, dreg);
+}
+
+void pd_nft_e_cmp(struct nftnl_rule *r, uint32_t sreg, uint32_t op, const void *data, uint32_t len)
+{
+        struct nftnl_expr *e = add(r, "cmp");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_SREG, sreg);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_OP, op);
+        nftnl_expr_set(e, NFTNL_EXPR_CMP_DATA, data, len);
+}
+
+void pd_nft_e_payload(struct nftnl_rule *r, uint32_t base, uint32_t off, uint32_t len, uint32_t dreg)
+{
+        struct nftnl_expr *e = add(r, "payload");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_BASE, base);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_OFFSET, off);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_LEN, len);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_DREG, dreg);
+}
+
+void pd_nft_e_lookup(struct nftnl_rule *r, uint32_t sreg, const char *set, int dreg)
+{
+        struct nftnl_expr *e = add(r, "lookup");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, sreg);
+        nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, set);
+        if (dreg >= 0)
+                nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_DREG, (uint32_t)dreg);
+}
+
+void pd_nft_e_ct_state(struct nftnl_rule *r, uint32_t mask)
+{
+        struct nftnl_expr *e = add(r, "ct");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, NFT_CT_STATE);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_CT_DREG, NFT_REG_1);
+        uint32_t zero = 0;
+        e = add(r, "bitwise");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, sizeof mask);
+        nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &mask, sizeof mask);
+        nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &zero, sizeof zero);
+        pd_nft_e_cmp(r, NFT_REG_1, NFT_CMP_NEQ, &zero, sizeof zero);
+}
+
+/* "limit rate over N/second": matches (so the next verdict applies) only
+ * when the rate is exceeded. bytes != 0: a byte rate (bandwidth). */
+void pd_nft_e_limit(struct nftnl_rule *r, uint64_t rate, uint32_t burst, int bytes)
+{
+        struct nftnl_expr *e = add(r, "limit");
+        nftnl_expr_set_u64(e, NFTNL_EXPR_LIMIT_RATE, rate);
+        nftnl_expr_set_u64(e, NFTNL_EXPR_LIMIT_UNIT, 1);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_BURST, burst);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_TYPE, bytes ? NFT_LIMIT_PKT_BYTES : NFT_LIMIT_PKTS);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_FLAGS, NFT_LIMIT_F_INV);
+}
+
+void pd_nft_e_counter(struct nftnl_rule *r)
+{
+        add(r, "counter");
+}
+
+void pd_nft_e_verdict(struct nftnl_rule *r, int verdict)
+{
+        struct nftnl_expr *e = add(r, "immediate");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, (uint32_t)verdict);
+}
+
+void pd_nft_e_masq(struct nftnl_rule *r)
+{
+        add(r, "masq");
+}
+
+void pd_nft_e_redirect(struct nftnl_rule *r, uint16_t port)
+{
+        uint16_t be = htons(port);
+        struct nftnl_expr *e = add(r, "immediate");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_1);
+        nftnl_expr_set(e, NFTNL_EXPR_IMM_DATA, &be, sizeof be);
+        e = add(r, "redir");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_REDIR_REG_PROTO_MIN, NFT_REG_1);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_REDIR_FLAGS, NF_NAT_RANGE_PROTO_SPECIFIED);
+}

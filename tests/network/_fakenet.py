@@ -1,0 +1,169 @@
+"""The fake internet the network tests build (tests only; nothing leaves the
+machine).
+
+A network namespace "internet" (named pdt-inet-<pid>-<n>, under /run/netns)
+holds every address a test talks to, on its loopback interface:
+
+  WEB[0..2]   203.0.113.10, 203.0.113.11, 198.51.100.20: HTTP 80/8080, TLS
+              443 (HTTP inside, self-signed for *.example.test), UDP echo 443
+              and 5353 (_fakeweb.py); answers "hello from ADDR host=HOST"
+  DNS         198.51.100.53: authoritative zone below (_fakedns.py), every
+              question logged to dns_log
+  BULK        203.0.113.10:9000: sends N bytes for "N\\n" (bandwidth tests)
+  METADATA    169.254.169.254 and 100.100.100.200 (HTTP: "hello from ...")
+  LAN         192.168.77.10 (HTTP), a private address
+
+paddock reaches it with --net-uplink netns:/run/netns/<name> (uplink) and
+--net-resolver 198.51.100.53 (resolver). stop() kills what start() spawned
+(by pid) and deletes the namespace.
+"""
+import itertools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WEB = ["203.0.113.10", "203.0.113.11", "198.51.100.20"]
+DNS = "198.51.100.53"
+BULK_PORT = 9000
+METADATA = ["169.254.169.254", "100.100.100.200"]
+LAN = "192.168.77.10"
+ZONE = {
+    "web.example.test": [["A", WEB[0], 30]],
+    "api.example.test": [["A", WEB[1], 30]],
+    "other.example.test": [["A", WEB[2], 30]],
+    "both.example.test": [["A", WEB[0], 30], ["A", WEB[1], 30]],
+    "meta.example.test": [["A", METADATA[0], 30]],
+    "lan.example.test": [["A", LAN, 30]],
+}
+_seq = itertools.count()
+
+
+def sh(*argv, check=True):
+    return subprocess.run(list(argv), check=check, capture_output=True, text=True, timeout=60)
+
+
+def bulk_server(addr, port):
+    """Run inside the netns: for each connection, read a byte count, send it."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, port))
+    s.listen(64)
+    import threading
+
+    def one(c):
+        with c:
+            n = int(c.makefile().readline() or 0)
+            chunk = b"x" * 65536
+            while n > 0:
+                k = min(n, len(chunk))
+                c.sendall(chunk[:k])
+                n -= k
+
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=one, args=(c,), daemon=True).start()
+
+
+class FakeNet:
+    def __init__(self, tmpdir):
+        self.tmp = str(tmpdir)
+        self.name = "pdt-inet-%d-%d" % (os.getpid(), next(_seq))
+        self.procs = []
+        self.dns_log = os.path.join(self.tmp, "dns-queries.log")
+
+    @property
+    def path(self):
+        return "/run/netns/" + self.name
+
+    @property
+    def uplink(self):
+        return "netns:" + self.path
+
+    resolver = DNS
+
+    def args(self):
+        """paddock run options that point the router at this fake internet."""
+        return ["--net-uplink", self.uplink, "--net-resolver", DNS]
+
+    def _spawn(self, argv, ready):
+        p = subprocess.Popen(["ip", "netns", "exec", self.name] + argv, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.procs.append(p)
+        if ready is None:
+            return p
+        deadline = time.monotonic() + 20
+        while not os.path.exists(ready):
+            if p.poll() is not None:
+                raise RuntimeError("fake internet server died: %s" % p.stderr.read().decode())
+            if time.monotonic() > deadline:
+                raise RuntimeError("fake internet server did not start: %r" % argv)
+            time.sleep(0.02)
+        return p
+
+    def _wait_port(self, addr, port):
+        deadline = time.monotonic() + 20
+        code = ("import socket,sys\ns=socket.socket()\ns.settimeout(1)\n"
+                "sys.exit(s.connect_ex((%r,%d)))" % (addr, port))
+        while time.monotonic() < deadline:
+            if sh("ip", "netns", "exec", self.name, sys.executable, "-c", code, check=False).returncode == 0:
+                return
+            time.sleep(0.05)
+        raise RuntimeError("port %s:%d did not open" % (addr, port))
+
+    def start(self):
+        sh("ip", "netns", "add", self.name)
+        try:
+            n = self.name
+            sh("ip", "-n", n, "link", "set", "lo", "up")
+            # on lo: local addresses of the netns (no dummy module needed)
+            for a in WEB + [DNS] + METADATA + [LAN]:
+                sh("ip", "-n", n, "addr", "add", a + "/32", "dev", "lo")
+            cert, key = os.path.join(self.tmp, "cert.pem"), os.path.join(self.tmp, "key.pem")
+            sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+               "/CN=example.test", "-addext", "subjectAltName=DNS:*.example.test,DNS:example.test",
+               "-keyout", key, "-out", cert)
+            zone = os.path.join(self.tmp, "zone.json")
+            with open(zone, "w") as f:
+                json.dump(ZONE, f)
+            r1, r2 = os.path.join(self.tmp, "web.ready"), os.path.join(self.tmp, "dns.ready")
+            self._spawn([sys.executable, os.path.join(HERE, "_fakeweb.py"), "--cert", cert, "--key", key,
+                         "--ready", r1] + WEB + METADATA + [LAN], r1)
+            self._spawn([sys.executable, os.path.join(HERE, "_fakedns.py"), "--listen", DNS, "--zone", zone,
+                         "--log", self.dns_log, "--ready", r2], r2)
+            self._spawn([sys.executable, os.path.abspath(__file__), "--bulk", WEB[0], str(BULK_PORT)], None)
+            self._wait_port(WEB[0], BULK_PORT)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def exec(self, *argv, check=True):
+        """A command inside the fake internet."""
+        return sh("ip", "netns", "exec", self.name, *argv, check=check)
+
+    def links(self):
+        """Interface names inside the fake internet (paddock's uplink veth
+        end shows here while a router exists)."""
+        out = self.exec("ip", "-o", "link", "show", check=False).stdout
+        return [l.split(":")[1].strip().split("@")[0] for l in out.splitlines() if ":" in l]
+
+    def stop(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        self.procs = []
+        sh("ip", "netns", "del", self.name, check=False)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--bulk":
+        bulk_server(sys.argv[2], int(sys.argv[3]))
