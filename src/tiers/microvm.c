@@ -97,7 +97,7 @@ static int start_qemu(struct pd_sandbox *sb, const struct pd_vm_assets *as, cons
         struct pd_vm_launch l = {
                 .assets = as, .dir = qdir, .memory_bytes = sb->spec.memory_bytes, .jail_root = jail,
                 .vcpus = sb->spec.millicpus > 1000 ? (sb->spec.millicpus + 999) / 1000 : 1,
-                .disk_bytes = sb->spec.disk_bytes, .mem_file = mem_file, .mem_shared = shared,
+                .disk_bytes = sb->writable_bytes, .mem_file = mem_file, .mem_shared = shared,
                 .incoming = incoming, .die_with_parent = sb->die_with_parent,
         };
         if (sb->have_cgroup) {
@@ -158,10 +158,23 @@ static int restore_state(struct pd_qmp *q, int fd, bool ignore_shared, struct pd
 static void tpl_paths(struct pd_sandbox *sb, const struct pd_vm_assets *as, struct vm_tpl *t)
 {
         snprintf(t->dir, sizeof t->dir, "%s/vm/tpl-%s-m%" PRIu64 "-d%" PRIu64 "-c%u", sb->state->dir, as->key,
-                 sb->spec.memory_bytes >> 20, sb->spec.disk_bytes >> 20, sb->spec.millicpus);
+                 sb->spec.memory_bytes >> 20, sb->writable_bytes >> 20, sb->spec.millicpus);
         snprintf(t->mem, sizeof t->mem, "%s/mem", t->dir);
         snprintf(t->state, sizeof t->state, "%s/state", t->dir);
         snprintf(t->stamp, sizeof t->stamp, "%s/stamp", t->dir);
+}
+
+/* The group of this state dir's template RAM files: an id above every
+ * uid range paddock hands out (userns.h), one per state dir, so no
+ * sandbox process of any tier ever has it. */
+#define VM_TPL_GID_BASE 3700000000u
+#define VM_TPL_GID_SPAN 500000000u
+static gid_t tpl_gid(const struct pd_state *st)
+{
+        _Static_assert((uint64_t)PD_UID_BASE + (uint64_t)PD_UID_SLOTS * PD_UID_RANGE <= VM_TPL_GID_BASE,
+                       "template group ids overlap the uid ranges");
+        uint64_t h = pd_vm_hash(PD_VM_HASH_INIT, st->instance, strlen(st->instance));
+        return (gid_t)(VM_TPL_GID_BASE + h % VM_TPL_GID_SPAN);
 }
 
 /* The template's RAM file as it was saved: QEMU 7.2 opens a share=off
@@ -223,15 +236,10 @@ static int build_template(struct pd_sandbox *sb, const struct pd_vm_assets *as, 
         snprintf(mem, sizeof mem, "%s/mem", tmp);
         snprintf(state, sizeof state, "%s/state", tmp);
         snprintf(stamp, sizeof stamp, "%s/stamp", tmp);
-        /* The RAM file belongs to root and to the template's own group
-         * (an unprivileged id of its own): every clone's QEMU runs with it
-         * as its gid, and nothing else can open the file. */
-        struct pd_uidrange gr;
-        char owner[64];
-        snprintf(owner, sizeof owner, "%s:vmtpl", sb->state->instance);
-        if (pd_uidrange_alloc(owner, &gr, err) < 0)
-                return pd_error_prefix(err, "microvm template group");
-        gid_t gid = gr.base;
+        /* The RAM file belongs to root and to the templates' own group:
+         * every clone's QEMU runs with it as its gid, and nothing else can
+         * open the file. */
+        gid_t gid = tpl_gid(sb->state);
         {
                 _pd_cleanup_close_ int mfd = open(mem, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0660);
                 if (mfd < 0 || fchown(mfd, 0, gid) < 0 || fchmod(mfd, 0660) < 0 ||
@@ -321,6 +329,10 @@ static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
         if ((r = pd_uidrange_alloc(owner, &sb->uids, err)) < 0)
                 return r;
         sb->have_uids = true;
+        /* The writable layer is a tmpfs in guest RAM: at most half of it,
+         * so filling it is ENOSPC for the writer, never the guest's OOM. */
+        sb->writable_bytes = sb->spec.disk_bytes < sb->spec.memory_bytes / 2 ? sb->spec.disk_bytes
+                                                                             : sb->spec.memory_bytes / 2;
         struct vm_tpl t;
         tpl_paths(sb, &as, &t);
         /* one template builder per state dir at a time */

@@ -177,8 +177,8 @@ int pd_vm_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_er
 
 int pd_vm_gc(struct pd_state *st, struct pd_error *err)
 {
-        /* Templates' RAM files belong to a group id from the uid ranges
-         * gc frees: the templates go with them (caches; rebuilt on use). */
+        /* Everything the state dir owns goes: the template snapshots too
+         * (caches, rebuilt on the next use). */
         char vmdir[PATH_MAX];
         snprintf(vmdir, sizeof vmdir, "%s/vm", st->dir);
         DIR *d = opendir(vmdir);
