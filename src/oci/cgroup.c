@@ -252,6 +252,15 @@ static int apply_v1(const struct hier *h, const char *dir, json_t *res, struct p
                         if ((r = write_at(dir, allow ? "devices.allow" : "devices.deny", buf, err)) < 0)
                                 return r;
                 }
+                /* The nodes every container gets (runc's list): engines such
+                 * as podman send only "deny all" and count on these. */
+                static const char *const dflt[] = {
+                        "c *:* m", "b *:* m", "c 1:3 rwm", "c 1:5 rwm", "c 1:7 rwm", "c 1:8 rwm", "c 1:9 rwm",
+                        "c 5:0 rwm", "c 5:1 rwm", "c 5:2 rwm", "c 136:* rwm",
+                };
+                for (size_t k = 0; k < sizeof dflt / sizeof dflt[0]; k++)
+                        if ((r = write_at(dir, "devices.allow", dflt[k], err)) < 0)
+                                return r;
         }
         json_t *bio = json_object_get(res, "blockIO");
         if (has_ctrl(h, "blkio") && bio && num(bio, "weight", &v)) {

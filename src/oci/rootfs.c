@@ -267,6 +267,8 @@ static int make_device(const char *path, mode_t type, unsigned major_, unsigned 
         int dirfd = slash ? pfd : rootfd;
         unlinkat(dirfd, name, 0);
         if (mknodat(dirfd, name, type | (mode & 07777), makedev(major_, minor_)) == 0) {
+                /* mknod applies the umask; the config's mode is exact. */
+                fchmodat(dirfd, name, mode & 07777, 0);
                 int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
                 char p[64];
                 fdpath(p, sizeof p, fd);

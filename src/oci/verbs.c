@@ -179,6 +179,14 @@ int oci_cmd_list(const struct oci_global *g, int argc, char **argv)
         return 0;
 }
 
+static json_t *strs(const char *const *v, size_t n)
+{
+        json_t *a = json_array();
+        for (size_t i = 0; i < n; i++)
+                json_array_append_new(a, json_string(v[i]));
+        return a;
+}
+
 int oci_cmd_features(const struct oci_global *g, int argc, char **argv)
 {
         static const char *const caps[] = {
@@ -194,30 +202,44 @@ int oci_cmd_features(const struct oci_global *g, int argc, char **argv)
         json_t *capa = json_array();
         for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
                 json_array_append_new(capa, json_string(caps[i]));
-        json_t *o = json_pack(
-                "{s:s,s:s,s:[sssssssss],s:[sssssssssssssssssssssssssssssssssssss],"
-                "s:{s:[ssssssss],s:o,s:{s:b,s:b,s:b},s:{s:b,s:[sssssss],s:[ssss],s:[sssssss]},s:{s:b},s:{s:b}},"
-                "s:{s:s,s:s,s:s}}",
-                "ociVersionMin", "1.0.0", "ociVersionMax", "1.1.0",
-                "hooks", "prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop",
-                "prestart", "createRuntime", "poststop",
-                "mountOptions", "async", "atime", "bind", "defaults", "dev", "diratime", "dirsync", "exec", "mand",
-                "noatime", "nodev", "nodiratime", "noexec", "nomand", "norelatime", "nostrictatime", "nosuid",
-                "private", "rbind", "relatime", "remount", "ro", "rprivate", "rshared", "rslave", "runbindable",
-                "rw", "shared", "slave", "strictatime", "suid", "sync", "unbindable", "tmpcopyup", "rprivate",
-                "rslave", "rshared", "runbindable",
-                "linux",
-                "namespaces", "cgroup", "ipc", "mount", "network", "pid", "user", "uts", "time",
-                "capabilities", capa,
-                "cgroup", "v1", 1, "v2", 1, "systemd", 0,
-                "seccomp", "enabled", 1, "actions", "SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL",
-                "SCMP_ACT_KILL_PROCESS", "SCMP_ACT_KILL_THREAD", "SCMP_ACT_LOG", "SCMP_ACT_TRAP",
-                "archs", "SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32", "SCMP_ARCH_AARCH64",
-                "operators", "SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_LE", "SCMP_CMP_LT",
-                "SCMP_CMP_MASKED_EQ", "SCMP_CMP_NE",
-                "apparmor", "enabled", 0, "selinux", "enabled", 0,
-                "annotations", "run.oci.paddock.isolation", "container", "org.opencontainers.runc.version",
-                "1.1.0", "run.oci.paddock.version", PD_VERSION);
+        static const char *const hooks[] = { "prestart", "createRuntime", "createContainer", "startContainer",
+                                             "poststart", "poststop" };
+        static const char *const mopts[] = {
+                "async", "atime", "bind", "defaults", "dev", "diratime", "dirsync", "exec", "mand", "noatime",
+                "nodev", "nodiratime", "noexec", "nomand", "norelatime", "nostrictatime", "nosuid", "private",
+                "rbind", "relatime", "remount", "ro", "rprivate", "rshared", "rslave", "runbindable", "rw",
+                "shared", "slave", "strictatime", "suid", "sync", "unbindable", "tmpcopyup",
+        };
+        static const char *const nss[] = { "cgroup", "ipc", "mount", "network", "pid", "user", "uts" };
+        static const char *const actions[] = { "SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL",
+                                               "SCMP_ACT_KILL_PROCESS", "SCMP_ACT_KILL_THREAD", "SCMP_ACT_LOG",
+                                               "SCMP_ACT_TRAP", "SCMP_ACT_TRACE" };
+        static const char *const archs[] = { "SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32",
+                                             "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM" };
+        static const char *const ops[] = { "SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_LE",
+                                           "SCMP_CMP_LT", "SCMP_CMP_MASKED_EQ", "SCMP_CMP_NE" };
+#define STRS(arr) strs(arr, sizeof(arr) / sizeof((arr)[0]))
+        json_t *o = json_object();
+        json_object_set_new(o, "ociVersionMin", json_string("1.0.0"));
+        json_object_set_new(o, "ociVersionMax", json_string("1.1.0"));
+        json_object_set_new(o, "hooks", STRS(hooks));
+        json_object_set_new(o, "mountOptions", STRS(mopts));
+        json_t *lx = json_object();
+        json_object_set_new(lx, "namespaces", STRS(nss));
+        json_object_set_new(lx, "capabilities", capa);
+        json_object_set_new(lx, "cgroup", json_pack("{s:b,s:b,s:b}", "v1", 1, "v2", 1, "systemd", 0));
+        json_t *sc = json_object();
+        json_object_set_new(sc, "enabled", json_true());
+        json_object_set_new(sc, "actions", STRS(actions));
+        json_object_set_new(sc, "operators", STRS(ops));
+        json_object_set_new(sc, "archs", STRS(archs));
+        json_object_set_new(lx, "seccomp", sc);
+        json_object_set_new(lx, "apparmor", json_pack("{s:b}", "enabled", 0));
+        json_object_set_new(lx, "selinux", json_pack("{s:b}", "enabled", 0));
+        json_object_set_new(o, "linux", lx);
+        json_object_set_new(o, "annotations", json_pack("{s:s,s:s}", "run.oci.paddock.isolation", "container",
+                                                        "run.oci.paddock.version", PD_VERSION));
+#undef STRS
         if (!o) {
                 fprintf(stderr, "paddock-oci: features: internal error\n");
                 return 1;
