@@ -187,6 +187,7 @@ int dns_parse_response(const uint8_t *msg, size_t len, const struct dns_query *q
         off += 4;
         for (unsigned i = 0; i < an; i++) {
                 struct dns_rr rr;
+                memset(&rr, 0, sizeof rr);
                 if (dns_read_name(msg, len, &off, rr.owner, &ok) < 0 || off + 10 > len)
                         return -EBADMSG;
                 rr.type = get16(msg + off);
