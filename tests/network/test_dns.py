@@ -207,3 +207,26 @@ def test_bad_control_requests_change_nothing(sb):
     assert sb.call({"op": "remove", "id": "sb2"}) == {"ok": True}
     assert sb.dig("allowed.test")[0] == "NOERROR"       # the old policy still applies
     assert sb.dig("other.test")[0] == "NXDOMAIN"
+
+
+def test_audit_flood_is_bounded(sb):
+    """A query flood cannot fill the disk: past the burst, lines are counted
+    and summarised in one "suppressed" line."""
+    assert sb.add(POLICY) == {"ok": True}
+    code = ("import socket,struct\n"
+            "s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.settimeout(2)\n"
+            "q=struct.pack('!HHHHHH',7,0x100,1,0,0,0)+b'\\x04deny\\x04test\\x00\\x00\\x01\\x00\\x01'\n"
+            "n=0\n"
+            "for i in range(5000):\n"
+            "  s.sendto(q,('%s',53))\n"
+            "  try: s.recv(512); n+=1\n"
+            "  except OSError: pass\n"
+            "print(n)\n" % GW)
+    out, err = sb.py(code, timeout=120)
+    assert int(out) == 5000, err
+    assert sb.dig("other.test")[0] == "NXDOMAIN"
+    lines = sb.audit_lines()
+    dns = [a for a in lines if a["kind"] == "dns"]
+    supp = [a for a in lines if a["kind"] == "suppressed"]
+    assert 2000 <= len(dns) < 4500
+    assert supp and sum(a["count"] for a in supp) + len(dns) == 5001

@@ -6,10 +6,44 @@
 #include <unistd.h>
 
 #include "netd.h"
+#include "util.h"
+
+static void write_line(struct netd_sandbox *sb, json_t *o);
+
+/* A sandbox that floods (a query loop, a port scan through the proxy)
+ * must not fill the disk: past NETD_AUDIT_RATE lines/s (burst
+ * NETD_AUDIT_BURST) lines are counted, and one "suppressed" line with the
+ * count is written when the bucket refills. */
+static bool take_token(struct netd_sandbox *sb)
+{
+        uint64_t now = pd_now_ms();
+        if (sb->audit_refill_ms == 0) {
+                sb->audit_tokens = NETD_AUDIT_BURST;
+                sb->audit_refill_ms = now;
+        }
+        sb->audit_tokens += (double)(now - sb->audit_refill_ms) * NETD_AUDIT_RATE / 1000.0;
+        if (sb->audit_tokens > NETD_AUDIT_BURST)
+                sb->audit_tokens = NETD_AUDIT_BURST;
+        sb->audit_refill_ms = now;
+        if (sb->audit_tokens < 1) {
+                sb->audit_suppressed++;
+                return false;
+        }
+        sb->audit_tokens -= 1;
+        if (sb->audit_suppressed && sb->audit_tokens >= 1) {
+                json_t *o = json_pack("{s:s, s:s, s:I}", "sandbox", sb->id, "kind", "suppressed",
+                                      "count", (json_int_t)sb->audit_suppressed);
+                sb->audit_suppressed = 0;
+                sb->audit_tokens -= 1;
+                if (o)
+                        write_line(sb, o);
+        }
+        return true;
+}
 
 void netd_audit(struct netd_sandbox *sb, const struct netd_audit *a)
 {
-        if (!sb || sb->audit_fd < 0)
+        if (!sb || sb->audit_fd < 0 || !take_token(sb))
                 return;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -41,6 +75,11 @@ void netd_audit(struct netd_sandbox *sb, const struct netd_audit *a)
         }
         if (a->reason)
                 json_object_set_new(o, "reason", json_string(a->reason));
+        write_line(sb, o);
+}
+
+static void write_line(struct netd_sandbox *sb, json_t *o)
+{
         char *s = json_dumps(o, JSON_COMPACT);
         json_decref(o);
         if (!s)

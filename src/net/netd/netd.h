@@ -14,6 +14,10 @@
 #define NETD_MAX_UPSTREAMS 4
 #define NETD_MAX_PINNED_NAMES 4096      /* per sandbox, oldest evicted */
 #define NETD_MAX_PINS_PER_NAME 16
+#define NETD_MAX_PROXY_PER_SANDBOX 256  /* one sandbox cannot starve the others */
+#define NETD_MAX_DNS_TCP_PER_SANDBOX 32
+#define NETD_AUDIT_RATE 200             /* lines/s per sandbox, then a summary */
+#define NETD_AUDIT_BURST 2000
 
 /* What an epoll event's data.ptr points at: every registered object starts
  * with this, so the loop dispatches on kind. */
@@ -51,6 +55,10 @@ struct netd_sandbox {
         unsigned n_addrs;
         struct pd_netpol policy;
         int audit_fd;
+        unsigned n_proxy, n_dns_tcp;    /* open connections (per-sandbox caps) */
+        double audit_tokens;            /* audit lines allowed now (bucket) */
+        uint64_t audit_refill_ms;
+        uint64_t audit_suppressed;
         struct netd_pinned_name *names; /* ring of NETD_MAX_PINNED_NAMES */
         unsigned n_names, next_name;
         struct netd_sandbox *next;

@@ -95,6 +95,7 @@ static void conn_free(struct netd_ev *ev)
                         break;
                 }
         n_conns--;
+        c->sb->n_proxy--;
         int fds[] = { c->cfd, c->ufd, c->pcu[0], c->pcu[1], c->puc[0], c->puc[1] };
         for (size_t i = 0; i < PD_ARRAY_SIZE(fds); i++)
                 if (fds[i] >= 0)
@@ -333,7 +334,7 @@ static void accept_event(struct netd *d, int lfd)
                 struct netd_sandbox *sb = netd_sandbox_by_addr(d, (void *)&peer);
                 int lvl = peer.ss_family == AF_INET ? SOL_IP : SOL_IPV6;
                 struct proxy_conn *c = NULL;
-                if (sb && n_conns < MAX_PROXY_CONNS &&
+                if (sb && n_conns < MAX_PROXY_CONNS && sb->n_proxy < NETD_MAX_PROXY_PER_SANDBOX &&
                     getsockopt(fd, lvl, SO_ORIGINAL_DST_, &orig, &olen) == 0)
                         c = calloc(1, sizeof *c);
                 if (!c) {
@@ -345,6 +346,7 @@ static void accept_event(struct netd *d, int lfd)
                 c->cfd = fd;
                 c->ufd = c->pcu[0] = c->pcu[1] = c->puc[0] = c->puc[1] = -1;
                 c->sb = sb;
+                sb->n_proxy++;
                 netd_addr_from_sa((void *)&orig, &c->dst, &c->dport);
                 c->deadline_ms = pd_now_ms() + PEEK_TIMEOUT_MS;
                 c->next = conns;

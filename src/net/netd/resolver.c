@@ -548,6 +548,7 @@ static void tcp_free(struct netd_ev *ev)
                         break;
                 }
         n_tcp_conns--;
+        c->sb->n_dns_tcp--;
         free(c);
 }
 
@@ -560,7 +561,9 @@ static void tcp_accept(struct netd *d, int lfd)
                 if (fd < 0)
                         return;
                 struct netd_sandbox *sb = netd_sandbox_by_addr(d, (struct sockaddr *)&peer);
-                struct tcp_conn *c = sb && n_tcp_conns < MAX_TCP_CONNS ? calloc(1, sizeof *c) : NULL;
+                struct tcp_conn *c = sb && n_tcp_conns < MAX_TCP_CONNS &&
+                                     sb->n_dns_tcp < NETD_MAX_DNS_TCP_PER_SANDBOX ?
+                                     calloc(1, sizeof *c) : NULL;
                 if (!c) {
                         close(fd);
                         continue;
@@ -568,6 +571,7 @@ static void tcp_accept(struct netd *d, int lfd)
                 c->ev = (struct netd_ev){ .kind = K_DNS_TCP, .free_fn = tcp_free };
                 c->fd = fd;
                 c->sb = sb;
+                sb->n_dns_tcp++;
                 c->deadline_ms = pd_now_ms() + TCP_IDLE_MS;
                 c->next = tcp_conns;
                 tcp_conns = c;
