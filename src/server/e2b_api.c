@@ -264,6 +264,17 @@ static enum MHD_Result route_create(struct pd_req *r, const char *chunk, size_t 
                 }
                 tpl = json_string_value(v);
         }
+        /* the microvm tier: templateID "microvm" (the SDKs pass no other
+         * field through), or an "isolation" field from other clients */
+        if (!strcmp(tpl, "microvm")) {
+                tpl = "base";
+                cr.spec.isolation = PD_ISO_MICROVM;
+        }
+        if ((v = json_object_get(body, "isolation")) && !json_is_null(v) &&
+            (!json_is_string(v) || pd_isolation_parse(json_string_value(v), &cr.spec.isolation) < 0)) {
+                json_decref(body);
+                return pd_e2b_reply_error(r, 400, "isolation must be one of process, container, supervised, microvm");
+        }
         const char *real = e2b_template_for(tpl);
         if (pd_template_name_check(real) < 0 ||
             (strcmp(real, "base") && !pd_store_template_exists(r->srv->store, real))) {

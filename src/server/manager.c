@@ -23,6 +23,7 @@
 #include "pool.h"
 #include "store.h"
 #include "util.h"
+#include "vm/vm.h"
 
 #define MAX_POOL_SIZE 64
 #define REAPER_MAX_SLEEP_MS 60000u
@@ -34,6 +35,7 @@ struct entry {
         char isolation[16];
         uint64_t paused_remaining_ms;   /* frozen TTL while paused */
         bool auto_pause;                /* pause at the deadline instead of deleting */
+        bool paused_disk;               /* paused to disk (its memory released) */
         json_t *notes;                  /* array of strings */
         bool creating;                  /* reserved slot, not visible yet */
 };
@@ -254,9 +256,9 @@ json_t *pd_manager_pool_ready(struct pd_server *srv)
 static json_t *spec_json(const struct entry *e)
 {
         const struct pd_spec *sp = &e->spec;
-        return json_pack("{s:I, s:I, s:I, s:I, s:b}", "memory_bytes", (json_int_t)sp->memory_bytes, "disk_bytes",
-                         (json_int_t)sp->disk_bytes, "pids", (json_int_t)sp->pids, "millicpus",
-                         (json_int_t)sp->millicpus, "auto_pause", e->auto_pause);
+        return json_pack("{s:I, s:I, s:I, s:I, s:b, s:b}", "memory_bytes", (json_int_t)sp->memory_bytes,
+                         "disk_bytes", (json_int_t)sp->disk_bytes, "pids", (json_int_t)sp->pids, "millicpus",
+                         (json_int_t)sp->millicpus, "auto_pause", e->auto_pause, "paused_disk", e->paused_disk);
 }
 
 /* s->lock held (or s not yet visible). */
@@ -339,6 +341,8 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
         }
         pthread_mutex_unlock(&srv->lock);
         if (r < 0) {
+                if (req->made)
+                        pd_sandbox_destroy(req->made, NULL);
                 entry_free(e);
                 return r;
         }
@@ -348,8 +352,11 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
         spec.template_dir = NULL;
         spec.n_volumes = 0;
         bool pooled = false;
-        struct pd_sandbox *sb = pd_pool_take(M(srv)->pool, &spec, req->template_name);
-        if (sb) {
+        struct pd_sandbox *sb = req->made ? req->made : pd_pool_take(M(srv)->pool, &spec, req->template_name);
+        if (req->made) {
+                /* built by the tier's fork: its spec is the source's */
+                spec.isolation = sb->spec.isolation;
+        } else if (sb) {
                 pooled = true;
         } else {
                 r = pd_sandbox_new(&srv->state, &spec, &sb, err);
@@ -436,8 +443,9 @@ static int do_delete(struct pd_server *srv, struct pd_srv_sandbox *s, const char
         }
         struct pd_error e2 = { 0 };
         if (s->sb) {
-                /* Frozen tasks cannot die: thaw before the kill. */
-                if (!strcmp(s->state, "paused"))
+                /* Frozen tasks cannot die: thaw before the kill (a
+                 * sandbox paused to disk has nothing running to thaw). */
+                if (!strcmp(s->state, "paused") && !e->paused_disk)
                         (void)pd_sandbox_resume(s->sb, NULL);
                 if (s->sb->ops->destroy(s->sb, &e2) < 0)
                         pd_log("warn", "sandbox teardown incomplete, `paddock gc` will finish it sandbox=%s "
@@ -487,14 +495,22 @@ int pd_manager_set_timeout(struct pd_server *srv, struct pd_srv_sandbox *s, uint
 
 int pd_manager_pause(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_error *err)
 {
+        return pd_manager_pause_mode(srv, s, PD_PAUSE_DEFAULT, err);
+}
+
+int pd_manager_pause_mode(struct pd_server *srv, struct pd_srv_sandbox *s, enum pd_pause_mode mode,
+                          struct pd_error *err)
+{
         struct entry *e = E(s);
         pthread_mutex_lock(&s->lock);
         int r = 0;
+        bool disk = false;
         if (s->deleted)
                 r = pd_error_setx(err, ENOENT, "sandbox %s is gone", s->id);
         else if (strcmp(s->state, "running") || !s->sb)
                 r = pd_error_setx(err, EBUSY, "sandbox %s is %s, not running", s->id, s->state);
-        else if ((r = pd_sandbox_pause_mode(s->sb, PD_PAUSE_DEFAULT, NULL, err)) == 0) {
+        else if ((r = pd_sandbox_pause_mode(s->sb, mode, &disk, err)) == 0) {
+                e->paused_disk = disk;
                 uint64_t now = pd_boot_ms();
                 pthread_mutex_lock(&srv->lock);
                 uint64_t d = s->deadline_boot_ms;
@@ -520,8 +536,13 @@ int pd_manager_resume(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd
         else if (strcmp(s->state, "paused") || !s->sb)
                 r = pd_error_setx(err, EBUSY, "sandbox %s is %s, not paused", s->id, s->state);
         else if ((r = pd_sandbox_resume(s->sb, err)) == 0) {
+                e->paused_disk = false;
                 snprintf(s->state, sizeof s->state, "running");
                 set_deadline(srv, e, pd_boot_ms() + e->paused_remaining_ms);
+                /* a resume from disk started a new agent process: watch it */
+                pthread_mutex_lock(&srv->lock);
+                table_changed(srv);
+                pthread_mutex_unlock(&srv->lock);
                 e->paused_remaining_ms = 0;
                 persist_or_log(srv, e);
         }
@@ -560,6 +581,12 @@ json_t *pd_manager_sandbox_json(struct pd_server *srv, struct pd_srv_sandbox *s)
                 /* What pausing does on this tier (the freezer keeps memory). */
                 bool disk = s->sb && (s->sb->ops->caps & PD_TIER_PAUSE_DISK);
                 json_object_set_new(o, "pause_mode", json_string(disk ? "disk" : "memory"));
+                /* how this pause was done: "disk" = its memory was released */
+                if (!strcmp(s->state, "paused"))
+                        json_object_set_new(o, "paused_to", json_string(e->paused_disk ? "disk" : "memory"));
+                /* a guest's CPU: emulated (tcg) or hardware virtualization (kvm) */
+                if (e->spec.isolation == PD_ISO_MICROVM)
+                        json_object_set_new(o, "accel", json_string(pd_vm_have_kvm() ? "kvm" : "tcg"));
         }
         pthread_mutex_unlock(&s->lock);
         return o;
@@ -610,7 +637,7 @@ static int auto_pause(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd
         }
         if (strcmp(s->state, "running") || !s->sb)
                 r = pd_error_setx(err, EBUSY, "sandbox %s is %s", s->id, s->state);
-        else if ((r = pd_sandbox_pause_mode(s->sb, PD_PAUSE_DEFAULT, NULL, err)) == 0) {
+        else if ((r = pd_sandbox_pause_mode(s->sb, PD_PAUSE_DEFAULT, &e->paused_disk, err)) == 0) {
                 e->paused_remaining_ms = (uint64_t)s->timeout_s * 1000u;
                 set_deadline(srv, e, 0);
                 snprintf(s->state, sizeof s->state, "paused");
@@ -678,7 +705,9 @@ void pd_manager_agent_died(struct pd_server *srv, struct pd_srv_sandbox *s)
 {
         struct entry *e = E(s);
         pthread_mutex_lock(&s->lock);
-        if (s->deleted || !s->sb || !strcmp(s->state, "failed") || pd_agent_alive(s->sb)) {
+        /* paused to disk: the tier ended its process on purpose */
+        if (s->deleted || !s->sb || !strcmp(s->state, "failed") || pd_agent_alive(s->sb) ||
+            (!strcmp(s->state, "paused") && e->paused_disk)) {
                 pthread_mutex_unlock(&s->lock);
                 return;
         }
@@ -764,6 +793,7 @@ static struct entry *entry_from_row(const struct pd_store_row *row)
         if ((v = json_integer_value(json_object_get(sp, "millicpus"))) > 0)
                 e->spec.millicpus = (uint32_t)v;
         e->auto_pause = json_is_true(json_object_get(sp, "auto_pause"));
+        e->paused_disk = json_is_true(json_object_get(sp, "paused_disk")) && !strcmp(row->state, "paused");
         json_decref(sp);
         return e;
 }
@@ -804,11 +834,15 @@ static void adopt_one(struct pd_server *srv, const struct pd_store_row *row)
                 if (strcmp(row->boot_id, M(srv)->boot_id))
                         r = pd_error_setx(&err, ESRCH, "the machine rebooted since the sandbox was created");
                 else if ((r = pd_sandbox_load(&srv->state, row->id, &sb, &err)) == 0 &&
-                         (r = sb->ops->adopt(sb, &err)) == 0 && !pd_agent_alive(sb))
+                         (r = sb->ops->adopt(sb, &err)) == 0 && !sb->paused &&
+                         !pd_agent_alive(sb))
                         /* a zombie nobody reaped still has its /proc entry */
                         r = pd_error_setx(&err, ESRCH, "the agent of sandbox %s exited", row->id);
                 if (r == 0) {
                         e->s.sb = sb;
+                        /* adopt found it paused to disk (no process to find) */
+                        if (sb->paused)
+                                e->paused_disk = true;
                         sb->paused = !strcmp(row->state, "paused");
                         /* A paused sandbox's agent is frozen: no handshake. */
                         if (strcmp(row->state, "paused") && hello_check(sb, &err) < 0) {

@@ -13,6 +13,9 @@ struct pd_create_req {
         json_t *env, *metadata;         /* borrowed */
         uint32_t timeout_s;
         bool auto_pause;                /* pause at the deadline instead of deleting */
+        /* Already built (a fork's copy from the tier's own fork op): taken
+         * over instead of a new create; destroyed if the create fails. */
+        struct pd_sandbox *made;
 };
 
 struct pd_manager_counts {
@@ -39,6 +42,10 @@ int pd_manager_set_timeout(struct pd_server *srv, struct pd_srv_sandbox *s, uint
                            struct pd_error *err);
 /* -EBUSY when the sandbox is not in a state that allows it. */
 int pd_manager_pause(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_error *err);
+/* mode: PD_PAUSE_DEFAULT (the tier's choice: to disk where it can),
+ * _MEMORY or _DISK (-ENOTSUP where the tier cannot). */
+int pd_manager_pause_mode(struct pd_server *srv, struct pd_srv_sandbox *s, enum pd_pause_mode mode,
+                          struct pd_error *err);
 int pd_manager_resume(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_error *err);
 /* snapshots.c: a named snapshot of s (running or paused), recorded for
  * key; -EEXIST if the name is taken. */

@@ -419,13 +419,53 @@ static enum MHD_Result set_timeout(struct pd_req *r, const char *chunk, size_t *
         return pd_reply_json(r, 200, o);
 }
 
+/* pause's optional body {"mode": "memory"|"disk"}; without it the tier
+ * chooses (to disk where it can). 0, or -1 with why set. */
+static int pause_mode_of(struct pd_req *r, enum pd_pause_mode *mode, char *why, size_t whysz)
+{
+        *mode = PD_PAUSE_DEFAULT;
+        if (!r->body_len)
+                return 0;
+        json_error_t je;
+        json_t *body = json_loadb(r->body, r->body_len, 0, &je);
+        const char *k;
+        json_t *v;
+        int ret = 0;
+        if (!json_is_object(body)) {
+                snprintf(why, whysz, "the body must be a JSON object {\"mode\": \"memory\"|\"disk\"}");
+                ret = -1;
+        } else {
+                json_object_foreach(body, k, v) {
+                        if (strcmp(k, "mode")) {
+                                snprintf(why, whysz, "unknown field '%.64s' (allowed: mode)", k);
+                                ret = -1;
+                                break;
+                        }
+                        if (json_is_string(v) && !strcmp(json_string_value(v), "memory")) {
+                                *mode = PD_PAUSE_MEMORY;
+                        } else if (json_is_string(v) && !strcmp(json_string_value(v), "disk")) {
+                                *mode = PD_PAUSE_DISK;
+                        } else {
+                                snprintf(why, whysz, "'mode' must be \"memory\" or \"disk\"");
+                                ret = -1;
+                        }
+                }
+        }
+        json_decref(body);
+        return ret;
+}
+
 static enum MHD_Result pause_resume(struct pd_req *r, bool pause)
 {
+        enum pd_pause_mode mode = PD_PAUSE_DEFAULT;
+        char why[160] = "";
+        if (pause && pause_mode_of(r, &mode, why, sizeof why) < 0)
+                return pd_reply_error(r, 400, "bad_request", "%s", why);
         struct pd_srv_sandbox *s = pd_server_sandbox_get(r->srv, r->params[0], &r->key);
         if (!s)
                 return not_found(r, r->params[0]);
         struct pd_error err = { 0 };
-        int rc = pause ? pd_manager_pause(r->srv, s, &err) : pd_manager_resume(r->srv, s, &err);
+        int rc = pause ? pd_manager_pause_mode(r->srv, s, mode, &err) : pd_manager_resume(r->srv, s, &err);
         if (rc < 0) {
                 pd_server_sandbox_put(r->srv, s);
                 return reply_manager_error(r, rc, &err);

@@ -1,11 +1,13 @@
 /* Snapshots and forks through the server (manager.h): the tier does the
  * copying (pd_sandbox_snapshot); here the sandbox's lock, the record in
- * SQLite, the audit line, and fork as N creates on an unlisted snapshot. */
+ * SQLite, the audit line, and fork: the tier's own fork op where it has
+ * one (microvm: memory and disk), else N creates on an unlisted snapshot. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "manager.h"
+#include "pool.h"
 #include "store.h"
 #include "template.h"
 
@@ -17,6 +19,9 @@ static int check_state(struct pd_srv_sandbox *s, struct pd_error *err)
         if (!s->sb || (strcmp(s->state, "running") && strcmp(s->state, "paused")))
                 return pd_error_setx(err, EBUSY, "sandbox %s is %s: only a running or paused sandbox can be "
                                      "snapshotted or forked", s->id, s->state);
+        /* paused to disk: its state is a file, nothing runs to copy */
+        if (s->sb->paused && !pd_agent_alive(s->sb))
+                return pd_error_setx(err, EBUSY, "sandbox %s is paused to disk: resume it first", s->id);
         return 0;
 }
 
@@ -50,12 +55,18 @@ int pd_manager_fork(struct pd_server *srv, const struct pd_key *key, struct pd_s
 {
         if (n == 0 || n > PD_FORK_MAX)
                 return pd_error_setx(err, EINVAL, "'count' must be 1..%d", PD_FORK_MAX);
-        char name[65];
+        char name[65] = "";
         struct pd_create_req req;
+        struct pd_sandbox *dst[PD_FORK_MAX] = { 0 };
         pthread_mutex_lock(&s->lock);
         int r = check_state(s, err);
+        bool tier_fork = r == 0 && s->sb->ops->fork;
         if (r == 0) {
-                if (!s->sb->ops->snapshot)
+                if (tier_fork)
+                        /* the tier copies the running state itself (microvm:
+                         * memory and disk); the copies join the table below */
+                        r = pd_sandbox_fork(s->sb, dst, n, err);
+                else if (!s->sb->ops->snapshot)
                         r = pd_error_setx(err, ENOTSUP, "the %s tier cannot fork", s->sb->ops->name);
                 else {
                         pd_snapshot_fork_name(s->id, name);
@@ -66,13 +77,19 @@ int pd_manager_fork(struct pd_server *srv, const struct pd_key *key, struct pd_s
         if (r < 0)
                 return pd_error_prefix(err, "fork");
         pd_manager_create_params(srv, s, &req);
-        snprintf(req.template_name, sizeof req.template_name, "%s", name);
+        if (!tier_fork)
+                snprintf(req.template_name, sizeof req.template_name, "%s", name);
         struct pd_srv_sandbox *made[PD_FORK_MAX];
         unsigned k = 0;
         for (; k < n; k++) {
+                req.made = dst[k];
+                dst[k] = NULL;  /* the manager's now, also on failure */
                 if ((r = pd_manager_create(srv, key, &req, &made[k], err)) < 0)
                         break;
         }
+        for (unsigned i = k; i < n; i++)
+                if (dst[i])
+                        pd_sandbox_destroy(dst[i], NULL);
         json_decref(req.env);
         json_decref(req.metadata);
         if (r < 0) {
@@ -88,9 +105,11 @@ int pd_manager_fork(struct pd_server *srv, const struct pd_key *key, struct pd_s
                 }
         }
         /* Gone now if no copy was made; else with the last copy. */
-        pd_snapshot_release(&srv->state, name, NULL);
+        if (!tier_fork)
+                pd_snapshot_release(&srv->state, name, NULL);
         if (r < 0)
                 return pd_error_prefix(err, "fork");
-        pd_audit(srv, s->id, s->key_id, "sandbox.fork", json_pack("{s:I}", "count", (json_int_t)n));
+        pd_audit(srv, s->id, s->key_id, "sandbox.fork",
+                 json_pack("{s:I, s:s}", "count", (json_int_t)n, "how", tier_fork ? "tier" : "snapshot"));
         return 0;
 }
