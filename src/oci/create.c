@@ -146,7 +146,8 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
         }
         pid_t pid = -1;
         struct oci_init_args a = { .cfg = cfg, .st = &st, .sync = -1, .console = -1, .fifo = -1,
-                                   .preserve_fds = po->preserve_fds, .cache_dir = g->root };
+                                   .preserve_fds = po->preserve_fds };
+        struct pd_bpf bpf = { 0 };
         int sv[2] = { -1, -1 };
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/config.json", st.dir);
@@ -212,6 +213,11 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
                 r = pd_error_set(err, errno, "socketpair");
                 goto fail;
         }
+        /* Built (or read from the cache) here: libseccomp takes
+         * milliseconds, and the init only installs the result. */
+        if ((r = oci_seccomp_prepare(cfg->seccomp, g->root, &bpf, err)) < 0)
+                goto fail;
+        a.seccomp = &bpf;
         oci_rootfs_cgroup = st.cgroup;
         pid = clone_init(flags);
         if (pid < 0) {
@@ -283,9 +289,11 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
         for (size_t i = 0; i < cfg->n_ns; i++)
                 if (a.nsfd[i] >= 0)
                         close(a.nsfd[i]);
+        pd_bpf_free(&bpf);
         *out_pid = pid;
         return 0;
 fail:
+        pd_bpf_free(&bpf);
         if (sv[0] >= 0)
                 close(sv[0]);
         if (sv[1] >= 0)

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "init.h"
+#include "seccomp-policy.h"
 #include "oci.h"
 #include "util.h"
 
@@ -113,7 +114,7 @@ __attribute__((noreturn)) static void child_fail(int sync, const struct pd_error
 }
 
 __attribute__((noreturn)) static void exec_child(int sync, int console, const int *nsfd, const struct oci_process *p,
-                                                 json_t *seccomp, int preserve_fds)
+                                                 const struct pd_bpf *seccomp, int preserve_fds)
 {
         struct pd_error err = { 0 };
         struct oci_sync_msg m;
@@ -133,7 +134,7 @@ __attribute__((noreturn)) static void exec_child(int sync, int console, const in
                 pd_error_set(&err, errno, "set no_new_privs");
                 child_fail(sync, &err);
         }
-        if (!p->no_new_privs && oci_seccomp_apply(seccomp, NULL, &err) < 0)
+        if (!p->no_new_privs && oci_seccomp_install(seccomp, &err) < 0)
                 child_fail(sync, &err);
         if (oci_proc_drop_bounding(p, &err) < 0 || oci_proc_set_user(p, &err) < 0 || oci_proc_set_caps(p, &err) < 0)
                 child_fail(sync, &err);
@@ -146,7 +147,7 @@ __attribute__((noreturn)) static void exec_child(int sync, int console, const in
                 child_fail(sync, &err);
         syscall(SYS_close_range, 3 + preserve_fds, ~0U, 1U << 2 /* CLOSE_RANGE_CLOEXEC */);
         prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
-        if (p->no_new_privs && oci_seccomp_apply(seccomp, NULL, &err) < 0)
+        if (p->no_new_privs && oci_seccomp_install(seccomp, &err) < 0)
                 child_fail(sync, &err);
         execve(exe, p->args, p->env);
         pd_error_set(&err, errno, "exec '%s'", exe);
@@ -171,6 +172,7 @@ static int do_exec(const struct oci_global *g, const struct exec_opts *o, const 
         struct oci_process p;
         int nsfd[sizeof exec_ns / sizeof exec_ns[0]];
         int sv[2] = { -1, -1 }, console = -1, pidns = -1;
+        struct pd_bpf bpf = { 0 };
         for (size_t i = 0; i < sizeof nsfd / sizeof nsfd[0]; i++)
                 nsfd[i] = -1;
         memset(&p, 0, sizeof p);
@@ -219,7 +221,9 @@ static int do_exec(const struct oci_global *g, const struct exec_opts *o, const 
                 r = pd_error_set(err, errno, "socketpair");
                 goto out;
         }
-        json_t *seccomp = json_object_get(json_object_get(st.config, "linux"), "seccomp");
+        if ((r = oci_seccomp_prepare(json_object_get(json_object_get(st.config, "linux"), "seccomp"), g->root, &bpf,
+                                     err)) < 0)
+                goto out;
         pid_t pid = fork();
         if (pid < 0) {
                 r = pd_error_set(err, errno, "fork");
@@ -227,7 +231,7 @@ static int do_exec(const struct oci_global *g, const struct exec_opts *o, const 
         }
         if (pid == 0) {
                 close(sv[0]);
-                exec_child(sv[1], console, nsfd, &p, seccomp, o->preserve_fds);
+                exec_child(sv[1], console, nsfd, &p, &bpf, o->preserve_fds);
         }
         close(sv[1]);
         sv[1] = -1;
@@ -281,6 +285,7 @@ out:
         free(p.gids);
         free(p.rlimits);
         json_decref(pj);
+        pd_bpf_free(&bpf);
         oci_state_free(&st);
         return r;
 }

@@ -94,7 +94,7 @@ __attribute__((noreturn)) void oci_init_main(struct oci_init_args *a)
                 pd_error_set(&err, errno, "set no_new_privs");
                 fail(a, &err);
         }
-        if (!p->no_new_privs && oci_seccomp_apply(c->seccomp, NULL, &err) < 0)
+        if (!p->no_new_privs && oci_seccomp_install(a->seccomp, &err) < 0)
                 fail(a, &err);
         if (oci_proc_drop_bounding(p, &err) < 0 || oci_proc_set_user(p, &err) < 0 || oci_proc_set_caps(p, &err) < 0)
                 fail(a, &err);
@@ -130,7 +130,7 @@ __attribute__((noreturn)) void oci_init_main(struct oci_init_args *a)
                 fprintf(stderr, "paddock-oci: %s\n", err.msg);
                 _exit(127);
         }
-        if (p->no_new_privs && oci_seccomp_apply(c->seccomp, NULL, &err) < 0) {
+        if (p->no_new_privs && oci_seccomp_install(a->seccomp, &err) < 0) {
                 fprintf(stderr, "paddock-oci: %s\n", err.msg);
                 _exit(127);
         }

@@ -2,6 +2,7 @@
  * hands it. */
 #pragma once
 #include "oci.h"
+#include "seccomp-policy.h"
 
 struct oci_init_args {
         const struct oci_config *cfg;
@@ -12,7 +13,7 @@ struct oci_init_args {
         int nsfd[OCI_MAX_NS];           /* namespaces joined by path, or -1 */
         int unshare_flags;              /* created after joining a user namespace */
         int preserve_fds;
-        const char *cache_dir;
+        const struct pd_bpf *seccomp;
 };
 
 /* One datagram each way: 'G' go (runtime to init, with the init's host

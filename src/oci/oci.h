@@ -164,10 +164,13 @@ int oci_rootfs_finish(const struct oci_config *c, struct pd_error *err);
 int oci_open_in_root(int rootfd, const char *path, int flags, struct pd_error *err);
 
 /* ---- seccomp.c ---- */
-/* Install the config's profile (translated for libseccomp), or paddock's
- * default filter (src/jail/seccomp.c) when the config has none; the
- * default's BPF is cached in cache_dir. */
-int oci_seccomp_apply(json_t *seccomp, const char *cache_dir, struct pd_error *err);
+struct pd_bpf;
+/* The config's profile translated for libseccomp, or paddock's default
+ * filter (src/jail/seccomp.c) when the config has none, as BPF built in
+ * the runtime (cached under <root>/.seccomp-cache) for the child to
+ * install with oci_seccomp_install. */
+int oci_seccomp_prepare(json_t *seccomp, const char *root, struct pd_bpf *out, struct pd_error *err);
+int oci_seccomp_install(const struct pd_bpf *f, struct pd_error *err);
 
 /* ---- proc.c: what both the init and exec'd processes do before exec ---- */
 int oci_proc_apply_rlimits(const struct oci_process *p, struct pd_error *err);

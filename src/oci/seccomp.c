@@ -2,6 +2,12 @@
  * paddock's own allowlist (DESIGN §5, docs/seccomp.md), which is stricter
  * than runc's "no filter at all". */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/filter.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <seccomp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +16,7 @@
 
 #include "oci.h"
 #include "seccomp-policy.h"
+#include "util.h"
 
 static int parse_action(const char *name, json_t *errno_ret, uint32_t default_errno, uint32_t *out,
                         struct pd_error *err)
@@ -153,23 +160,127 @@ static int build_from_config(json_t *sc, scmp_filter_ctx *out, struct pd_error *
         return 0;
 }
 
-int oci_seccomp_apply(json_t *sc, const char *cache_dir, struct pd_error *err)
+/* libseccomp 2.5 exports only to an fd: through a memfd. */
+static int export_ctx(scmp_filter_ctx ctx, struct pd_bpf *out, struct pd_error *err)
 {
-        int r;
-        if (sc && !json_is_null(sc)) {
-                if (!json_is_object(sc))
-                        return pd_error_setx(err, EINVAL, "config.json: linux.seccomp must be an object");
-                scmp_filter_ctx ctx = NULL;
-                if ((r = build_from_config(sc, &ctx, err)) < 0)
-                        return r;
-                r = seccomp_load(ctx);
-                seccomp_release(ctx);
-                return r < 0 ? pd_error_set(err, -r, "seccomp: load the config's filter") : 0;
+        int fd = memfd_create("oci-seccomp", MFD_CLOEXEC);
+        if (fd < 0)
+                return pd_error_set(err, errno, "seccomp: memfd_create");
+        int r = seccomp_export_bpf(ctx, fd);
+        off_t size = lseek(fd, 0, SEEK_CUR);
+        if (r < 0 || size <= 0 || size % (off_t)sizeof(struct sock_filter) ||
+            size / (off_t)sizeof(struct sock_filter) > BPF_MAXINSNS) {
+                close(fd);
+                return pd_error_set(err, r < 0 ? -r : E2BIG, "seccomp: export the config's filter");
         }
-        struct pd_bpf bpf;
-        if ((r = pd_seccomp_load(cache_dir, NULL, &bpf, err)) < 0)
+        out->insns = malloc((size_t)size);
+        if (!out->insns || pread(fd, out->insns, (size_t)size, 0) != size) {
+                close(fd);
+                free(out->insns);
+                out->insns = NULL;
+                return pd_error_set(err, EIO, "seccomp: read back BPF");
+        }
+        close(fd);
+        out->len = (unsigned short)(size / (off_t)sizeof(struct sock_filter));
+        return 0;
+}
+
+static uint64_t fnv64(uint64_t h, const void *p, size_t n)
+{
+        const unsigned char *b = p;
+        for (size_t i = 0; i < n; i++) {
+                h ^= b[i];
+                h *= 0x100000001b3ull;
+        }
+        return h;
+}
+
+#define CACHE_MAGIC 0x4f434953u /* "OCIS" */
+
+/* A cached filter: the instructions, then {magic, fnv of them} in the
+ * size of one instruction. Only files we own and nobody else may write. */
+static int cache_read(const char *path, struct pd_bpf *out)
+{
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        struct stat st;
+        const off_t isz = (off_t)sizeof(struct sock_filter);
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022) ||
+            st.st_size < 2 * isz || st.st_size % isz || st.st_size / isz - 1 > BPF_MAXINSNS) {
+                close(fd);
+                return -EBADMSG;
+        }
+        struct sock_filter *buf = malloc((size_t)st.st_size);
+        if (!buf || pread(fd, buf, (size_t)st.st_size, 0) != st.st_size) {
+                free(buf);
+                close(fd);
+                return -EBADMSG;
+        }
+        close(fd);
+        size_t len = (size_t)(st.st_size / isz) - 1;
+        uint32_t t[2];
+        memcpy(t, &buf[len], sizeof t);
+        if (t[0] != CACHE_MAGIC || t[1] != (uint32_t)fnv64(0xcbf29ce484222325ull, buf, len * sizeof *buf)) {
+                free(buf);
+                return -EBADMSG;
+        }
+        out->insns = buf;
+        out->len = (unsigned short)len;
+        return 0;
+}
+
+static void cache_write(const char *dir, const char *path, const struct pd_bpf *f)
+{
+        char tmp[PATH_MAX];
+        snprintf(tmp, sizeof tmp, "%s/.tmp-XXXXXX", dir);
+        int fd = mkostemp(tmp, O_CLOEXEC);
+        if (fd < 0)
+                return;
+        uint32_t t[2] = { CACHE_MAGIC, (uint32_t)fnv64(0xcbf29ce484222325ull, f->insns, f->len * sizeof *f->insns) };
+        bool ok = pd_write_all(fd, f->insns, f->len * sizeof *f->insns) == 0 && pd_write_all(fd, t, sizeof t) == 0;
+        close(fd);
+        if (!ok || rename(tmp, path) < 0)
+                unlink(tmp);
+}
+
+int oci_seccomp_prepare(json_t *sc, const char *root, struct pd_bpf *out, struct pd_error *err)
+{
+        *out = (struct pd_bpf){ 0 };
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s/.seccomp-cache", root);
+        bool cache = mkdir(dir, 0700) == 0 || errno == EEXIST;
+        if (!sc || json_is_null(sc))
+                return pd_seccomp_load(cache ? dir : NULL, NULL, out, err);
+        if (!json_is_object(sc))
+                return pd_error_setx(err, EINVAL, "config.json: linux.seccomp must be an object");
+        char *dump = json_dumps(sc, JSON_COMPACT | JSON_SORT_KEYS);
+        if (!dump)
+                return -ENOMEM;
+        const struct scmp_version *v = seccomp_version();
+        char ver[64];
+        snprintf(ver, sizeof ver, "oci-1 libseccomp %u.%u.%u", v ? v->major : 0, v ? v->minor : 0, v ? v->micro : 0);
+        uint64_t h = fnv64(fnv64(0xcbf29ce484222325ull, ver, strlen(ver)), dump, strlen(dump));
+        free(dump);
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/oci-%016llx.bpf", dir, (unsigned long long)h);
+        if (cache && cache_read(path, out) == 0)
+                return 0;
+        scmp_filter_ctx ctx = NULL;
+        int r = build_from_config(sc, &ctx, err);
+        if (r < 0)
                 return r;
-        r = pd_seccomp_install(&bpf);
-        pd_bpf_free(&bpf);
-        return r < 0 ? pd_error_set(err, -r, "seccomp: install paddock's default filter") : 0;
+        r = export_ctx(ctx, out, err);
+        seccomp_release(ctx);
+        if (r < 0)
+                return r;
+        if (cache)
+                cache_write(dir, path, out);
+        return 0;
+}
+
+int oci_seccomp_install(const struct pd_bpf *f, struct pd_error *err)
+{
+        int r = pd_seccomp_install(f);
+        return r < 0 ? pd_error_set(err, -r, "seccomp: install the filter") : 0;
 }

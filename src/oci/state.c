@@ -29,7 +29,8 @@ int oci_id_check(const char *id, struct pd_error *err)
                 if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
                       *p == '_' || *p == '-' || *p == '.' || *p == '+'))
                         return pd_error_setx(err, EINVAL, "invalid container id '%s' (allowed: [A-Za-z0-9_.+-])", id);
-        if (strcmp(id, ".") == 0 || strcmp(id, "..") == 0)
+        /* A leading dot is ours (.seccomp-cache) and covers "." and "..". */
+        if (id[0] == '.')
                 return pd_error_setx(err, EINVAL, "invalid container id '%s'", id);
         return 0;
 }

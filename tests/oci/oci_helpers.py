@@ -136,7 +136,7 @@ class Runtime:
         for cid in list(self.ids):
             self("delete", "--force", cid, check=False)
         left = os.listdir(self.root) if os.path.isdir(self.root) else []
-        left = [x for x in left if not x.endswith(".seccomp") and not x.startswith("seccomp")]
+        left = [x for x in left if x != ".seccomp-cache"]
         for cid in self.ids:
             assert not cgroup_dirs("/paddock-oci/" + cid), "cgroup of %s left behind" % cid
         assert not left, "left in the runtime root: %r" % left
