@@ -18,6 +18,7 @@
 
 #include "dns.h"
 #include "netd.h"
+#include "resolver_int.h"
 #include "util.h"
 
 #define UPSTREAM_TIMEOUT_MS 1500
@@ -26,8 +27,6 @@
 #define MAX_PENDING_PER_SANDBOX 128
 #define TCP_IDLE_MS 10000
 #define MAX_TCP_CONNS 256
-#define TTL_MAX 3600
-#define PIN_GRACE_S 30          /* a client connects just after its answer expires */
 
 struct udp_sock {
         struct netd_ev ev;
@@ -44,29 +43,6 @@ struct tcp_conn {
         bool busy;                      /* a query of this connection is upstream */
         uint64_t deadline_ms;
         struct tcp_conn *next;
-};
-
-/* where a reply goes */
-struct reply_to {
-        struct tcp_conn *tcp;           /* or UDP: */
-        int udp_fd;
-        struct sockaddr_storage peer;
-        socklen_t peer_len;
-        struct netd_addr local;         /* the address the query was sent to */
-};
-
-struct netd_pending {
-        struct netd_ev ev;
-        int fd;                         /* UDP socket connected to the upstream */
-        struct netd_sandbox *sb;
-        struct dns_query q;
-        char name[PD_NETPOL_NAME_MAX + 1];
-        const struct pd_netpol_rule *rule;
-        uint16_t up_id;
-        unsigned tries;
-        uint64_t deadline_ms;
-        struct reply_to to;
-        struct netd_pending *next;
 };
 
 static struct udp_sock udp_socks[2];
@@ -136,7 +112,7 @@ int netd_dns_listen(struct netd *d, struct pd_error *err)
 
 /* ---- replies ---- */
 
-static void send_reply(struct netd *d, struct reply_to *to, const uint8_t *msg, size_t len)
+void netd_dns_send_reply(struct netd *d, struct reply_to *to, const uint8_t *msg, size_t len)
 {
         if (to->tcp) {
                 struct tcp_conn *c = to->tcp;
@@ -190,19 +166,19 @@ static void send_reply(struct netd *d, struct reply_to *to, const uint8_t *msg, 
         sendmsg(to->udp_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-static void reply_rcode(struct netd *d, struct reply_to *to, const struct dns_query *q,
-                        uint8_t rcode)
+void netd_dns_reply_rcode(struct netd *d, struct reply_to *to, const struct dns_query *q,
+                          uint8_t rcode)
 {
         uint8_t out[DNS_HDR + DNS_NAME_WIRE_MAX + 4];
         size_t n = dns_build_reply_hdr(q, rcode, 0, out, sizeof out);
         if (n)
-                send_reply(d, to, out, n);
+                netd_dns_send_reply(d, to, out, n);
         else if (to->tcp)
                 netd_kill(d, &to->tcp->ev);
 }
 
-static void audit_dns(struct netd_sandbox *sb, const struct dns_query *q, const char *name,
-                      bool allow, const struct pd_netpol_rule *rule, const char *reason)
+void netd_dns_audit(struct netd_sandbox *sb, const struct dns_query *q, const char *name,
+                    bool allow, const struct pd_netpol_rule *rule, const char *reason)
 {
         char tb[16];
         struct netd_audit a = { .kind = "dns", .allow = allow, .name = name,
@@ -268,14 +244,14 @@ static void forward(struct netd *d, struct netd_sandbox *sb, const struct dns_qu
         for (struct netd_pending *p = d->pending; p; p = p->next)
                 mine += p->sb == sb;
         if (d->n_pending >= MAX_PENDING || mine >= MAX_PENDING_PER_SANDBOX || !d->n_upstreams) {
-                audit_dns(sb, q, name, false, rule, d->n_upstreams ? "too many queries in flight"
+                netd_dns_audit(sb, q, name, false, rule, d->n_upstreams ? "too many queries in flight"
                                                                     : "no upstream resolver");
-                reply_rcode(d, to, q, DNS_RCODE_SERVFAIL);
+                netd_dns_reply_rcode(d, to, q, DNS_RCODE_SERVFAIL);
                 return;
         }
         struct netd_pending *p = calloc(1, sizeof *p);
         if (!p) {
-                reply_rcode(d, to, q, DNS_RCODE_SERVFAIL);
+                netd_dns_reply_rcode(d, to, q, DNS_RCODE_SERVFAIL);
                 return;
         }
         p->ev = (struct netd_ev){ .kind = K_UPSTREAM, .free_fn = pending_free };
@@ -289,121 +265,10 @@ static void forward(struct netd *d, struct netd_sandbox *sb, const struct dns_qu
         d->pending = p;
         d->n_pending++;
         if (pending_send(d, p) < 0) {
-                audit_dns(sb, q, name, false, rule, "upstream unreachable");
-                reply_rcode(d, &p->to, q, DNS_RCODE_SERVFAIL);
+                netd_dns_audit(sb, q, name, false, rule, "upstream unreachable");
+                netd_dns_reply_rcode(d, &p->to, q, DNS_RCODE_SERVFAIL);
                 pending_unlink(d, p);
         }
-}
-
-/* Keep the answer's CNAME chain from the question and the A/AAAA at its
- * end that the policy lets this sandbox reach; pin those. */
-static void answer(struct netd *d, struct netd_pending *p, const struct dns_answer *a)
-{
-        struct netd_sandbox *sb = p->sb;
-        const struct pd_netpol_rule *grants[16];
-        size_t n_grants = pd_netpol_name_grants(&sb->policy, p->name, grants, 16);
-        char chain[8][DNS_NAME_WIRE_MAX + 1];
-        unsigned n_chain = 1;
-        snprintf(chain[0], sizeof chain[0], "%s", p->q.name);
-        uint8_t out[DNS_MAX_MSG];
-        size_t limit = p->to.tcp ? sizeof out : 512;
-        size_t len = dns_build_reply_hdr(&p->q, a->rcode, 0, out, sizeof out);
-        unsigned kept = 0;
-        bool truncated = a->truncated;
-        struct pd_nft_pin pins[64];
-        size_t n_pins = 0;
-        struct { struct netd_addr addr; uint32_t ttl; } remember[DNS_MAX_RRS];
-        unsigned n_remember = 0;
-
-        for (unsigned i = 0; a->rcode == DNS_RCODE_NOERROR && i < a->n; i++) {
-                struct dns_rr rr = a->rr[i];
-                bool in_chain = false;
-                for (unsigned c = 0; c < n_chain; c++)
-                        in_chain |= strcmp(rr.owner, chain[c]) == 0;
-                if (!in_chain)
-                        continue;
-                if (rr.ttl > TTL_MAX)
-                        rr.ttl = TTL_MAX;
-                if (rr.ttl == 0)
-                        rr.ttl = 1;
-                if (rr.type == DNS_TYPE_CNAME) {
-                        if (n_chain < 8)
-                                snprintf(chain[n_chain++], sizeof chain[0], "%s", rr.target);
-                } else {
-                        struct netd_addr ad = { .family = rr.type == DNS_TYPE_A ? AF_INET : AF_INET6 };
-                        memcpy(ad.a, rr.addr, rr.type == DNS_TYPE_A ? 4 : 16);
-                        const char *why = NULL;
-                        const struct pd_netpol_rule *by = NULL;
-                        bool keep;
-                        if (netd_never(d, &ad)) {
-                                keep = false;
-                                why = "server or uplink address";
-                        } else if (n_grants) {
-                                keep = false;
-                                for (size_t g = 0; g < n_grants; g++)
-                                        if (pd_netpol_pin_ok(&sb->policy, grants[g], ad.family, ad.a, &why)) {
-                                                keep = true;
-                                                by = grants[g];
-                                                if (n_pins < PD_ARRAY_SIZE(pins)) {
-                                                        struct pd_nft_pin *pn = &pins[n_pins++];
-                                                        memset(pn, 0, sizeof *pn);
-                                                        pn->family = ad.family;
-                                                        memcpy(pn->addr, ad.a, 16);
-                                                        pn->proto = grants[g]->proto;
-                                                        pn->port_lo = grants[g]->port_lo;
-                                                        pn->port_hi = grants[g]->port_hi;
-                                                        pn->ttl_s = rr.ttl + PIN_GRACE_S;
-                                                }
-                                        }
-                                if (keep)
-                                        why = NULL;
-                        } else {
-                                /* open mode, no allow rule for the name: the
-                                 * kernel's open rules decide; still never
-                                 * answer the built-in ranges (rebinding) */
-                                const struct pd_netpol_builtin *b =
-                                        pd_netpol_builtin_match(ad.family, ad.a);
-                                keep = !b;
-                                why = b ? b->what : "open mode";
-                        }
-                        struct netd_audit au = { .kind = "pin", .allow = keep, .name = p->name,
-                                                 .addr = &ad, .rule = by, .reason = why,
-                                                 .ttl = rr.ttl };
-                        if (keep && !by)
-                                au.kind = "answer";     /* answered, not pinned */
-                        netd_audit(sb, &au);
-                        if (!keep)
-                                continue;
-                        if (by && n_remember < DNS_MAX_RRS) {
-                                remember[n_remember].addr = ad;
-                                remember[n_remember++].ttl = rr.ttl + PIN_GRACE_S;
-                        }
-                }
-                size_t nl = dns_append_rr(out, len, limit, &rr);
-                if (!nl) {
-                        truncated = true;
-                        break;
-                }
-                len = nl;
-                kept++;
-        }
-        if (n_pins && d->nft) {
-                struct pd_error err = { 0 };
-                if (pd_nft_pin(d->nft, sb->id, pins, n_pins, &err) < 0) {
-                        audit_dns(sb, &p->q, p->name, false, p->rule, err.msg);
-                        reply_rcode(d, &p->to, &p->q, DNS_RCODE_SERVFAIL);
-                        return;
-                }
-        }
-        for (unsigned i = 0; i < n_remember; i++)
-                netd_pins_remember(sb, p->name, &remember[i].addr, remember[i].ttl);
-        out[6] = (uint8_t)(kept >> 8);
-        out[7] = (uint8_t)kept;
-        if (truncated)
-                out[2] |= 0x02;
-        audit_dns(sb, &p->q, p->name, true, p->rule,
-                  a->rcode == DNS_RCODE_NXDOMAIN ? "upstream NXDOMAIN" : NULL);
-        send_reply(d, &p->to, out, len);
 }
 
 static void upstream_event(struct netd *d, struct netd_pending *p)
@@ -416,10 +281,10 @@ static void upstream_event(struct netd *d, struct netd_pending *p)
                 return;                 /* stray or refused: wait for the deadline */
         struct dns_answer *a = malloc(sizeof *a);
         if (!a || dns_parse_response(buf, (size_t)n, &p->q, a) < 0) {
-                audit_dns(p->sb, &p->q, p->name, false, p->rule, "malformed upstream answer");
-                reply_rcode(d, &p->to, &p->q, DNS_RCODE_SERVFAIL);
+                netd_dns_audit(p->sb, &p->q, p->name, false, p->rule, "malformed upstream answer");
+                netd_dns_reply_rcode(d, &p->to, &p->q, DNS_RCODE_SERVFAIL);
         } else {
-                answer(d, p, a);
+                netd_dns_answer(d, p, a);
         }
         free(a);
         pending_unlink(d, p);
@@ -434,8 +299,8 @@ void netd_dns_tick(struct netd *d, uint64_t now)
                         continue;
                 if (p->tries < UPSTREAM_TRIES && pending_send(d, p) >= 0)
                         continue;
-                audit_dns(p->sb, &p->q, p->name, false, p->rule, "upstream timeout");
-                reply_rcode(d, &p->to, &p->q, DNS_RCODE_SERVFAIL);
+                netd_dns_audit(p->sb, &p->q, p->name, false, p->rule, "upstream timeout");
+                netd_dns_reply_rcode(d, &p->to, &p->q, DNS_RCODE_SERVFAIL);
                 pending_unlink(d, p);
         }
         for (struct tcp_conn *c = tcp_conns; c; c = c->next)
@@ -456,20 +321,20 @@ static void handle_query(struct netd *d, struct netd_sandbox *sb, const uint8_t 
                 return;
         }
         if (rc > 0) {
-                audit_dns(sb, &q, NULL, false, NULL, "malformed query");
-                reply_rcode(d, to, &q, (uint8_t)rc);
+                netd_dns_audit(sb, &q, NULL, false, NULL, "malformed query");
+                netd_dns_reply_rcode(d, to, &q, (uint8_t)rc);
                 return;
         }
         char name[PD_NETPOL_NAME_MAX + 1];
         struct pd_error err = { 0 };
         if (q.qclass != DNS_CLASS_IN) {
-                audit_dns(sb, &q, q.name, false, NULL, "class not IN");
-                reply_rcode(d, to, &q, DNS_RCODE_REFUSED);
+                netd_dns_audit(sb, &q, q.name, false, NULL, "class not IN");
+                netd_dns_reply_rcode(d, to, &q, DNS_RCODE_REFUSED);
                 return;
         }
         if (!q.name_ok || pd_netpol_name_normalize(q.name, name, sizeof name, &err) < 0) {
-                audit_dns(sb, &q, q.name, false, NULL, q.name_ok ? err.msg : "bad characters in name");
-                reply_rcode(d, to, &q, DNS_RCODE_NXDOMAIN);
+                netd_dns_audit(sb, &q, q.name, false, NULL, q.name_ok ? err.msg : "bad characters in name");
+                netd_dns_reply_rcode(d, to, &q, DNS_RCODE_NXDOMAIN);
                 return;
         }
         const struct pd_netpol_rule *rule;
@@ -477,15 +342,15 @@ static void handle_query(struct netd *d, struct netd_sandbox *sb, const uint8_t 
                 const char *why = rule ? "deny rule" :
                                   pd_netpol_is_metadata_name(name) ? "metadata name" :
                                   "no rule allows the name";
-                audit_dns(sb, &q, name, false, rule, why);
-                reply_rcode(d, to, &q, DNS_RCODE_NXDOMAIN);
+                netd_dns_audit(sb, &q, name, false, rule, why);
+                netd_dns_reply_rcode(d, to, &q, DNS_RCODE_NXDOMAIN);
                 return;
         }
         if (q.qtype != DNS_TYPE_A && q.qtype != DNS_TYPE_AAAA && q.qtype != DNS_TYPE_CNAME) {
                 /* the name is allowed but only addresses are served: an
                  * empty answer (NODATA), so clients fall back to A/AAAA */
-                audit_dns(sb, &q, name, false, rule, "query type not served");
-                reply_rcode(d, to, &q, DNS_RCODE_NOERROR);
+                netd_dns_audit(sb, &q, name, false, rule, "query type not served");
+                netd_dns_reply_rcode(d, to, &q, DNS_RCODE_NOERROR);
                 return;
         }
         forward(d, sb, &q, name, rule, to);
