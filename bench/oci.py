@@ -24,7 +24,7 @@ all three.
 
     sudo /usr/bin/python3 bench/oci.py [--rounds N] [--podman-rounds N]
 
-Writes bench/reports/oci.md. Standard library only.
+Writes bench/reports/oci-start.md. Standard library only.
 """
 import argparse
 import datetime
@@ -40,7 +40,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REPORT = os.path.join(ROOT, "bench", "reports", "oci.md")
+REPORT = os.path.join(ROOT, "bench", "reports", "oci-start.md")
 PADDOCK_OCI = os.path.abspath(os.environ.get("PADDOCK_OCI")
                               or os.path.join(ROOT, "build", "src", "paddock-oci"))
 PEERS = {"paddock-oci": PADDOCK_OCI, "crun": shutil.which("crun") or "/usr/bin/crun",
