@@ -51,6 +51,11 @@ static int start_relay(struct pd_sandbox *sb, int timeout_ms, struct pd_error *e
         if (pd_helper_path("paddock-vm-relay", "PADDOCK_VM_RELAY", relay, sizeof relay, err) < 0)
                 return -1;
         snprintf(serial, sizeof serial, "%s/vm/serial.sock", sb->dir);
+        if (sb->dirfd < 0) {    /* loaded from its record (a new server) */
+                sb->dirfd = open(sb->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (sb->dirfd < 0)
+                        return pd_error_set(err, errno, "open '%s'", sb->dir);
+        }
         unlink(sb->socket_path);
         _pd_cleanup_close_ int lfd = pd_host_listen_socket(sb, err);
         if (lfd < 0)
@@ -98,7 +103,7 @@ static int start_qemu(struct pd_sandbox *sb, const struct pd_vm_assets *as, cons
                 .assets = as, .dir = qdir, .memory_bytes = sb->spec.memory_bytes, .jail_root = jail,
                 .vcpus = sb->spec.millicpus > 1000 ? (sb->spec.millicpus + 999) / 1000 : 1,
                 .disk_bytes = sb->writable_bytes, .mem_file = mem_file, .mem_shared = shared,
-                .incoming = incoming, .die_with_parent = sb->die_with_parent,
+                .incoming = incoming, .die_with_parent = sb->die_with_parent, .mem_anon = !mem_file,
         };
         if (sb->have_cgroup) {
                 int r = pd_cgroup_open_procs(&sb->cg, "agent", l.cg_fds, (int)PD_ARRAY_SIZE(l.cg_fds), err);
@@ -132,9 +137,15 @@ static int open_qmp(struct pd_sandbox *sb, struct pd_qmp **q, struct pd_error *e
 
 /* Save the running guest's device state into fd (RAM stays in its file
  * when x-ignore-shared is on). The guest is stopped first. */
-static int save_state(struct pd_qmp *q, int fd, struct pd_error *err)
+static int save_state(struct pd_qmp *q, int fd, bool ignore_shared, struct pd_error *err)
 {
-        if (pd_qmp_cmd(q, "stop", NULL, err) < 0 ||
+        /* a clone was restored with x-ignore-shared, and the capability
+         * travels in the stream: a full save must turn it off */
+        if (pd_qmp_cmd(q, "migrate-set-capabilities",
+                       ignore_shared ? "{\"capabilities\":[{\"capability\":\"x-ignore-shared\",\"state\":true}]}"
+                                     : "{\"capabilities\":[{\"capability\":\"x-ignore-shared\",\"state\":false}]}",
+                       err) < 0 ||
+            pd_qmp_cmd(q, "stop", NULL, err) < 0 ||
             /* 7.2 caps migration at 128 MiB/s by default */
             pd_qmp_cmd(q, "migrate-set-parameters", "{\"max-bandwidth\":17179869184}", err) < 0 ||
             pd_qmp_getfd(q, "save", fd, err) < 0 ||
@@ -265,7 +276,7 @@ static int build_template(struct pd_sandbox *sb, const struct pd_vm_assets *as, 
                 r = pd_error_set(err, errno, "create '%s'", state);
                 goto out;
         }
-        if ((r = save_state(q, sfd, err)) < 0 || (r = fsync(sfd)) < 0)
+        if ((r = save_state(q, sfd, true, err)) < 0 || (r = fsync(sfd)) < 0)
                 goto out;
         pd_host_kill_agent(sb);
         char st[256];
@@ -302,16 +313,11 @@ out:
         return 0;
 }
 
-static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
+/* The host side every sandbox of this tier has before its QEMU starts:
+ * runtime dir, cgroup (QEMU's memory and pids), its own uid. */
+static int host_setup(struct pd_sandbox *sb, struct pd_error *err)
 {
-        if ((sb->spec.template_name && strcmp(sb->spec.template_name, "base") != 0) || sb->spec.template_dir ||
-            sb->spec.n_volumes)
-                return pd_error_setx(err, ENOTSUP, "the microvm tier runs its own base template only "
-                                                   "(no --template or volumes yet)");
-        struct pd_vm_assets as;
         int r;
-        if ((r = pd_vm_assets_get(sb->state, &as, err)) < 0)
-                return r;
         if (mkdir(sb->dir, 0700) < 0)
                 return pd_error_set(err, errno, "create sandbox dir '%s'", sb->dir);
         sb->dirfd = open(sb->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -333,6 +339,34 @@ static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
          * so filling it is ENOSPC for the writer, never the guest's OOM. */
         sb->writable_bytes = sb->spec.disk_bytes < sb->spec.memory_bytes / 2 ? sb->spec.disk_bytes
                                                                              : sb->spec.memory_bytes / 2;
+        return 0;
+}
+
+/* Start a QEMU that loads a full save (RAM included) from fd, then its
+ * relay (whose SYNC resets the guest's clock and reseeds its RNG). */
+static int restore_full(struct pd_sandbox *sb, const struct pd_vm_assets *as, int fd, struct pd_error *err)
+{
+        struct pd_qmp *q = NULL;
+        int r;
+        if ((r = start_qemu(sb, as, NULL, (gid_t)sb->uids.base, false, true, err)) < 0 ||
+            (r = open_qmp(sb, &q, err)) < 0 || (r = restore_state(q, fd, false, err)) < 0) {
+                pd_qmp_close(q);
+                return r;
+        }
+        pd_qmp_close(q);
+        return start_relay(sb, VM_CLONE_TIMEOUT_MS, err);
+}
+
+static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
+{
+        if ((sb->spec.template_name && strcmp(sb->spec.template_name, "base") != 0) || sb->spec.template_dir ||
+            sb->spec.n_volumes)
+                return pd_error_setx(err, ENOTSUP, "the microvm tier runs its own base template only "
+                                                   "(no --template or volumes yet)");
+        struct pd_vm_assets as;
+        int r;
+        if ((r = pd_vm_assets_get(sb->state, &as, err)) < 0 || (r = host_setup(sb, err)) < 0)
+                return r;
         struct vm_tpl t;
         tpl_paths(sb, &as, &t);
         /* one template builder per state dir at a time */
@@ -387,20 +421,135 @@ static int microvm_pause(struct pd_sandbox *sb, struct pd_error *err)
         return r;
 }
 
-static int microvm_resume(struct pd_sandbox *sb, struct pd_error *err)
+/* A paused-to-disk sandbox's saved state: on the state dir's disk (the
+ * runtime dir is tmpfs), <state>/vm/paused/<id>. */
+static void paused_path(struct pd_sandbox *sb, char *buf, size_t size)
 {
+        snprintf(buf, size, "%s/vm/paused/%s", sb->state->dir, sb->id);
+}
+
+static int microvm_pause_to_disk(struct pd_sandbox *sb, struct pd_error *err)
+{
+        char dir[PATH_MAX], file[PATH_MAX + 16], tmp[PATH_MAX + 16];
+        paused_path(sb, dir, sizeof dir);
+        snprintf(file, sizeof file, "%s/state", dir);
+        snprintf(tmp, sizeof tmp, "%s/state.tmp", dir);
+        if (access(file, F_OK) == 0)
+                return pd_error_setx(err, EALREADY, "sandbox %s is already paused to disk", sb->id);
+        if (pd_mkdir_p(dir, 0700, err) < 0)
+                return -1;
+        _pd_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return pd_error_set(err, errno, "create '%s'", tmp);
         struct pd_qmp *q = NULL;
         int r = open_qmp(sb, &q, err);
+        /* a clone's RAM is private (share=off): the save carries all of it */
         if (r == 0)
-                r = pd_qmp_cmd(q, "cont", NULL, err);
+                r = save_state(q, fd, false, err);
+        if (r == 0 && fsync(fd) < 0)
+                r = pd_error_set(err, errno, "fsync '%s'", tmp);
+        if (r == 0 && rename(tmp, file) < 0)
+                r = pd_error_set(err, errno, "rename '%s'", tmp);
+        if (r < 0) {
+                /* leave it running as it was */
+                if (q)
+                        (void)pd_qmp_cmd(q, "cont", NULL, NULL);
+                pd_qmp_close(q);
+                unlink(tmp);
+                return pd_error_prefix(err, "pause to disk");
+        }
         pd_qmp_close(q);
-        return r;
+        sb->paused = true;              /* before QEMU exits: the server's watcher checks it */
+        stop_relay(sb);
+        pd_host_kill_agent(sb);         /* QEMU: its memory goes back to the host */
+        sb->agent_start = 0;
+        return pd_sandbox_save(sb, err);
+}
+
+static int microvm_resume(struct pd_sandbox *sb, struct pd_error *err)
+{
+        char dir[PATH_MAX], file[PATH_MAX + 16];
+        paused_path(sb, dir, sizeof dir);
+        snprintf(file, sizeof file, "%s/state", dir);
+        _pd_cleanup_close_ int fd = open(file, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+                if (errno != ENOENT)
+                        return pd_error_set(err, errno, "open '%s'", file);
+                struct pd_qmp *q = NULL;
+                int r = open_qmp(sb, &q, err);
+                if (r == 0)
+                        r = pd_qmp_cmd(q, "cont", NULL, err);
+                pd_qmp_close(q);
+                return r;
+        }
+        struct pd_vm_assets as;
+        int r;
+        if ((r = pd_vm_assets_get(sb->state, &as, err)) < 0)
+                return r;
+        /* sockets of the QEMU that saved it */
+        char p[PATH_MAX + 16];
+        qmp_path(sb, p, sizeof p);
+        unlink(p);
+        snprintf(p, sizeof p, "%s/vm/serial.sock", sb->dir);
+        unlink(p);
+        if ((r = restore_full(sb, &as, fd, err)) < 0) {
+                stop_relay(sb);
+                pd_host_kill_agent(sb);
+                return pd_error_prefix(err, "resume from disk");
+        }
+        pd_rm_rf(dir, NULL);
+        return pd_sandbox_save(sb, err);
+}
+
+/* fork N: the source's memory and devices (its disk is a tmpfs in that
+ * memory) saved once, each copy restored from it; the source runs on. */
+static int microvm_fork(struct pd_sandbox *src, struct pd_sandbox *const *dst, unsigned n, struct pd_error *err)
+{
+        char file[PATH_MAX + 32];
+        snprintf(file, sizeof file, "%s/vm/fork-%s.state", src->state->dir, src->id);
+        _pd_cleanup_close_ int fd = open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return pd_error_set(err, errno, "create '%s'", file);
+        unlink(file);   /* nobody else needs its name */
+        struct pd_qmp *q = NULL;
+        int r = open_qmp(src, &q, err);
+        if (r == 0)
+                r = save_state(q, fd, false, err);
+        if (q)
+                (void)pd_qmp_cmd(q, "cont", NULL, r < 0 ? NULL : err);
+        pd_qmp_close(q);
+        if (r < 0)
+                return pd_error_prefix(err, "fork: save the source");
+        struct pd_vm_assets as;
+        if ((r = pd_vm_assets_get(src->state, &as, err)) < 0)
+                return r;
+        for (unsigned i = 0; i < n; i++) {
+                struct pd_sandbox *d = dst[i];
+                d->die_with_parent = src->die_with_parent;
+                char self[64];
+                snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+                int dfd = open(self, O_RDONLY | O_CLOEXEC);     /* own file offset per restore */
+                if (dfd < 0)
+                        return pd_error_set(err, errno, "reopen the fork's state");
+                r = host_setup(d, err);
+                if (r == 0)
+                        r = restore_full(d, &as, dfd, err);
+                close(dfd);
+                if (r == 0)
+                        r = pd_sandbox_save(d, err);
+                if (r < 0)
+                        return pd_error_prefix(err, "fork %u of %u", i + 1, n);
+        }
+        return 0;
 }
 
 static int microvm_destroy(struct pd_sandbox *sb, struct pd_error *err)
 {
         stop_relay(sb);
         pd_host_kill_agent(sb);
+        char dir[PATH_MAX];
+        paused_path(sb, dir, sizeof dir);
+        (void)pd_rm_rf(dir, NULL);
         return pd_host_release(sb, err);
 }
 
@@ -411,6 +560,14 @@ static int microvm_stats(struct pd_sandbox *sb, struct pd_sandbox_stats *out, st
 
 static int microvm_adopt(struct pd_sandbox *sb, struct pd_error *err)
 {
+        /* paused to disk: no QEMU to find, resume starts one */
+        char dir[PATH_MAX], file[PATH_MAX + 16];
+        paused_path(sb, dir, sizeof dir);
+        snprintf(file, sizeof file, "%s/state", dir);
+        if (access(file, R_OK) == 0) {
+                sb->paused = true;
+                return 0;
+        }
         return pd_host_adopt(sb, err);
 }
 
@@ -418,8 +575,11 @@ const struct pd_tier_ops pd_tier_microvm = {
         .name = "microvm",
         .create = microvm_create,
         .connect = microvm_connect,
+        .caps = PD_TIER_PAUSE_DISK,
         .pause = microvm_pause,
+        .pause_to_disk = microvm_pause_to_disk,
         .resume = microvm_resume,
+        .fork = microvm_fork,
         .destroy = microvm_destroy,
         .stats = microvm_stats,
         .adopt = microvm_adopt,

@@ -92,6 +92,11 @@ static void build_argv(const struct pd_vm_launch *l, struct argv_buf *a)
                     l->mem_file, l->mem_shared ? "on" : "off");
                 arg(a, "-M");
                 arg(a, "microvm,isa-serial=on,pit=off,pic=off,memory-backend=mem");
+        } else if (l->mem_anon) {
+                arg(a, "-object");
+                arg(a, "memory-backend-ram,id=mem,size=%lluM", (unsigned long long)mb);
+                arg(a, "-M");
+                arg(a, "microvm,isa-serial=on,pit=off,pic=off,memory-backend=mem");
         } else {
                 arg(a, "-M");
                 arg(a, "microvm,isa-serial=on,pit=off,pic=off");

@@ -51,6 +51,8 @@ struct pd_vm_launch {
         uint64_t disk_bytes;            /* guest tmpfs for the writable layer */
         const char *mem_file;           /* guest RAM in this file (template/clone) */
         bool mem_shared;                /* template: share=on; clone: share=off */
+        bool mem_anon;                  /* no mem_file: anonymous RAM, same backend id
+                                         * (restores of full saves: resume, fork) */
         bool incoming;                  /* -incoming defer (restore) */
         bool die_with_parent;
         /* jail: run QEMU as this uid/gid (0 = keep root: tests of the jail

@@ -224,16 +224,23 @@ def test_changed_template_is_not_used(vm):
     # a clone's QEMU has the file's group, which may write it (QEMU 7.2
     # opens a share=off RAM file read-write): write 256 KiB as it could
     assert st.st_mode & 0o020
+    junk = os.urandom(256 << 10)
     fd = os.open(mem, os.O_WRONLY)
     try:
-        os.pwrite(fd, os.urandom(256 << 10), 4 << 20)
+        os.pwrite(fd, junk, 4 << 20)
     finally:
         os.close(fd)
+    tampered = os.stat(mem).st_ctime_ns
     r = vrun(vm, ["--", "echo", "fresh"])
     assert r.returncode == 0, r.stderr
     assert r.stdout == "fresh\n"
     assert "changed since it was saved" in r.stderr
-    assert os.stat(_tpl_mem(vm)).st_ino != st.st_ino
+    # a new template was made, without the junk
+    new = _tpl_mem(vm)
+    assert os.stat(new).st_ctime_ns != tampered
+    with open(new, "rb") as f:
+        f.seek(4 << 20)
+        assert f.read(len(junk)) != junk
 
 
 # --- what the guest must not reach --------------------------------------------
