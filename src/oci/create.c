@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agentpath.h"
+#include "helper_proc.h"
 #include "init.h"
 #include "oci.h"
 #include "util.h"
@@ -106,6 +108,72 @@ static pid_t clone_init(unsigned long flags)
         return (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, 0);
 }
 
+/* A datagram from the init, with an fd if one is attached. */
+static ssize_t recv_msg(int sock, struct oci_sync_msg *m, int *fd)
+{
+        char cbuf[CMSG_SPACE(sizeof(int))];
+        struct iovec iov = { .iov_base = m, .iov_len = sizeof *m };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+        ssize_t n;
+        do
+                n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+        while (n < 0 && errno == EINTR);
+        struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
+        if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+                memcpy(fd, CMSG_DATA(cm), sizeof(int));
+        return n;
+}
+
+/* supervised: paddock-supervisor (src/supervisor/) takes the init's
+ * listener; it outlives create, is recorded in the state, and delete stops
+ * it. Its audit trail: <root>/<id>/audit.jsonl. */
+static int start_supervisor(struct oci_state *st, const struct oci_config *cfg, int lfd, struct pd_error *err)
+{
+        if (lfd < 0)
+                return pd_error_setx(err, EPROTO, "supervised: the init sent no listener");
+        char path[PATH_MAX], audit[PATH_MAX + 16], pid_s[16], base_s[16];
+        int r = pd_helper_path("paddock-supervisor", "PADDOCK_SUPERVISOR", path, sizeof path, err);
+        if (r < 0) {
+                close(lfd);
+                return r;
+        }
+        /* Ids in the container map to host ids from the uid map's base. */
+        unsigned long inside = 1, host = 0;
+        if (!cfg->uid_map || sscanf(cfg->uid_map, "%lu %lu", &inside, &host) != 2 || inside != 0 || host == 0) {
+                close(lfd);
+                return pd_error_setx(err, EINVAL, "supervised: the first uidMappings entry must map container id 0 "
+                                     "to a host id other than 0");
+        }
+        snprintf(audit, sizeof audit, "%s/audit.jsonl", st->dir);
+        snprintf(pid_s, sizeof pid_s, "%d", (int)st->pid);
+        snprintf(base_s, sizeof base_s, "%lu", host);
+        char *argv[] = { "paddock-supervisor", "--listener-fd", "3", "--ready-fd", "4", "--pid", pid_s,
+                         "--uid-base", base_s, "--sandbox", st->id, "--audit", audit, NULL };
+        int dirfd = open(st->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        int ready_r = -1;
+        const char *step = "open";
+        pid_t pid = dirfd < 0 ? -errno : pd_helper_spawn(path, argv, dirfd, "supervisor.log", &lfd, 1, &ready_r, &step);
+        close(lfd);
+        if (dirfd >= 0)
+                close(dirfd);
+        if (pid < 0)
+                return pd_error_set(err, -pid, "supervised: start paddock-supervisor (%s)", step);
+        char msg[512];
+        ssize_t n = 0;
+        int pr = pd_helper_wait_ready(ready_r, 10000, msg, sizeof msg, &n);
+        close(ready_r);
+        if (n == 1 && msg[0] == 'R') {
+                st->supervisor = pid;
+                st->supervisor_start = oci_pid_starttime(pid);
+                return 0;
+        }
+        pd_helper_kill(pid);
+        if (n > 0)
+                return pd_error_setx(err, EIO, "supervised: supervisor: %s", msg);
+        return pd_error_setx(err, pr == 0 ? ETIMEDOUT : EIO, "supervised: paddock-supervisor did not start (see %s/supervisor.log)",
+                             st->dir);
+}
+
 /* Everything below the state dir is undone by oci_delete; this is for a
  * create that failed half-way. */
 static void undo_create(const char *dir, pid_t pid, const char *cgroup)
@@ -147,7 +215,7 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
         pid_t pid = -1;
         struct oci_init_args a = { .cfg = cfg, .st = &st, .sync = -1, .console = -1, .fifo = -1,
                                    .preserve_fds = po->preserve_fds };
-        struct pd_bpf bpf = { 0 };
+        struct pd_bpf bpf = { 0 }, notify_bpf = { 0 };
         int sv[2] = { -1, -1 };
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/config.json", st.dir);
@@ -157,9 +225,10 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
         }
         snprintf(path, sizeof path, "%s/exec.fifo", st.dir);
         /* 0622: the init may have switched to an unprivileged uid by the time
-         * it opens the fifo for writing. */
+         * it opens the fifo for writing; a supervised init reads it too
+         * (0666). The 0700 state dir keeps everyone else away. */
         mode_t old = umask(0);
-        r = mkfifo(path, 0622);
+        r = mkfifo(path, strcmp(cfg->isolation, "supervised") == 0 ? 0666 : 0622);
         umask(old);
         if (r < 0) {
                 r = pd_error_set(err, errno, "mkfifo '%s'", path);
@@ -215,9 +284,20 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
         }
         /* Built (or read from the cache) here: libseccomp takes
          * milliseconds, and the init only installs the result. */
-        if ((r = oci_seccomp_prepare(cfg->seccomp, g->root, &bpf, err)) < 0)
-                goto fail;
-        a.seccomp = &bpf;
+        bool supervised = strcmp(cfg->isolation, "supervised") == 0;
+        /* supervised without a profile: the notifying filter is paddock's
+         * allowlist already; no second copy of it. */
+        if (!(supervised && !cfg->seccomp)) {
+                if ((r = oci_seccomp_prepare(cfg->seccomp, g->root, &bpf, err)) < 0)
+                        goto fail;
+                a.seccomp = &bpf;
+        }
+        if (supervised) {
+                struct pd_seccomp_opts so = { .notify = true };
+                if ((r = pd_seccomp_load(NULL, &so, &notify_bpf, err)) < 0)
+                        goto fail;
+                a.notify = &notify_bpf;
+        }
         oci_rootfs_cgroup = st.cgroup;
         pid = clone_init(flags);
         if (pid < 0) {
@@ -266,9 +346,18 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
                 goto fail;
         }
         ssize_t n;
-        do
-                n = recv(sv[0], &m, sizeof m, 0);
-        while (n < 0 && errno == EINTR);
+        int lfd = -1;
+        while ((n = recv_msg(sv[0], &m, &lfd)) > 0 && m.kind == 'L') {
+                r = start_supervisor(&st, cfg, lfd, err);
+                lfd = -1;
+                if (r < 0)
+                        goto fail;
+                m = (struct oci_sync_msg){ .kind = 'G', .pid = pid };
+                if (send(sv[0], &m, sizeof m, MSG_NOSIGNAL) < 0) {
+                        r = pd_error_set(err, errno, "signal the init");
+                        goto fail;
+                }
+        }
         if (n <= 0) {
                 r = pd_error_setx(err, EIO, "the container's init died during setup");
                 goto fail;
@@ -290,10 +379,14 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
                 if (a.nsfd[i] >= 0)
                         close(a.nsfd[i]);
         pd_bpf_free(&bpf);
+        pd_bpf_free(&notify_bpf);
         *out_pid = pid;
         return 0;
 fail:
         pd_bpf_free(&bpf);
+        pd_bpf_free(&notify_bpf);
+        if (st.supervisor > 0)
+                pd_helper_stop(st.supervisor, st.supervisor_start, SIGTERM, 1000, 2000);
         if (sv[0] >= 0)
                 close(sv[0]);
         if (sv[1] >= 0)

@@ -55,6 +55,36 @@ static int join_namespaces(struct oci_init_args *a, struct pd_error *err)
         return 0;
 }
 
+/* supervised: install paddock's filter with user notification, hand its
+ * listener to the runtime, and wait until the supervisor holds it (every
+ * open from here on waits for the supervisor's answer). */
+static int hand_listener(struct oci_init_args *a, struct pd_error *err)
+{
+        int lfd = pd_seccomp_install_listener(a->notify);
+        if (lfd < 0)
+                return pd_error_set(err, -lfd, "supervised: install the notifying seccomp filter");
+        struct oci_sync_msg m = { .kind = 'L' };
+        char cbuf[CMSG_SPACE(sizeof(int))];
+        memset(cbuf, 0, sizeof cbuf);
+        struct iovec iov = { .iov_base = &m, .iov_len = sizeof m };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &lfd, sizeof(int));
+        ssize_t n = sendmsg(a->sync, &mh, MSG_NOSIGNAL);
+        close(lfd);
+        if (n < 0)
+                return pd_error_set(err, errno, "supervised: send the listener");
+        do
+                n = recv(a->sync, &m, sizeof m, 0);
+        while (n < 0 && errno == EINTR);
+        if (n != (ssize_t)sizeof m || m.kind != 'G')
+                _exit(1);       /* the runtime reports why */
+        return 0;
+}
+
 static void close_fds(struct oci_init_args *a)
 {
         /* Fds the engine passed (--preserve-fds) stay; everything else of
@@ -94,8 +124,24 @@ __attribute__((noreturn)) void oci_init_main(struct oci_init_args *a)
                 pd_error_set(&err, errno, "set no_new_privs");
                 fail(a, &err);
         }
-        if (!p->no_new_privs && oci_seccomp_install(a->seccomp, &err) < 0)
+        if (!p->no_new_privs && a->seccomp && oci_seccomp_install(a->seccomp, &err) < 0)
                 fail(a, &err);
+        /* supervised: every open from the filter on goes through the
+         * supervisor, which resolves paths in the container's root, where
+         * exec.fifo is not: hold the fifo open (read and write, so this
+         * does not block) and wait for `start` to write to it instead. */
+        int fifo_rw = -1;
+        if (a->notify) {
+                char path[64];
+                snprintf(path, sizeof path, "/proc/self/fd/%d", a->fifo);
+                fifo_rw = open(path, O_RDWR | O_CLOEXEC);
+                if (fifo_rw < 0) {
+                        pd_error_set(&err, errno, "open exec.fifo");
+                        fail(a, &err);
+                }
+                if (hand_listener(a, &err) < 0)
+                        fail(a, &err);
+        }
         if (oci_proc_drop_bounding(p, &err) < 0 || oci_proc_set_user(p, &err) < 0 || oci_proc_set_caps(p, &err) < 0)
                 fail(a, &err);
         if (chdir(p->cwd) < 0) {
@@ -113,24 +159,35 @@ __attribute__((noreturn)) void oci_init_main(struct oci_init_args *a)
         if (send(a->sync, &m, sizeof m, MSG_NOSIGNAL) < 0)
                 _exit(1);
         close(a->sync);
-        char fifo[64];
-        snprintf(fifo, sizeof fifo, "/proc/self/fd/%d", a->fifo);
-        int fd;
-        do
-                fd = open(fifo, O_WRONLY | O_CLOEXEC);
-        while (fd < 0 && errno == EINTR);
-        if (fd < 0 || write(fd, "0", 1) != 1) {
-                fprintf(stderr, "paddock-oci: init: open exec.fifo: %m\n");
-                _exit(127);
+        if (fifo_rw >= 0) {
+                char b;
+                ssize_t k;
+                do
+                        k = read(fifo_rw, &b, 1);
+                while (k < 0 && errno == EINTR);
+                if (k != 1)
+                        _exit(127);
+                close(fifo_rw);
+        } else {
+                char fifo[64];
+                snprintf(fifo, sizeof fifo, "/proc/self/fd/%d", a->fifo);
+                int fd;
+                do
+                        fd = open(fifo, O_WRONLY | O_CLOEXEC);
+                while (fd < 0 && errno == EINTR);
+                if (fd < 0 || write(fd, "0", 1) != 1) {
+                        fprintf(stderr, "paddock-oci: init: open exec.fifo: %m\n");
+                        _exit(127);
+                }
+                close(fd);
         }
-        close(fd);
         close(a->fifo);
         sj = oci_state_json(a->st, OCI_CREATED);
         if (oci_hooks_run(c->hooks, "startContainer", sj, &err) < 0) {
                 fprintf(stderr, "paddock-oci: %s\n", err.msg);
                 _exit(127);
         }
-        if (p->no_new_privs && oci_seccomp_install(a->seccomp, &err) < 0) {
+        if (p->no_new_privs && a->seccomp && oci_seccomp_install(a->seccomp, &err) < 0) {
                 fprintf(stderr, "paddock-oci: %s\n", err.msg);
                 _exit(127);
         }

@@ -14,10 +14,12 @@ struct oci_init_args {
         int unshare_flags;              /* created after joining a user namespace */
         int preserve_fds;
         const struct pd_bpf *seccomp;
+        const struct pd_bpf *notify;    /* supervised: paddock's filter with user notification */
 };
 
-/* One datagram each way: 'G' go (runtime to init, with the init's host
- * pid), then 'R' ready or 'E' error (init to runtime). */
+/* Datagrams: 'G' go (runtime to init, with the init's host pid); for
+ * supervised, 'L' (init to runtime, the listener fd attached) and 'G' again
+ * once the supervisor holds it; then 'R' ready or 'E' error. */
 struct oci_sync_msg {
         char kind;
         int code;

@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "helper_proc.h"
 #include "oci.h"
 #include "util.h"
 
@@ -46,6 +47,14 @@ int oci_start(const struct oci_global *g, const char *id, struct pd_error *err)
         }
         char fifo[PATH_MAX];
         snprintf(fifo, sizeof fifo, "%s/exec.fifo", st.dir);
+        /* A supervised init holds the fifo open for reading and waits for
+         * a byte: a non-blocking open for writing succeeds only then. */
+        int wfd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (wfd >= 0) {
+                r = write(wfd, "1", 1) == 1 ? 0 : pd_error_set(err, errno, "write '%s'", fifo);
+                close(wfd);
+                goto started;
+        }
         /* Non-blocking open never waits for the writer; the init's blocked
          * open for writing then completes and it writes one byte. If the init
          * dies instead, its pidfd turns readable. */
@@ -81,6 +90,7 @@ int oci_start(const struct oci_global *g, const char *id, struct pd_error *err)
         close(fd);
         if (pidfd >= 0)
                 close(pidfd);
+started:
         if (r == 0) {
                 unlink(fifo);
                 json_t *sj = oci_state_json(&st, OCI_RUNNING);
@@ -212,6 +222,9 @@ int oci_delete(const struct oci_global *g, const char *id, bool force, struct pd
         }
         if (st.pid > 0)
                 oci_pid_wait_gone(st.pid, st.pid_start, 5000);
+        /* supervised: the supervisor after the container's processes. */
+        if (st.supervisor > 0)
+                pd_helper_stop(st.supervisor, st.supervisor_start, SIGTERM, 1000, 2000);
         if (st.config) {
                 json_t *sj = oci_state_json(&st, OCI_STOPPED);
                 struct pd_error herr = { 0 };

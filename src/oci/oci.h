@@ -123,6 +123,8 @@ struct oci_state {
         char rootfs[4096];
         char created[64];               /* RFC 3339 */
         char cgroup[4096];              /* path below each hierarchy's root */
+        pid_t supervisor;               /* supervised: paddock-supervisor, 0 = none */
+        uint64_t supervisor_start;
         json_t *annotations;
         json_t *config;                 /* copy of config.json, kept for exec and hooks */
 };

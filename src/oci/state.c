@@ -128,6 +128,8 @@ int oci_state_load(const struct oci_global *g, const char *id, struct oci_state 
         copy_str(st->rootfs, sizeof st->rootfs, json_object_get(o, "rootfs"));
         copy_str(st->created, sizeof st->created, json_object_get(o, "created"));
         copy_str(st->cgroup, sizeof st->cgroup, json_object_get(o, "cgroup"));
+        st->supervisor = (pid_t)json_integer_value(json_object_get(o, "supervisor"));
+        st->supervisor_start = (uint64_t)json_integer_value(json_object_get(o, "supervisor_start"));
         st->annotations = json_incref(json_object_get(o, "annotations"));
         json_decref(o);
         snprintf(path, sizeof path, "%s/config.json", st->dir);
@@ -144,6 +146,10 @@ int oci_state_save(const struct oci_state *st, struct pd_error *err)
                 return pd_error_setx(err, ENOMEM, "state");
         if (st->annotations)
                 json_object_set(o, "annotations", st->annotations);
+        if (st->supervisor > 0) {
+                json_object_set_new(o, "supervisor", json_integer(st->supervisor));
+                json_object_set_new(o, "supervisor_start", json_integer((json_int_t)st->supervisor_start));
+        }
         char path[PATH_MAX], tmp[PATH_MAX];
         snprintf(path, sizeof path, "%s/state.json", st->dir);
         snprintf(tmp, sizeof tmp, "%s/.state.json.tmp", st->dir);

@@ -287,3 +287,44 @@ def test_failing_hook_fails_create_and_leaves_nothing(tmp_path, rootfs, rt):
     p = rt.create("h2", b, check=False)
     assert p.returncode != 0 and "hook createRuntime" in p.stderr
     assert not os.path.exists(os.path.join(rt.root, "h2"))
+
+
+def test_supervised_isolation_audits_and_is_reaped(rt):
+    # Supervised needs a user namespace: the bundle must be reachable by
+    # the mapped root (a world-searchable dir).
+    pub = tempfile.mkdtemp(prefix="pd-oci-sv-")
+    os.chmod(pub, 0o755)
+    try:
+        def edit(c):
+            c["annotations"] = {"run.oci.paddock.isolation": "supervised"}
+            c["linux"]["namespaces"].append({"type": "user"})
+            c["linux"]["uidMappings"] = [{"containerID": 0, "hostID": 300000, "size": 65536}]
+            c["linux"]["gidMappings"] = [{"containerID": 0, "hostID": 300000, "size": 65536}]
+            c["process"]["noNewPrivileges"] = False
+        b = make_bundle(pub, ["sh", "-c", "cat /etc/passwd >/dev/null; echo sv-ok"], edit=edit)
+        p = rt.create("sv1", b)
+        assert "noNewPrivileges forced on" in p.stderr
+        st = json.load(open(os.path.join(rt.root, "sv1", "state.json")))
+        sup = st["supervisor"]
+        assert open("/proc/%d/comm" % sup).read().strip().startswith("paddock-superv")
+        rt("start", "sv1")
+        import time
+        end = time.monotonic() + 10
+        while rt.state("sv1")["status"] != "stopped" and time.monotonic() < end:
+            time.sleep(0.02)
+        events = [json.loads(l) for l in open(os.path.join(rt.root, "sv1", "audit.jsonl"))]
+        assert any(e["event"] == "supervisor.exec" and e["path"] == "/bin/sh" for e in events), events
+        assert any(e["event"] == "supervisor.open" and e["path"] == "/etc/passwd" for e in events), events
+        rt("delete", "sv1")
+        assert not os.path.exists("/proc/%d/comm" % sup) or \
+            open("/proc/%d/stat" % sup).read().split(")")[1].split()[0] in ("Z", "X")
+    finally:
+        shutil.rmtree(pub)
+
+
+def test_supervised_without_user_namespace_is_refused(tmp_path, rootfs, rt):
+    b = make_bundle(str(tmp_path), ["true"], rootfs=rootfs,
+                    edit=lambda c: c.update(annotations={"run.oci.paddock.isolation": "supervised"}))
+    p = rt.create("sv2", b, check=False)
+    assert p.returncode != 0 and "needs a new user namespace" in p.stderr
+    assert not os.path.exists(os.path.join(rt.root, "sv2"))
