@@ -93,6 +93,12 @@ static void serve_usage(FILE *f)
                 "  --max-per-key N        sandboxes per API key (default 100)\n"
                 "  --domain D             domain of sandbox ports: <port>-<id>.D reaches a port\n"
                 "                         inside a sandbox (default localhost; docs/api.md, Ports)\n"
+                "  --net-uplink netns:PATH  where sandbox traffic leaves (the network router's\n"
+                "                         uplink; docs/network.md). Without it, sandboxes with a\n"
+                "                         network reach only paddock's resolver\n"
+                "  --net-resolver IP[,IP] upstream DNS resolvers for paddock's resolver\n"
+                "  --e2b-network open|none  E2B creates that say nothing about the network\n"
+                "                         (default: open with --net-uplink, none without)\n"
                 "  --destroy-on-exit      destroy every sandbox on SIGTERM/SIGINT (default: keep them\n"
                 "                         running; the next server adopts them)\n",
                 PD_DEFAULT_STATE_DIR);
@@ -100,7 +106,8 @@ static void serve_usage(FILE *f)
 
 int pd_cmd_serve(int argc, char **argv)
 {
-        enum { O_LISTEN = 256, O_STATE, O_POOL, O_MAX, O_MAXKEY, O_DESTROY, O_DOMAIN };
+        enum { O_LISTEN = 256, O_STATE, O_POOL, O_MAX, O_MAXKEY, O_DESTROY, O_DOMAIN, O_UPLINK, O_RESOLVER,
+               O_E2BNET };
         static const struct option opts[] = {
                 { "listen", required_argument, NULL, O_LISTEN },
                 { "state-dir", required_argument, NULL, O_STATE },
@@ -109,6 +116,9 @@ int pd_cmd_serve(int argc, char **argv)
                 { "max-per-key", required_argument, NULL, O_MAXKEY },
                 { "destroy-on-exit", no_argument, NULL, O_DESTROY },
                 { "domain", required_argument, NULL, O_DOMAIN },
+                { "net-uplink", required_argument, NULL, O_UPLINK },
+                { "net-resolver", required_argument, NULL, O_RESOLVER },
+                { "e2b-network", required_argument, NULL, O_E2BNET },
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
@@ -148,6 +158,21 @@ int pd_cmd_serve(int argc, char **argv)
                                 return PD_EXIT_PADDOCK;
                         break;
                 case O_DESTROY: cfg.destroy_on_exit = true; break;
+                case O_UPLINK:
+                        if (strncmp(optarg, "netns:/", 7)) {
+                                fprintf(stderr, "paddock serve: --net-uplink '%s': expected netns:/PATH\n", optarg);
+                                return PD_EXIT_PADDOCK;
+                        }
+                        cfg.net_uplink = optarg;
+                        break;
+                case O_RESOLVER: cfg.net_resolver = optarg; break;
+                case O_E2BNET:
+                        if (strcmp(optarg, "open") && strcmp(optarg, "none")) {
+                                fprintf(stderr, "paddock serve: --e2b-network '%s': expected open or none\n", optarg);
+                                return PD_EXIT_PADDOCK;
+                        }
+                        cfg.e2b_network = optarg;
+                        break;
                 case 'h': serve_usage(stdout); return 0;
                 default:
                         pd_cli_error("serve: unknown option '%s' or missing value (see paddock serve --help)",
@@ -173,6 +198,8 @@ int pd_cmd_serve(int argc, char **argv)
         signal(SIGPIPE, SIG_IGN);
 
         static struct pd_server srv;
+        if (!cfg.e2b_network)
+                cfg.e2b_network = cfg.net_uplink ? "open" : "none";
         srv.cfg = cfg;
         srv.audit_dirfd = -1;
         pthread_mutex_init(&srv.lock, NULL);

@@ -26,7 +26,7 @@ int pd_helper_path(const char *name, const char *env_var, char *buf, size_t size
         if (n > 0) {
                 exe[n] = '\0';
                 char *dir = dirname(exe);
-                static const char *const rel[] = { "", "agent/", "../", "../libexec/paddock/" };
+                static const char *const rel[] = { "", "agent/", "net/", "../", "../libexec/paddock/" };
                 for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
                         snprintf(buf, size, "%s/%s%s", dir, rel[i], name);
                         if (access(buf, X_OK) == 0)

@@ -254,6 +254,7 @@ int pd_router_open(const struct pd_state *st, const struct pd_router_cfg *cfg, s
         }
         (void)mkdirat(r->dirfd, "slots", 0700);
         (void)mkdirat(r->dirfd, "sb", 0700);
+        (void)mkdirat(r->dirfd, "policy", 0700);
         if ((rc = lock(r, err)) < 0)
                 goto fail;
         char pin[PATH_MAX + 16], want[512], have[512];
@@ -427,6 +428,57 @@ void pd_router_policy_to_nft(const struct pd_netpol *pol, struct pd_nft_rules *o
         out->never = never;
 }
 
+static int save_policy(struct pd_router *r, const char *id, const struct pd_netpol *pol, struct pd_error *err)
+{
+        char *text = pd_netpol_to_json_str(pol);
+        if (!text)
+                return pd_error_set(err, ENOMEM, "policy JSON");
+        char name[PD_NFT_KEY_MAX + 16];
+        snprintf(name, sizeof name, "policy/%s", id);
+        int rc = write_file(r->dirfd, name, text, O_TRUNC, err);
+        free(text);
+        return rc;
+}
+
+int pd_router_policy_json(const struct pd_state *st, const char *id, char **out)
+{
+        if (pd_nft_key_check(id) < 0)
+                return -EINVAL;
+        char path[PATH_MAX + PD_NFT_KEY_MAX + 32];
+        snprintf(path, sizeof path, "%s/net/policy/%s", st->rundir, id);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        size_t cap = 4096, len = 0;
+        char *buf = malloc(cap);
+        for (;;) {
+                if (!buf) {
+                        close(fd);
+                        return -ENOMEM;
+                }
+                ssize_t n = read(fd, buf + len, cap - len - 1);
+                if (n < 0) {
+                        int e = errno;
+                        free(buf);
+                        close(fd);
+                        return -e;
+                }
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+                if (cap - len < 2) {
+                        char *nb = cap < (64u << 20) ? realloc(buf, cap *= 2) : NULL;
+                        if (!nb)
+                                free(buf);
+                        buf = nb;
+                }
+        }
+        close(fd);
+        buf[len] = 0;
+        *out = buf;
+        return 0;
+}
+
 /* program nft for a sandbox from its policy: add (new) or apply (update) */
 static int program(struct pd_router *r, const char *id, const struct pd_router_slot *s,
                    const struct pd_netpol *pol, bool add, struct pd_error *err)
@@ -474,7 +526,8 @@ int pd_router_attach(struct pd_router *r, const char *id, const struct pd_router
                 goto undo;
         pd_rtnl_close(srt);
         srt = NULL;
-        if ((rc = pd_router_netd_add(r, id, s, pol, audit_path, err)) < 0)
+        if ((rc = pd_router_netd_add(r, id, s, pol, audit_path, err)) < 0 ||
+            (rc = save_policy(r, id, pol, err)) < 0)
                 goto undo;
         return 0;
 undo:
@@ -495,9 +548,16 @@ int pd_router_update(struct pd_router *r, const char *id, const struct pd_netpol
                 return pd_error_setx(err, ENOENT, "sandbox %s has no network to change (created with none?)", id);
         if (pol->mode == PD_NETPOL_NONE)
                 return pd_error_setx(err, EINVAL, "a sandbox's network cannot change to none while it runs");
-        int rc = program(r, id, &s, pol, false, err);
+        int rc = lock(r, err);
+        if (rc < 0)
+                return rc;
+        /* the kernel's rules first (atomic), then the resolver's view */
+        rc = program(r, id, &s, pol, false, err);
         if (rc >= 0)
                 rc = pd_router_netd_update(r, id, pol, err);
+        if (rc >= 0)
+                rc = save_policy(r, id, pol, err);
+        unlock(r);
         return rc;
 }
 
@@ -521,6 +581,8 @@ static int detach_locked(struct pd_router *r, const char *id, struct pd_error *e
         snprintf(name, sizeof name, "slots/%u", s.n);
         (void)unlinkat(r->dirfd, name, 0);
         snprintf(name, sizeof name, "sb/%s", id);
+        (void)unlinkat(r->dirfd, name, 0);
+        snprintf(name, sizeof name, "policy/%s", id);
         (void)unlinkat(r->dirfd, name, 0);
         return 0;
 }

@@ -12,6 +12,7 @@
  *   slots/<n>     slot n (a /30 of the pool) is taken by the sandbox id
  *                 written in it
  *   sb/<id>       the slot of sandbox id
+ *   policy/<id>   the policy it runs with (JSON; GET .../network)
  *   netd.sock, netd.pid   paddock-netd, the resolver and strict proxy
  * A slot n: sandbox-side veth `eth0` = pool + 4n + 2, router side `pd<n
  * in hex>` = pool + 4n + 1 (the sandbox's gateway and DNS server). */
@@ -77,6 +78,10 @@ int pd_router_release(const struct pd_state *st, const char *id, struct pd_error
  * router; no router is not an error. */
 int pd_router_gc(const struct pd_state *st, bool (*alive)(const char *id, void *ctx), void *ctx,
                  struct pd_error *err);
+
+/* The policy a sandbox runs with now (JSON, policy.h form; malloc'd), or
+ * -ENOENT when it has no network in this instance's router. */
+int pd_router_policy_json(const struct pd_state *st, const char *id, char **out);
 
 /* "IP/PREFIX" (IPv4) into addr and prefix. */
 int pd_router_parse_cidr4(const char *s, uint8_t addr[4], int *prefix, struct pd_error *err);

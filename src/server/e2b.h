@@ -20,6 +20,10 @@ enum MHD_Result pd_e2b_reply_error(struct pd_req *r, unsigned status, const char
 /* The sandbox's envd access token: hex HMAC-SHA256(server secret, id). The
  * secret is <state>/e2b-secret (32 random bytes, 0600, made on first use),
  * so tokens survive a server restart and need no column in the store. */
+/* e2b_network.c: allow_internet_access and network.{allowOut,denyOut} of a
+ * create body as paddock's policy JSON (new reference), or NULL: no
+ * network when why is empty, a bad request (why says) otherwise. */
+json_t *pd_e2b_network_policy(struct pd_server *srv, json_t *body, char *why, size_t whysz);
 int pd_e2b_token(struct pd_server *srv, const char *sandbox_id, char out[PD_E2B_TOKEN_LEN + 1]);
 /* Constant-time string equality. */
 bool pd_e2b_streq(const char *a, const char *b);

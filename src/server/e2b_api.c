@@ -319,11 +319,19 @@ static enum MHD_Result route_create(struct pd_req *r, const char *chunk, size_t 
                 }
                 cr.auto_pause = json_is_true(v);
         }
-        /* allow_internet_access, network, secure, mcp...: accepted;
-         * the sandbox runs with network none (its info says so). */
+        /* allow_internet_access and network: paddock's policy (e2b_network.c);
+         * secure, mcp...: accepted. */
+        char why[256];
+        json_t *network = pd_e2b_network_policy(r->srv, body, why, sizeof why);
+        if (!network && why[0]) {
+                json_decref(body);
+                return pd_e2b_reply_error(r, 400, "%s", why);
+        }
+        cr.network = network;
         struct pd_error err = { 0 };
         struct pd_srv_sandbox *s = NULL;
         int rc = pd_manager_create(r->srv, &r->key, &cr, &s, &err);
+        json_decref(network);
         json_decref(body);
         if (rc < 0) {
                 pd_log("warn", "e2b sandbox create failed key=%s error=\"%s\"", r->key.id, err.msg);

@@ -209,7 +209,8 @@ static int match(const char *pattern, const char *path, struct req_ctx *c)
 static const struct pd_route *const *tables(void)
 {
         static const struct pd_route *const t[] = { pd_routes_sandboxes, pd_routes_procs, pd_routes_files,
-                                                    pd_routes_e2b, pd_routes_ports, pd_routes_snapshots, NULL };
+                                                    pd_routes_e2b, pd_routes_ports, pd_routes_snapshots,
+                                                    pd_routes_network, NULL };
         return t;
 }
 

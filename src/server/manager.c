@@ -20,7 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "policy.h"
 #include "pool.h"
+#include "router.h"
 #include "store.h"
 #include "util.h"
 #include "vm/vm.h"
@@ -352,7 +354,25 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
         spec.template_dir = NULL;
         spec.n_volumes = 0;
         bool pooled = false;
-        struct pd_sandbox *sb = req->made ? req->made : pd_pool_take(M(srv)->pool, &spec, req->template_name);
+        /* network: the policy, parsed again (the route validated it); a
+         * sandbox with a network is never a pooled one */
+        struct pd_netpol netpol = { 0 };
+        if (req->network && !req->made) {
+                if ((r = pd_netpol_from_json(req->network, &netpol, err)) < 0) {
+                        pthread_mutex_lock(&srv->lock);
+                        table_remove(srv, &e->s);
+                        pthread_mutex_unlock(&srv->lock);
+                        entry_free(e);
+                        return r;
+                }
+                spec.net = netpol.mode == PD_NETPOL_OPEN ? PD_NET_OPEN
+                         : netpol.mode == PD_NETPOL_POLICY ? PD_NET_POLICY : PD_NET_NONE;
+                spec.netpol = spec.net != PD_NET_NONE ? &netpol : NULL;
+                spec.net_uplink = srv->cfg.net_uplink;
+                spec.net_resolver = srv->cfg.net_resolver;
+        }
+        struct pd_sandbox *sb = req->made || spec.net != PD_NET_NONE ? req->made
+                                : pd_pool_take(M(srv)->pool, &spec, req->template_name);
         if (req->made) {
                 /* built by the tier's fork: its spec is the source's */
                 spec.isolation = sb->spec.isolation;
@@ -369,6 +389,11 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
                         }
                 }
         }
+        /* the router keeps the policy from here on (GET/PUT .../network) */
+        spec.netpol = NULL;
+        if (sb)
+                sb->spec.netpol = NULL;
+        pd_netpol_free(&netpol);
         if (r < 0) {
                 pthread_mutex_lock(&srv->lock);
                 table_remove(srv, &e->s);
@@ -576,6 +601,8 @@ json_t *pd_manager_sandbox_json(struct pd_server *srv, struct pd_srv_sandbox *s)
                               "notes", e->notes);
         if (o && !strcmp(s->state, "paused"))
                 json_object_set_new(o, "timeout_remaining_ms", json_integer((json_int_t)e->paused_remaining_ms));
+        if (o)
+                json_object_set_new(o, "network", pd_manager_network_json(srv, s->id));
         if (o) {
                 json_object_set_new(o, "auto_pause", json_boolean(e->auto_pause));
                 /* What pausing does on this tier (the freezer keeps memory). */

@@ -13,6 +13,7 @@ struct pd_create_req {
         json_t *env, *metadata;         /* borrowed */
         uint32_t timeout_s;
         bool auto_pause;                /* pause at the deadline instead of deleting */
+        json_t *network;                /* borrowed: policy JSON (src/net/policy.h); NULL = none */
         /* Already built (a fork's copy from the tier's own fork op): taken
          * over instead of a new create; destroyed if the create fails. */
         struct pd_sandbox *made;
@@ -34,6 +35,8 @@ void pd_manager_stop(struct pd_server *srv);
 
 /* Errors: -EAGAIN (limit reached: 429), -ESHUTDOWN (stopping: 503), or the
  * library's. On success *out holds a reference (pd_server_sandbox_put). */
+/* The network policy a sandbox runs with ({"mode":"none"} without one). */
+json_t *pd_manager_network_json(struct pd_server *srv, const char *id);
 int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const struct pd_create_req *req,
                       struct pd_srv_sandbox **out, struct pd_error *err);
 /* event: "sandbox.delete" (caller) or "sandbox.timeout" (reaper). */

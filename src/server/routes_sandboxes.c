@@ -12,6 +12,7 @@
 #include "manager.h"
 #include "server.h"
 #include "store.h"
+#include "policy.h"
 #include "template.h"
 #include "util.h"
 
@@ -107,7 +108,8 @@ static int parse_create(struct pd_server *srv, const char *key_id, json_t *body,
                         char *why, size_t whysz)
 {
         static const char *const allowed[] = { "template", "isolation", "memory_mb", "cpus", "pids",
-                                               "disk_mb", "env", "metadata", "timeout", "auto_pause" };
+                                               "disk_mb", "env", "metadata", "timeout", "auto_pause",
+                                               "network" };
         const char *k;
         json_t *v;
         json_object_foreach(body, k, v) {
@@ -116,7 +118,7 @@ static int parse_create(struct pd_server *srv, const char *key_id, json_t *body,
                         ok = !strcmp(k, allowed[i]);
                 if (!ok) {
                         snprintf(why, whysz, "unknown field '%.64s' (allowed: template, isolation, memory_mb, "
-                                             "cpus, pids, disk_mb, env, metadata, timeout, auto_pause)", k);
+                                             "cpus, pids, disk_mb, env, metadata, timeout, auto_pause, network)", k);
                         return -1;
                 }
         }
@@ -136,6 +138,18 @@ static int parse_create(struct pd_server *srv, const char *key_id, json_t *body,
                         return -1;
                 }
                 snprintf(cr->template_name, sizeof cr->template_name, "%s", json_string_value(v));
+        }
+        if ((v = json_object_get(body, "network")) && !json_is_null(v)) {
+                /* the egress policy (docs/network.md); checked here for a
+                 * 400, parsed again by the manager */
+                struct pd_netpol pol = { 0 };
+                struct pd_error perr = { 0 };
+                if (pd_netpol_from_json(v, &pol, &perr) < 0) {
+                        snprintf(why, whysz, "network: %s", perr.msg);
+                        return -1;
+                }
+                pd_netpol_free(&pol);
+                cr->network = v;
         }
         if ((v = json_object_get(body, "isolation"))) {
                 if (!json_is_string(v) || pd_isolation_parse(json_string_value(v), &cr->spec.isolation) < 0) {

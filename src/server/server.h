@@ -61,6 +61,12 @@ struct pd_server_config {
         unsigned default_timeout_s;     /* 300 */
         bool destroy_on_exit;
         const char *domain;             /* ports: <port>-<id>.<domain> (default "localhost") */
+        /* network (docs/network.md): the router's uplink ("netns:PATH") and
+         * upstream resolvers; E2B creates that say nothing about the
+         * network get e2b_network ("open" or "none") */
+        const char *net_uplink;
+        const char *net_resolver;
+        const char *e2b_network;
 };
 
 struct pd_server {
@@ -114,6 +120,7 @@ struct pd_route {
 
 /* Route tables, one per routes_*.c file (NULL-terminated). */
 extern const struct pd_route pd_routes_sandboxes[];
+extern const struct pd_route pd_routes_network[];     /* routes_network.c */
 extern const struct pd_route pd_routes_procs[];
 extern const struct pd_route pd_routes_files[];
 

@@ -242,7 +242,8 @@ def test_spec_is_well_formed(spec):
 def server_routes():
     """(method, pattern) of every native route in the route tables."""
     out = set()
-    for name in ("routes_sandboxes.c", "routes_procs.c", "routes_files.c", "routes_snapshots.c"):
+    for name in ("routes_sandboxes.c", "routes_procs.c", "routes_files.c", "routes_snapshots.c",
+                 "routes_network.c"):
         with open(os.path.join(REPO, "src", "server", name)) as f:
             for m in re.finditer(r'\{\s*"([A-Z]+)",\s*"(/[^"]*)"', f.read()):
                 out.add((m.group(1).lower(), m.group(2)))

@@ -1,0 +1,137 @@
+"""The network through `paddock serve` (issue 6): the create field `network`,
+live change with PUT /api/v1/sandboxes/{id}/network, the E2B fields
+(allow_internet_access, network.allowOut/denyOut, the --e2b-network
+setting), and nothing left behind after kill -9 of the server."""
+import json
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "server"))
+from _fakenet import WEB, FakeNet  # noqa: E402
+from test_server_core import Server, finish, rundir, tmproot  # noqa: E402,F401 (fixture)
+
+PROBE = ("import socket,json,sys\nout={}\nfor a in sys.argv[1:]:\n"
+         "    try:\n        socket.create_connection((a,8080),timeout=1.5).close(); out[a]='ok'\n"
+         "    except Exception as e: out[a]=str(e)\nprint(json.dumps(out))")
+
+
+@pytest.fixture(scope="module")
+def fakenet(tmp_path_factory):
+    fn = FakeNet(tmp_path_factory.mktemp("fakenet-srv")).start()
+    yield fn
+    fn.stop()
+
+
+def reach(srv, sid, addrs):
+    st, j = srv.json("POST", "/api/v1/sandboxes/%s/exec" % sid, {"cmd": ["python3", "-c", PROBE] + list(addrs)})
+    assert st == 200 and j["exit_code"] == 0, j
+    res = json.loads(j["stdout"])
+    return {a: res[a] == "ok" for a in addrs}
+
+
+def net_files(state):
+    d = os.path.join(rundir(state), "net")
+    if not os.path.isdir(d):
+        return []
+    out = [n for n in os.listdir(d) if n in ("router", "netd.pid", "netd.sock", "config")]
+    for sub in ("sb", "slots", "policy"):
+        if os.path.isdir(os.path.join(d, sub)):
+            out += ["%s/%s" % (sub, n) for n in os.listdir(os.path.join(d, sub))]
+    return sorted(out)
+
+
+def test_create_with_a_policy_and_change_it_live(tmproot, fakenet):
+    s = Server(os.path.join(tmproot, "net"), "--pool", "1", "--net-uplink", fakenet.uplink,
+               "--net-resolver", fakenet.resolver).start()
+    try:
+        sb = s.create({"network": {"mode": "policy", "allow": [WEB[0]]}})
+        sid = sb["id"]
+        assert sb["network"]["mode"] == "policy", sb
+        assert reach(s, sid, WEB[:2]) == {WEB[0]: True, WEB[1]: False}
+        st, j = s.json("PUT", "/api/v1/sandboxes/%s/network" % sid, {"mode": "policy", "allow": [WEB[1]]})
+        assert st == 200 and j["mode"] == "policy", j
+        assert reach(s, sid, WEB[:2]) == {WEB[0]: False, WEB[1]: True}
+        assert s.json("GET", "/api/v1/sandboxes/%s" % sid, expect=200)[1]["network"] == j
+        # bad input changes nothing
+        for body, code in [({"mode": "policy", "allow": ["300.1.1.1"]}, 400), ({"mode": "bogus"}, 400),
+                           ({"mode": "none"}, 409), ("not json", 400)]:
+            st, _, data = s.request("PUT", "/api/v1/sandboxes/%s/network" % sid, body)
+            assert st == code, (body, st, data)
+        assert reach(s, sid, WEB[:2]) == {WEB[0]: False, WEB[1]: True}
+        events = [e["event"] for e in [json.loads(l) for l in s.request(
+            "GET", "/api/v1/sandboxes/%s/audit" % sid)[2].decode().splitlines() if l.strip()]]
+        assert "sandbox.network" in events, events
+        # a sandbox made without a network keeps none
+        plain = s.create({})
+        assert plain["network"] == {"mode": "none"}
+        st, _, _ = s.request("PUT", "/api/v1/sandboxes/%s/network" % plain["id"], {"mode": "open"})
+        assert st == 409
+        assert reach(s, plain["id"], WEB[:1]) == {WEB[0]: False}
+        st, _, data = s.request("POST", "/api/v1/sandboxes", {"network": {"mode": "open", "allow": ["x" * 300]}})
+        assert st == 400, data
+        assert s.delete(sid) == 204 and s.delete(plain["id"]) == 204
+        assert [f for f in net_files(s.state) if "/" in f] == [], net_files(s.state)
+    finally:
+        finish(s)
+    assert net_files(s.state) == []
+
+
+def test_e2b_fields_map_onto_the_policy(tmproot, fakenet):
+    s = Server(os.path.join(tmproot, "e2bnet"), "--pool", "0", "--net-uplink", fakenet.uplink,
+               "--net-resolver", fakenet.resolver).start()
+    try:
+        def e2b(body):
+            st, j = s.json("POST", "/sandboxes", dict({"templateID": "base"}, **body))
+            assert st == 201, j
+            return j["sandboxID"], s.json("GET", "/api/v1/sandboxes/" + j["sandboxID"], expect=200)[1]["network"]
+
+        sid, net = e2b({})                      # the server setting: open (an uplink is set)
+        assert net["mode"] == "open" and reach(s, sid, WEB[:1]) == {WEB[0]: True}
+        sid2, net = e2b({"allow_internet_access": False})
+        assert net == {"mode": "none"}
+        sid3, net = e2b({"network": {"denyOut": ["0.0.0.0/0"], "allowOut": [WEB[1]]}})
+        assert net["mode"] == "policy"
+        assert reach(s, sid3, WEB[:2]) == {WEB[0]: False, WEB[1]: True}
+        sid4, net = e2b({"network": {"denyOut": [WEB[0]]}})
+        assert net["mode"] == "open"
+        assert reach(s, sid4, WEB[:2]) == {WEB[0]: False, WEB[1]: True}
+        for bad in [{"allow_internet_access": "yes"}, {"network": {"allowOut": "1.2.3.4"}},
+                    {"network": {"bogus": []}}, {"network": {"denyOut": ["999.1.1.1"]}}]:
+            st, _, data = s.request("POST", "/sandboxes", dict({"templateID": "base"}, **bad))
+            assert st == 400, (bad, st, data)
+        for x in (sid, sid2, sid3, sid4):
+            assert s.delete(x) == 204
+    finally:
+        finish(s)
+    t = Server(os.path.join(tmproot, "e2bnone"), "--pool", "0").start()   # no uplink: none by default
+    try:
+        st, j = t.json("POST", "/sandboxes", {"templateID": "base"})
+        assert st == 201
+        assert t.json("GET", "/api/v1/sandboxes/" + j["sandboxID"], expect=200)[1]["network"] == {"mode": "none"}
+    finally:
+        finish(t)
+
+
+def test_kill9_of_the_server_leaves_nothing_behind(tmproot, fakenet):
+    s = Server(os.path.join(tmproot, "net9"), "--pool", "0", "--net-uplink", fakenet.uplink,
+               "--net-resolver", fakenet.resolver).start()
+    try:
+        sid = s.create({"network": {"mode": "open"}, "timeout": 600})["id"]
+        assert reach(s, sid, WEB[:1]) == {WEB[0]: True}
+        s.stop(signal.SIGKILL)
+        s.start()                                   # adopts the sandbox; its network still works
+        assert reach(s, sid, WEB[:1]) == {WEB[0]: True}
+        s.stop(signal.SIGKILL)
+    finally:
+        finish(s)                                    # paddock gc after the server is gone
+    assert net_files(s.state) == []
+    deadline = time.monotonic() + 20
+    while any(l.startswith("pdu") for l in fakenet.links()):
+        assert time.monotonic() < deadline, "uplink veth left behind: %s" % fakenet.links()
+        time.sleep(0.05)
