@@ -287,6 +287,9 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
         bool supervised = strcmp(cfg->isolation, "supervised") == 0;
         /* supervised without a profile: the notifying filter is paddock's
          * allowlist already; no second copy of it. */
+        if (!cfg->seccomp)
+                oci_info("container '%s': config.json has no linux.seccomp; paddock's default filter applies "
+                         "(stricter than none)", id);
         if (!(supervised && !cfg->seccomp)) {
                 if ((r = oci_seccomp_prepare(cfg->seccomp, g->root, &bpf, err)) < 0)
                         goto fail;

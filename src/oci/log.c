@@ -44,7 +44,10 @@ static void emit(FILE *f, const char *level, const char *msg, bool json)
 void oci_log(const char *level, const char *fmt, ...)
 {
         bool is_debug = strcmp(level, "debug") == 0;
-        if (is_debug && !log_debug)
+        /* info: for the --log file (stderr only with --debug), so engines'
+         * output stays the workload's. */
+        bool is_info = strcmp(level, "info") == 0;
+        if ((is_debug && !log_debug) || (is_info && !log_file && !log_debug))
                 return;
         char msg[2048];
         va_list ap;
@@ -53,7 +56,7 @@ void oci_log(const char *level, const char *fmt, ...)
         va_end(ap);
         if (log_file)
                 emit(log_file, level, msg, log_json);
-        if (!is_debug || !log_file)
+        if ((!is_debug && !is_info) || !log_file)
                 fprintf(stderr, "paddock-oci: %s: %s\n", level, msg);
 }
 

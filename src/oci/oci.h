@@ -32,6 +32,7 @@ void oci_log_init(const struct oci_global *g);
 void oci_log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define oci_warn(...) oci_log("warning", __VA_ARGS__)
 #define oci_debug(...) oci_log("debug", __VA_ARGS__)
+#define oci_info(...) oci_log("info", __VA_ARGS__)
 void oci_fail(const struct pd_error *err);
 
 /* ---- config.c: config.json, validated up front ---- */

@@ -138,3 +138,20 @@ def test_failed_setup_leaves_no_cgroup(tmp_path, rootfs, rt):
     # The init fails after its cgroup exists (exec of a missing program).
     b = make_bundle(str(tmp_path), ["/no/such/program"], rootfs=rootfs)
     refused(rt, "f1", b, "/no/such/program")
+
+
+def test_errors_reach_the_json_log(tmp_path, rootfs, rt):
+    """conmon and containerd's shim read the last error line of --log."""
+    b = make_bundle(str(tmp_path), ["true"], rootfs=rootfs,
+                    edit=lambda c: c["linux"]["namespaces"].append({"type": "bogus"}))
+    log = str(tmp_path / "log.json")
+    p = rt("--log", log, "--log-format", "json", "create", "--bundle", b, "lg1", check=False, files=True)
+    assert p.returncode != 0
+    lines = [json.loads(l) for l in open(log)]
+    assert lines[-1]["level"] == "error" and "unknown namespace type 'bogus'" in lines[-1]["msg"]
+    assert "time" in lines[-1]
+    # Informational lines go to the log only, never to the engine's stderr.
+    b2 = make_bundle(str(tmp_path), ["true"], name="b2", rootfs=rootfs)
+    p = rt("--log", log, "--log-format", "json", "run", "--bundle", b2, "lg2")
+    assert p.stderr == ""
+    assert any(json.loads(l)["level"] == "info" and "default filter" in json.loads(l)["msg"] for l in open(log))
