@@ -328,3 +328,18 @@ def test_supervised_without_user_namespace_is_refused(tmp_path, rootfs, rt):
     p = rt.create("sv2", b, check=False)
     assert p.returncode != 0 and "needs a new user namespace" in p.stderr
     assert not os.path.exists(os.path.join(rt.root, "sv2"))
+
+
+def test_create_container_and_start_container_hooks(tmp_path, rootfs, rt):
+    log = tmp_path / "cc.log"
+
+    def edit(c):
+        # createContainer: in the container's mount namespace before
+        # pivot_root (host paths still resolve); startContainer: inside the
+        # container, before the workload's exec.
+        c["hooks"] = {"createContainer": [{"path": "/bin/sh", "args": ["sh", "-c", "cat > %s" % log]}],
+                      "startContainer": [{"path": "/bin/sh", "args": ["sh", "-c", "cat > /dev/shm/state"]}]}
+    b = make_bundle(str(tmp_path), ["sh", "-c", "cat /dev/shm/state"], rootfs=rootfs, edit=edit)
+    out = rt("run", "--bundle", b, "cc1").stdout
+    assert json.loads(out)["id"] == "cc1"
+    assert json.loads(log.read_text())["id"] == "cc1"
