@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "policy.h"
 #include "sandbox.h"
@@ -36,7 +37,15 @@ int pd_sbnet_prepare(struct pd_sandbox *sb, struct pd_sbnet *n, struct pd_error 
         inet_ntop(AF_INET, n->slot.gw_addr, gw, sizeof gw);
         snprintf(text, sizeof text, "# paddock: the sandbox's resolver (docs/network.md)\nnameserver %s\n", gw);
         snprintf(n->resolv_path, sizeof n->resolv_path, "%s/resolv.conf", sb->dir);
-        snprintf(n->audit_path, sizeof n->audit_path, "%s/net-audit.jsonl", sb->dir);
+        /* netd's decisions: into the server's audit log of the sandbox when
+         * this state dir has one (<state>/audit/<id>.jsonl, JSON lines
+         * appended whole, so they interleave with the server's), else
+         * beside the sandbox (paddock run) */
+        struct stat st;
+        if (fstatat(sb->state->dirfd, "audit", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+                snprintf(n->audit_path, sizeof n->audit_path, "%s/audit/%s.jsonl", sb->state->dir, sb->id);
+        else
+                snprintf(n->audit_path, sizeof n->audit_path, "%s/net-audit.jsonl", sb->dir);
         int fd = openat(sb->dirfd, "resolv.conf", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
         if (fd < 0)
                 return pd_error_set(err, errno, "create '%s'", n->resolv_path);

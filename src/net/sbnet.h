@@ -18,7 +18,8 @@ struct pd_sbnet {
         struct pd_router_slot slot;
         bool reserved;
         char resolv_path[PATH_MAX];     /* host file, bound on /etc/resolv.conf */
-        char audit_path[PATH_MAX];      /* netd's decisions for this sandbox */
+        char audit_path[PATH_MAX];      /* netd's decisions: the server's audit
+                                           log of the sandbox, or beside it */
 };
 
 /* Open (or make) the router, take a slot, write resolv.conf. */

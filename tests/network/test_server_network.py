@@ -64,9 +64,17 @@ def test_create_with_a_policy_and_change_it_live(tmproot, fakenet):
             st, _, data = s.request("PUT", "/api/v1/sandboxes/%s/network" % sid, body)
             assert st == code, (body, st, data)
         assert reach(s, sid, WEB[:2]) == {WEB[0]: False, WEB[1]: True}
-        events = [e["event"] for e in [json.loads(l) for l in s.request(
-            "GET", "/api/v1/sandboxes/%s/audit" % sid)[2].decode().splitlines() if l.strip()]]
-        assert "sandbox.network" in events, events
+        # a name the policy does not allow: NXDOMAIN, and paddock-netd's
+        # decision lands in the sandbox's audit log next to the server's
+        st, j = s.json("POST", "/api/v1/sandboxes/%s/exec" % sid, {"cmd": [
+            "python3", "-c", "import socket\ntry: socket.gethostbyname('api.example.test'); print('resolved')\n"
+                             "except OSError: print('nxdomain')"]})
+        assert st == 200 and j["stdout"].strip() == "nxdomain", j
+        lines = [json.loads(l) for l in s.request("GET", "/api/v1/sandboxes/%s/audit" % sid)[2].decode().splitlines()
+                 if l.strip()]
+        assert "sandbox.network" in [e.get("event") for e in lines], lines
+        assert any(e.get("kind") == "dns" and e.get("decision") == "deny" and "api.example.test" in json.dumps(e)
+                   for e in lines), lines
         # a sandbox made without a network keeps none
         plain = s.create({})
         assert plain["network"] == {"mode": "none"}
