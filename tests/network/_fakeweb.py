@@ -15,6 +15,8 @@ import threading
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"    # keep-alive, as real servers do
+
     def do_GET(self):
         body = ("hello from %s host=%s\n" % (self.server.server_address[0],
                                              self.headers.get("Host", ""))).encode()

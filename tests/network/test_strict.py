@@ -160,3 +160,22 @@ def test_open_mode_deny_name_via_proxy(sb):
     assert not ok
     conn = [a for a in sb.audit_lines() if a["kind"] == "connect"]
     assert conn[-1]["decision"] == "deny" and conn[-1]["rule"] == "deny:evil.test"
+
+
+def test_keepalive_cannot_switch_host(sb):
+    """Only the first request's Host is checked, so the proxy makes it the
+    last one: a second request on the same connection (for a denied name)
+    gets no answer."""
+    assert sb.add(POLICY) == {"ok": True}
+    code = ("import socket\n"
+            "s=socket.create_connection(('allowed.test',80),timeout=4)\n"
+            "s.sendall(b'GET / HTTP/1.1\\r\\nHost: allowed.test\\r\\nConnection: keep-alive\\r\\n\\r\\n'"
+            "+b'GET / HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n')\n"
+            "data=b''\n"
+            "while True:\n"
+            "  d=s.recv(4096)\n"
+            "  if not d: break\n"
+            "  data+=d\n"
+            "print(data.count(b'hello from'), b'host=other.test' in data)\n")
+    out, err = sb.py(code)
+    assert out == "1 False", (out, err)

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -40,7 +41,7 @@ struct proxy_conn {
         uint16_t dport;
         uint64_t deadline_ms;
         size_t have, sent;
-        uint8_t buf[PEEK_MAX];
+        uint8_t buf[PEEK_MAX + 64];     /* + room for "Connection: close" */
         struct proxy_conn *next;
 };
 
@@ -268,9 +269,45 @@ static void start_connect(struct netd *d, struct proxy_conn *c)
                 conn_kill(d, c);
 }
 
+/* Only the first request's Host was checked: make it the last request on
+ * this connection, or a keep-alive connection could carry a second request
+ * for another name (fronting). Connection, Keep-Alive and Proxy-Connection
+ * headers are replaced by "Connection: close"; the body bytes that followed
+ * are kept. */
+static void http_close_after_first(struct proxy_conn *c)
+{
+        uint8_t out[sizeof c->buf];
+        const char *s = (const char *)c->buf;
+        const char *end = memmem(s, c->have, "\r\n\r\n", 4);
+        if (!end)
+                return;                 /* 16 KiB of headers: refused earlier */
+        const char *line = memmem(s, c->have, "\r\n", 2) + 2;
+        size_t n = (size_t)(line - s);
+        memcpy(out, s, n);
+        while (line < end + 2) {
+                const char *le = memmem(line, (size_t)(end + 2 - line), "\r\n", 2);
+                size_t ll = (size_t)(le - line) + 2;
+                if (strncasecmp(line, "connection:", 11) != 0 &&
+                    strncasecmp(line, "keep-alive:", 11) != 0 &&
+                    strncasecmp(line, "proxy-connection:", 17) != 0) {
+                        memcpy(out + n, line, ll);
+                        n += ll;
+                }
+                line = le + 2;
+        }
+        static const char close_hdr[] = "Connection: close\r\n\r\n";
+        memcpy(out + n, close_hdr, sizeof close_hdr - 1);
+        n += sizeof close_hdr - 1;
+        size_t body = c->have - (size_t)(end + 4 - s);
+        memcpy(out + n, end + 4, body);
+        n += body;
+        memcpy(c->buf, out, n);
+        c->have = n;
+}
+
 static void peek_event(struct netd *d, struct proxy_conn *c)
 {
-        ssize_t n = recv(c->cfd, c->buf + c->have, sizeof c->buf - c->have, 0);
+        ssize_t n = recv(c->cfd, c->buf + c->have, PEEK_MAX - c->have, 0);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;
         if (n <= 0) {
@@ -282,7 +319,7 @@ static void peek_event(struct netd *d, struct proxy_conn *c)
         const char *why = NULL;
         int r = c->buf[0] == 0x16 ? netd_tls_sni(c->buf, c->have, name, sizeof name, &why)
                                   : netd_http_host(c->buf, c->have, name, sizeof name, &why);
-        if (r == SNI_NEED_MORE && c->have < sizeof c->buf)
+        if (r == SNI_NEED_MORE && c->have < PEEK_MAX)
                 return;
         if (r == SNI_NEED_MORE)
                 r = SNI_NONE;                   /* 16 KiB without a name */
@@ -298,6 +335,8 @@ static void peek_event(struct netd *d, struct proxy_conn *c)
                 conn_kill(d, c);
                 return;
         }
+        if (c->buf[0] != 0x16)
+                http_close_after_first(c);
         start_connect(d, c);
 }
 
