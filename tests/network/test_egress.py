@@ -296,3 +296,16 @@ def test_teardown_leaves_nothing(pd, fakenet):
         time.sleep(0.05)
     host = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True, timeout=30).stdout
     assert "paddock" not in host, "a paddock table in the host's netns: %s" % host
+
+
+def test_supervised_tier_gets_the_same_network(pd, fakenet):
+    res = probe(pd, fakenet, ["--isolation", "supervised", "--net", "policy", "--allow", WEB[0]],
+                [[WEB[0], 80, "tcp"], [WEB[1], 80, "tcp"], [METADATA[0], 80, "tcp"]])
+    assert ok(res, WEB[0]) and not ok(res, WEB[1]) and not ok(res, METADATA[0]), res
+
+
+def test_resolv_conf_names_the_router_and_cannot_be_changed(pd, fakenet):
+    r = pd.run(["--net", "open", "-u", "root"] + fakenet.args() + ["--", "sh", "-c",
+               "cat /etc/resolv.conf; echo nameserver 1.1.1.1 > /etc/resolv.conf && echo WROTE"],
+               env=env())
+    assert "nameserver 10.201." in r.stdout and "WROTE" not in r.stdout, (r.stdout, r.stderr)
