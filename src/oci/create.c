@@ -19,7 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentpath.h"
 #include "helper_proc.h"
 #include "init.h"
 #include "oci.h"
@@ -108,72 +107,6 @@ static pid_t clone_init(unsigned long flags)
         return (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, 0);
 }
 
-/* A datagram from the init, with an fd if one is attached. */
-static ssize_t recv_msg(int sock, struct oci_sync_msg *m, int *fd)
-{
-        char cbuf[CMSG_SPACE(sizeof(int))];
-        struct iovec iov = { .iov_base = m, .iov_len = sizeof *m };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
-        ssize_t n;
-        do
-                n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
-        while (n < 0 && errno == EINTR);
-        struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
-        if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
-                memcpy(fd, CMSG_DATA(cm), sizeof(int));
-        return n;
-}
-
-/* supervised: paddock-supervisor (src/supervisor/) takes the init's
- * listener; it outlives create, is recorded in the state, and delete stops
- * it. Its audit trail: <root>/<id>/audit.jsonl. */
-static int start_supervisor(struct oci_state *st, const struct oci_config *cfg, int lfd, struct pd_error *err)
-{
-        if (lfd < 0)
-                return pd_error_setx(err, EPROTO, "supervised: the init sent no listener");
-        char path[PATH_MAX], audit[PATH_MAX + 16], pid_s[16], base_s[16];
-        int r = pd_helper_path("paddock-supervisor", "PADDOCK_SUPERVISOR", path, sizeof path, err);
-        if (r < 0) {
-                close(lfd);
-                return r;
-        }
-        /* Ids in the container map to host ids from the uid map's base. */
-        unsigned long inside = 1, host = 0;
-        if (!cfg->uid_map || sscanf(cfg->uid_map, "%lu %lu", &inside, &host) != 2 || inside != 0 || host == 0) {
-                close(lfd);
-                return pd_error_setx(err, EINVAL, "supervised: the first uidMappings entry must map container id 0 "
-                                     "to a host id other than 0");
-        }
-        snprintf(audit, sizeof audit, "%s/audit.jsonl", st->dir);
-        snprintf(pid_s, sizeof pid_s, "%d", (int)st->pid);
-        snprintf(base_s, sizeof base_s, "%lu", host);
-        char *argv[] = { "paddock-supervisor", "--listener-fd", "3", "--ready-fd", "4", "--pid", pid_s,
-                         "--uid-base", base_s, "--sandbox", st->id, "--audit", audit, NULL };
-        int dirfd = open(st->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        int ready_r = -1;
-        const char *step = "open";
-        pid_t pid = dirfd < 0 ? -errno : pd_helper_spawn(path, argv, dirfd, "supervisor.log", &lfd, 1, &ready_r, &step);
-        close(lfd);
-        if (dirfd >= 0)
-                close(dirfd);
-        if (pid < 0)
-                return pd_error_set(err, -pid, "supervised: start paddock-supervisor (%s)", step);
-        char msg[512];
-        ssize_t n = 0;
-        int pr = pd_helper_wait_ready(ready_r, 10000, msg, sizeof msg, &n);
-        close(ready_r);
-        if (n == 1 && msg[0] == 'R') {
-                st->supervisor = pid;
-                st->supervisor_start = oci_pid_starttime(pid);
-                return 0;
-        }
-        pd_helper_kill(pid);
-        if (n > 0)
-                return pd_error_setx(err, EIO, "supervised: supervisor: %s", msg);
-        return pd_error_setx(err, pr == 0 ? ETIMEDOUT : EIO, "supervised: paddock-supervisor did not start (see %s/supervisor.log)",
-                             st->dir);
-}
-
 /* Everything below the state dir is undone by oci_delete; this is for a
  * create that failed half-way. */
 static void undo_create(const char *dir, pid_t pid, const char *cgroup)
@@ -216,7 +149,7 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
         struct oci_init_args a = { .cfg = cfg, .st = &st, .sync = -1, .console = -1, .fifo = -1,
                                    .preserve_fds = po->preserve_fds };
         struct pd_bpf bpf = { 0 }, notify_bpf = { 0 };
-        int sv[2] = { -1, -1 };
+        int sv[2] = { -1, -1 }, own_pidns = -1;
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/config.json", st.dir);
         if (json_dump_file(cfg->json, path, JSON_COMPACT) < 0) {
@@ -256,6 +189,11 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
         int user = oci_ns_flag(cfg, CLONE_NEWUSER);
         for (size_t i = 0; i < cfg->n_ns; i++) {
                 if (cfg->ns[i].path) {
+                        if (cfg->ns[i].flag == CLONE_NEWPID &&
+                            (own_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC)) < 0) {
+                                r = pd_error_set(err, errno, "open /proc/self/ns/pid");
+                                goto fail;
+                        }
                         if (cfg->ns[i].flag == CLONE_NEWPID && setns(a.nsfd[i], CLONE_NEWPID) < 0) {
                                 r = pd_error_set(err, errno, "join pid namespace '%s'", cfg->ns[i].path);
                                 goto fail;
@@ -315,6 +253,12 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
         close(sv[1]);
         sv[1] = -1;
         st.pid = pid;
+        /* Joined a pid namespace for the init only: hooks and the
+         * supervisor run in ours (they read /proc by pid). */
+        if (own_pidns >= 0 && setns(own_pidns, CLONE_NEWPID) < 0) {
+                r = pd_error_set(err, errno, "return to the runtime's pid namespace");
+                goto fail;
+        }
         if (cfg->uid_map && (r = write_map(pid, "uid_map", cfg->uid_map, err)) < 0)
                 goto fail;
         if (cfg->gid_map && (r = write_map(pid, "gid_map", cfg->gid_map, err)) < 0)
@@ -350,8 +294,8 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
         }
         ssize_t n;
         int lfd = -1;
-        while ((n = recv_msg(sv[0], &m, &lfd)) > 0 && m.kind == 'L') {
-                r = start_supervisor(&st, cfg, lfd, err);
+        while ((n = oci_recv_msg(sv[0], &m, &lfd)) > 0 && m.kind == 'L') {
+                r = oci_supervisor_start(&st, cfg->uid_map, lfd, &st.supervisor, &st.supervisor_start, err);
                 lfd = -1;
                 if (r < 0)
                         goto fail;
@@ -383,9 +327,13 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
                         close(a.nsfd[i]);
         pd_bpf_free(&bpf);
         pd_bpf_free(&notify_bpf);
+        if (own_pidns >= 0)
+                close(own_pidns);
         *out_pid = pid;
         return 0;
 fail:
+        if (own_pidns >= 0)
+                close(own_pidns);
         pd_bpf_free(&bpf);
         pd_bpf_free(&notify_bpf);
         if (st.supervisor > 0)

@@ -114,7 +114,8 @@ __attribute__((noreturn)) static void child_fail(int sync, const struct pd_error
 }
 
 __attribute__((noreturn)) static void exec_child(int sync, int console, const int *nsfd, const struct oci_process *p,
-                                                 const struct pd_bpf *seccomp, int preserve_fds)
+                                                 const struct pd_bpf *seccomp, const struct pd_bpf *notify,
+                                                 int preserve_fds)
 {
         struct pd_error err = { 0 };
         struct oci_sync_msg m;
@@ -135,6 +136,9 @@ __attribute__((noreturn)) static void exec_child(int sync, int console, const in
                 child_fail(sync, &err);
         }
         if (!p->no_new_privs && oci_seccomp_install(seccomp, &err) < 0)
+                child_fail(sync, &err);
+        /* supervised container: this process gets a supervisor of its own. */
+        if (notify && oci_hand_listener(sync, notify, &err) < 0)
                 child_fail(sync, &err);
         if (oci_proc_drop_bounding(p, &err) < 0 || oci_proc_set_user(p, &err) < 0 || oci_proc_set_caps(p, &err) < 0)
                 child_fail(sync, &err);
@@ -171,8 +175,10 @@ static int do_exec(const struct oci_global *g, const struct exec_opts *o, const 
         json_t *pj = NULL;
         struct oci_process p;
         int nsfd[sizeof exec_ns / sizeof exec_ns[0]];
-        int sv[2] = { -1, -1 }, console = -1, pidns = -1;
-        struct pd_bpf bpf = { 0 };
+        int sv[2] = { -1, -1 }, console = -1, pidns = -1, own_pidns = -1;
+        struct pd_bpf bpf = { 0 }, notify_bpf = { 0 };
+        char uid_map[64] = "";
+        bool supervised = false;
         for (size_t i = 0; i < sizeof nsfd / sizeof nsfd[0]; i++)
                 nsfd[i] = -1;
         memset(&p, 0, sizeof p);
@@ -187,6 +193,17 @@ static int do_exec(const struct oci_global *g, const struct exec_opts *o, const 
         }
         if ((r = build_process(o, st.config, argc, argv, &pj, err)) < 0 || (r = oci_process_parse(pj, &p, err)) < 0)
                 goto out;
+        json_t *iso = json_object_get(json_object_get(st.config, "annotations"), "run.oci.paddock.isolation");
+        supervised = json_is_string(iso) && strcmp(json_string_value(iso), "supervised") == 0;
+        if (supervised) {
+                json_t *m0 = json_array_get(json_object_get(json_object_get(st.config, "linux"), "uidMappings"), 0);
+                snprintf(uid_map, sizeof uid_map, "%lld %lld", json_integer_value(json_object_get(m0, "containerID")),
+                         json_integer_value(json_object_get(m0, "hostID")));
+                p.no_new_privs = true;
+                struct pd_seccomp_opts so = { .notify = true };
+                if ((r = pd_seccomp_load(NULL, &so, &notify_bpf, err)) < 0)
+                        goto out;
+        }
         if (p.terminal && !o->console_socket) {
                 r = pd_error_setx(err, EINVAL, "a terminal needs --console-socket");
                 goto out;
@@ -204,6 +221,13 @@ static int do_exec(const struct oci_global *g, const struct exec_opts *o, const 
                 }
         }
         if (!same_ns(st.pid, "pid")) {
+                /* Only for the exec'd child: helpers started later (a
+                 * supervisor reading /proc by pid) must stay in ours. */
+                own_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+                if (own_pidns < 0) {
+                        r = pd_error_set(err, errno, "open /proc/self/ns/pid");
+                        goto out;
+                }
                 char path[64];
                 snprintf(path, sizeof path, "/proc/%d/ns/pid", (int)st.pid);
                 pidns = open(path, O_RDONLY | O_CLOEXEC);
@@ -231,10 +255,16 @@ static int do_exec(const struct oci_global *g, const struct exec_opts *o, const 
         }
         if (pid == 0) {
                 close(sv[0]);
-                exec_child(sv[1], console, nsfd, &p, &bpf, o->preserve_fds);
+                exec_child(sv[1], console, nsfd, &p, &bpf, supervised ? &notify_bpf : NULL, o->preserve_fds);
         }
         close(sv[1]);
         sv[1] = -1;
+        if (own_pidns >= 0 && setns(own_pidns, CLONE_NEWPID) < 0) {
+                r = pd_error_set(err, errno, "return to the runtime's pid namespace");
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+                goto out;
+        }
         struct oci_sync_msg m = { .kind = 'G', .pid = pid };
         if ((r = oci_cgroup_enter(st.cgroup, pid, err)) < 0 || send(sv[0], &m, sizeof m, MSG_NOSIGNAL) < 0) {
                 if (r >= 0)
@@ -244,9 +274,21 @@ static int do_exec(const struct oci_global *g, const struct exec_opts *o, const 
                 goto out;
         }
         ssize_t n;
-        do
-                n = recv(sv[0], &m, sizeof m, 0);
-        while (n < 0 && errno == EINTR);
+        int lfd = -1;
+        while ((n = oci_recv_msg(sv[0], &m, &lfd)) > 0 && m.kind == 'L') {
+                pid_t sp;
+                uint64_t ss;
+                r = oci_supervisor_start(&st, uid_map, lfd, &sp, &ss, err);
+                lfd = -1;
+                m = (struct oci_sync_msg){ .kind = 'G' };
+                if (r < 0 || send(sv[0], &m, sizeof m, MSG_NOSIGNAL) < 0) {
+                        if (r >= 0)
+                                r = pd_error_set(err, errno, "signal the exec child");
+                        kill(pid, SIGKILL);
+                        waitpid(pid, NULL, 0);
+                        goto out;
+                }
+        }
         if (n > 0) {
                 m.msg[sizeof m.msg - 1] = '\0';
                 r = pd_error_setx(err, m.code > 0 ? m.code : EIO, "%s", m.msg);
@@ -277,6 +319,8 @@ out:
                 close(console);
         if (pidns >= 0)
                 close(pidns);
+        if (own_pidns >= 0)
+                close(own_pidns);
         for (size_t i = 0; i < sizeof nsfd / sizeof nsfd[0]; i++)
                 if (nsfd[i] >= 0)
                         close(nsfd[i]);
@@ -286,6 +330,7 @@ out:
         free(p.rlimits);
         json_decref(pj);
         pd_bpf_free(&bpf);
+        pd_bpf_free(&notify_bpf);
         oci_state_free(&st);
         return r;
 }

@@ -58,9 +58,9 @@ static int join_namespaces(struct oci_init_args *a, struct pd_error *err)
 /* supervised: install paddock's filter with user notification, hand its
  * listener to the runtime, and wait until the supervisor holds it (every
  * open from here on waits for the supervisor's answer). */
-static int hand_listener(struct oci_init_args *a, struct pd_error *err)
+int oci_hand_listener(int sync, const struct pd_bpf *notify, struct pd_error *err)
 {
-        int lfd = pd_seccomp_install_listener(a->notify);
+        int lfd = pd_seccomp_install_listener(notify);
         if (lfd < 0)
                 return pd_error_set(err, -lfd, "supervised: install the notifying seccomp filter");
         struct oci_sync_msg m = { .kind = 'L' };
@@ -73,12 +73,12 @@ static int hand_listener(struct oci_init_args *a, struct pd_error *err)
         cm->cmsg_type = SCM_RIGHTS;
         cm->cmsg_len = CMSG_LEN(sizeof(int));
         memcpy(CMSG_DATA(cm), &lfd, sizeof(int));
-        ssize_t n = sendmsg(a->sync, &mh, MSG_NOSIGNAL);
+        ssize_t n = sendmsg(sync, &mh, MSG_NOSIGNAL);
         close(lfd);
         if (n < 0)
                 return pd_error_set(err, errno, "supervised: send the listener");
         do
-                n = recv(a->sync, &m, sizeof m, 0);
+                n = recv(sync, &m, sizeof m, 0);
         while (n < 0 && errno == EINTR);
         if (n != (ssize_t)sizeof m || m.kind != 'G')
                 _exit(1);       /* the runtime reports why */
@@ -139,7 +139,7 @@ __attribute__((noreturn)) void oci_init_main(struct oci_init_args *a)
                         pd_error_set(&err, errno, "open exec.fifo");
                         fail(a, &err);
                 }
-                if (hand_listener(a, &err) < 0)
+                if (oci_hand_listener(a->sync, a->notify, &err) < 0)
                         fail(a, &err);
         }
         if (oci_proc_drop_bounding(p, &err) < 0 || oci_proc_set_user(p, &err) < 0 || oci_proc_set_caps(p, &err) < 0)

@@ -35,3 +35,13 @@ struct create_opts_pub {
 int oci_create(const struct oci_global *g, const char *id, const struct create_opts_pub *po, struct oci_config *cfg,
                pid_t *out_pid, struct pd_error *err);
 __attribute__((noreturn)) void oci_init_main(struct oci_init_args *a);
+
+/* supervise.c: a sync datagram (fd: an attached one, or left as is). */
+ssize_t oci_recv_msg(int sock, struct oci_sync_msg *m, int *fd);
+/* Start paddock-supervisor on listener lfd (always consumed) for the
+ * container of st, whose init's root and user namespace it uses. */
+int oci_supervisor_start(const struct oci_state *st, const char *uid_map, int lfd, pid_t *out_pid, uint64_t *out_start,
+                         struct pd_error *err);
+/* supervised (init.c): install bpf with user notification, send its
+ * listener over sync and wait for the runtime's 'G'. */
+int oci_hand_listener(int sync, const struct pd_bpf *notify, struct pd_error *err);

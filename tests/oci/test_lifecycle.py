@@ -301,20 +301,25 @@ def test_supervised_isolation_audits_and_is_reaped(rt):
             c["linux"]["uidMappings"] = [{"containerID": 0, "hostID": 300000, "size": 65536}]
             c["linux"]["gidMappings"] = [{"containerID": 0, "hostID": 300000, "size": 65536}]
             c["process"]["noNewPrivileges"] = False
-        b = make_bundle(pub, ["sh", "-c", "cat /etc/passwd >/dev/null; echo sv-ok"], edit=edit)
+        b = make_bundle(pub, ["sh", "-c", "cat /etc/passwd >/dev/null; exec sleep 600"], edit=edit)
         p = rt.create("sv1", b)
         assert "noNewPrivileges forced on" in p.stderr
         st = json.load(open(os.path.join(rt.root, "sv1", "state.json")))
         sup = st["supervisor"]
         assert open("/proc/%d/comm" % sup).read().strip().startswith("paddock-superv")
         rt("start", "sv1")
+        # An exec'd process gets a supervisor of its own, same audit trail.
+        assert rt("exec", "sv1", "sh", "-c", "cat /etc/group >/dev/null; echo ok").stdout == "ok\n"
+        rt("kill", "sv1", "KILL")
         import time
         end = time.monotonic() + 10
         while rt.state("sv1")["status"] != "stopped" and time.monotonic() < end:
             time.sleep(0.02)
         events = [json.loads(l) for l in open(os.path.join(rt.root, "sv1", "audit.jsonl"))]
-        assert any(e["event"] == "supervisor.exec" and e["path"] == "/bin/sh" for e in events), events
-        assert any(e["event"] == "supervisor.open" and e["path"] == "/etc/passwd" for e in events), events
+        assert any(e["event"] == "supervisor.exec" and e.get("path") == "/bin/sh" and e.get("pid") == 1 for e in events), events
+        assert any(e["event"] == "supervisor.open" and e.get("path") == "/etc/passwd" for e in events), events
+        assert any(e["event"] == "supervisor.open" and e.get("path") == "/etc/group" and e.get("pid", 0) > 1
+                   for e in events), events
         rt("delete", "sv1")
         assert not os.path.exists("/proc/%d/comm" % sup) or \
             open("/proc/%d/stat" % sup).read().split(")")[1].split()[0] in ("Z", "X")
