@@ -3,6 +3,7 @@
     python3 _fakedns.py --listen 198.51.100.1 --zone zone.json --log queries.log
 
 Answers A, AAAA and CNAME from a JSON zone {"name": [[type, value, ttl], ...]}
+(a ["DELAY", seconds, 0] record makes the UDP answer for that name late)
 over UDP and TCP; NXDOMAIN for names it does not know; every question it
 receives is appended to the log file ("qtype name" per line), so a test can
 prove that a query never reached the upstream. DNS wire format by hand
@@ -58,7 +59,7 @@ def answer(zone, msg, log):
             cur = cname[0][1].rstrip(".").lower()
             continue
         for typ, val, ttl in recs:
-            if TYPES[typ] != qtype:
+            if TYPES.get(typ) != qtype:
                 continue
             if typ == "A":
                 rd = ipaddress.IPv4Address(val).packed
@@ -76,11 +77,24 @@ def answer(zone, msg, log):
     return hdr + question + body
 
 
+def delay_of(zone, msg):
+    try:
+        name, _ = read_name(msg, 12)
+    except Exception:
+        return 0
+    return sum(r[1] for r in zone.get(name, []) if r[0] == "DELAY")
+
+
 def serve_udp(sock, zone, log):
     while True:
         msg, peer = sock.recvfrom(4096)
         try:
-            sock.sendto(answer(zone, msg, log), peer)
+            out = answer(zone, msg, log)
+            d = delay_of(zone, msg)
+            if d:
+                threading.Timer(d, sock.sendto, (out, peer)).start()
+            else:
+                sock.sendto(out, peer)
         except Exception:
             pass
 

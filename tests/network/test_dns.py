@@ -230,3 +230,28 @@ def test_audit_flood_is_bounded(sb):
     supp = [a for a in lines if a["kind"] == "suppressed"]
     assert 2000 <= len(dns) < 4500
     assert supp and sum(a["count"] for a in supp) + len(dns) == 5001
+
+
+def test_policy_change_while_a_query_is_upstream(sb):
+    """The answer follows the policy in force when it arrives: a name denied
+    meanwhile gets NXDOMAIN, nothing pinned."""
+    import time
+    assert sb.add(POLICY) == {"ok": True}
+    dig = subprocess.Popen(["ip", "netns", "exec", sb.sbx, "dig", "@" + GW, "+time=4", "+tries=1",
+                            "+noedns", "slow.allowed.test"], stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 10
+        while "slow.allowed.test" not in sb.queries():     # netd has forwarded it
+            assert time.monotonic() < deadline, "query never reached the upstream"
+            time.sleep(0.02)
+        assert sb.update({"mode": "policy", "rules": ["allow:other.test"]}) == {"ok": True}
+        out = dig.communicate(timeout=15)[0]
+    finally:
+        if dig.poll() is None:
+            dig.kill()
+            dig.wait()
+    assert "status: NXDOMAIN" in out, out
+    assert any(a.get("reason") == "denied by a policy change" for a in sb.audit_lines())
+    pins = subprocess.run(["ip", "netns", "exec", sb.rtr, "nft", "list", "set", "inet", "paddock",
+                           "p4_" + KEY], capture_output=True, text=True).stdout
+    assert WEB["b"] not in pins

@@ -13,7 +13,14 @@
 void netd_dns_answer(struct netd *d, struct netd_pending *p, const struct dns_answer *a)
 {
         struct netd_sandbox *sb = p->sb;
-        const struct pd_netpol_rule *grants[16];
+        const struct pd_netpol_rule *grants[16], *now_rule;
+        /* the policy may have changed while the question was upstream: the
+         * answer follows the policy in force now */
+        if (pd_netpol_match_name(&sb->policy, p->name, &now_rule) != PD_NETPOL_ALLOW) {
+                netd_dns_audit(sb, &p->q, p->name, false, now_rule, "denied by a policy change");
+                netd_dns_reply_rcode(d, &p->to, &p->q, DNS_RCODE_NXDOMAIN);
+                return;
+        }
         size_t n_grants = pd_netpol_name_grants(&sb->policy, p->name, grants, 16);
         char chain[8][DNS_NAME_WIRE_MAX + 1];
         unsigned n_chain = 1;

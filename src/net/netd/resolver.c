@@ -259,7 +259,10 @@ static void forward(struct netd *d, struct netd_sandbox *sb, const struct dns_qu
         p->sb = sb;
         p->q = *q;
         snprintf(p->name, sizeof p->name, "%s", name);
-        p->rule = rule;
+        if (rule) {
+                p->rule_copy = *rule;
+                p->rule = &p->rule_copy;
+        }
         p->to = *to;
         p->next = d->pending;
         d->pending = p;

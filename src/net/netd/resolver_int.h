@@ -29,7 +29,10 @@ struct netd_pending {
         struct netd_sandbox *sb;
         struct dns_query q;
         char name[PD_NETPOL_NAME_MAX + 1];
-        const struct pd_netpol_rule *rule;
+        /* the deciding rule, copied: a live policy change frees the old
+         * rules while the query is upstream */
+        struct pd_netpol_rule rule_copy;
+        const struct pd_netpol_rule *rule;      /* &rule_copy or NULL */
         uint16_t up_id;
         unsigned tries;
         uint64_t deadline_ms;
