@@ -121,6 +121,22 @@ static int build_rootfs(const char *vmdir, const char *mkroot, const char *agent
         return 0;
 }
 
+/* Drop cache entries of kind prefix other than keep (older agents or
+ * packages): a VM that still uses one holds its inode open. */
+static void drop_stale(const char *vmdir, const char *prefix, const char *keep)
+{
+        DIR *d = opendir(vmdir);
+        if (!d)
+                return;
+        const char *base = strrchr(keep, '/');
+        base = base ? base + 1 : keep;
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (strncmp(de->d_name, prefix, strlen(prefix)) == 0 && strcmp(de->d_name, base) != 0)
+                        (void)unlinkat(dirfd(d), de->d_name, 0);
+        closedir(d);
+}
+
 int pd_vm_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_error *err)
 {
         char vmdir[PATH_MAX], gdir[PATH_MAX], rel[128], agent[PATH_MAX], mkroot[PATH_MAX];
@@ -167,8 +183,12 @@ int pd_vm_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_er
         if (pd_vm_hash_file(&hr, mkroot, err) < 0 || pd_vm_hash_file(&hr, agent, err) < 0)
                 return -1;
         snprintf(out->rootfs, sizeof out->rootfs, "%s/rootfs-%016" PRIx64 ".erofs", vmdir, hr);
-        if (access(out->rootfs, R_OK) < 0 && build_rootfs(vmdir, mkroot, agent, out->rootfs, err) < 0)
-                return -1;
+        if (access(out->rootfs, R_OK) < 0) {
+                if (build_rootfs(vmdir, mkroot, agent, out->rootfs, err) < 0)
+                        return -1;
+                drop_stale(vmdir, "rootfs-", out->rootfs);
+                drop_stale(vmdir, "initrd-", out->initrd);
+        }
         uint64_t k = pd_vm_hash(h, &hr, sizeof hr);
         k = pd_vm_hash(k, rel, strlen(rel));
         snprintf(out->key, sizeof out->key, "%016" PRIx64, k);
