@@ -222,8 +222,14 @@ json_t *pd_pool_ready(struct pd_pool *m)
         pthread_mutex_lock(&m->lock);
         for (unsigned i = 0; i < m->n_classes; i++) {
                 const char *t = m->classes[i].template_name;
-                json_int_t have = json_integer_value(json_object_get(o, t));
-                json_object_set_new(o, t, json_integer(have + m->classes[i].n_ready));
+                const char *iso = pd_isolation_name(m->classes[i].spec.isolation);
+                json_t *by = json_object_get(o, t);
+                if (!by) {
+                        by = json_object();
+                        json_object_set_new(o, t, by);
+                }
+                json_int_t have = json_integer_value(json_object_get(by, iso));
+                json_object_set_new(by, iso, json_integer(have + m->classes[i].n_ready));
         }
         pthread_mutex_unlock(&m->lock);
         return o;

@@ -18,7 +18,7 @@ void pd_pool_stop(struct pd_pool *p);
 /* A ready sandbox of this class (alive), or NULL; registers the class
  * otherwise, while there is room, so the filler starts on it. */
 struct pd_sandbox *pd_pool_take(struct pd_pool *p, const struct pd_spec *spec, const char *tpl);
-/* {"<template>": ready count, ...} over every class. */
+/* {"<template>": {"<isolation>": ready count, ...}, ...} over every class. */
 json_t *pd_pool_ready(struct pd_pool *p);
 /* Is the sandbox's agent still running? (its pidfd polls readable once it
  * has exited) */

@@ -594,11 +594,21 @@ static enum MHD_Result prom_metrics(struct pd_req *r, const char *chunk, size_t 
         appendf(&b, &len, &cap, "# HELP paddock_pool_ready Warm sandboxes ready, by template.\n"
                                 "# TYPE paddock_pool_ready gauge\n");
         json_t *pools = pd_manager_pool_ready(srv);
-        const char *k;
-        json_t *v;
-        json_object_foreach(pools, k, v)
-                appendf(&b, &len, &cap, "paddock_pool_ready{template=\"%s\"} %lld\n", k,
-                        (long long)json_integer_value(v));
+        const char *k, *iso;
+        json_t *v, *n;
+        json_object_foreach(pools, k, v) {
+                long long sum = 0;
+                json_object_foreach(v, iso, n)
+                        sum += json_integer_value(n);
+                appendf(&b, &len, &cap, "paddock_pool_ready{template=\"%s\"} %lld\n", k, sum);
+        }
+        appendf(&b, &len, &cap, "# HELP paddock_pool_ready_isolation Warm sandboxes ready, by template and "
+                                "isolation tier.\n# TYPE paddock_pool_ready_isolation gauge\n");
+        json_object_foreach(pools, k, v) {
+                json_object_foreach(v, iso, n)
+                        appendf(&b, &len, &cap, "paddock_pool_ready_isolation{template=\"%s\",isolation=\"%s\"} %lld\n",
+                                k, iso, (long long)json_integer_value(n));
+        }
         json_decref(pools);
         appendf(&b, &len, &cap, "# HELP paddock_http_requests_total HTTP responses by status class.\n"
                                 "# TYPE paddock_http_requests_total counter\n");

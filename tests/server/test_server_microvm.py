@@ -1,0 +1,340 @@
+"""The microvm tier through `paddock serve` (issue 7): every API call works the
+same on a QEMU guest as on the container tier (exec, streams with offsets,
+stdin, PTY, files, watch, metrics, ports through the agent's tunnel), pause
+to disk releases the guest's memory and resumes after a kill -9 of the server,
+fork copies a running guest, and the warm pool holds microvm clones.
+
+QEMU runs under TCG here (2 shared cores): one server, a handful of guests."""
+import glob
+import hashlib
+import json
+import os
+import signal
+import time
+import urllib.parse
+
+import pytest
+
+from test_server_core import Server, audit_events, finish, pid_alive, rundir, tmproot  # noqa: F401
+
+GUEST_DIR = os.environ.get("PADDOCK_GUEST_DIR", "/var/cache/paddock/guest")
+SLOW = 240      # the first create builds the guest's assets and boots the template once
+
+if not glob.glob(os.path.join(GUEST_DIR, "boot", "vmlinuz-*")) or not os.path.exists(
+        "/usr/bin/qemu-system-x86_64"):
+    pytest.skip("no guest kernel or QEMU (run scripts/setup.sh)", allow_module_level=True)
+
+VM = {"isolation": "microvm"}
+
+
+def req(srv, method, path, body=None, query=None, timeout=SLOW):
+    if query:
+        path += "?" + urllib.parse.urlencode(query)
+    return srv.request(method, "/api/v1/sandboxes/" + path, body, timeout=timeout)
+
+
+def jreq(srv, method, path, body=None, expect=200, **kw):
+    st, _h, data = req(srv, method, path, body, **kw)
+    assert st == expect, (method, path, st, data[:1000])
+    return json.loads(data) if data.strip() else None
+
+
+def sh(srv, sid, cmd, user="user"):
+    j = jreq(srv, "POST", sid + "/exec", {"cmd": cmd, "user": user})
+    assert j["exit_code"] == 0, j
+    return j["stdout"]
+
+
+def create(srv, **body):
+    st, _h, data = srv.request("POST", "/api/v1/sandboxes", dict(VM, **body), timeout=SLOW)
+    assert st == 201, data
+    return json.loads(data)["id"]
+
+
+def qemu_pid(srv, sid):
+    with open(os.path.join(rundir(srv.state), "sandboxes", sid, "record")) as f:
+        for line in f:
+            k, _, v = line.strip().partition("=")
+            if k == "agent_pid":
+                return int(v)
+    return 0
+
+
+def wait_for(pred, limit=60, step=0.2):
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:   # the pool filler is not observable as an event from here
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return None
+
+
+@pytest.fixture(scope="module")
+def srv(tmproot):
+    s = Server(os.path.join(tmproot, "microvm"), "--pool", "0").start()
+    try:
+        yield s
+    finally:
+        finish(s)
+        # the saved guests of deleted sandboxes go with them
+        assert glob.glob(os.path.join(s.state, "vm", "paused", "*")) == []
+
+
+@pytest.fixture(scope="module")
+def vm(srv):
+    st, _h, data = srv.request("POST", "/api/v1/sandboxes", VM, timeout=SLOW)
+    assert st == 201, data
+    return json.loads(data)
+
+
+def test_create_reports_tier_accel_and_pause_mode(srv, vm):
+    assert vm["isolation"] == "microvm" and vm["state"] == "running"
+    with open("/proc/cpuinfo") as f:
+        hw = any(w in f.read().split() for w in ("vmx", "svm"))
+    assert vm["accel"] == ("kvm" if hw and os.access("/dev/kvm", os.W_OK) else "tcg")
+    assert vm["pause_mode"] == "disk"
+    j = jreq(srv, "GET", vm["id"])
+    assert j["isolation"] == "microvm" and j["accel"] == vm["accel"]
+    # the guest runs its own kernel, the one of the guest package
+    guest = {os.path.basename(k)[len("vmlinuz-"):] for k in glob.glob(os.path.join(GUEST_DIR, "boot", "vmlinuz-*"))}
+    assert sh(srv, vm["id"], "uname -r").strip() in guest
+
+
+def test_exec_exit_code_and_env(srv, vm):
+    j = jreq(srv, "POST", vm["id"] + "/exec", {"cmd": "echo out; echo err >&2; exit 7", "env": {"A": "b"}})
+    assert (j["exit_code"], j["stdout"], j["stderr"]) == (7, "out\n", "err\n"), j
+    j = jreq(srv, "POST", vm["id"] + "/exec", {"cmd": ["sh", "-c", "echo $A; id -un"], "env": {"A": "b"}})
+    assert j["stdout"] == "b\nuser\n", j
+    assert sh(srv, vm["id"], "id -u", user="root") == "0\n"
+
+
+def test_output_offsets_resume_without_loss(srv, vm):
+    p = jreq(srv, "POST", vm["id"] + "/processes",
+             {"cmd": "for i in $(seq 1 200); do echo line$i; done; echo bye >&2"}, expect=201)
+    pid = p["pid"]
+    st, _h, full = req(srv, "GET", "%s/processes/%d/output" % (vm["id"], pid), query={"follow": 1})
+    assert st == 200
+    want = "".join("line%d\n" % i for i in range(1, 201)).encode()
+    assert full == want
+    # from an offset in the middle: exactly the rest
+    st, _h, rest = req(srv, "GET", "%s/processes/%d/output" % (vm["id"], pid), query={"from": 1000})
+    assert st == 200 and rest == want[1000:]
+    st, _h, err = req(srv, "GET", "%s/processes/%d/output" % (vm["id"], pid), query={"stream": "stderr"})
+    assert err == b"bye\n"
+    j = jreq(srv, "GET", "%s/processes/%d" % (vm["id"], pid))
+    assert j["state"] == "exited" and j["exit_code"] == 0 and j["stdout_bytes"] == len(want)
+
+
+def test_stdin_round_trip(srv, vm):
+    p = jreq(srv, "POST", vm["id"] + "/processes", {"cmd": ["cat"], "stdin": True}, expect=201)
+    data = os.urandom(100000)
+    st, _h, _b = req(srv, "POST", "%s/processes/%d/stdin" % (vm["id"], p["pid"]), data)
+    assert st == 204
+    assert req(srv, "POST", "%s/processes/%d/stdin/close" % (vm["id"], p["pid"]))[0] == 204
+    st, _h, out = req(srv, "GET", "%s/processes/%d/output" % (vm["id"], p["pid"]), query={"follow": 1})
+    assert st == 200 and out == data
+
+
+def test_pty(srv, vm):
+    p = jreq(srv, "POST", vm["id"] + "/processes",
+             {"cmd": "read line; test -t 0 && echo isatty; stty size; echo got=$line",
+              "pty": {"rows": 24, "cols": 80}}, expect=201)
+    path = "%s/processes/%d" % (vm["id"], p["pid"])
+    assert req(srv, "POST", path + "/resize", {"rows": 40, "cols": 120})[0] == 204
+    assert req(srv, "POST", path + "/stdin", b"typed\r")[0] == 204
+    st, _h, out = req(srv, "GET", path + "/output", query={"follow": 1})
+    assert b"isatty" in out and b"40 120" in out and b"got=typed" in out, out
+    assert req(srv, "POST", path + "/resize", {"rows": 0, "cols": 1})[0] == 400
+
+
+def test_files_up_down_and_ops(srv, vm):
+    sid = vm["id"]
+    data = os.urandom(3 << 20)
+    st, _h, body = req(srv, "PUT", sid + "/files", data, query={"path": "/home/user/blob", "mode": "0600"})
+    assert st == 200, body
+    assert json.loads(body)["size"] == len(data)
+    st, _h, got = req(srv, "GET", sid + "/files", query={"path": "/home/user/blob"})
+    assert st == 200 and hashlib.sha256(got).digest() == hashlib.sha256(data).digest()
+    assert sh(srv, sid, "sha256sum /home/user/blob | cut -d' ' -f1").strip() == hashlib.sha256(data).hexdigest()
+    jreq(srv, "POST", sid + "/files/mkdir", {"path": "/home/user/d/e", "parents": True}, expect=201)
+    jreq(srv, "POST", sid + "/files/move", {"from": "/home/user/blob", "to": "/home/user/d/e/b"})
+    names = [e["name"] for e in jreq(srv, "GET", sid + "/files/list", query={"path": "/home/user/d/e"})["entries"]]
+    assert names == ["b"]
+    assert jreq(srv, "GET", sid + "/files/stat", query={"path": "/home/user/d/e/b"})["mode"] == 0o600
+    assert req(srv, "DELETE", sid + "/files", query={"path": "/home/user/d/e/b"})[0] == 204
+    assert req(srv, "GET", sid + "/files", query={"path": "/home/user/d/e/b"})[0] == 404
+    # hostile paths stay inside the guest's tree, or are refused
+    for bad in ("a\x00b", "/tmp/" + "x" * 256, ""):
+        assert req(srv, "GET", sid + "/files", query={"path": bad})[0] == 400
+        assert req(srv, "PUT", sid + "/files", b"data", query={"path": bad})[0] == 400
+    st, _h, _b = req(srv, "GET", sid + "/files", query={"path": "/home/user/../../etc/hostname"})
+    assert st in (200, 404)
+
+
+def test_watch(srv, vm):
+    sid, d = vm["id"], "/home/user/watched"
+    jreq(srv, "POST", sid + "/files/mkdir", {"path": d}, expect=201)
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    try:
+        c.request("GET", "/api/v1/sandboxes/%s/files/watch?%s" % (sid, urllib.parse.urlencode({"path": d})),
+                  headers={"Authorization": "Bearer " + srv.key})
+        r = c.getresponse()
+        assert r.status == 200
+        assert req(srv, "PUT", sid + "/files", b"x", query={"path": d + "/new.txt"})[0] == 200
+        seen = set()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "new.txt" not in seen:
+            line = r.readline()
+            if not line:
+                break
+            seen.add(json.loads(line)["name"])
+        assert "new.txt" in seen, seen
+    finally:
+        c.close()
+
+
+def test_metrics(srv, vm):
+    m = jreq(srv, "GET", vm["id"] + "/metrics")
+    assert m["memory_limit_bytes"] == vm["memory_mb"] << 20 and m["pids_limit"] == vm["pids"]
+    assert m["memory_bytes"] > 0, m          # the guest's memory, as QEMU holds it
+    assert m["cpu_seconds"] > 0, m
+
+
+def test_ports_through_the_agent_tunnel(srv, vm):
+    sid = vm["id"]
+    jreq(srv, "POST", sid + "/processes",
+         {"cmd": "mkdir -p /tmp/www && cd /tmp/www && echo from-the-guest > hello.txt && "
+                 "exec python3 -m http.server 8000 --bind 127.0.0.1"}, expect=201)
+    auth = {"Authorization": "Bearer " + srv.key}
+
+    def get():
+        st, _h, body = srv.request("GET", "/api/v1/sandboxes/%s/ports/8000/hello.txt" % sid, headers=auth)
+        assert st in (200, 502), (st, body)
+        return body if st == 200 else None
+    assert wait_for(get, limit=120) == b"from-the-guest\n"
+
+
+def test_bad_pause_requests(srv, vm):
+    for body in ({"mode": "bogus"}, {"mode": 1}, {"mode": "disk", "x": 1}, "[1]", "{no json"):
+        st, _h, data = req(srv, "POST", vm["id"] + "/pause", body)
+        assert st == 400, (body, data)
+    assert jreq(srv, "GET", vm["id"])["state"] == "running"
+    # the container tier cannot pause to disk: a clear 400, and it stays running
+    c = json.loads(srv.request("POST", "/api/v1/sandboxes", {})[2])
+    st, _h, data = req(srv, "POST", c["id"] + "/pause", {"mode": "disk"})
+    assert st == 400 and b"cannot pause to disk" in data, data
+    assert jreq(srv, "GET", c["id"])["state"] == "running"
+    assert srv.delete(c["id"]) == 204
+
+
+def test_pause_in_memory_and_paused_time_not_counted(srv):
+    sid = create(srv, timeout=4)
+    sh(srv, sid, "echo kept > /home/user/k")
+    pid = qemu_pid(srv, sid)
+    j = jreq(srv, "POST", sid + "/pause", {"mode": "memory"})
+    assert j["state"] == "paused" and j["paused_to"] == "memory" and j["expires_at"] is None
+    assert 0 < j["timeout_remaining_ms"] <= 4000
+    assert pid_alive(pid)                     # stopped, still resident
+    # paused longer than its timeout: still there
+    assert not wait_for(lambda: srv.request("GET", "/api/v1/sandboxes/" + sid)[0] == 404, limit=6)
+    st, _h, _b = req(srv, "POST", sid + "/exec", {"cmd": "true"})
+    assert st == 409
+    j = jreq(srv, "POST", sid + "/resume")
+    assert j["state"] == "running" and j["timeout"] == 4 and "paused_to" not in j
+    assert sh(srv, sid, "cat /home/user/k") == "kept\n"
+    # the rest of its time runs out after the resume
+    assert wait_for(lambda: srv.request("GET", "/api/v1/sandboxes/" + sid)[0] == 404, limit=60)
+    assert not pid_alive(pid)
+
+
+def test_fork_copies_memory_and_files(srv):
+    src = create(srv, timeout=600)
+    sh(srv, src, "echo base > /home/user/f")
+    # a process whose memory holds state: it survives into the copies
+    p = jreq(srv, "POST", src + "/processes",
+             {"cmd": "python3 -c 'import time\nn=0\nwhile True:\n  n+=1; print(n, flush=True); time.sleep(0.2)'"},
+             expect=201)
+    assert wait_for(lambda: req(srv, "GET", "%s/processes/%d/output" % (src, p["pid"]))[2].count(b"\n") >= 2, 60)
+    j = jreq(srv, "POST", src + "/fork", {"count": 2}, expect=201)
+    kids = [x["id"] for x in j["sandboxes"]]
+    assert len(set(kids)) == 2 and src not in kids
+    assert all(x["isolation"] == "microvm" and x["timeout"] == 600 for x in j["sandboxes"])
+    assert "tier" in [e.get("how") for e in audit_events(srv, src) if e["event"] == "sandbox.fork"]
+    for i, k in enumerate(kids):
+        assert sh(srv, k, "cat /home/user/f") == "base\n"
+        # the copied process goes on counting in the copy
+        procs = jreq(srv, "GET", k + "/processes")["processes"]
+        assert any(x["pid"] == p["pid"] and x["state"] == "running" for x in procs), procs
+        sh(srv, k, "echo kid%d > /home/user/f" % i)
+    sh(srv, src, "echo src-after > /home/user/f")
+    for i, k in enumerate(kids):
+        assert sh(srv, k, "cat /home/user/f") == "kid%d\n" % i
+    assert sh(srv, src, "cat /home/user/f") == "src-after\n"
+    # no two copies share their RNG
+    r = {sh(srv, x, "head -c16 /dev/urandom | od -An -tx1") for x in kids + [src]}
+    assert len(r) == 3
+    for x in kids + [src]:
+        assert srv.delete(x) == 204
+
+
+def test_pause_to_disk_survives_server_kill9(srv):
+    sid = create(srv, timeout=600)
+    sh(srv, sid, "echo on-disk > /home/user/kept")
+    p = jreq(srv, "POST", sid + "/processes",
+             {"cmd": "for i in $(seq 1 100000); do echo tick$i; sleep 0.1; done"}, expect=201)
+    assert wait_for(lambda: len(req(srv, "GET", "%s/processes/%d/output" % (sid, p["pid"]))[2]) >= 12, 60)
+    qemu = qemu_pid(srv, sid)
+    j = jreq(srv, "POST", sid + "/pause", {"mode": "disk"})
+    assert j["state"] == "paused" and j["paused_to"] == "disk"
+    remaining = j["timeout_remaining_ms"]
+    # the guest's memory is released: its QEMU is gone
+    assert wait_for(lambda: not pid_alive(qemu), limit=30)
+    st, _h, before = req(srv, "GET", "%s/processes/%d/output" % (sid, p["pid"]))
+    assert st == 409        # paused: nothing answers
+    # the server dies; a new one on the same state dir finds it paused
+    srv.stop(signal.SIGKILL)
+    srv.start()
+    j = jreq(srv, "GET", sid)
+    assert j["state"] == "paused" and j["paused_to"] == "disk" and j["timeout_remaining_ms"] == remaining
+    j = jreq(srv, "POST", sid + "/resume")
+    assert j["state"] == "running" and j["timeout"] == 600
+    assert qemu_pid(srv, sid) != qemu
+    assert sh(srv, sid, "cat /home/user/kept") == "on-disk\n"
+    # the process is the same one, its output continuous from offset 0
+    procs = {x["pid"]: x for x in jreq(srv, "GET", sid + "/processes")["processes"]}
+    assert procs[p["pid"]]["state"] == "running", procs
+    n = procs[p["pid"]]["stdout_bytes"]
+    st, _h, out = req(srv, "GET", "%s/processes/%d/output" % (sid, p["pid"]), query={"from": 0})
+    lines = out.decode().splitlines()
+    assert lines[:len(lines) - 1] == ["tick%d" % i for i in range(1, len(lines))], lines[:20]
+    assert len(out) >= n
+    # and it goes on counting after the resume
+    assert wait_for(lambda: len(req(srv, "GET", "%s/processes/%d/output" % (sid, p["pid"]))[2]) > len(out) + 20, 60)
+    # a second pause to disk and a delete while paused leave nothing
+    jreq(srv, "POST", sid + "/pause", {"mode": "disk"})
+    assert srv.delete(sid) == 204
+    assert not glob.glob(os.path.join(srv.state, "vm", "paused", sid))
+
+
+def test_warm_pool_serves_microvm(srv):
+    # restart the server with a warm pool (SIGTERM keeps the sandboxes)
+    srv.stop()
+    srv.extra = ["--pool", "1"]
+    srv.start()
+    first = create(srv)
+
+    def ready():
+        st, _h, body = srv.request("GET", "/metrics", key=None)
+        return b'paddock_pool_ready_isolation{template="base",isolation="microvm"} 1' in body
+    assert wait_for(ready, limit=180), "no microvm clone became ready in the pool"
+    second = jreq(srv, "GET", create(srv))
+    assert second["isolation"] == "microvm"
+    pooled = [e.get("pooled") for e in audit_events(srv, second["id"]) if e["event"] == "sandbox.create"]
+    assert pooled == [True], pooled
+    assert sh(srv, second["id"], "echo warm") == "warm\n"
+    first_pooled = [e.get("pooled") for e in audit_events(srv, first) if e["event"] == "sandbox.create"]
+    assert first_pooled == [False]
+    for x in (first, second["id"]):
+        assert srv.delete(x) == 204
