@@ -255,3 +255,28 @@ def test_policy_change_while_a_query_is_upstream(sb):
     pins = subprocess.run(["ip", "netns", "exec", sb.rtr, "nft", "list", "set", "inet", "paddock",
                            "p4_" + KEY], capture_output=True, text=True).stdout
     assert WEB["b"] not in pins
+
+
+def test_dns_over_tcp_pipelined(sb):
+    """Several queries in one TCP write all get answers, in order."""
+    assert sb.add(POLICY) == {"ok": True}
+    code = ("import socket,struct\n"
+            "def q(i,name):\n"
+            "  m=struct.pack('!HHHHHH',i,0x100,1,0,0,0)\n"
+            "  for l in name.split('.'): m+=bytes([len(l)])+l.encode()\n"
+            "  m+=b'\\x00\\x00\\x01\\x00\\x01'\n"
+            "  return struct.pack('!H',len(m))+m\n"
+            "s=socket.create_connection(('%s',53),timeout=5)\n"
+            "s.sendall(q(1,'allowed.test')+q(2,'other.test')+q(3,'api.allowed.test'))\n"
+            "buf=b''\n"
+            "out=[]\n"
+            "while len(out)<3:\n"
+            "  d=s.recv(4096)\n"
+            "  if not d: break\n"
+            "  buf+=d\n"
+            "  while len(buf)>=2 and len(buf)>=2+struct.unpack('!H',buf[:2])[0]:\n"
+            "    n=struct.unpack('!H',buf[:2])[0]; m=buf[2:2+n]; buf=buf[2+n:]\n"
+            "    out.append((struct.unpack('!H',m[:2])[0], m[3]&15, struct.unpack('!H',m[6:8])[0]))\n"
+            "print(out)\n" % GW)
+    out, err = sb.py(code)
+    assert out == "[(1, 0, 1), (2, 3, 0), (3, 0, 1)]", (out, err)

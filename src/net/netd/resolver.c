@@ -50,6 +50,7 @@ static struct netd_ev tcp_listen_ev[2];
 static int tcp_listen_fd[2] = { -1, -1 };
 static struct tcp_conn *tcp_conns;
 static struct netd *the_netd;           /* for free_fn callbacks */
+static void tcp_process(struct netd *d, struct tcp_conn *c);
 static unsigned n_tcp_conns;
 
 static int bind_sock(struct netd *d, int family, int type, struct pd_error *err)
@@ -306,9 +307,12 @@ void netd_dns_tick(struct netd *d, uint64_t now)
                 netd_dns_reply_rcode(d, &p->to, &p->q, DNS_RCODE_SERVFAIL);
                 pending_unlink(d, p);
         }
-        for (struct tcp_conn *c = tcp_conns; c; c = c->next)
+        for (struct tcp_conn *c = tcp_conns; c; c = c->next) {
+                if (!c->ev.dead && !c->busy && c->have >= 2)
+                        tcp_process(d, c);      /* pipelined queries */
                 if (!c->ev.dead && !c->busy && c->deadline_ms <= now)
                         netd_kill(d, &c->ev);
+        }
 }
 
 /* ---- queries ---- */
@@ -449,10 +453,39 @@ static void tcp_accept(struct netd *d, int lfd)
         }
 }
 
+/* Handle the queries buffered on c, one at a time: a query that goes
+ * upstream makes c busy until its answer; what follows waits in the buffer
+ * (netd_dns_tick picks it up again). */
+static void tcp_process(struct netd *d, struct tcp_conn *c)
+{
+        while (!c->busy && !c->ev.dead && c->have >= 2) {
+                size_t mlen = (size_t)c->buf[0] << 8 | c->buf[1];
+                if (mlen < DNS_HDR || mlen > DNS_MAX_MSG) {
+                        netd_kill(d, &c->ev);
+                        return;
+                }
+                if (c->have < 2 + mlen)
+                        return;
+                uint8_t msg[DNS_MAX_MSG];
+                memcpy(msg, c->buf + 2, mlen);
+                memmove(c->buf, c->buf + 2 + mlen, c->have - 2 - mlen);
+                c->have -= 2 + mlen;
+                c->busy = true;
+                c->deadline_ms = pd_now_ms() + TCP_IDLE_MS;
+                netd_rewatch(d, c->fd, 0, &c->ev);
+                struct reply_to to = { .tcp = c, .udp_fd = -1 };
+                handle_query(d, c->sb, msg, mlen, &to);
+        }
+}
+
 static void tcp_event(struct netd *d, struct tcp_conn *c)
 {
         if (c->busy)
                 return;
+        if (c->have == sizeof c->buf) {
+                netd_kill(d, &c->ev);           /* a full buffer and no query in it */
+                return;
+        }
         ssize_t n = recv(c->fd, c->buf + c->have, sizeof c->buf - c->have, 0);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;
@@ -461,25 +494,7 @@ static void tcp_event(struct netd *d, struct tcp_conn *c)
                 return;
         }
         c->have += (size_t)n;
-        if (c->have < 2)
-                return;
-        size_t mlen = (size_t)c->buf[0] << 8 | c->buf[1];
-        if (mlen < DNS_HDR || mlen > DNS_MAX_MSG) {
-                netd_kill(d, &c->ev);
-                return;
-        }
-        if (c->have < 2 + mlen)
-                return;
-        uint8_t msg[DNS_MAX_MSG];
-        memcpy(msg, c->buf + 2, mlen);
-        /* one query at a time: what follows waits in the buffer */
-        memmove(c->buf, c->buf + 2 + mlen, c->have - 2 - mlen);
-        c->have -= 2 + mlen;
-        c->busy = true;
-        c->deadline_ms = pd_now_ms() + TCP_IDLE_MS;
-        netd_rewatch(d, c->fd, 0, &c->ev);
-        struct reply_to to = { .tcp = c, .udp_fd = -1 };
-        handle_query(d, c->sb, msg, mlen, &to);
+        tcp_process(d, c);
 }
 
 void netd_dns_event(struct netd *d, struct netd_ev *ev, uint32_t events)
