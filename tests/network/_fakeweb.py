@@ -2,7 +2,7 @@
 
     python3 _fakeweb.py --cert C --key K --ready FILE ADDR [ADDR...]
 
-On every ADDR: HTTP on 80 and 8080, TLS (HTTP inside) on 443, a UDP echo on
+On every ADDR: HTTP on 80 and 8080 (GET /bytes/N sends N bytes), TLS (HTTP inside) on 443, a UDP echo on
 443 (stands in for QUIC) and 5353. Each HTTP answer is "hello from ADDR
 host=HOST" so a test sees which server it reached and with which Host.
 """
@@ -18,6 +18,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"    # keep-alive, as real servers do
 
     def do_GET(self):
+        if self.path.startswith("/bytes/"):      # bulk download (benchmarks)
+            n = int(self.path[7:])
+            self.send_response(200)
+            self.send_header("Content-Length", str(n))
+            self.end_headers()
+            chunk = b"x" * 65536
+            while n > 0:
+                k = min(n, len(chunk))
+                self.wfile.write(chunk[:k])
+                n -= k
+            return
         body = ("hello from %s host=%s\n" % (self.server.server_address[0],
                                              self.headers.get("Host", ""))).encode()
         self.send_response(200)
