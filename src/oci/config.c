@@ -95,8 +95,7 @@ int oci_signal_parse(const char *s)
                 long off = s[5] ? strtol(s + 5, &end, 10) : 0;
                 if (s[5] && *end)
                         return -EINVAL;
-                int sig = (s[3] == 'M' || s[3] == 'm') && (s[4] == 'I' || s[4] == 'i') ? SIGRTMIN + (int)off
-                                                                                          : SIGRTMAX + (int)off;
+                int sig = strncasecmp(s, "RTMIN", 5) == 0 ? SIGRTMIN + (int)off : SIGRTMAX + (int)off;
                 return sig >= SIGRTMIN && sig <= SIGRTMAX ? sig : -EINVAL;
         }
         return -EINVAL;
