@@ -16,6 +16,9 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/ioctl.h>
+#include <poll.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -136,7 +139,7 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
                 return pd_error_setx(err, EINVAL, "config.json: paddock-oci needs a mount namespace");
         if ((r = oci_cgroup_path(g, cfg, id, st.cgroup, sizeof st.cgroup, err)) < 0)
                 return r;
-        if (cfg->proc.terminal && !po->console_socket)
+        if (cfg->proc.terminal && !po->console_socket && !po->relay_master)
                 return pd_error_setx(err, EINVAL, "process.terminal is true: --console-socket is required");
         if ((r = pd_mkdir_p(g->root, 0700, err)) < 0)
                 return r;
@@ -149,7 +152,7 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
         struct oci_init_args a = { .cfg = cfg, .st = &st, .sync = -1, .console = -1, .fifo = -1,
                                    .preserve_fds = po->preserve_fds };
         struct pd_bpf bpf = { 0 }, notify_bpf = { 0 };
-        int sv[2] = { -1, -1 }, own_pidns = -1;
+        int sv[2] = { -1, -1 }, own_pidns = -1, relay_sock = -1;
         char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/config.json", st.dir);
         if (json_dump_file(cfg->json, path, JSON_COMPACT) < 0) {
@@ -172,8 +175,20 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
                 r = pd_error_set(err, errno, "open '%s'", path);
                 goto fail;
         }
-        if (cfg->proc.terminal && (a.console = r = oci_console_connect(po->console_socket, err)) < 0)
+        if (cfg->proc.terminal && po->console_socket &&
+            (a.console = r = oci_console_connect(po->console_socket, err)) < 0)
                 goto fail;
+        if (cfg->proc.terminal && !po->console_socket) {
+                /* Our own console socket: a socketpair whose other end we
+                 * read the master from once the init is ready. */
+                int cp[2];
+                if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, cp) < 0) {
+                        r = pd_error_set(err, errno, "socketpair");
+                        goto fail;
+                }
+                a.console = cp[1];
+                relay_sock = cp[0];
+        }
         for (size_t i = 0; i < cfg->n_ns; i++) {
                 a.nsfd[i] = -1;
                 if (!cfg->ns[i].path)
@@ -318,6 +333,26 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
                 goto fail;
         if (po->pid_file && (r = write_pid_file(po->pid_file, pid, err)) < 0)
                 goto fail;
+        if (relay_sock >= 0) {
+                struct oci_sync_msg dummy;
+                int master = -1;
+                /* The init sent the master (with the pty's name) before 'R'. */
+                char cbuf[CMSG_SPACE(sizeof(int))];
+                char name[64];
+                struct iovec iov = { .iov_base = name, .iov_len = sizeof name };
+                struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
+                (void)dummy;
+                if (recvmsg(relay_sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) > 0 && CMSG_FIRSTHDR(&mh) &&
+                    CMSG_FIRSTHDR(&mh)->cmsg_type == SCM_RIGHTS)
+                        memcpy(&master, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(int));
+                close(relay_sock);
+                relay_sock = -1;
+                if (master < 0) {
+                        r = pd_error_setx(err, EIO, "the init sent no pty master");
+                        goto fail;
+                }
+                *po->relay_master = master;
+        }
         close(sv[0]);
         close(a.fifo);
         if (a.console >= 0)
@@ -334,6 +369,8 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
 fail:
         if (own_pidns >= 0)
                 close(own_pidns);
+        if (relay_sock >= 0)
+                close(relay_sock);
         pd_bpf_free(&bpf);
         pd_bpf_free(&notify_bpf);
         if (st.supervisor > 0)
@@ -344,6 +381,50 @@ fail:
                 close(sv[1]);
         undo_create(st.dir, pid, pid > 0 ? st.cgroup : NULL);
         return r;
+}
+
+/* run in the foreground with a terminal: our stdin to the pty, the pty to
+ * our stdout, until the workload's side closes; our own terminal (if any)
+ * raw meanwhile, its size copied. */
+static void oci_relay_pty(int master, pid_t pid)
+{
+        struct termios saved;
+        bool raw = isatty(0) && tcgetattr(0, &saved) == 0;
+        if (raw) {
+                struct termios t = saved;
+                cfmakeraw(&t);
+                tcsetattr(0, TCSANOW, &t);
+                struct winsize ws;
+                if (ioctl(0, TIOCGWINSZ, &ws) == 0)
+                        ioctl(master, TIOCSWINSZ, &ws);
+        }
+        struct pollfd p[2] = { { .fd = 0, .events = POLLIN }, { .fd = master, .events = POLLIN } };
+        char buf[8192];
+        for (;;) {
+                int n = poll(p, 2, -1);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        break;
+                if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+                        ssize_t k = read(master, buf, sizeof buf);
+                        if (k <= 0)
+                                break;  /* EIO: every holder of the slave is gone */
+                        if (pd_write_all(1, buf, (size_t)k) < 0)
+                                break;
+                }
+                if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+                        ssize_t k = read(0, buf, sizeof buf);
+                        if (k <= 0)
+                                p[0].fd = -1;   /* stdin done; keep reading output */
+                        else
+                                pd_write_all(master, buf, (size_t)k);
+                }
+        }
+        if (raw)
+                tcsetattr(0, TCSANOW, &saved);
+        close(master);
+        (void)pid;
 }
 
 static pid_t forward_to;
@@ -368,8 +449,10 @@ int oci_cmd_create(const struct oci_global *g, int argc, char **argv, bool run)
                 return 1;
         }
         pid_t pid;
+        int master = -1;
         struct create_opts_pub po = { .pid_file = o.pid_file, .console_socket = o.console_socket,
-                                      .preserve_fds = o.preserve_fds };
+                                      .preserve_fds = o.preserve_fds,
+                                      .relay_master = run && !o.detach && !o.console_socket ? &master : NULL };
         int r = oci_create(g, o.id, &po, &cfg, &pid, &err);
         oci_config_free(&cfg);
         if (r < 0) {
@@ -391,6 +474,8 @@ int oci_cmd_create(const struct oci_global *g, int argc, char **argv, bool run)
         }
         if (o.detach)
                 return 0;
+        if (master >= 0)
+                oci_relay_pty(master, pid);
         int status = 0;
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
                 ;

@@ -179,7 +179,8 @@ __attribute__((noreturn)) void oci_init_main(struct oci_init_args *a)
                         fprintf(stderr, "paddock-oci: init: open exec.fifo: %m\n");
                         _exit(127);
                 }
-                close(fd);
+                /* fd stays open (CLOEXEC) until the exec: `start` waits for
+                 * the end of file, so it returns once the workload runs. */
         }
         close(a->fifo);
         sj = oci_state_json(a->st, OCI_CREATED);

@@ -30,6 +30,9 @@ struct oci_sync_msg {
 struct create_opts_pub {
         const char *pid_file, *console_socket;
         int preserve_fds;
+        /* run in the foreground with terminal=true and no console socket:
+         * the pty master comes back here for the runtime to relay. */
+        int *relay_master;
 };
 
 int oci_create(const struct oci_global *g, const char *id, const struct create_opts_pub *po, struct oci_config *cfg,

@@ -66,24 +66,30 @@ int oci_start(const struct oci_global *g, const char *id, struct pd_error *err)
         int pidfd = (int)syscall(SYS_pidfd_open, st.pid, 0);
         struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
         char b;
+        bool got = false;
         r = -EIO;
+        /* The init writes one byte, then holds the fifo open until its
+         * exec: the end of file (or the init's exit after the byte) means
+         * the workload runs, so an engine's next `kill` finds it running. */
         for (;;) {
                 int n = poll(p, pidfd >= 0 ? 2 : 1, 30000);
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n <= 0) {
-                        r = pd_error_setx(err, ETIMEDOUT, "container '%s': init did not answer on exec.fifo", id);
+                        r = got ? 0 : pd_error_setx(err, ETIMEDOUT, "container '%s': init did not answer on exec.fifo", id);
                         break;
                 }
-                if (p[0].revents & POLLIN) {
+                if (p[0].revents & (POLLIN | POLLHUP)) {
                         ssize_t k = read(fd, &b, 1);
-                        if (k == 1) {
-                                r = 0;
+                        if (k == 1)
+                                got = true;
+                        else if (k == 0) {
+                                r = got ? 0 : pd_error_setx(err, EIO, "container '%s': init closed exec.fifo", id);
                                 break;
                         }
                 }
                 if (pidfd >= 0 && (p[1].revents & POLLIN)) {
-                        r = pd_error_setx(err, ESRCH, "container '%s': init exited before start", id);
+                        r = got ? 0 : pd_error_setx(err, ESRCH, "container '%s': init exited before start", id);
                         break;
                 }
         }

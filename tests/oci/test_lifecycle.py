@@ -348,3 +348,11 @@ def test_create_container_and_start_container_hooks(tmp_path, rootfs, rt):
     out = rt("run", "--bundle", b, "cc1").stdout
     assert json.loads(out)["id"] == "cc1"
     assert json.loads(log.read_text())["id"] == "cc1"
+
+
+def test_run_foreground_terminal_relays_the_pty(tmp_path, rootfs, rt):
+    b = make_bundle(str(tmp_path), ["sh"], rootfs=rootfs, edit=lambda c: c["process"].update(terminal=True))
+    p = rt("run", "--bundle", b, "tt1", input="tty; echo typed-$((6*7)); exit 9\n", check=False)
+    assert p.returncode == 9, p.stderr
+    out = p.stdout.replace("\r", "")
+    assert "/dev/pts/0" in out and "typed-42" in out
