@@ -334,14 +334,12 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
         if (po->pid_file && (r = write_pid_file(po->pid_file, pid, err)) < 0)
                 goto fail;
         if (relay_sock >= 0) {
-                struct oci_sync_msg dummy;
                 int master = -1;
                 /* The init sent the master (with the pty's name) before 'R'. */
                 char cbuf[CMSG_SPACE(sizeof(int))];
                 char name[64];
                 struct iovec iov = { .iov_base = name, .iov_len = sizeof name };
                 struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof cbuf };
-                (void)dummy;
                 if (recvmsg(relay_sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) > 0 && CMSG_FIRSTHDR(&mh) &&
                     CMSG_FIRSTHDR(&mh)->cmsg_type == SCM_RIGHTS)
                         memcpy(&master, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(int));
