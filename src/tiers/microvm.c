@@ -5,6 +5,7 @@
  * Host processes per sandbox: QEMU (jailed, src/vm/qemu.c) and
  * paddock-vm-relay (its channel multiplexer). The record keeps QEMU as the
  * "agent" and the relay as the "supervisor" helper. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -24,6 +25,7 @@
 #include "helper_proc.h"
 #include "host.h"
 #include "sandbox.h"
+#include "trace.h"
 #include "util.h"
 #include "vm.h"
 
@@ -232,6 +234,29 @@ static int tpl_check(const struct vm_tpl *t, gid_t *gid, struct pd_error *err)
         return 0;
 }
 
+/* Templates of older boot assets (another agent, kernel or package set):
+ * never used again. A clone still running from one holds its RAM file's
+ * inode. */
+static void drop_stale_templates(struct pd_sandbox *sb, const struct pd_vm_assets *as)
+{
+        char vmdir[PATH_MAX], keep[64];
+        snprintf(vmdir, sizeof vmdir, "%s/vm", sb->state->dir);
+        snprintf(keep, sizeof keep, "tpl-%s-", as->key);
+        DIR *d = opendir(vmdir);
+        if (!d)
+                return;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (strncmp(de->d_name, "tpl-", 4) || !strncmp(de->d_name, keep, strlen(keep)) ||
+                    strstr(de->d_name, ".tmp"))
+                        continue;
+                char p[PATH_MAX + 300];
+                snprintf(p, sizeof p, "%s/%s", vmdir, de->d_name);
+                (void)pd_rm_rf(p, NULL);
+        }
+        closedir(d);
+}
+
 /* Boot the guest once with its RAM in tpl's file, wait for the agent, and
  * save the device state beside it. Runs as this sandbox (its QEMU, relay,
  * cgroup), then tears them down. */
@@ -293,6 +318,7 @@ static int build_template(struct pd_sandbox *sb, const struct pd_vm_assets *as, 
                 r = pd_error_set(err, errno, "install template '%s'", t->dir);
                 goto out;
         }
+        drop_stale_templates(sb, as);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         fprintf(stderr, "paddock: microvm template ready (%.1f s)\n",
                 (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
@@ -394,15 +420,25 @@ static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
                 return pd_error_set(err, errno, "open '%s'", t.state);
         /* a clone: the template's RAM mapped private (copy-on-write) */
         struct pd_qmp *q = NULL;
-        if ((r = start_qemu(sb, &as, t.mem, gid, false, true, err)) < 0 || (r = open_qmp(sb, &q, err)) < 0 ||
-            (r = restore_state(q, sfd, true, err)) < 0) {
+        pd_trace("microvm: assets, cgroup, template checked");
+        if ((r = start_qemu(sb, &as, t.mem, gid, false, true, err)) < 0)
+                return r;
+        pd_trace("microvm: QEMU started (jailed)");
+        if ((r = open_qmp(sb, &q, err)) < 0) {
                 pd_qmp_close(q);
                 return r;
         }
+        pd_trace("microvm: QMP connected");
+        if ((r = restore_state(q, sfd, true, err)) < 0) {
+                pd_qmp_close(q);
+                return r;
+        }
+        pd_trace("microvm: device state restored, guest running");
         pd_qmp_close(q);
         flock(lock, LOCK_UN);
         if ((r = start_relay(sb, VM_CLONE_TIMEOUT_MS, err)) < 0)
                 return r;
+        pd_trace("microvm: relay synced with the guest");
         return pd_sandbox_save(sb, err);
 }
 
@@ -515,7 +551,8 @@ static int microvm_fork(struct pd_sandbox *src, struct pd_sandbox *const *dst, u
         int r = open_qmp(src, &q, err);
         if (r == 0)
                 r = save_state(q, fd, false, err);
-        if (q)
+        /* the source goes on as it was: running, or paused in memory */
+        if (q && !src->paused)
                 (void)pd_qmp_cmd(q, "cont", NULL, r < 0 ? NULL : err);
         pd_qmp_close(q);
         if (r < 0)
@@ -555,7 +592,23 @@ static int microvm_destroy(struct pd_sandbox *sb, struct pd_error *err)
 
 static int microvm_stats(struct pd_sandbox *sb, struct pd_sandbox_stats *out, struct pd_error *err)
 {
-        return pd_host_stats(sb, out, err);
+        int r = pd_host_stats(sb, out, err);
+        if (r < 0 || sb->agent_pid <= 0 || pd_proc_starttime(sb->agent_pid) != sb->agent_start)
+                return r;       /* paused to disk: no QEMU, nothing resident */
+        /* The workload is the guest: what its QEMU holds and has run. */
+        char p[64], buf[1024];
+        unsigned long long size = 0, rss = 0, ut = 0, st = 0;
+        snprintf(p, sizeof p, "/proc/%d/statm", (int)sb->agent_pid);
+        if (pd_read_file_at(AT_FDCWD, p, buf, sizeof buf) > 0 && sscanf(buf, "%llu %llu", &size, &rss) == 2)
+                out->memory_current = rss * (uint64_t)sysconf(_SC_PAGESIZE);
+        snprintf(p, sizeof p, "/proc/%d/stat", (int)sb->agent_pid);
+        const char *f = pd_read_file_at(AT_FDCWD, p, buf, sizeof buf) > 0 ? strrchr(buf, ')') : NULL;
+        /* after "pid (comm)": fields 3.. ; utime and stime are 14 and 15 */
+        if (f && sscanf(f + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2)
+                out->cpu_ns = (ut + st) * (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
+        if (out->memory_peak < out->memory_current)
+                out->memory_peak = out->memory_current;
+        return 0;
 }
 
 static int microvm_adopt(struct pd_sandbox *sb, struct pd_error *err)
