@@ -187,6 +187,18 @@ static int apply_v1(const struct hier *h, const char *dir, json_t *res, struct p
                         if (write_at(dir, "memory.memsw.limit_in_bytes", buf, err) < 0)
                                 oci_warn("memory.swap not applied (no swap accounting here): %s", err->msg);
                 }
+                if (num(mem, "kernelTCP", &v)) {
+                        snprintf(buf, sizeof buf, "%" PRId64, v);
+                        if (write_at(dir, "memory.kmem.tcp.limit_in_bytes", buf, err) < 0)
+                                oci_warn("memory.kernelTCP not applied: %s", err->msg);
+                }
+                /* Since Linux 6.1 the kernel accepts and ignores a kmem limit
+                 * (runc no longer sets it); written for older kernels. */
+                if (num(mem, "kernel", &v)) {
+                        snprintf(buf, sizeof buf, "%" PRId64, v);
+                        if (write_at(dir, "memory.kmem.limit_in_bytes", buf, err) < 0)
+                                oci_warn("memory.kernel not applied: %s", err->msg);
+                }
                 if (num(mem, "swappiness", &v) && v >= 0 && v <= 100) {
                         snprintf(buf, sizeof buf, "%" PRId64, v);
                         write_at(dir, "memory.swappiness", buf, NULL);
