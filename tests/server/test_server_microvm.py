@@ -279,7 +279,7 @@ def test_fork_copies_memory_and_files(srv):
         assert srv.delete(x) == 204
 
 
-def test_pause_to_disk_survives_server_kill9(srv):
+def test_pause_to_disk_survives_server_kill9(srv, vm):
     sid = create(srv, timeout=600)
     sh(srv, sid, "echo on-disk > /home/user/kept")
     p = jreq(srv, "POST", sid + "/processes",
@@ -298,6 +298,9 @@ def test_pause_to_disk_survives_server_kill9(srv):
     srv.start()
     j = jreq(srv, "GET", sid)
     assert j["state"] == "paused" and j["paused_to"] == "disk" and j["timeout_remaining_ms"] == remaining
+    # a running guest was adopted too: same QEMU, same files
+    assert jreq(srv, "GET", vm["id"])["state"] == "running"
+    assert sh(srv, vm["id"], "echo still") == "still\n"
     j = jreq(srv, "POST", sid + "/resume")
     assert j["state"] == "running" and j["timeout"] == 600
     assert qemu_pid(srv, sid) != qemu
@@ -338,3 +341,82 @@ def test_warm_pool_serves_microvm(srv):
     assert first_pooled == [False]
     for x in (first, second["id"]):
         assert srv.delete(x) == 204
+
+
+def qmp_status(srv, sid):
+    """QEMU's own run state, asked on the sandbox's QMP socket."""
+    import socket
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(30)
+    s.connect(os.path.join(rundir(srv.state), "sandboxes", sid, "vm", "qmp.sock"))
+    f = s.makefile("rwb")
+    try:
+        json.loads(f.readline())                    # greeting
+        for cmd in ("qmp_capabilities", "query-status"):
+            f.write(json.dumps({"execute": cmd}).encode() + b"\n")
+            f.flush()
+            while True:
+                m = json.loads(f.readline())
+                if "return" in m or "error" in m:
+                    break
+        return m["return"]["status"]
+    finally:
+        f.close()
+        s.close()
+
+
+def test_fork_of_a_paused_source_leaves_it_paused(srv):
+    src = create(srv, timeout=600)
+    jreq(srv, "POST", src + "/processes", {"cmd": "sleep 1000"}, expect=201)
+    jreq(srv, "POST", src + "/pause", {"mode": "memory"})
+    j = jreq(srv, "POST", src + "/fork", {"count": 1}, expect=201)
+    kid = j["sandboxes"][0]["id"]
+    assert jreq(srv, "GET", src)["state"] == "paused"
+    # the source's guest is really stopped, as QEMU itself says
+    assert qmp_status(srv, src) in ("paused", "postmigrate")      # stopped, saved or not
+    assert qmp_status(srv, kid) == "running"
+    jreq(srv, "POST", src + "/resume")
+    assert qmp_status(srv, src) == "running"
+    assert sh(srv, src, "echo back") == "back\n"
+    assert any(p["state"] == "running" for p in jreq(srv, "GET", kid + "/processes")["processes"])
+    for x in (src, kid):
+        assert srv.delete(x) == 204
+
+
+def test_paused_to_disk_refuses_snapshot_and_fork_and_bad_state_is_an_error(srv):
+    sid = create(srv, timeout=600)
+    sh(srv, sid, "echo x > /home/user/x")
+    jreq(srv, "POST", sid + "/pause", {"mode": "disk"})
+    st, _h, data = req(srv, "POST", sid + "/fork", {"count": 1})
+    assert st == 409 and b"paused to disk" in data, data
+    st, _h, data = req(srv, "POST", sid + "/snapshots", {"name": "from-disk"})
+    assert st in (400, 409), data
+    st, _h, data = req(srv, "POST", sid + "/pause", {"mode": "disk"})
+    assert st == 409, data
+    # a damaged save: resume fails with a clear error, changes nothing, and can be retried
+    state = os.path.join(srv.state, "vm", "paused", sid, "state")
+    with open(state, "r+b") as f:
+        good = f.read()
+        f.seek(0)
+        f.write(b"\0" * 4096)
+    st, _h, data = req(srv, "POST", sid + "/resume")
+    assert st >= 400 and b"resume" in data, (st, data)
+    j = jreq(srv, "GET", sid)
+    assert j["state"] == "paused" and j["paused_to"] == "disk"
+    with open(state, "wb") as f:
+        f.write(good)
+    jreq(srv, "POST", sid + "/resume")
+    assert sh(srv, sid, "cat /home/user/x") == "x\n"
+    assert srv.delete(sid) == 204
+
+
+def test_auto_pause_goes_to_disk(srv):
+    sid = create(srv, timeout=3, auto_pause=True)
+    sh(srv, sid, "echo auto > /home/user/a")
+    assert wait_for(lambda: jreq(srv, "GET", sid)["state"] == "paused", limit=60), "not paused at its deadline"
+    j = jreq(srv, "GET", sid)
+    assert j["paused_to"] == "disk" and j["timeout_remaining_ms"] == 3000
+    assert "sandbox.auto_pause" in [e["event"] for e in audit_events(srv, sid)]
+    jreq(srv, "POST", sid + "/resume")
+    assert sh(srv, sid, "cat /home/user/a") == "auto\n"
+    assert srv.delete(sid) == 204
