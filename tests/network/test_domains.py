@@ -255,3 +255,48 @@ def test_open_mode_metadata_name_and_rebinding(pd, fakenet):
     assert res[4].startswith("ok"), res
     assert not res[5].startswith("ok"), res
     assert any(a.get("reason") == "metadata" and a["kind"] == "pin" for a in audit), audit
+
+
+def test_live_domain_policy_change_through_the_server(tmp_path):
+    """PUT /sandboxes/{id}/network with domain rules: new DNS answers and new
+    connections follow at once; an address pinned for a name the new policy
+    drops is closed, one it keeps stays open."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "server"))
+    from test_server_core import Server, finish  # noqa: E402
+
+    code = ("import socket,json,sys\nout=[]\n"
+            "for a in sys.argv[1:]:\n"
+            "    try:\n"
+            "        ip=socket.gethostbyname(a) if not a[0].isdigit() else a\n"
+            "        socket.create_connection((ip,8080),timeout=1.5).close(); out.append('ok '+ip)\n"
+            "    except Exception as e: out.append('error '+type(e).__name__)\n"
+            "print(json.dumps(out))")
+
+    def reach(srv, sid, *targets):
+        st, j = srv.json("POST", "/api/v1/sandboxes/%s/exec" % sid, {"cmd": ["python3", "-c", code] + list(targets)})
+        assert st == 200 and j["exit_code"] == 0, j
+        return json.loads(j["stdout"])
+
+    # a fake internet of its own: the module's is the uplink of another
+    # instance's router (two routers cannot share one uplink netns)
+    (tmp_path / "fn").mkdir()
+    fakenet = FakeNet(tmp_path / "fn").start()
+    s = None
+    try:
+        s = Server(str(tmp_path / "srv"), "--pool", "1", "--net-uplink", fakenet.uplink,
+                   "--net-resolver", fakenet.resolver).start()
+        sb = s.create({"network": {"mode": "policy", "allow": ["web.example.test", "api.example.test"]}})
+        sid = sb["id"]
+        assert reach(s, sid, "web.example.test", "api.example.test") == ["ok " + WEB[0], "ok " + WEB[1]]
+        st, j = s.json("PUT", "/api/v1/sandboxes/%s/network" % sid,
+                       {"mode": "policy", "allow": ["api.example.test", "other.example.test"]})
+        assert st == 200, j
+        # web's pinned address closed at once; api's kept (cached answers still work)
+        assert reach(s, sid, WEB[0], WEB[1]) == ["error TimeoutError", "ok " + WEB[1]]
+        assert reach(s, sid, "web.example.test", "other.example.test") == \
+            ["error gaierror", "ok " + WEB[2]]
+        assert s.delete(sid) == 204
+    finally:
+        if s:
+            finish(s)
+        fakenet.stop()
