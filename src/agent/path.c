@@ -5,7 +5,6 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/fsuid.h>
@@ -13,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "openat2.h"
 #include "agent.h"
 #include "spec.h"
 #include "util.h"
@@ -129,7 +129,7 @@ int ag_open_in_root(struct agent *ag, const char *abs, int flags, mode_t mode)
                 .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
                 .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
         };
-        int fd = (int)syscall(SYS_openat2, ag->rootfd, abs, &how, sizeof how);
+        int fd = pd_openat2(ag->rootfd, abs, &how);
         return fd < 0 ? -errno : fd;
 }
 

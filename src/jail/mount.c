@@ -1,8 +1,8 @@
+#include "openat2.h"
 #include "mount.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -27,8 +27,8 @@ static int open_in_root(int rootfd, const char *path, bool mkdir_missing, struct
         while (*path == '/')
                 path++;
         if (!*path)
-                return (int)syscall(SYS_openat2, rootfd, ".", &how, sizeof how);
-        int fd = (int)syscall(SYS_openat2, rootfd, path, &how, sizeof how);
+                return pd_openat2(rootfd, ".", &how);
+        int fd = pd_openat2(rootfd, path, &how);
         if (fd >= 0 || errno != ENOENT || !mkdir_missing) {
                 if (fd < 0)
                         return pd_error_set(err, errno, "mount point '/%s' (a symlink or not a directory?)", path);
@@ -46,7 +46,7 @@ static int open_in_root(int rootfd, const char *path, bool mkdir_missing, struct
                         *p = '\0';
                         if (mkdirat(rootfd, buf, 0755) < 0 && errno != EEXIST)
                                 return pd_error_set(err, errno, "create mount point '/%s'", buf);
-                        int q = (int)syscall(SYS_openat2, rootfd, buf, &how, sizeof how);
+                        int q = pd_openat2(rootfd, buf, &how);
                         if (q < 0)
                                 return pd_error_set(err, errno, "mount point '/%s' (a symlink?)", buf);
                         *p = c;

@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "openat2.h"
 #include "oci.h"
 #include "util.h"
 
@@ -34,7 +34,7 @@ static int openat2_beneath(int dirfd, const char *path, int flags)
 {
         struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC),
                                 .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS };
-        int fd = (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+        int fd = pd_openat2(dirfd, path, &how);
         return fd < 0 ? -errno : fd;
 }
 

@@ -28,7 +28,6 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/landlock.h>
-#include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -45,6 +44,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "../lib/openat2.h"
 #include "sv.h"
 
 #ifndef PROC_SUPER_MAGIC
@@ -289,7 +289,7 @@ static int resolve(const struct sv_job *j, int root, int dir, const char *path, 
                 base = root;
                 how.resolve |= RESOLVE_IN_ROOT;
         }
-        return (int)syscall(SYS_openat2, base, path, &how, sizeof how);
+        return pd_openat2(base, path, &how);
 }
 
 /* Is fd the root directory of a procfs? */
@@ -492,7 +492,7 @@ static void do_open(struct sv_job *j, int root, int dir, int extra)
                         base = root >= 0 ? root : B.sandroot;
                         how.resolve |= RESOLVE_IN_ROOT;
                 }
-                int probe2 = (int)syscall(SYS_openat2, base, j->path, &how, sizeof how);
+                int probe2 = pd_openat2(base, j->path, &how);
                 if (probe2 >= 0) {
                         close(probe2);  /* it appeared meanwhile: walk anyway */
                         opath = walk(j, root, dir, j->path, probe);
@@ -547,7 +547,7 @@ static void do_open(struct sv_job *j, int root, int dir, int extra)
                         close(pfd);
                         return;
                 }
-                fd = (int)syscall(SYS_openat2, pfd, name, &how, sizeof how);
+                fd = pd_openat2(pfd, name, &how);
                 e = errno;
                 close(pfd);
                 if (fd < 0)
