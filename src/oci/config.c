@@ -251,6 +251,9 @@ int oci_process_parse(json_t *p, struct oci_process *out, struct pd_error *err)
                 out->console_h = (unsigned)json_integer_value(json_object_get(cs, "height"));
                 out->console_w = (unsigned)json_integer_value(json_object_get(cs, "width"));
         }
+        out->apparmor_profile = str_or_null(p, "apparmorProfile");
+        out->selinux_label = str_or_null(p, "selinuxLabel");
+        oci_lsm_check(out);
         return 0;
 }
 

@@ -135,6 +135,8 @@ __attribute__((noreturn)) static void exec_child(int sync, int console, const in
                 pd_error_set(&err, errno, "set no_new_privs");
                 child_fail(sync, &err);
         }
+        if (oci_proc_set_lsm(p, &err) < 0)
+                child_fail(sync, &err);
         if (!p->no_new_privs && oci_seccomp_install(seccomp, &err) < 0)
                 child_fail(sync, &err);
         /* supervised container: this process gets a supervisor of its own. */

@@ -124,6 +124,8 @@ __attribute__((noreturn)) void oci_init_main(struct oci_init_args *a)
                 pd_error_set(&err, errno, "set no_new_privs");
                 fail(a, &err);
         }
+        if (oci_proc_set_lsm(p, &err) < 0)
+                fail(a, &err);
         if (!p->no_new_privs && a->seccomp && oci_seccomp_install(a->seccomp, &err) < 0)
                 fail(a, &err);
         /* supervised: every open from the filter on goes through the

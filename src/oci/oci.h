@@ -64,6 +64,8 @@ struct oci_process {
         int oom_score_adj;
         bool has_oom_score_adj;
         unsigned console_h, console_w;
+        const char *apparmor_profile;   /* NULL: unset, or not applied (lsm.c) */
+        const char *selinux_label;
 };
 
 struct oci_mount {
@@ -184,6 +186,12 @@ int oci_proc_drop_bounding(const struct oci_process *p, struct pd_error *err);
 int oci_proc_find_exec(const struct oci_process *p, char *out, size_t size, struct pd_error *err);
 /* terminal=true: a pty inside the container, the master sent over sock. */
 int oci_proc_console(int sock, const struct oci_process *p, struct pd_error *err);
+
+/* ---- lsm.c: process.apparmorProfile, process.selinuxLabel ---- */
+/* In the runtime: drop (and log) a label whose LSM this host does not run. */
+void oci_lsm_check(struct oci_process *p);
+/* In the container, before exec: the labels for the exec. */
+int oci_proc_set_lsm(const struct oci_process *p, struct pd_error *err);
 int oci_console_connect(const char *path, struct pd_error *err);
 
 /* ---- hooks.c ---- */
