@@ -442,6 +442,10 @@ static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
             sb->spec.n_volumes)
                 return pd_error_setx(err, ENOTSUP, "the microvm tier runs its own base template only "
                                                    "(no --template or volumes yet)");
+        /* no NIC yet: say so rather than start a guest without the network asked for */
+        if (sb->spec.net != PD_NET_NONE)
+                return pd_error_setx(err, ENOTSUP, "the microvm tier runs with network none only for now "
+                                                   "(use the container or supervised tier for open or policy)");
         struct pd_vm_assets as;
         int r;
         if ((r = pd_vm_assets_get(sb->state, &as, err)) < 0 || (r = host_setup(sb, err)) < 0)
