@@ -420,3 +420,14 @@ def test_auto_pause_goes_to_disk(srv):
     jreq(srv, "POST", sid + "/resume")
     assert sh(srv, sid, "cat /home/user/a") == "auto\n"
     assert srv.delete(sid) == 204
+
+
+def test_network_other_than_none_is_refused(srv):
+    """No NIC in the guest yet: asking for one is a clear 400 that leaves nothing behind."""
+    st, _h, data = srv.request("POST", "/api/v1/sandboxes", dict(VM, network={"mode": "open"}), timeout=SLOW)
+    assert st == 400 and b"network none only" in data, (st, data)
+    live = json.loads(srv.request("GET", "/api/v1/sandboxes")[2])["sandboxes"]
+    assert all(x["state"] != "failed" for x in live)
+    sbdir = os.path.join(rundir(srv.state), "sandboxes")
+    known = {x["id"] for x in live}
+    assert set(os.listdir(sbdir)) <= known, os.listdir(sbdir)
