@@ -518,6 +518,24 @@ int pd_nft_sandbox_del(struct pd_nft *n, const char *key, const char *ifname, co
         name(chains[2], sizeof chains[2], "si", key);
         static const char *const maps[3] = { "sbmap", "natmap", "inmap" };
         struct pd_nft_tx tx;
+        /* Usually everything is there: one transaction. */
+        if ((r = pd_nft_tx_begin(n, &tx, err)) < 0)
+                return r;
+        src_elem(&tx, NFT_MSG_DELSETELEM, ifname, src4);
+        for (int i = 0; i < 3; i++)
+                map_elem(&tx, NFT_MSG_DELSETELEM, maps[i], ifname, NULL);
+        for (int i = 0; i < 3; i++)
+                pd_nft_tx_flush_chain(&tx, chains[i]);
+        for (int i = 0; i < 3; i++)
+                pd_nft_tx_chain(&tx, NFT_MSG_DELCHAIN, chains[i], NULL, 0, 0, -1);
+        for (int i = 0; i < 2 * K_COUNT; i++) {
+                set_name(set, sizeof set, i % K_COUNT, i < K_COUNT ? AF_INET : AF_INET6, key);
+                pd_nft_tx_set(&tx, NFT_MSG_DELSET, pd_nft_set_named(set));
+        }
+        struct pd_error e1 = { 0 };
+        if (pd_nft_tx_commit(&tx, &e1) == 0)
+                return 0;
+        /* Part of it is gone (an interrupted removal): object by object. */
         int first = 0;
         for (int step = 0; step < 1 + 3 + 3 + 3 + 2 * K_COUNT; step++) {
                 struct pd_error e2 = { 0 };

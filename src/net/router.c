@@ -514,10 +514,20 @@ int pd_router_attach(struct pd_router *r, const char *id, const struct pd_router
         if ((rc = pd_rtnl_open(netns_fd, &srt, err)) < 0)
                 goto undo;
         int rindex = ROUTER_INDEX_BASE + (int)s->n;
-        pd_rtnl_veth(r->rt, s->ifname, rindex, "eth0", SB_INDEX_IN_SANDBOX, netns_fd);
-        pd_rtnl_addr(r->rt, rindex, AF_INET, s->gw_addr, s->prefix);
-        pd_rtnl_up(r->rt, rindex);
-        if ((rc = pd_rtnl_flush(r->rt, err)) < 0)
+        for (int attempt = 0;; attempt++) {
+                pd_rtnl_veth(r->rt, s->ifname, rindex, "eth0", SB_INDEX_IN_SANDBOX, netns_fd);
+                pd_rtnl_addr(r->rt, rindex, AF_INET, s->gw_addr, s->prefix);
+                pd_rtnl_up(r->rt, rindex);
+                rc = pd_rtnl_flush(r->rt, err);
+                if (rc != -EEXIST || attempt)
+                        break;
+                /* the veth of the slot's last sandbox, whose netns is still
+                 * being torn down by the kernel: remove it and retry */
+                struct pd_error e3;
+                pd_rtnl_del(r->rt, s->ifname);
+                (void)pd_rtnl_flush(r->rt, &e3);
+        }
+        if (rc < 0)
                 goto undo;
         pd_rtnl_addr(srt, SB_INDEX_IN_SANDBOX, AF_INET, s->sb_addr, s->prefix);
         pd_rtnl_up(srt, SB_INDEX_IN_SANDBOX);
@@ -570,11 +580,12 @@ static int detach_locked(struct pd_router *r, const char *id, struct pd_error *e
         int rc = pd_router_netd_remove(r, id, err);
         if (rc >= 0 && r->nft)
                 rc = pd_nft_sandbox_del(r->nft, id, s.ifname, s.sb_addr, err);
-        if (r->rt) {
-                /* gone already when the sandbox's netns died with it */
-                pd_rtnl_del(r->rt, s.ifname);
-                (void)pd_rtnl_flush(r->rt, &e2);
-        }
+        (void)e2;
+        /* The veth is not deleted here: it dies with the sandbox's netns
+         * (deleting it ourselves costs ~30 ms of netdev unregistration in
+         * the destroy path). Until then it passes nothing: its map entries
+         * and source address are gone, so forward and guard drop. A new
+         * sandbox in the same slot replaces a straggler (attach). */
         if (rc < 0)
                 return rc;
         char name[PD_NFT_KEY_MAX + 8];
@@ -667,6 +678,9 @@ int pd_router_release(const struct pd_state *st, const char *id, struct pd_error
                 return rc;
         rc = detach_locked(r, id, err);
         unlock(r);
+        /* Closing the nftables socket after a removal waits for the
+         * kernel's deferred destroy work (an RCU grace period, ~5-15 ms
+         * here): the one cost of a networked sandbox's destroy. */
         pd_router_close(r);
         return rc;
 }

@@ -582,6 +582,7 @@ static int container_destroy(struct pd_sandbox *sb, struct pd_error *err)
         /* veth goes with the netns; its rules, slot and netd entry here */
         struct pd_error nerr;
         int nr = pd_sbnet_release(sb->state, sb->id, &nerr);
+        pd_trace("destroy: network released");
         int r = pd_host_release(sb, err);
         if (nr < 0 && r >= 0) {
                 *err = nerr;

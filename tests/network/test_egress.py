@@ -278,9 +278,16 @@ def test_teardown_leaves_nothing(pd, fakenet):
     out = subprocess.run(["nsenter", "--net=" + pin, "nft", "list", "table", "inet", "paddock"],
                          capture_output=True, text=True, timeout=30).stdout
     assert "sb_" not in out and "pd" not in out.split("src4ok")[1].split("}")[0], out
-    links = subprocess.run(["nsenter", "--net=" + pin, "ip", "-o", "link"], capture_output=True,
-                           text=True, timeout=30).stdout
-    assert not any(l.split(":")[1].strip().startswith("pd") for l in links.splitlines()), links
+    # the veth goes with the sandbox's netns, which the kernel frees
+    # asynchronously once its last process is gone
+    deadline = time.monotonic() + 20
+    while True:
+        links = subprocess.run(["nsenter", "--net=" + pin, "ip", "-o", "link"], capture_output=True,
+                               text=True, timeout=30).stdout
+        if not any(l.split(":")[1].strip().startswith("pd") for l in links.splitlines()):
+            break
+        assert time.monotonic() < deadline, "sandbox veth left in the router: %s" % links
+        time.sleep(0.05)
     # gc takes the router away: netd, the pin, the uplink veth
     pid = open(os.path.join(net_dir(pd), "netd.pid")).read().strip() if os.path.exists(
         os.path.join(net_dir(pd), "netd.pid")) else None
