@@ -280,3 +280,16 @@ def test_dns_over_tcp_pipelined(sb):
             "print(out)\n" % GW)
     out, err = sb.py(code)
     assert out == "[(1, 0, 1), (2, 3, 0), (3, 0, 1)]", (out, err)
+
+
+def test_netd_keeps_only_cap_net_admin(lab):
+    """netd parses hostile input: it runs with CAP_NET_ADMIN alone (needed to
+    pin), cannot regain more (bounding set, no_new_privs)."""
+    with open("/proc/%d/status" % lab.netd.pid) as f:
+        st = dict(l.split(":", 1) for l in f if ":" in l)
+    cap_net_admin = 1 << 12
+    assert int(st["CapEff"], 16) == cap_net_admin, st["CapEff"]
+    assert int(st["CapPrm"], 16) == cap_net_admin
+    assert int(st["CapBnd"], 16) == cap_net_admin
+    assert int(st["CapAmb"], 16) == 0
+    assert st["NoNewPrivs"].strip() == "1"

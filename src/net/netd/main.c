@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -163,6 +166,29 @@ static int parse_never(struct netd *d, char *s, struct pd_error *err)
         return 0;
 }
 
+/* netd parses what sandboxes send: once its sockets exist it keeps only
+ * CAP_NET_ADMIN (pinning in nft needs it at each message) and can never
+ * regain the rest (bounding set, no_new_privs). It stays uid 0 to open the
+ * root-owned audit files it is handed. */
+static int drop_privileges(struct pd_error *err)
+{
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return pd_error_set(err, errno, "no_new_privs");
+        for (int cap = 0; cap <= 63; cap++) {
+                if (cap == CAP_NET_ADMIN)
+                        continue;
+                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+                        return pd_error_set(err, errno, "drop capability %d from the bounding set", cap);
+        }
+        prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+        struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct data[2] = { 0 };
+        data[0].effective = data[0].permitted = 1u << CAP_NET_ADMIN;
+        if (syscall(SYS_capset, &h, data) < 0)
+                return pd_error_set(err, errno, "capset");
+        return 0;
+}
+
 static void usage(void)
 {
         fprintf(stderr, "usage: paddock-netd --control PATH [--upstream IP[:PORT][,...]] "
@@ -227,6 +253,8 @@ int main(int argc, char **argv)
                 goto fail;
         if (netd_dns_listen(&d, &err) < 0 || netd_proxy_listen(&d, &err) < 0 ||
             netd_control_listen(&d, control, &err) < 0)
+                goto fail;
+        if (drop_privileges(&err) < 0)
                 goto fail;
         if (ready_fd >= 0) {
                 if (pd_write_all(ready_fd, "1", 1) < 0) {
