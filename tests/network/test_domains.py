@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _fakenet import DNS, METADATA, WEB, FakeNet  # noqa: E402
+from _fakenet import DNS, LAN, METADATA, WEB, FakeNet  # noqa: E402
 from conftest import PADDOCK_BIN, Paddock, child_env, runtime_dir  # noqa: E402
 
 NETD = os.environ.get("PADDOCK_NETD") or os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-netd")
@@ -300,3 +300,25 @@ def test_live_domain_policy_change_through_the_server(tmp_path):
         if s:
             finish(s)
         fakenet.stop()
+
+
+def test_exact_name_reaches_a_private_address_wildcard_does_not(pd, fakenet):
+    """An exact allow names its host explicitly: its private (LAN) address is
+    pinned; the same address through a wildcard is removed from the answer
+    (DNS rebinding); a deny CIDR yields to the exact name only."""
+    res, audit = act(pd, fakenet, ["--net", "policy", "--allow", "lan.example.test"],
+                     [["resolve", "lan.example.test"], ["http", LAN, 80, "lan.example.test"]])
+    assert res == ["ok " + LAN, res[1]] and res[1].startswith("ok hello from " + LAN), res
+    res, audit = act(pd, fakenet, ["--net", "policy", "--allow", "*.example.test"],
+                     [["resolve", "lan.example.test"], ["http", LAN, 80, "lan.example.test"],
+                      ["resolve", "meta.example.test"]])
+    assert res[0].startswith("error") and not res[1].startswith("ok"), res
+    assert res[2].startswith("error"), res
+    assert any(a["kind"] == "pin" and a["decision"] == "deny" and a["addr"] == LAN and
+               a["reason"] == "private" for a in audit), audit
+    res, _ = act(pd, fakenet, ["--net", "policy", "--allow", "*.example.test", "--allow", "web.example.test",
+                               "--deny", WEB[0], "--deny", WEB[1]],
+                 [["resolve", "web.example.test"], ["http", "web.example.test", 80, "web.example.test"],
+                  ["resolve", "api.example.test"]])
+    assert res[0] == "ok " + WEB[0] and res[1].startswith("ok"), res
+    assert res[2].startswith("error"), res      # wildcard answer inside a deny CIDR: removed
