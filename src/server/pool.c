@@ -5,12 +5,15 @@
  * stops destroys them (and the next one removes any left as strays). */
 #include "pool.h"
 
+#include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "conn.h"
+#include "msg.h"
 #include "util.h"
 
 #define MAX_POOL_CLASSES 4
@@ -97,6 +100,55 @@ struct pd_sandbox *pd_pool_take(struct pd_pool *m, const struct pd_spec *spec, c
         }
 }
 
+/* A fresh microvm clone runs its first command several times slower than
+ * the next ones (under TCG every QEMU translates the guest's code anew, and
+ * the clone's first touches of its memory are copy-on-write faults): run one
+ * login shell before it is handed out. Its process is tagged PD_POOL_WARMUP
+ * and hidden from process lists. */
+static int pool_warm(struct pd_sandbox *sb, struct pd_error *err)
+{
+        int fd = pd_sandbox_connect(sb, err);
+        if (fd < 0)
+                return fd;
+        struct pd_conn c;
+        if (pd_conn_init(&c, fd) < 0) {
+                close(fd);
+                return pd_error_set(err, ENOMEM, "agent connection");
+        }
+        char agent[128];
+        int r = pd_conn_hello(&c, "paddock-serve " PD_VERSION, agent, sizeof agent, err);
+        struct pd_msg m;
+        pd_msg_init(&m);
+        static const char *const argv[] = { "/bin/bash", "-l", "-c", "true" };
+        for (size_t i = 0; i < PD_ARRAY_SIZE(argv); i++)
+                pd_msg_put_str(&m, PD_A_ARG, argv[i]);
+        pd_msg_put_str(&m, PD_A_CWD, "/");
+        pd_msg_put_u32(&m, PD_A_UID, 0);
+        pd_msg_put_u32(&m, PD_A_GID, 0);
+        pd_msg_put_str(&m, PD_A_TAG, PD_POOL_WARMUP);
+        pd_msg_put_u32(&m, PD_A_FOLLOW, 1);
+        if (r == 0 && (pd_conn_queue_msg(&c, PD_T_SPAWN, pd_conn_new_id(&c), &m) < 0 || pd_conn_flush_all(&c, 10000) < 0))
+                r = pd_error_set(err, EIO, "send the warm-up command");
+        pd_msg_free(&m);
+        uint64_t deadline = pd_now_ms() + 60000;
+        while (r == 0) {
+                struct pd_frame_hdr h;
+                const uint8_t *p;
+                int64_t left = (int64_t)(deadline - pd_now_ms());
+                int w = left > 0 ? pd_conn_wait(&c, &h, &p, (int)left) : -ETIMEDOUT;
+                if (w == -ETIMEDOUT && left > 0)
+                        continue;
+                if (w < 0)
+                        r = pd_error_set(err, -w, "warm-up command");
+                else if (h.type == PD_T_ERROR)
+                        r = pd_error_setx(err, EIO, "warm-up command refused");
+                else if (h.type == PD_T_EXIT)
+                        break;
+        }
+        pd_conn_close(&c);
+        return r;
+}
+
 static void *filler_main(void *arg)
 {
         struct pd_pool *m = arg;
@@ -144,6 +196,9 @@ static void *filler_main(void *arg)
                                 sb = NULL;
                         }
                 }
+                if (r == 0 && spec.isolation == PD_ISO_MICROVM && pool_warm(sb, &err) < 0)
+                        pd_log("warn", "warm pool: warm-up command failed, the sandbox is pooled cold sandbox=%s "
+                                       "error=\"%s\"", sb->id, err.msg);
                 pthread_mutex_lock(&m->lock);
                 todo->creating--;
                 if (r < 0) {

@@ -18,6 +18,13 @@ void pd_pool_stop(struct pd_pool *p);
 /* A ready sandbox of this class (alive), or NULL; registers the class
  * otherwise, while there is room, so the filler starts on it. */
 struct pd_sandbox *pd_pool_take(struct pd_pool *p, const struct pd_spec *spec, const char *tpl);
+/* The tag of the warm-up command a pooled microvm ran before it was handed
+ * out (hidden from process lists). */
+#define PD_POOL_WARMUP "paddock-pool-warmup"
+/* ... and of the one the microvm template ran before it was saved, which
+ * every clone inherits (src/tiers/microvm.c). */
+#define PD_TEMPLATE_WARMUP "paddock-template-warmup"
+
 /* {"<template>": {"<isolation>": ready count, ...}, ...} over every class. */
 json_t *pd_pool_ready(struct pd_pool *p);
 /* Is the sandbox's agent still running? (its pidfd polls readable once it

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool.h"
 #include "procs.h"
 
 /* JSON text of bytes that may not be UTF-8: invalid sequences become
@@ -161,7 +162,11 @@ int pd_procs_list(struct pd_conn *c, uint32_t want_pid, struct pd_proc_info *one
                         continue;
                 struct pd_proc_info pi;
                 json_t *o = proc_object(a.data, a.len, &pi);
-                if (all)
+                /* the warm pool's own warm-up command is not the user's */
+                json_t *tag = json_object_get(o, "tag");
+                bool warmup = json_is_string(tag) && (!strcmp(json_string_value(tag), PD_POOL_WARMUP) ||
+                                                      !strcmp(json_string_value(tag), PD_TEMPLATE_WARMUP));
+                if (all && !warmup)
                         json_array_append(*all, o);
                 if (one && want_pid && pi.pid == want_pid) {
                         *one = pi;

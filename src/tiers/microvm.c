@@ -261,6 +261,8 @@ static int warm_template(struct pd_sandbox *sb, struct pd_error *err)
         pd_msg_put_str(&m, PD_A_CWD, "/");
         pd_msg_put_u32(&m, PD_A_UID, 0);
         pd_msg_put_u32(&m, PD_A_GID, 0);
+        /* its entry is in every clone's process table: the server hides it by this tag */
+        pd_msg_put_str(&m, PD_A_TAG, "paddock-template-warmup");
         pd_msg_put_u32(&m, PD_A_FOLLOW, 1);
         uint32_t id = pd_conn_new_id(&c);
         if (r == 0 && (pd_conn_queue_msg(&c, PD_T_SPAWN, id, &m) < 0 || pd_conn_flush_all(&c, 10000) < 0))

@@ -94,6 +94,8 @@ def test_create_reports_tier_accel_and_pause_mode(srv, vm):
         hw = any(w in f.read().split() for w in ("vmx", "svm"))
     assert vm["accel"] == ("kvm" if hw and os.access("/dev/kvm", os.W_OK) else "tcg")
     assert vm["pause_mode"] == "disk"
+    # a fresh clone lists no process (the template's own warm-up is not the user's)
+    assert jreq(srv, "GET", vm["id"] + "/processes")["processes"] == []
     j = jreq(srv, "GET", vm["id"])
     assert j["isolation"] == "microvm" and j["accel"] == vm["accel"]
     # the guest runs its own kernel, the one of the guest package
@@ -336,7 +338,11 @@ def test_warm_pool_serves_microvm(srv):
     assert second["isolation"] == "microvm"
     pooled = [e.get("pooled") for e in audit_events(srv, second["id"]) if e["event"] == "sandbox.create"]
     assert pooled == [True], pooled
+    # the pool's warm-up command ran, and is not listed as the user's
+    assert jreq(srv, "GET", second["id"] + "/processes")["processes"] == []
     assert sh(srv, second["id"], "echo warm") == "warm\n"
+    assert [p["cmd"] for p in jreq(srv, "GET", second["id"] + "/processes")["processes"]] == \
+        [["/bin/bash", "-l", "-c", "echo warm"]]
     first_pooled = [e.get("pooled") for e in audit_events(srv, first) if e["event"] == "sandbox.create"]
     assert first_pooled == [False]
     for x in (first, second["id"]):
