@@ -179,3 +179,20 @@ def test_keepalive_cannot_switch_host(sb):
             "print(data.count(b'hello from'), b'host=other.test' in data)\n")
     out, err = sb.py(code)
     assert out == "1 False", (out, err)
+
+
+def test_request_then_half_close(sb):
+    """A client that sends its request and shuts its side still gets the answer."""
+    assert sb.add(POLICY) == {"ok": True}
+    code = ("import socket\n"
+            "s=socket.create_connection(('allowed.test',80),timeout=4)\n"
+            "s.sendall(b'GET / HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n')\n"
+            "s.shutdown(socket.SHUT_WR)\n"
+            "data=b''\n"
+            "while True:\n"
+            "  d=s.recv(4096)\n"
+            "  if not d: break\n"
+            "  data+=d\n"
+            "print(b'hello from' in data)\n")
+    out, err = sb.py(code)
+    assert out == "True", (out, err)

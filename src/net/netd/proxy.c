@@ -310,7 +310,10 @@ static void peek_event(struct netd *d, struct proxy_conn *c)
         ssize_t n = recv(c->cfd, c->buf + c->have, PEEK_MAX - c->have, 0);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;
-        if (n <= 0) {
+        /* a client may send its request and shut its side (HTTP/1.0 tools):
+         * decide on what came; the relay passes the shutdown on */
+        bool eof = n == 0 && c->have > 0;
+        if (n < 0 || (n == 0 && !eof)) {
                 conn_kill(d, c);
                 return;
         }
@@ -319,10 +322,10 @@ static void peek_event(struct netd *d, struct proxy_conn *c)
         const char *why = NULL;
         int r = c->buf[0] == 0x16 ? netd_tls_sni(c->buf, c->have, name, sizeof name, &why)
                                   : netd_http_host(c->buf, c->have, name, sizeof name, &why);
-        if (r == SNI_NEED_MORE && c->have < PEEK_MAX)
+        if (r == SNI_NEED_MORE && c->have < PEEK_MAX && !eof)
                 return;
         if (r == SNI_NEED_MORE)
-                r = SNI_NONE;                   /* 16 KiB without a name */
+                r = SNI_NONE;                   /* 16 KiB (or EOF) without a name */
         const struct pd_netpol_rule *rule = NULL;
         if (r == SNI_BAD) {
                 audit_connect(c, NULL, false, NULL, why);
