@@ -196,3 +196,44 @@ def test_request_then_half_close(sb):
             "print(b'hello from' in data)\n")
     out, err = sb.py(code)
     assert out == "True", (out, err)
+
+
+def test_remove_with_open_connections(sb):
+    """Removing a sandbox while it holds DNS-over-TCP and proxy connections
+    (idle, mid-request, relaying) closes them; netd carries on (under ASan a
+    use after free would kill it)."""
+    assert sb.add(POLICY) == {"ok": True}
+    code = ("import socket,sys,time\n"
+            "conns=[]\n"
+            "conns.append(socket.create_connection(('10.201.0.1',53),timeout=4))\n"
+            "conns[-1].sendall(b'\\x00\\x40abc')\n"                       # a partial DNS query
+            "conns.append(socket.create_connection(('allowed.test',80),timeout=4))\n"
+            "conns[-1].sendall(b'GET / HTTP/1.1\\r\\nHost: allowed')\n"  # a partial request
+            "r=socket.create_connection(('allowed.test',80),timeout=4)\n"
+            "r.sendall(b'GET /bytes/100000000 HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n')\n"
+            "r.recv(1000)\n"                                              # relaying
+            "print('ready',flush=True)\n"
+            "sys.stdin.readline()\n"
+            "dead=0\n"
+            "for c in conns+[r]:\n"
+            "  try:\n"
+            "    c.settimeout(4)\n"
+            "    while c.recv(65536): pass\n"
+            "    dead+=1\n"
+            "  except OSError: dead+=1\n"
+            "print(dead)\n")
+    p = subprocess.Popen(["ip", "netns", "exec", sb.sbx, "python3", "-c", code], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        assert sb.call({"op": "remove", "id": KEY}) == {"ok": True}
+        assert sb.netd_alive()
+        p.stdin.write("\n")
+        p.stdin.flush()
+        assert p.stdout.readline().strip() == "3"
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+    assert sb.add(POLICY) == {"ok": True}       # the fixture removes it again
+    assert sb.netd_alive()

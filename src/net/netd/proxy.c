@@ -96,7 +96,8 @@ static void conn_free(struct netd_ev *ev)
                         break;
                 }
         n_conns--;
-        c->sb->n_proxy--;
+        if (c->sb)
+                c->sb->n_proxy--;
         int fds[] = { c->cfd, c->ufd, c->pcu[0], c->pcu[1], c->puc[0], c->puc[1] };
         for (size_t i = 0; i < PD_ARRAY_SIZE(fds); i++)
                 if (fds[i] >= 0)
@@ -436,6 +437,9 @@ void netd_proxy_tick(struct netd *d, uint64_t now)
 void netd_proxy_forget(struct netd *d, struct netd_sandbox *sb)
 {
         for (struct proxy_conn *c = conns; c; c = c->next)
-                if (c->sb == sb)
+                if (c->sb == sb) {
                         conn_kill(d, c);
+                        sb->n_proxy--;
+                        c->sb = NULL;   /* sb is freed before this batch ends */
+                }
 }

@@ -420,7 +420,8 @@ static void tcp_free(struct netd_ev *ev)
                         break;
                 }
         n_tcp_conns--;
-        c->sb->n_dns_tcp--;
+        if (c->sb)
+                c->sb->n_dns_tcp--;
         free(c);
 }
 
@@ -526,7 +527,10 @@ void netd_dns_forget(struct netd *d, struct netd_sandbox *sb)
                         pending_unlink(d, p);
         }
         for (struct tcp_conn *c = tcp_conns; c; c = c->next)
-                if (c->sb == sb)
+                if (c->sb == sb) {
                         netd_kill(d, &c->ev);
+                        sb->n_dns_tcp--;
+                        c->sb = NULL;   /* sb is freed before this batch ends */
+                }
 }
 
