@@ -345,17 +345,33 @@ static int cmd_kill(const struct pd_rc *rc, int argc, char **argv)
 
 static int cmd_state(const struct pd_rc *rc, const char *verb, int argc, char **argv)
 {
-        char usage[256];
-        snprintf(usage, sizeof usage, "usage: paddock %s ID\n%s\n", verb,
-                 !strcmp(verb, "pause") ? "Freeze every process of a sandbox (its timeout stops counting)."
-                                        : "Thaw a paused sandbox (its timeout starts again).");
+        char usage[512];
+        snprintf(usage, sizeof usage, "usage: paddock %s\n%s\n", verb,
+                 !strcmp(verb, "pause")
+                         ? "[--disk|--memory] ID\nStop a sandbox (its timeout stops counting): in memory, or saved "
+                           "to disk with its memory released (microvm);\nby default as the tier prefers."
+                         : "ID\nThaw a paused sandbox (its timeout starts again).");
+        /* pause's --disk / --memory, taken out before the common options */
+        const char *mode = NULL;
+        int n = 0;
+        for (int a = 0; a < argc; a++) {
+                bool flag = a > 0 && !strcmp(verb, "pause") && (!strcmp(argv[a], "--disk") || !strcmp(argv[a], "--memory"));
+                if (flag && mode && strcmp(mode, argv[a] + 2))
+                        return pd_remote_usage_error(verb, "--disk and --memory exclude each other");
+                if (flag)
+                        mode = argv[a] + 2;
+                else
+                        argv[n++] = argv[a];
+        }
+        argc = n;
         int i = simple_start(verb, argc, argv, NULL, usage, 1);
         if (i < 0)
                 return DONE(i);
         char path[64];
         snprintf(path, sizeof path, "/sandboxes/%s/%s", argv[i], verb);
-        json_t *sb = NULL;
-        int k = pd_rc_json(rc, "POST", path, NULL, &sb);
+        json_t *sb = NULL, *body = mode ? json_pack("{s:s}", "mode", mode) : NULL;
+        int k = pd_rc_json(rc, "POST", path, body, &sb);
+        json_decref(body);
         if (!k)
                 printf("%s %s\n", argv[i], json_string_value(json_object_get(sb, "state")));
         json_decref(sb);

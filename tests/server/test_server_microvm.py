@@ -437,3 +437,25 @@ def test_network_other_than_none_is_refused(srv):
     sbdir = os.path.join(rundir(srv.state), "sandboxes")
     known = {x["id"] for x in live}
     assert set(os.listdir(sbdir)) <= known, os.listdir(sbdir)
+
+
+def test_cli_pause_to_disk_and_memory(srv):
+    """`paddock pause --disk|--memory ID` against the server (docs/cli.md)."""
+    import subprocess
+    from test_server_core import PADDOCK, env
+
+    def cli(*args):
+        e = dict(env(), PADDOCK_URL="http://127.0.0.1:%d" % srv.port, PADDOCK_API_KEY=srv.key)
+        return subprocess.run([PADDOCK] + list(args), capture_output=True, text=True, env=e, timeout=SLOW,
+                              stdin=subprocess.DEVNULL)
+    sid = create(srv, timeout=600)
+    r = cli("pause", "--disk", "--memory", sid)
+    assert r.returncode == 2 and "exclude" in r.stderr, r
+    assert jreq(srv, "GET", sid)["state"] == "running"
+    for mode in ("disk", "memory"):
+        r = cli("pause", "--" + mode, sid)
+        assert (r.returncode, r.stdout) == (0, "%s paused\n" % sid), r
+        assert jreq(srv, "GET", sid)["paused_to"] == mode
+        r = cli("resume", sid)
+        assert (r.returncode, r.stdout) == (0, "%s running\n" % sid), r
+    assert srv.delete(sid) == 204
