@@ -70,6 +70,18 @@ static bool has_ctrl(const struct hier *h, const char *ctrl)
         return strstr(buf, want) != NULL;
 }
 
+int oci_cgroup_ctrl_dir(const char *ctrl, const char *path, char *out, size_t size)
+{
+        struct hier h[MAX_HIER];
+        int n = hierarchies(h, MAX_HIER);
+        for (int i = 0; i < n; i++)
+                if (has_ctrl(&h[i], ctrl)) {
+                        snprintf(out, size, "%s%s", h[i].mnt, path);
+                        return 0;
+                }
+        return -ENOENT;
+}
+
 int oci_cgroup_version(void)
 {
         struct hier h[MAX_HIER];
@@ -386,6 +398,9 @@ int oci_cgroup_setup(const char *path, json_t *res, pid_t pid, struct pd_error *
                 if (res && (r = h[i].v2 ? apply_v2(dir, res, err) : apply_v1(&h[i], dir, res, err)) < 0)
                         return r;
         }
+        int r = res ? oci_cgroup_apply_more(path, h[0].v2, res, err) : 0;
+        if (r < 0)
+                return r;
         return pid > 0 ? oci_cgroup_enter(path, pid, err) : 0;
 }
 

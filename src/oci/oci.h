@@ -159,6 +159,13 @@ bool oci_cgroup_frozen(const char *path);
 /* Kill what is left and remove the directories; missing is fine. */
 int oci_cgroup_destroy(const char *path, struct pd_error *err);
 int oci_cgroup_version(void);
+/* The container's cgroup directory in the hierarchy that has ctrl
+ * (-ENOENT: no hierarchy has it). */
+int oci_cgroup_ctrl_dir(const char *ctrl, const char *path, char *out, size_t size);
+/* cgroup_more.c: blockIO (beyond a v1 weight), hugepageLimits, network.
+ * Applied where the host has the controller, logged where not; malformed
+ * values are an error. */
+int oci_cgroup_apply_more(const char *path, bool v2, json_t *res, struct pd_error *err);
 
 /* ---- rootfs.c: in the init, in its new mount namespace ---- */
 int oci_rootfs_prepare(const struct oci_config *c, struct pd_error *err);

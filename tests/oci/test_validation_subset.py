@@ -522,3 +522,80 @@ def test_selinux_label(bundle):
     else:
         assert r.returncode == 0
         assert "selinuxLabel 'no_such_user:no_such_role:no_such_type:s0' not applied" in b.read(b.stderr)
+
+
+# ---- validation/linux_cgroups_{blkio,hugetlb,network}: applied, or logged ----
+
+def v1_mount(ctrl):
+    for line in open("/proc/self/mountinfo"):
+        left, _, right = line.partition(" - ")
+        fstype, _, opts = right.split()[:3]
+        if fstype == "cgroup" and ctrl in opts.split(","):
+            return left.split()[4]
+    return None
+
+
+def a_block_device():
+    for name in sorted(os.listdir("/sys/block")):
+        if not name.startswith(("loop", "ram", "zram")) and os.path.exists("/sys/block/%s/dev" % name):
+            return tuple(int(x) for x in open("/sys/block/%s/dev" % name).read().split(":"))
+    return None
+
+
+def test_block_io_throttle(bundle):
+    dev = a_block_device()
+    assert dev, "this test needs a block device (hardware)"
+    b = bundle(["sleep", "100"])
+    path = "/pd-ociv-%s" % b.id
+    b.config["linux"]["cgroupsPath"] = path
+    b.config["linux"]["resources"]["blockIO"] = {
+        "throttleReadBpsDevice": [{"major": dev[0], "minor": dev[1], "rate": 1048576}],
+        "throttleWriteIOPSDevice": [{"major": dev[0], "minor": dev[1], "rate": 300}]}
+    b.create_ok()
+    mnt = v1_mount("blkio")
+    if mnt:
+        d = mnt + path
+        assert open(d + "/blkio.throttle.read_bps_device").read() == "%d:%d 1048576\n" % dev
+        assert open(d + "/blkio.throttle.write_iops_device").read() == "%d:%d 300\n" % dev
+    else:  # cgroup v2: one io.max line for the device
+        line = open("/sys/fs/cgroup%s/io.max" % path).read()
+        assert "rbps=1048576" in line and "wiops=300" in line
+    assert b.oci("delete", "--force", b.id).returncode == 0
+    assert not mnt or not os.path.exists(mnt + path)
+
+
+def test_hugetlb_and_network_applied_or_logged(bundle):
+    b = bundle(["true"])
+    path = "/pd-ociv-%s" % b.id
+    b.config["linux"]["cgroupsPath"] = path
+    b.config["linux"]["resources"]["hugepageLimits"] = [{"pageSize": "2MB", "limit": 4194304}]
+    b.config["linux"]["resources"]["network"] = {"classID": 1048577}
+    b.create_ok()
+    log = b.read(b.stderr)
+    for ctrl, file, want, what in (
+            ("hugetlb", "hugetlb.2MB.limit_in_bytes", "4194304", "hugepageLimits"),
+            ("net_cls", "net_cls.classid", "1048577", "network.classID")):
+        mnt = v1_mount(ctrl)
+        if mnt:
+            assert open("%s%s/%s" % (mnt, path, file)).read().strip() == want
+        else:  # this host has no such controller (v1) or no net_cls at all (v2)
+            assert "linux.resources.%s not applied" % what in log, log
+
+
+@pytest.mark.parametrize("res", [
+    {"hugepageLimits": [{"pageSize": "../../2MB", "limit": 1}]},
+    {"network": {"priorities": [{"name": "eth0/../x", "priority": 1}]}},
+    {"blockIO": {"throttleReadBpsDevice": [{"major": 8, "rate": 1}]}},
+])
+def test_malformed_resources_refused_and_nothing_left(bundle, res):
+    b = bundle(["true"])
+    path = "/pd-ociv-%s" % b.id
+    b.config["linux"]["cgroupsPath"] = path
+    b.config["linux"]["resources"].update(res)
+    r = b.create()
+    assert r.returncode != 0 and "config.json: " in b.read(b.stderr)
+    assert b.oci("state", b.id).returncode != 0
+    for ctrl in ("memory", "pids", "blkio", "devices"):
+        mnt = v1_mount(ctrl)
+        assert not mnt or not os.path.exists(mnt + path), ctrl
+    assert not os.path.exists("/sys/fs/cgroup" + path)
