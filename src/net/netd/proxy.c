@@ -34,6 +34,7 @@ struct proxy_conn {
         int cfd, ufd;
         int pcu[2], puc[2];             /* client->upstream, upstream->client */
         size_t in_cu, in_uc;
+        uint64_t moved;                 /* bytes spliced, both ways (progress) */
         bool c_eof, u_eof, c_shut, u_shut;
         enum { P_PEEK, P_CONNECT, P_RELAY } st;
         struct netd_sandbox *sb;
@@ -192,7 +193,7 @@ static void set_interest(struct netd *d, struct proxy_conn *c)
 }
 
 /* Move what src has into dst through pipe p. Returns -1 on error. */
-static int pump(int src, int dst, int p[2], size_t *inpipe, bool *eof, bool *shut)
+static int pump(int src, int dst, int p[2], size_t *inpipe, bool *eof, bool *shut, uint64_t *moved)
 {
         for (;;) {
                 bool progress = false;
@@ -201,6 +202,7 @@ static int pump(int src, int dst, int p[2], size_t *inpipe, bool *eof, bool *shu
                                            SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
                         if (n > 0) {
                                 *inpipe += (size_t)n;
+                                *moved += (uint64_t)n;
                                 progress = true;
                         } else if (n == 0) {
                                 *eof = true;
@@ -213,6 +215,7 @@ static int pump(int src, int dst, int p[2], size_t *inpipe, bool *eof, bool *shu
                                            SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
                         if (m > 0) {
                                 *inpipe -= (size_t)m;
+                                *moved += (uint64_t)m;
                                 progress = true;
                         } else if (m < 0 && errno != EAGAIN && errno != EINTR) {
                                 return -1;
@@ -230,8 +233,8 @@ static int pump(int src, int dst, int p[2], size_t *inpipe, bool *eof, bool *shu
 
 static void relay(struct netd *d, struct proxy_conn *c)
 {
-        if (pump(c->cfd, c->ufd, c->pcu, &c->in_cu, &c->c_eof, &c->u_shut) < 0 ||
-            pump(c->ufd, c->cfd, c->puc, &c->in_uc, &c->u_eof, &c->c_shut) < 0 ||
+        if (pump(c->cfd, c->ufd, c->pcu, &c->in_cu, &c->c_eof, &c->u_shut, &c->moved) < 0 ||
+            pump(c->ufd, c->cfd, c->puc, &c->in_uc, &c->u_eof, &c->c_shut, &c->moved) < 0 ||
             (c->u_shut && c->c_shut)) {
                 conn_kill(d, c);
                 return;
@@ -417,10 +420,21 @@ void netd_proxy_event(struct netd *d, struct netd_ev *ev, uint32_t events)
         case P_CONNECT:
                 if (ev == &c->uev)
                         connect_event(d, c);
+                else if (events & (EPOLLERR | EPOLLHUP))
+                        conn_kill(d, c);        /* the client left while we connect */
                 break;
-        case P_RELAY:
+        case P_RELAY: {
+                uint64_t before = c->moved;
+                bool eofs = c->c_eof && c->u_eof;
                 relay(d, c);
+                /* HUP/ERR are reported whatever the interest mask: when a
+                 * side hung up or failed and nothing more can move, end the
+                 * connection (else the loop would spin on it) */
+                if (!c->ev.dead && (events & (EPOLLERR | EPOLLHUP)) && c->moved == before &&
+                    eofs == (c->c_eof && c->u_eof))
+                        conn_kill(d, c);
                 break;
+        }
         }
 }
 

@@ -479,10 +479,15 @@ static void tcp_process(struct netd *d, struct tcp_conn *c)
         }
 }
 
-static void tcp_event(struct netd *d, struct tcp_conn *c)
+static void tcp_event(struct netd *d, struct tcp_conn *c, uint32_t events)
 {
-        if (c->busy)
+        if (c->busy) {
+                /* interest is off while the answer is upstream, but HUP/ERR
+                 * still come: the client is gone */
+                if (events & (EPOLLERR | EPOLLHUP))
+                        netd_kill(d, &c->ev);
                 return;
+        }
         if (c->have == sizeof c->buf) {
                 netd_kill(d, &c->ev);           /* a full buffer and no query in it */
                 return;
@@ -508,7 +513,7 @@ void netd_dns_event(struct netd *d, struct netd_ev *ev, uint32_t events)
                 tcp_accept(d, tcp_listen_fd[ev == &tcp_listen_ev[1]]);
                 break;
         case K_DNS_TCP:
-                tcp_event(d, (struct tcp_conn *)ev);
+                tcp_event(d, (struct tcp_conn *)ev, events);
                 break;
         case K_UPSTREAM:
                 upstream_event(d, (struct netd_pending *)ev);
