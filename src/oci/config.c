@@ -505,10 +505,11 @@ int oci_config_parse(json_t *root, const char *bundle, struct oci_config *c, str
         c->isolation = str_or_null(c->annotations, "run.oci.paddock.isolation");
         if (!c->isolation)
                 c->isolation = "container";
-        if (strcmp(c->isolation, "container") != 0 && strcmp(c->isolation, "supervised") != 0)
+        if (strcmp(c->isolation, "container") != 0 && strcmp(c->isolation, "supervised") != 0 &&
+            strcmp(c->isolation, "microvm") != 0)
                 return pd_error_setx(err, EINVAL,
-                                     "annotation run.oci.paddock.isolation='%s': 'container' or 'supervised' "
-                                     "(microvm is not implemented in paddock-oci)", c->isolation);
+                                     "annotation run.oci.paddock.isolation='%s': 'container', 'supervised' "
+                                     "or 'microvm'", c->isolation);
         if (strcmp(c->isolation, "supervised") == 0 && !c->uid_map)
                 return pd_error_setx(err, EINVAL, "run.oci.paddock.isolation=supervised needs a new user namespace "
                                      "with uidMappings (the supervisor maps the container's ids to a host range)");

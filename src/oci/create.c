@@ -26,6 +26,7 @@
 #include "init.h"
 #include "oci.h"
 #include "util.h"
+#include "ocivm.h"
 
 extern const char *oci_rootfs_cgroup;
 
@@ -126,6 +127,8 @@ static void undo_create(const char *dir, pid_t pid, const char *cgroup)
 int oci_create(const struct oci_global *g, const char *id, const struct create_opts_pub *po, struct oci_config *cfg,
                pid_t *out_pid, struct pd_error *err)
 {
+        if (strcmp(cfg->isolation, "microvm") == 0)
+                return oci_vm_create(g, id, po, cfg, out_pid, err);
         struct oci_state st = { 0 };
         int r = oci_state_dir(g, id, st.dir, sizeof st.dir, err);
         if (r < 0)

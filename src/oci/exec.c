@@ -22,6 +22,7 @@
 #include "seccomp-policy.h"
 #include "oci.h"
 #include "util.h"
+#include "ocivm.h"
 
 struct exec_opts {
         const char *process, *pid_file, *console_socket, *cwd, *user;
@@ -195,6 +196,10 @@ static int do_exec(const struct oci_global *g, const struct exec_opts *o, const 
         }
         if ((r = build_process(o, st.config, argc, argv, &pj, err)) < 0 || (r = oci_process_parse(pj, &p, err)) < 0)
                 goto out;
+        if (oci_vm_is(st.config)) {
+                r = oci_vm_exec(&st, &p, o->pid_file, out_pid, err);
+                goto out;
+        }
         json_t *iso = json_object_get(json_object_get(st.config, "annotations"), "run.oci.paddock.isolation");
         supervised = json_is_string(iso) && strcmp(json_string_value(iso), "supervised") == 0;
         if (supervised) {

@@ -14,6 +14,7 @@
 #include "helper_proc.h"
 #include "oci.h"
 #include "util.h"
+#include "ocivm.h"
 
 static const char *one_id(int argc, char **argv, const char *verb, struct pd_error *err)
 {
@@ -170,11 +171,17 @@ int oci_cmd_kill(const struct oci_global *g, int argc, char **argv)
                 return 1;
         }
         enum oci_status s = oci_state_status(&st);
-        int rc = 0;
+        int rc = 0, vr = 1;
         if (s == OCI_STOPPED || s == OCI_CREATING) {
                 pd_error_setx(&err, ESRCH, "container '%s' is not running (%s)", id, oci_status_name(s));
                 oci_fail(&err);
                 rc = 1;
+        } else if (oci_vm_is(st.config) && (vr = oci_vm_kill(&st, sig, all, &err)) <= 0) {
+                /* microvm: the guest process through its agent */
+                if (vr < 0) {
+                        oci_fail(&err);
+                        rc = 1;
+                }
         } else if (all) {
                 pid_t *pids;
                 size_t n;
@@ -231,6 +238,9 @@ int oci_delete(const struct oci_global *g, const char *id, bool force, struct pd
         /* supervised: the supervisor after the container's processes. */
         if (st.supervisor > 0)
                 pd_helper_stop(st.supervisor, st.supervisor_start, SIGTERM, 1000, 2000);
+        /* microvm: QEMU, its relay, uid range and runtime dir */
+        if (oci_vm_is(st.config))
+                oci_vm_cleanup(&st);
         if (st.config) {
                 json_t *sj = oci_state_json(&st, OCI_STOPPED);
                 struct pd_error herr = { 0 };
@@ -283,7 +293,8 @@ int oci_cmd_pause(const struct oci_global *g, int argc, char **argv, bool pause)
         if (s != (pause ? OCI_RUNNING : OCI_PAUSED)) {
                 pd_error_setx(&err, EINVAL, "container '%s' is %s: cannot %s", id, oci_status_name(s), verb);
                 rc = 1;
-        } else if (oci_cgroup_freeze(st.cgroup, pause, &err) < 0) {
+        } else if (oci_vm_is(st.config) ? oci_vm_pause(&st, pause, &err) < 0
+                                         : oci_cgroup_freeze(st.cgroup, pause, &err) < 0) {
                 rc = 1;
         }
         if (rc)

@@ -179,6 +179,10 @@ enum oci_status oci_state_status(const struct oci_state *st)
                 return OCI_CREATED;
         if (st->cgroup[0] && oci_cgroup_frozen(st->cgroup))
                 return OCI_PAUSED;
+        /* microvm: its guest stopped by QMP (vm_create.c) */
+        snprintf(fifo, sizeof fifo, "%s/vm.paused", st->dir);
+        if (access(fifo, F_OK) == 0)
+                return OCI_PAUSED;
         return OCI_RUNNING;
 }
 

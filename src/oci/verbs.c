@@ -13,6 +13,7 @@
 
 #include "oci.h"
 #include "util.h"
+#include "ocivm.h"
 
 int oci_cmd_ps(const struct oci_global *g, int argc, char **argv)
 {
@@ -38,6 +39,14 @@ int oci_cmd_ps(const struct oci_global *g, int argc, char **argv)
         if (oci_state_load(g, argv[optind], &st, &err) < 0) {
                 oci_fail(&err);
                 return 1;
+        }
+        if (strcmp(format, "table") == 0 && oci_vm_is(st.config)) {
+                /* microvm: the guest's processes (json: the host pids) */
+                int vr = oci_vm_ps(&st, &err);
+                oci_state_free(&st);
+                if (vr < 0)
+                        oci_fail(&err);
+                return vr < 0 ? 1 : 0;
         }
         pid_t *pids;
         size_t n;

@@ -44,7 +44,7 @@ def test_wrong_types_and_versions(tmp_path, rootfs, rt):
         (lambda c: c["mounts"].append({"destination": "rel", "type": "tmpfs"}), "destination"),
         (lambda c: c["process"].update(rlimits=[{"type": "RLIMIT_BOGUS", "soft": 1, "hard": 1}]), "rlimit"),
         (lambda c: c["linux"]["namespaces"].append({"type": "user"}), "uidMappings"),
-        (lambda c: c.update(annotations={"run.oci.paddock.isolation": "microvm"}), "not implemented"),
+        (lambda c: c.update(annotations={"run.oci.paddock.isolation": "vm"}), "or 'microvm'"),
         (lambda c: c["linux"].update(cgroupsPath="/x/../../escape"), "contains '..'"),
         (lambda c: c["linux"].update(sysctl={"../../etc": "1"}), "bad sysctl"),
     ]
