@@ -1,6 +1,7 @@
 /* /api/v1/sandboxes (lifecycle), /templates, /health and /metrics: parse
  * and validate, call the manager, format (docs/api.md). */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 
 #include "manager.h"
 #include "server.h"
+#include "state.h"
 #include "store.h"
 #include "policy.h"
 #include "template.h"
@@ -104,6 +106,22 @@ static int int_field(json_t *v, const char *name, json_int_t lo, json_int_t hi, 
         return 0;
 }
 
+/* Was snapshot name (a checked template name) taken on the microvm tier? */
+static bool snapshot_is_microvm(struct pd_server *srv, const char *name)
+{
+        char dir[96], iso[32] = "";
+        snprintf(dir, sizeof dir, "templates/%s", name);
+        if (!strcmp(name, "base") || !pd_snapshot_is(&srv->state, name))
+                return false;
+        int d = openat(srv->state.dirfd, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct pd_record rec;
+        bool vm = d >= 0 && pd_record_read(d, "snapshot", &rec, NULL) == 0 &&
+                  pd_record_get(&rec, "isolation", iso, sizeof iso) >= 0 && !strcmp(iso, "microvm");
+        if (d >= 0)
+                close(d);
+        return vm;
+}
+
 static int parse_create(struct pd_server *srv, const char *key_id, json_t *body, struct pd_create_req *cr,
                         char *why, size_t whysz)
 {
@@ -156,6 +174,19 @@ static int parse_create(struct pd_server *srv, const char *key_id, json_t *body,
                         snprintf(why, whysz, "'isolation' must be one of process, container, supervised, microvm");
                         return -1;
                 }
+        }
+        /* a microvm snapshot is a saved guest: it starts on that tier only */
+        if (snapshot_is_microvm(srv, cr->template_name)) {
+                if (v && cr->spec.isolation != PD_ISO_MICROVM) {
+                        snprintf(why, whysz, "snapshot '%s' is a microvm guest: it starts with isolation microvm only",
+                                 cr->template_name);
+                        return -1;
+                }
+                cr->spec.isolation = PD_ISO_MICROVM;
+        } else if (cr->spec.isolation == PD_ISO_MICROVM && strcmp(cr->template_name, "base")) {
+                snprintf(why, whysz, "the microvm tier starts from its base template or a microvm snapshot, "
+                                     "not '%s'", cr->template_name);
+                return -1;
         }
         if ((v = json_object_get(body, "memory_mb"))) {
                 if (int_field(v, "memory_mb", 16, 65536, &x, why, whysz) < 0)

@@ -24,9 +24,11 @@
 #include "agentpath.h"
 #include "helper_proc.h"
 #include "host.h"
+#include "microvm_int.h"
 #include "conn.h"
 #include "msg.h"
 #include "sandbox.h"
+#include "template.h"
 #include "trace.h"
 #include "util.h"
 #include "vm.h"
@@ -438,16 +440,44 @@ static int restore_full(struct pd_sandbox *sb, const struct pd_vm_assets *as, in
         return start_relay(sb, VM_CLONE_TIMEOUT_MS, err);
 }
 
+int pd_microvm_save_full(struct pd_sandbox *sb, int fd, struct pd_error *err)
+{
+        struct pd_qmp *q = NULL;
+        int r = open_qmp(sb, &q, err);
+        if (r == 0)
+                r = save_state(q, fd, false, err);
+        if (q && !sb->paused)
+                (void)pd_qmp_cmd(q, "cont", NULL, r < 0 ? NULL : err);
+        pd_qmp_close(q);
+        return r;
+}
+
+int pd_microvm_start_from(struct pd_sandbox *sb, int fd, struct pd_error *err)
+{
+        struct pd_vm_assets as;
+        int r;
+        if ((r = pd_vm_assets_get(sb->state, &as, err)) < 0 || (r = host_setup(sb, err)) < 0 ||
+            (r = restore_full(sb, &as, fd, err)) < 0)
+                return r;
+        return pd_sandbox_save(sb, err);
+}
+
 static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
 {
-        if ((sb->spec.template_name && strcmp(sb->spec.template_name, "base") != 0) || sb->spec.template_dir ||
-            sb->spec.n_volumes)
-                return pd_error_setx(err, ENOTSUP, "the microvm tier runs its own base template only "
-                                                   "(no --template or volumes yet)");
+        if (sb->spec.template_dir || sb->spec.n_volumes)
+                return pd_error_setx(err, ENOTSUP, "the microvm tier runs its own base template and its own "
+                                                   "snapshots only (no --template DIR or volumes yet)");
         /* no NIC yet: say so rather than start a guest without the network asked for */
         if (sb->spec.net != PD_NET_NONE)
                 return pd_error_setx(err, ENOTSUP, "the microvm tier runs with network none only for now "
                                                    "(use the container or supervised tier for open or policy)");
+        /* a named snapshot of a guest (microvm_snap.c): a full restore */
+        int s = pd_microvm_create_from_snapshot(sb, err);
+        if (s != 0)
+                return s < 0 ? s : 0;
+        if (sb->spec.template_name && strcmp(sb->spec.template_name, "base") != 0)
+                return pd_error_setx(err, ENOTSUP, "the microvm tier runs its own base template and its own "
+                                                   "snapshots only, not template '%s'", sb->spec.template_name);
         struct pd_vm_assets as;
         int r;
         if ((r = pd_vm_assets_get(sb->state, &as, err)) < 0 || (r = host_setup(sb, err)) < 0)
@@ -643,6 +673,9 @@ static int microvm_destroy(struct pd_sandbox *sb, struct pd_error *err)
 {
         stop_relay(sb);
         pd_host_kill_agent(sb);
+        /* started from a snapshot: no longer one of its users */
+        if (sb->template_buf[0])
+                pd_snapshot_unuse(sb->state, sb->template_buf, sb->id);
         char dir[PATH_MAX];
         paused_path(sb, dir, sizeof dir);
         (void)pd_rm_rf(dir, NULL);
@@ -687,11 +720,12 @@ const struct pd_tier_ops pd_tier_microvm = {
         .name = "microvm",
         .create = microvm_create,
         .connect = microvm_connect,
-        .caps = PD_TIER_PAUSE_DISK,
+        .caps = PD_TIER_PAUSE_DISK | PD_TIER_SNAPSHOT_MEMORY,
         .pause = microvm_pause,
         .pause_to_disk = microvm_pause_to_disk,
         .resume = microvm_resume,
         .fork = microvm_fork,
+        .snapshot = pd_microvm_snapshot,
         .destroy = microvm_destroy,
         .stats = microvm_stats,
         .adopt = microvm_adopt,

@@ -1,0 +1,18 @@
+/* Between the microvm tier's files: microvm.c (QEMU, clones, pause, fork)
+ * and microvm_snap.c (named snapshots of a guest). */
+#pragma once
+#include "sandbox.h"
+
+/* Save the whole guest (RAM, devices; its writable layer is a tmpfs in that
+ * RAM) into fd. The guest is stopped for the save and left as it was
+ * before (running, or paused in memory). */
+int pd_microvm_save_full(struct pd_sandbox *sb, int fd, struct pd_error *err);
+/* Build a new sandbox (not created yet) from a full save in fd: runtime
+ * dir, cgroup, uid, a QEMU restoring it, the relay (clock and RNG synced). */
+int pd_microvm_start_from(struct pd_sandbox *sb, int fd, struct pd_error *err);
+
+/* microvm_snap.c: the tier's snapshot op, and create from such a snapshot
+ * (1 = sb->spec.template_name names a microvm snapshot and sb was started
+ * from it, 0 = it does not name one, <0 = error). */
+int pd_microvm_snapshot(struct pd_sandbox *sb, const char *name, struct pd_error *err);
+int pd_microvm_create_from_snapshot(struct pd_sandbox *sb, struct pd_error *err);
