@@ -152,6 +152,8 @@ struct ag_req {
 /* guest.c: the agent as a microvm guest's init: mounts, modules, root
  * disk, its own listener (ag->listen_fd) and the serial-port demux. */
 int ag_guest_boot(struct agent *ag, struct pd_error *err);
+/* After reaping children: restart the demux if the workload killed it. */
+void ag_guest_check(struct agent *ag);
 
 /* conn.c */
 void ag_conn_accept(struct agent *ag);

@@ -158,6 +158,54 @@ static int mount_root(struct pd_error *err)
         return 0;
 }
 
+static int write_file(const char *path, const char *text)
+{
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = write(fd, text, strlen(text));
+        int e = errno;
+        close(fd);
+        return n == (ssize_t)strlen(text) ? 0 : -e;
+}
+
+/* The workload's own cgroup inside the guest, beside the agent: a fork
+ * bomb or an OOM in the workload never takes the agent (and so the
+ * sandbox) down (DESIGN §5). QEMU's cgroup on the host bounds it all. */
+static int workload_cgroup(struct agent *ag, struct pd_error *err)
+{
+        if (mnt("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, err) < 0)
+                return -1;
+        if (write_file("/sys/fs/cgroup/cgroup.subtree_control", "+memory +pids") < 0)
+                return pd_error_set(err, errno, "enable the memory and pids controllers");
+        if (mkdir("/sys/fs/cgroup/work", 0755) < 0 && errno != EEXIST)
+                return pd_error_set(err, errno, "mkdir /sys/fs/cgroup/work");
+        char v[32];
+        snprintf(v, sizeof v, "%llu", (unsigned long long)cmdline_u64("paddock.pids", 512));
+        if (write_file("/sys/fs/cgroup/work/pids.max", v) < 0)
+                return pd_error_set(err, errno, "pids.max");
+        /* all of the guest's memory but a reserve for its kernel and the agent */
+        long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        uint64_t total = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+        uint64_t reserve = 48ull << 20;
+        if (total > 2 * reserve) {
+                snprintf(v, sizeof v, "%llu", (unsigned long long)(total - reserve));
+                if (write_file("/sys/fs/cgroup/work/memory.max", v) < 0)
+                        return pd_error_set(err, errno, "memory.max");
+        }
+        int fd = open("/sys/fs/cgroup/work/cgroup.procs", O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return pd_error_set(err, errno, "open work/cgroup.procs");
+        int *n = realloc(ag->cgroup_fds, (ag->ncgroup + 1) * sizeof *n);
+        if (!n) {
+                close(fd);
+                return pd_error_set(err, ENOMEM, "cgroup fds");
+        }
+        ag->cgroup_fds = n;
+        n[ag->ncgroup++] = fd;
+        return 0;
+}
+
 static void loopback_up(void)
 {
         int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -228,6 +276,8 @@ static void on_sync(uint64_t sec, uint32_t nsec, const uint8_t *entropy, size_t 
 static void demux_main(const char *port)
 {
         struct pd_error err = { 0 };
+        /* nothing of the agent's (listener, epoll, connections) */
+        syscall(SYS_close_range, 3, ~0u, 0);
         sigset_t set;
         sigemptyset(&set);
         sigaddset(&set, SIGIO);
@@ -249,18 +299,45 @@ static void demux_main(const char *port)
         _exit(1);
 }
 
+static pid_t demux_pid;
+static char demux_port[300];
+
+static int demux_start(void)
+{
+        pid_t pid = fork();
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                /* the agent's signal mask and listener are not the demux's */
+                sigset_t none;
+                sigemptyset(&none);
+                sigprocmask(SIG_SETMASK, &none, NULL);
+                demux_main(demux_port);
+        }
+        demux_pid = pid;
+        return 0;
+}
+
+void ag_guest_check(struct agent *ag)
+{
+        /* the workload is root in its guest and may kill the demux (kill -1
+         * spares only PID 1): start a new one; the host's channels that
+         * went with it are closed as soon as they are used */
+        if (demux_pid > 0 && kill(demux_pid, 0) < 0 && errno == ESRCH)
+                (void)demux_start();
+}
+
 int ag_guest_boot(struct agent *ag, struct pd_error *err)
 {
         mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
         if (mnt("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, err) < 0 ||
             mnt("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL, err) < 0)
                 return -1;
-        if (load_modules(err) < 0 || mount_root(err) < 0)
+        if (load_modules(err) < 0 || mount_root(err) < 0 || workload_cgroup(ag, err) < 0)
                 return -1;
         loopback_up();
         sethostname("paddock", 7);
-        char port[300];
-        if (find_port(port, sizeof port, err) < 0)
+        if (find_port(demux_port, sizeof demux_port, err) < 0)
                 return -1;
         mkdir("/run/paddock", 0700);
         int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -270,12 +347,8 @@ int ag_guest_boot(struct agent *ag, struct pd_error *err)
         ag->listen_fd = l;
         if (access("/usr/bin/sudo", X_OK) == 0)
                 ag->sudo_path = "/run/paddock/sudo.sock";
-        pid_t pid = fork();
-        if (pid < 0)
-                return pd_error_set(err, errno, "fork the demux");
-        if (pid == 0) {
-                close(l);
-                demux_main(port);
-        }
+        int r = demux_start();
+        if (r < 0)
+                return pd_error_set(err, -r, "fork the demux");
         return 0;
 }

@@ -28,6 +28,8 @@ static void on_signal(struct agent *ag, struct ag_handler *h, uint32_t events)
         while (read(h->fd, &si, sizeof si) == (ssize_t)sizeof si)
                 ;
         ag_proc_reap_all(ag);
+        if (ag->pid1)
+                ag_guest_check(ag);
 }
 
 static int parse_fd(const char *s, int *out)

@@ -231,6 +231,10 @@ static int handle_frame(struct mux *m, uint32_t id, uint8_t type, const uint8_t 
                 }
                 return 0;
         case PD_MUX_DATA:
+                if (!c && cfg->guest && id)
+                        /* a channel this demux never had (a new demux after the
+                         * old one was killed): tell the host it is gone */
+                        return send_frame(m, id, PD_MUX_CLOSE, NULL, 0);
                 if (!c || c->peer_closed)
                         return 0;       /* we closed it; the peer had not seen that yet */
                 if (mbuf_used(&c->out) + len > PD_MUX_WINDOW) {
@@ -271,6 +275,12 @@ static int handle_frame(struct mux *m, uint32_t id, uint8_t type, const uint8_t 
                         cfg->on_sync(be64toh(sec), be32toh(nsec), p + PD_MUX_NONCE + 12, PD_MUX_ENTROPY);
                 return send_frame(m, 0, PD_MUX_SYNC_ACK, p, PD_MUX_NONCE);
         }
+        case PD_MUX_RESET:
+                /* the guest's demux was restarted: its ends of our channels are
+                 * gone; closing ours tells the clients (they reconnect) */
+                if (!cfg->guest)
+                        drop_all(m);
+                return 0;
         default:
                 if (!cfg->guest)
                         return pd_error_setx(err, EPROTO, "unknown frame type %u from the guest", type);
@@ -388,6 +398,12 @@ int pd_mux_run(const struct pd_mux_cfg *cfg, struct pd_error *err)
         int ret = 0;
         if (!cfg->guest && host_send_sync(m) < 0) {
                 ret = pd_error_set(err, EIO, "SYNC");
+                goto out;
+        }
+        /* a host that is connected already (this demux replaces one that
+         * was killed) learns that its channels are gone */
+        if (cfg->guest && send_frame(m, 0, PD_MUX_RESET, NULL, 0) < 0) {
+                ret = pd_error_set(err, ENOMEM, "RESET");
                 goto out;
         }
         struct pollfd pf[PD_MUX_MAX_CHANNELS + 2];

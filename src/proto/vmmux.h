@@ -38,6 +38,7 @@ enum pd_mux_type {
         PD_MUX_CREDIT = 4,      /* payload u32: bytes the sender may send again */
         PD_MUX_SYNC = 5,        /* host -> guest: nonce, u64 sec, u32 nsec, entropy */
         PD_MUX_SYNC_ACK = 6,    /* guest -> host: the nonce */
+        PD_MUX_RESET = 7,       /* guest -> host: a new demux; every channel is gone */
 };
 
 #define PD_MUX_SYNC_LEN (PD_MUX_NONCE + 8 + 4 + PD_MUX_ENTROPY)

@@ -108,7 +108,8 @@ static int start_qemu(struct pd_sandbox *sb, const struct pd_vm_assets *as, cons
         struct pd_vm_launch l = {
                 .assets = as, .dir = qdir, .memory_bytes = sb->spec.memory_bytes, .jail_root = jail,
                 .vcpus = sb->spec.millicpus > 1000 ? (sb->spec.millicpus + 999) / 1000 : 1,
-                .disk_bytes = sb->writable_bytes, .mem_file = mem_file, .mem_shared = shared,
+                .disk_bytes = sb->writable_bytes, .pids = sb->spec.pids, .mem_file = mem_file,
+                .mem_shared = shared,
                 .incoming = incoming, .die_with_parent = sb->die_with_parent, .mem_anon = !mem_file,
         };
         if (sb->have_cgroup) {
@@ -174,8 +175,9 @@ static int restore_state(struct pd_qmp *q, int fd, bool ignore_shared, struct pd
 
 static void tpl_paths(struct pd_sandbox *sb, const struct pd_vm_assets *as, struct vm_tpl *t)
 {
-        snprintf(t->dir, sizeof t->dir, "%s/vm/tpl-%s-m%" PRIu64 "-d%" PRIu64 "-c%u", sb->state->dir, as->key,
-                 sb->spec.memory_bytes >> 20, sb->writable_bytes >> 20, sb->spec.millicpus);
+        /* the guest's kernel command line (disk, pids) is in the snapshot */
+        snprintf(t->dir, sizeof t->dir, "%s/vm/tpl-%s-m%" PRIu64 "-d%" PRIu64 "-c%u-p%u", sb->state->dir, as->key,
+                 sb->spec.memory_bytes >> 20, sb->writable_bytes >> 20, sb->spec.millicpus, sb->spec.pids);
         snprintf(t->mem, sizeof t->mem, "%s/mem", t->dir);
         snprintf(t->state, sizeof t->state, "%s/state", t->dir);
         snprintf(t->stamp, sizeof t->stamp, "%s/stamp", t->dir);

@@ -112,8 +112,8 @@ static void build_argv(const struct pd_vm_launch *l, struct argv_buf *a)
         arg(a, "-append");
         arg(a, "console=ttyS0 reboot=t panic=-1%s quiet cryptomgr.notests i8042.noaux i8042.nomux "
                "i8042.nopnp i8042.dumbkbd no_timer_check random.trust_cpu=on 8250.nr_uarts=1 "
-               "paddock.disk=%llu",
-            tsc, (unsigned long long)l->disk_bytes);
+               "paddock.disk=%llu paddock.pids=%u",
+            tsc, (unsigned long long)l->disk_bytes, l->pids ? l->pids : 512);
         arg(a, "-chardev");
         arg(a, "file,id=con,path=%s/console.log", l->dir);
         arg(a, "-serial");

@@ -22,9 +22,6 @@ struct pd_vm_assets {
 /* Find or build the assets; prints a progress line on stderr while it
  * builds (the first use takes seconds). */
 int pd_vm_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_error *err);
-/* The kernel and initramfs only (rootfs left empty, key of those two):
- * for guests whose root image is their own (paddock-oci's microvm). */
-int pd_vm_boot_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_error *err);
 
 /* Remove the cached template snapshots (paddock gc frees their group ids). */
 int pd_vm_gc(struct pd_state *st, struct pd_error *err);
@@ -52,6 +49,7 @@ struct pd_vm_launch {
         uint64_t memory_bytes;
         unsigned vcpus;
         uint64_t disk_bytes;            /* guest tmpfs for the writable layer */
+        unsigned pids;                  /* the guest workload cgroup's pids.max */
         const char *mem_file;           /* guest RAM in this file (template/clone) */
         bool mem_shared;                /* template: share=on; clone: share=off */
         bool mem_anon;                  /* no mem_file: anonymous RAM, same backend id
