@@ -93,8 +93,8 @@ static void serve_usage(FILE *f)
                 "  --max-per-key N        sandboxes per API key (default 100)\n"
                 "  --domain D             domain of sandbox ports: <port>-<id>.D reaches a port\n"
                 "                         inside a sandbox (default localhost; docs/api.md, Ports)\n"
-                "  --net-uplink netns:PATH  where sandbox traffic leaves (the network router's\n"
-                "                         uplink; docs/network.md). Without it, sandboxes with a\n"
+                "  --net-uplink netns:PATH|IFACE:ADDR/PREFIX:GW  where sandbox traffic leaves (the\n"
+                "                         router's uplink; docs/network.md). Without it, sandboxes with a\n"
                 "                         network reach only paddock's resolver\n"
                 "  --net-resolver IP[,IP] upstream DNS resolvers for paddock's resolver\n"
                 "  --e2b-network open|none  E2B creates that say nothing about the network\n"
@@ -159,8 +159,9 @@ int pd_cmd_serve(int argc, char **argv)
                         break;
                 case O_DESTROY: cfg.destroy_on_exit = true; break;
                 case O_UPLINK:
-                        if (strncmp(optarg, "netns:/", 7)) {
-                                fprintf(stderr, "paddock serve: --net-uplink '%s': expected netns:/PATH\n", optarg);
+                        if (strncmp(optarg, "netns:/", 7) && !strchr(optarg, ':')) {
+                                fprintf(stderr, "paddock serve: --net-uplink '%s': expected netns:/PATH or "
+                                                "IFACE:ADDR/PREFIX:GATEWAY\n", optarg);
                                 return PD_EXIT_PADDOCK;
                         }
                         cfg.net_uplink = optarg;

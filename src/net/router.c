@@ -139,6 +139,53 @@ static int read_file(int dirfd, const char *name, char *buf, size_t size)
         return (int)n;
 }
 
+/* "IFACE:ADDR/PREFIX:GW": a macvlan (bridge) on the caller's interface IFACE,
+ * created straight into the router netns (no name appears on the host),
+ * with the router's own address on that network and its gateway. The
+ * network and the gateway join the never list. */
+static int macvlan_uplink(struct pd_router *r, const char *spec, struct pd_nft_cidr *extra, size_t *n_extra,
+                         struct pd_error *err)
+{
+        char buf[128], *save = NULL;
+        if (strlen(spec) >= sizeof buf)
+                return pd_error_setx(err, EINVAL, "uplink '%.64s...': too long", spec);
+        snprintf(buf, sizeof buf, "%s", spec);
+        char *ifname = strtok_r(buf, ":", &save), *cidr = strtok_r(NULL, ":", &save);
+        char *gw = strtok_r(NULL, ":", &save);
+        uint8_t addr[4], gwa[4];
+        int prefix, rc;
+        if (!ifname || !cidr || !gw || strtok_r(NULL, ":", &save) || strlen(ifname) >= 16 ||
+            pd_router_parse_cidr4(cidr, addr, &prefix, NULL) < 0 || prefix < 1 || prefix > 30 ||
+            inet_pton(AF_INET, gw, gwa) != 1)
+                return pd_error_setx(err, EINVAL,
+                                     "uplink '%s': expected netns:PATH or IFACE:ADDR/PREFIX:GATEWAY "
+                                     "(e.g. eth0:192.0.2.50/24:192.0.2.1)", spec);
+        struct pd_rtnl *host;
+        if ((rc = pd_rtnl_open(-1, &host, err)) < 0)
+                return rc;
+        int parent = pd_rtnl_index(host, ifname, err);
+        if (parent < 0) {
+                pd_rtnl_close(host);
+                return pd_error_prefix(err, "uplink interface");
+        }
+        pd_rtnl_macvlan(host, UPLINK_IF, ROUTER_INDEX_BASE - 1, parent, r->nsfd);
+        rc = pd_rtnl_flush(host, err);
+        pd_rtnl_close(host);
+        if (rc < 0)
+                return pd_error_prefix(err, "macvlan on '%s'", ifname);
+        pd_rtnl_addr(r->rt, ROUTER_INDEX_BASE - 1, AF_INET, addr, prefix);
+        pd_rtnl_up(r->rt, ROUTER_INDEX_BASE - 1);
+        pd_rtnl_default_route(r->rt, AF_INET, gwa, ROUTER_INDEX_BASE - 1);
+        for (int i = 0; i < 2; i++) {
+                struct pd_nft_cidr *c = &extra[(*n_extra)++];
+                memset(c, 0, sizeof *c);
+                c->family = AF_INET;
+                memcpy(c->addr, i ? gwa : addr, 4);
+                c->prefix = (uint8_t)(i ? 32 : prefix);
+        }
+        return 0;
+}
+
 /* Build the router: uplink veth, addresses and route, nftables. */
 static int setup_router(struct pd_router *r, const struct pd_router_cfg *cfg, struct pd_error *err)
 {
@@ -149,7 +196,7 @@ static int setup_router(struct pd_router *r, const struct pd_router_cfg *cfg, st
         if (tprefix > 30)
                 return pd_error_setx(err, EINVAL, "the uplink transit subnet needs at least a /30");
         pd_rtnl_up(r->rt, 1);   /* lo */
-        struct pd_nft_cidr extra[2];
+        struct pd_nft_cidr extra[4];
         size_t n_extra = 0;
         const char *uplink_if = NULL;
         if (cfg->uplink && !strncmp(cfg->uplink, "netns:", 6)) {
@@ -195,7 +242,9 @@ static int setup_router(struct pd_router *r, const struct pd_router_cfg *cfg, st
                 memcpy(extra[n_extra].addr, tnet, 4);
                 extra[n_extra++].prefix = (uint8_t)tprefix;
         } else if (cfg->uplink) {
-                return pd_error_setx(err, EINVAL, "uplink '%s': only netns:PATH is supported", cfg->uplink);
+                if ((rc = macvlan_uplink(r, cfg->uplink, extra, &n_extra, err)) < 0)
+                        return rc;
+                uplink_if = UPLINK_IF;
         }
         if ((rc = pd_rtnl_flush(r->rt, err)) < 0)
                 return pd_error_prefix(err, "router links");

@@ -29,8 +29,10 @@
 
 struct pd_router_cfg {
         /* "netns:PATH" (a veth to a netns someone else made; router side
-         * transit .2, other side .1, NAT out of it) or NULL = no uplink
-         * (sandboxes reach only what the router itself serves) */
+         * transit .2, other side .1, NAT out of it), "IFACE:ADDR/PREFIX:GW"
+         * (a macvlan on the caller's interface IFACE, in the router, with
+         * the router's address on that network and its gateway; NAT out of
+         * it) or NULL = no uplink (sandboxes reach only the router) */
         const char *uplink;
         const char *resolvers;          /* "IP[,IP]", upstream for netd */
         const char *pool;               /* NULL = PD_NET_DEFAULT_POOL */

@@ -122,21 +122,22 @@ void pd_rtnl_veth(struct pd_rtnl *rt, const char *name, int index, const char *p
         done(rt, nlh);
 }
 
-void pd_rtnl_ipvlan(struct pd_rtnl *rt, const char *name, int parent_index, int ns_fd)
+void pd_rtnl_macvlan(struct pd_rtnl *rt, const char *name, int index, int parent_index, int ns_fd)
 {
         struct nlmsghdr *nlh = req(rt, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL);
         if (!nlh)
                 return;
         struct ifinfomsg *ifm = mnl_nlmsg_put_extra_header(nlh, sizeof *ifm);
         ifm->ifi_family = AF_UNSPEC;
+        ifm->ifi_index = index;
         mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
         mnl_attr_put_u32(nlh, IFLA_LINK, (uint32_t)parent_index);
         if (ns_fd >= 0)
                 mnl_attr_put_u32(nlh, IFLA_NET_NS_FD, (uint32_t)ns_fd);
         struct nlattr *li = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
-        mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "ipvlan");
+        mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "macvlan");
         struct nlattr *data = mnl_attr_nest_start(nlh, IFLA_INFO_DATA);
-        mnl_attr_put_u16(nlh, IFLA_IPVLAN_MODE, IPVLAN_MODE_L2);
+        mnl_attr_put_u32(nlh, IFLA_MACVLAN_MODE, MACVLAN_MODE_BRIDGE);
         mnl_attr_nest_end(nlh, data);
         mnl_attr_nest_end(nlh, li);
         done(rt, nlh);

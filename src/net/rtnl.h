@@ -24,9 +24,10 @@ void pd_rtnl_up(struct pd_rtnl *rt, int ifindex);
 void pd_rtnl_default_route(struct pd_rtnl *rt, int family, const void *gw, int ifindex);
 /* Move a link (by index, of this netns) into another netns and rename it. */
 void pd_rtnl_move(struct pd_rtnl *rt, int ifindex, int ns_fd, const char *newname);
-/* An ipvlan (L2 mode) named name on top of parent_index, created in this
- * socket's netns and placed in the netns of ns_fd. */
-void pd_rtnl_ipvlan(struct pd_rtnl *rt, const char *name, int parent_index, int ns_fd);
+/* A macvlan (bridge mode) named name (ifindex index, 0 = kernel picks) on
+ * top of parent_index of this socket's netns, created in the netns of
+ * ns_fd (its name never appears in this one). */
+void pd_rtnl_macvlan(struct pd_rtnl *rt, const char *name, int index, int parent_index, int ns_fd);
 void pd_rtnl_del(struct pd_rtnl *rt, const char *name);
 int pd_rtnl_flush(struct pd_rtnl *rt, struct pd_error *err);
 

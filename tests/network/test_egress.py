@@ -316,3 +316,41 @@ def test_resolv_conf_names_the_router_and_cannot_be_changed(pd, fakenet):
                "cat /etc/resolv.conf; echo nameserver 1.1.1.1 > /etc/resolv.conf && echo WROTE"],
                env=env())
     assert "nameserver 10.201." in r.stdout and "WROTE" not in r.stdout, (r.stdout, r.stderr)
+
+
+def test_interface_uplink_macvlan(state_root, fakenet):
+    """--net-uplink IFACE:ADDR/PREFIX:GW: a macvlan on an interface of the
+    caller's netns, created straight into the router netns. The "host" here
+    is a test netns whose lan0 is wired to the fake internet."""
+    host = "pdt-host-%d" % os.getpid()
+    p = Paddock(os.path.join(state_root, "net-macvlan"))
+    os.makedirs(p.state, exist_ok=True)
+    nsenter = ["nsenter", "--net=/run/netns/" + host]
+    subprocess.run(["ip", "netns", "add", host], check=True)
+    try:
+        subprocess.run(["ip", "-n", host, "link", "add", "lan0", "type", "veth", "peer", "name", "lanpeer",
+                        "netns", fakenet.name], check=True)
+        subprocess.run(["ip", "-n", host, "link", "set", "lan0", "up"], check=True)
+        fakenet.exec("ip", "addr", "add", "10.77.0.1/24", "dev", "lanpeer")
+        fakenet.exec("ip", "link", "set", "lanpeer", "up")
+        r = subprocess.run(nsenter + p.argv(["--net", "open", "--net-uplink", "lan0:10.77.0.5/24:10.77.0.1",
+                                             "--", "python3", "-c", PROBE,
+                                             json.dumps([[WEB[0], 80, "tcp"], ["10.77.0.1", 80, "tcp"]])]),
+                           capture_output=True, text=True, timeout=90, env=child_env(env()),
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, r.stderr
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+        assert ok(res, WEB[0]) and not ok(res, "10.77.0.1"), res
+        links = subprocess.run(["ip", "-n", host, "-o", "link"], capture_output=True, text=True).stdout
+        assert "up0" not in links, "the macvlan showed up in the caller's netns: %s" % links
+        bad = subprocess.run(nsenter + p.argv(["--net", "open", "--net-uplink", "nosuch0:10.77.0.5/24:10.77.0.1",
+                                               "--state-dir", p.state + "-bad", "--", "true"]),
+                             capture_output=True, text=True, timeout=90, env=child_env(env()))
+        assert bad.returncode == 125 and "nosuch0" in bad.stderr, bad.stderr
+    finally:
+        subprocess.run(nsenter + [p.bin, "gc", "--state-dir", p.state], capture_output=True, env=child_env())
+        subprocess.run(nsenter + [p.bin, "gc", "--state-dir", p.state + "-bad"], capture_output=True,
+                       env=child_env())
+        subprocess.run(["ip", "netns", "del", host])
+        fakenet.exec("ip", "link", "del", "lanpeer", check=False)
+    assert router_files(p) == []
