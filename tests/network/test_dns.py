@@ -293,3 +293,18 @@ def test_netd_keeps_only_cap_net_admin(lab):
     assert int(st["CapBnd"], 16) == cap_net_admin
     assert int(st["CapAmb"], 16) == 0
     assert st["NoNewPrivs"].strip() == "1"
+
+
+def test_answers_cached_per_sandbox(sb):
+    """A repeated question is answered from the sandbox's cache (not asked
+    upstream again), still filtered, pinned and audited, with its TTL
+    counting down; a denied name is never served from it."""
+    assert sb.add(POLICY) == {"ok": True}
+    assert sb.dig("private.allowed.test") == ("NOERROR", [("A", WEB["a"])])
+    assert sb.dig("private.allowed.test") == ("NOERROR", [("A", WEB["a"])])
+    assert sb.queries().count("private.allowed.test") == 1
+    pins = [a for a in sb.audit_lines() if a["kind"] == "pin" and a["addr"] == WEB["a"]]
+    assert len(pins) == 2 and pins[1]["ttl"] <= pins[0]["ttl"]
+    assert len([a for a in sb.audit_lines() if a["kind"] == "pin" and a["addr"] == "10.0.0.5"]) == 2
+    assert sb.update({"mode": "policy", "rules": ["allow:other.test"]}) == {"ok": True}
+    assert sb.dig("private.allowed.test")[0] == "NXDOMAIN"

@@ -67,6 +67,7 @@ void netd_sandbox_free(struct netd *d, struct netd_sandbox *sb)
                 close(sb->audit_fd);
         pd_netpol_free(&sb->policy);
         netd_pins_forget_all(sb);
+        netd_cache_free(sb);
         free(sb);
 }
 

@@ -59,6 +59,7 @@ struct netd_sandbox {
         double audit_tokens;            /* audit lines allowed now (bucket) */
         uint64_t audit_refill_ms;
         uint64_t audit_suppressed;
+        struct netd_cache *cache;       /* cache.c */
         struct netd_pinned_name *names; /* ring of NETD_MAX_PINNED_NAMES */
         unsigned n_names, next_name;
         struct netd_sandbox *next;
@@ -113,6 +114,14 @@ void netd_pins_remember(struct netd_sandbox *sb, const char *name, const struct 
                         uint32_t ttl_s);
 bool netd_pins_has(struct netd_sandbox *sb, const char *name, const struct netd_addr *a);
 void netd_pins_forget_all(struct netd_sandbox *sb);
+
+/* cache.c: raw upstream answers per sandbox, for their TTL */
+struct dns_answer;
+bool netd_cache_get(struct netd_sandbox *sb, const char *name, uint16_t qtype,
+                    struct dns_answer *out);
+void netd_cache_put(struct netd_sandbox *sb, const char *name, uint16_t qtype,
+                    const struct dns_answer *a);
+void netd_cache_free(struct netd_sandbox *sb);
 
 /* resolver.c */
 int netd_dns_listen(struct netd *d, struct pd_error *err);

@@ -288,6 +288,7 @@ static void upstream_event(struct netd *d, struct netd_pending *p)
                 netd_dns_audit(p->sb, &p->q, p->name, false, p->rule, "malformed upstream answer");
                 netd_dns_reply_rcode(d, &p->to, &p->q, DNS_RCODE_SERVFAIL);
         } else {
+                netd_cache_put(p->sb, p->name, p->q.qtype, a);
                 netd_dns_answer(d, p, a);
         }
         free(a);
@@ -360,6 +361,27 @@ static void handle_query(struct netd *d, struct netd_sandbox *sb, const uint8_t 
                 netd_dns_reply_rcode(d, to, &q, DNS_RCODE_NOERROR);
                 return;
         }
+        /* answered from this sandbox's cache: filtered, pinned and audited
+         * exactly like a fresh answer */
+        struct netd_pending *hit = calloc(1, sizeof *hit);
+        struct dns_answer *a = hit ? malloc(sizeof *a) : NULL;
+        if (a && netd_cache_get(sb, name, q.qtype, a)) {
+                hit->fd = -1;
+                hit->sb = sb;
+                hit->q = q;
+                snprintf(hit->name, sizeof hit->name, "%s", name);
+                if (rule) {
+                        hit->rule_copy = *rule;
+                        hit->rule = &hit->rule_copy;
+                }
+                hit->to = *to;
+                netd_dns_answer(d, hit, a);
+                free(a);
+                free(hit);
+                return;
+        }
+        free(a);
+        free(hit);
         forward(d, sb, &q, name, rule, to);
 }
 
