@@ -424,7 +424,10 @@ int pd_http_start(struct pd_server *srv, struct pd_error *err)
         int r = parse_listen(srv->cfg.listen_addr, &ss, &v6, err);
         if (r < 0)
                 return r;
-        unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+        /* ALLOW_UPGRADE: WebSocket to sandbox ports (ports_ws.c); with a
+         * thread per connection, the upgraded relay may block its thread */
+        unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
+                         MHD_ALLOW_UPGRADE;
         if (v6)
                 flags |= MHD_USE_IPv6;
         uint16_t port = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);

@@ -8,7 +8,8 @@
  * the relay of e2b_ci.c. Auth: the sandbox's port token (X-Paddock-Port-Token
  * or ?paddock_port_token=, HMAC of "port:<id>" with the server's secret),
  * or, for the path form, the API key of the sandbox's owner; none when the
- * sandbox's ports are public (POST .../ports/public). */
+ * sandbox's ports are public (POST .../ports/public). Upgrade requests
+ * (WebSocket) pass the same checks, then ports_ws.c relays them. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include <strings.h>
 
 #include "e2b.h"
+#include "ports.h"
 #include "store.h"
 #include "util.h"
 
@@ -29,6 +31,8 @@ struct port_call {
         unsigned port;
         bool host_form;
         bool key_used;          /* path form authorised by the API key */
+        bool upgrade;           /* Connection: upgrade + Upgrade: (WebSocket) */
+        struct pd_ports_ws *ws; /* the upgraded connection's relay, once answered 101 */
         char *target;           /* "/rest?query" as sent upstream */
         char *body;
         size_t len, cap;
@@ -167,6 +171,7 @@ static void call_open(struct pd_req *r, struct port_call *c)
                 return;
         }
         c->port = port;
+        c->upgrade = pd_ports_is_upgrade(r->conn);
         const char *q = strchr(rest, '?');
         size_t pl = q ? (size_t)(q - rest) : strlen(rest);
         char query[4096];
@@ -221,17 +226,21 @@ static void call_free(struct pd_req *r, struct port_call *c)
                 return;
         if (c->s)
                 pd_server_sandbox_put(r->srv, c->s);
+        pd_ports_ws_free(c->ws);
         free(c->target);
         free(c->body);
         free(c);
         r->route_state = NULL;
 }
 
-static bool skip_header(const char *name, bool key_used)
+static bool skip_header(const char *name, bool key_used, bool upgrade)
 {
         static const char *const hop[] = { "Connection", "Keep-Alive", "Transfer-Encoding", "Content-Length",
                                            "Proxy-Connection", "Upgrade", "TE", "Trailer",
                                            "X-Paddock-Port-Token", "Host", "Expect" };
+        /* an upgrade is asked of the service itself: those two go on */
+        if (upgrade && (!strcasecmp(name, "Connection") || !strcasecmp(name, "Upgrade")))
+                return false;
         for (size_t i = 0; i < PD_ARRAY_SIZE(hop); i++)
                 if (!strcasecmp(name, hop[i]))
                         return true;
@@ -241,7 +250,7 @@ static bool skip_header(const char *name, bool key_used)
 struct head_buf {
         char *p;
         size_t len, cap;
-        bool key_used, bad;
+        bool key_used, upgrade, bad;
 };
 
 static void head_add(struct head_buf *h, const char *s, size_t n)
@@ -268,7 +277,7 @@ static void head_add(struct head_buf *h, const char *s, size_t n)
 static enum MHD_Result head_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
         struct head_buf *h = cls;
-        if (skip_header(key, h->key_used) || strpbrk(key, "\r\n:") || (value && strpbrk(value, "\r\n")))
+        if (skip_header(key, h->key_used, h->upgrade) || strpbrk(key, "\r\n:") || (value && strpbrk(value, "\r\n")))
                 return MHD_YES;
         head_add(h, key, strlen(key));
         head_add(h, ": ", 2);
@@ -308,13 +317,14 @@ static enum MHD_Result finish(struct pd_req *r, struct port_call *c)
                 return reply_fail(r, status, "bad_gateway", msg);
         }
         st->id = tid;
-        /* HTTP/1.0: the answer ends with the connection, never chunked */
-        struct head_buf h = { .key_used = c->key_used };
+        /* HTTP/1.0: the answer ends with the connection, never chunked;
+         * an upgrade needs HTTP/1.1 */
+        struct head_buf h = { .key_used = c->key_used, .upgrade = c->upgrade };
         char line[256];
         head_add(&h, r->method, strlen(r->method));
         head_add(&h, " ", 1);
         head_add(&h, c->target, strlen(c->target));
-        head_add(&h, " HTTP/1.0\r\n", 11);
+        head_add(&h, c->upgrade ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n", 11);
         const char *host = hdr(r->conn, "Host");
         if (c->host_form && host && !strpbrk(host, "\r\n")) {
                 head_add(&h, "Host: ", 6);
@@ -325,12 +335,19 @@ static enum MHD_Result finish(struct pd_req *r, struct port_call *c)
                 head_add(&h, line, (size_t)n);
         }
         MHD_get_connection_values(r->conn, MHD_HEADER_KIND, head_header, &h);
-        int n = snprintf(line, sizeof line, "Content-Length: %zu\r\nConnection: close\r\n\r\n", c->len);
+        int n = c->upgrade ? (c->len ? snprintf(line, sizeof line, "Content-Length: %zu\r\n\r\n", c->len)
+                                     : snprintf(line, sizeof line, "\r\n"))
+                           : snprintf(line, sizeof line, "Content-Length: %zu\r\nConnection: close\r\n\r\n", c->len);
         head_add(&h, line, (size_t)n);
         if (h.bad) {
                 free(h.p);
                 pd_e2b_stream_free(st);
                 return reply_fail(r, 431, "too_large", "request headers too large");
+        }
+        if (c->upgrade) {
+                enum MHD_Result ret = pd_ports_ws_forward(r, st, tid, h.p, h.len, c->body, c->len, c->port, &c->ws);
+                free(h.p);
+                return ret;
         }
         char what[64];
         snprintf(what, sizeof what, "port %u", c->port);
@@ -379,7 +396,10 @@ enum MHD_Result pd_ports_handle(struct pd_req *r, const char *chunk, size_t *chu
                 return MHD_YES;
         }
         enum MHD_Result ret = finish(r, c);
-        call_free(r, c);
+        /* an upgrade answered 101: the relay runs once the answer is sent,
+         * and the call (with it) is freed when the request is over */
+        if (!c->ws)
+                call_free(r, c);
         return ret;
 }
 
