@@ -371,6 +371,69 @@ def test_refused_upgrades_relayed_as_answered(srv, echo):
         s.close()
 
 
+def test_broken_service_answers_are_502(srv, echo):
+    sid, token = echo
+    for path in ("/garbage", "/huge-head"):
+        ws = WS(srv, sid, path=path, token=token)
+        try:
+            assert ws.status == 502, (path, ws.status)
+            assert b"bad_gateway" in ws.body()
+        finally:
+            ws.close()
+
+
+def test_client_bytes_before_the_101(srv, echo):
+    """Frames the client sends in the same write as its handshake reach the
+    service once it has switched protocols."""
+    sid, token = echo
+    key = base64.b64encode(os.urandom(16)).decode()
+    mask = os.urandom(4)
+    payload = b"sent with the handshake"
+    frame = struct.pack("!BB", 0x81, 0x80 | len(payload)) + mask + _mask(payload, mask)
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+    try:
+        s.sendall(("GET /early HTTP/1.1\r\nHost: %d-%s.%s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                   "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\nX-Paddock-Port-Token: %s\r\n\r\n"
+                   % (WS_PORT, sid, DOMAIN, key, token)).encode() + frame)
+        ws = WS.__new__(WS)
+        ws.sock, ws.rest = s, b""
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            b = s.recv(65536)
+            assert b, buf
+            buf += b
+        head, _, ws.rest = buf.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 101"), head
+        hello = _hello(ws)
+        assert hello["early"] == ""     # not glued to the request head
+        assert ws.recv() == (1, payload)
+    finally:
+        s.close()
+
+
+def test_server_stop_closes_websockets():
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    s = Server()
+    try:
+        sid, token = _start_echo(s)
+        ws = WS(s, sid, token=token)
+        _hello(ws)
+        ws.send("still there")
+        assert ws.recv() == (1, b"still there")
+        t0 = time.time()
+        stopper = threading.Thread(target=s.stop)
+        stopper.start()
+        try:
+            assert ws.wait_eof(30), "websocket still open while the server stops"
+        finally:
+            stopper.join(90)
+            ws.close()
+        assert s.proc.returncode == 0, "server did not stop by itself in %.1f s" % (time.time() - t0)
+    finally:
+        s.stop()
+
+
 def test_large_messages_both_ways(srv, echo):
     sid, token = echo
     ws = WS(srv, sid, token=token)

@@ -5,6 +5,8 @@ inside a sandbox: python3 ws_echo_server.py PORT. Standard library only.
   "upgrade", else 400; no Sec-WebSocket-Key: 400; Sec-WebSocket-Version other
   than 13: 426 with Sec-WebSocket-Version: 13. Path /refuse-chunked: 403 with
   a chunked body. Refusals keep the connection open (HTTP/1.1 keep-alive).
+  Path /garbage: a line that is not HTTP; /huge-head: a 101 with 64 KiB of
+  headers.
 - After its 101 it sends at once one text message: JSON of the request line
   and headers as it saw them.
 - Messages are echoed (text as text, binary as binary, fragments joined).
@@ -109,6 +111,12 @@ class Handler(socketserver.BaseRequestHandler):
                 hdrs.append([k, v.strip()])
             low = {k.lower(): v for k, v in hdrs}
             conn_tokens = [t.strip().lower() for t in low.get("connection", "").split(",")]
+            if path.startswith("/garbage"):
+                sock.sendall(b"SSH-2.0-not-http\r\n\r\n")
+                return
+            if path.startswith("/huge-head"):
+                sock.sendall(b"HTTP/1.1 101 Switching Protocols\r\nX-Big: " + b"x" * (64 << 10) + b"\r\n\r\n")
+                return
             if path.startswith("/refuse-chunked"):
                 self.answer("403 Forbidden", [("Content-Type", "text/plain")], b"refused in chunks", chunked=True)
                 continue
