@@ -54,17 +54,22 @@ void netd_dns_answer(struct netd *d, struct netd_pending *p, const struct dns_an
                         memcpy(ad.a, rr.addr, rr.type == DNS_TYPE_A ? 4 : 16);
                         const char *why = NULL;
                         const struct pd_netpol_rule *by = NULL;
-                        bool keep;
+                        bool keep, fresh = false;
                         if (netd_never(d, &ad)) {
                                 keep = false;
                                 why = "server or uplink address";
                         } else if (n_grants) {
                                 keep = false;
+                                /* pinned for this name (under this policy:
+                                 * a change forgets the pins) and lasting well
+                                 * past this answer: no new netlink batch */
+                                fresh = netd_pins_expiry(sb, p->name, &ad) >=
+                                             pd_now_ms() + (rr.ttl + PIN_GRACE_S / 2) * 1000ull;
                                 for (size_t g = 0; g < n_grants; g++)
                                         if (pd_netpol_pin_ok(&sb->policy, grants[g], ad.family, ad.a, &why)) {
                                                 keep = true;
                                                 by = grants[g];
-                                                if (n_pins < PD_ARRAY_SIZE(pins)) {
+                                                if (!fresh && n_pins < PD_ARRAY_SIZE(pins)) {
                                                         struct pd_nft_pin *pn = &pins[n_pins++];
                                                         memset(pn, 0, sizeof *pn);
                                                         pn->family = ad.family;
@@ -94,7 +99,7 @@ void netd_dns_answer(struct netd *d, struct netd_pending *p, const struct dns_an
                         netd_audit(sb, &au);
                         if (!keep)
                                 continue;
-                        if (by && n_remember < DNS_MAX_RRS) {
+                        if (by && !fresh && n_remember < DNS_MAX_RRS) {
                                 remember[n_remember].addr = ad;
                                 remember[n_remember++].ttl = rr.ttl + PIN_GRACE_S;
                         }

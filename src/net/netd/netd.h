@@ -114,6 +114,8 @@ void netd_pins_remember(struct netd_sandbox *sb, const char *name, const struct 
                         uint32_t ttl_s);
 bool netd_pins_has(struct netd_sandbox *sb, const char *name, const struct netd_addr *a);
 void netd_pins_forget_all(struct netd_sandbox *sb);
+/* When the pin of (name, a) expires (CLOCK_MONOTONIC ms), 0 if none. */
+uint64_t netd_pins_expiry(struct netd_sandbox *sb, const char *name, const struct netd_addr *a);
 
 /* cache.c: raw upstream answers per sandbox, for their TTL */
 struct dns_answer;

@@ -74,3 +74,14 @@ void netd_pins_forget_all(struct netd_sandbox *sb)
         sb->names = NULL;
         sb->n_names = sb->next_name = 0;
 }
+
+uint64_t netd_pins_expiry(struct netd_sandbox *sb, const char *name, const struct netd_addr *a)
+{
+        if (!sb->names)
+                return 0;
+        struct netd_pinned_name *pn = find(sb, name);
+        for (unsigned i = 0; pn && i < pn->n; i++)
+                if (pn->pins[i].addr.family == a->family && memcmp(pn->pins[i].addr.a, a->a, 16) == 0)
+                        return pn->pins[i].expires_ms;
+        return 0;
+}
