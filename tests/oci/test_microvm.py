@@ -190,3 +190,46 @@ def test_bad_input_refused_and_nothing_left(tmp_path, vrt, rootfs):
     p = vrt("create", "--bundle", b, "x9", check=False, files=True)
     assert p.returncode != 0 and "missing" in p.stderr
     assert not os.path.exists(os.path.join(vrt.root, "x9"))
+
+
+def test_podman_run_with_the_annotation(state_root):
+    """podman --runtime paddock-oci with the annotation: the workload runs in
+    the guest (its kernel), its output and exit code reach podman, and
+    podman's --rm leaves nothing in the runtime root."""
+    import shutil
+    import tarfile
+    if not shutil.which("podman"):
+        pytest.skip("podman not installed (scripts/setup.sh)")
+    from test_engines import IMAGE, Podman, containers_in
+    import tempfile
+    d = tempfile.mkdtemp(prefix="pd-ocivm-", dir="/tmp")     # podman: runroot under 50 characters
+    make_rootfs_tar = os.path.join(d, "rootfs.tar")
+    from oci_helpers import make_rootfs
+    rootfs = make_rootfs(os.path.join(d, "rootfs"))
+    with tarfile.open(make_rootfs_tar, "w") as t:
+        t.add(rootfs, arcname=".")
+    pm = Podman(d)
+    state = os.path.join(state_root, "oci-microvm")
+    # conmon clears the environment: the wrapper names the state dir
+    with open(os.path.join(pm.d, "paddock-oci"), "w") as f:
+        f.write('#!/bin/sh\nPADDOCK_STATE_DIR=%s exec %s --root %s "$@"\n' % (state, OCI, pm.oci_root))
+    try:
+        pm("import", make_rootfs_tar, IMAGE)
+        p = pm("run", "--rm", "--network", "none", "--annotation", "run.oci.paddock.isolation=microvm", IMAGE,
+               "sh", "-c", "echo hello $(uname -r); exit 3", check=False, timeout=VM_TIMEOUT)
+        assert p.returncode == 3, p.stderr
+        assert p.stdout.startswith("hello ") and p.stdout.split()[1] != os.uname().release
+        assert pm("ps", "-a", "-q").stdout == ""
+    finally:
+        pm("rm", "--all", "--force", "--time", "0", check=False)
+        pm("rmi", "--all", "--force", check=False)
+        for m in reversed(mounts_under(d)):
+            subprocess.run(["umount", "-l", m], check=False)
+        left = containers_in(pm.oci_root)
+        shutil.rmtree(d, ignore_errors=True)
+    assert not left
+
+
+def mounts_under(path):
+    with open("/proc/self/mountinfo") as f:
+        return [line.split()[4] for line in f if line.split()[4].startswith(path)]
