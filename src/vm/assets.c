@@ -137,7 +137,33 @@ static void drop_stale(const char *vmdir, const char *prefix, const char *keep)
         closedir(d);
 }
 
-int pd_vm_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_error *err)
+/* The kernel and the initramfs (under the caller's lock); *h gets the
+ * initramfs's content hash. */
+static int boot_assets(const char *vmdir, const char *gdir, const char *rel, const char *agent,
+                       struct pd_vm_assets *out, uint64_t *h, struct pd_error *err)
+{
+        snprintf(out->kernel, sizeof out->kernel, "%s/vmlinux-%s", vmdir, rel);
+        if (access(out->kernel, R_OK) < 0) {
+                char bz[PATH_MAX + 160];
+                snprintf(bz, sizeof bz, "%s/boot/vmlinuz-%s", gdir, rel);
+                if (pd_vm_kernel_extract(bz, out->kernel, err) < 0)
+                        return -1;
+        }
+        *h = PD_VM_HASH_INIT;
+        *h = pd_vm_hash(*h, rel, strlen(rel));
+        if (pd_vm_hash_file(h, agent, err) < 0)
+                return -1;
+        snprintf(out->initrd, sizeof out->initrd, "%s/initrd-%016" PRIx64 ".cpio", vmdir, *h);
+        if (access(out->initrd, R_OK) < 0) {
+                char moddir[PATH_MAX + 160];
+                snprintf(moddir, sizeof moddir, "%s/lib/modules/%s", gdir, rel);
+                if (pd_vm_initramfs_write(out->initrd, agent, moddir, guest_modules, err) < 0)
+                        return -1;
+        }
+        return 0;
+}
+
+static int assets_get(struct pd_state *st, struct pd_vm_assets *out, bool with_rootfs, struct pd_error *err)
 {
         char vmdir[PATH_MAX], gdir[PATH_MAX], rel[128], agent[PATH_MAX], mkroot[PATH_MAX];
         snprintf(vmdir, sizeof vmdir, "%s/vm", st->dir);
@@ -145,7 +171,7 @@ int pd_vm_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_er
                 return -1;
         if (pd_vm_guest_kernel(gdir, sizeof gdir, rel, sizeof rel, err) < 0 ||
             pd_agent_path(agent, sizeof agent, err) < 0 ||
-            pd_helper_path("paddock-vm-mkroot", "PADDOCK_VM_MKROOT", mkroot, sizeof mkroot, err) < 0)
+            (with_rootfs && pd_helper_path("paddock-vm-mkroot", "PADDOCK_VM_MKROOT", mkroot, sizeof mkroot, err) < 0))
                 return -1;
         /* the tree builder works in another directory: absolute paths */
         char real[PATH_MAX];
@@ -159,24 +185,13 @@ int pd_vm_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_er
         if (lock < 0 || flock(lock, LOCK_EX) < 0)
                 return pd_error_set(err, errno, "lock '%s'", lockp);
 
-        snprintf(out->kernel, sizeof out->kernel, "%s/vmlinux-%s", vmdir, rel);
-        if (access(out->kernel, R_OK) < 0) {
-                char bz[PATH_MAX + 160];
-                snprintf(bz, sizeof bz, "%s/boot/vmlinuz-%s", gdir, rel);
-                if (pd_vm_kernel_extract(bz, out->kernel, err) < 0)
-                        return -1;
-        }
-
-        uint64_t h = PD_VM_HASH_INIT;
-        h = pd_vm_hash(h, rel, strlen(rel));
-        if (pd_vm_hash_file(&h, agent, err) < 0)
+        uint64_t h;
+        if (boot_assets(vmdir, gdir, rel, agent, out, &h, err) < 0)
                 return -1;
-        snprintf(out->initrd, sizeof out->initrd, "%s/initrd-%016" PRIx64 ".cpio", vmdir, h);
-        if (access(out->initrd, R_OK) < 0) {
-                char moddir[PATH_MAX + 160];
-                snprintf(moddir, sizeof moddir, "%s/lib/modules/%s", gdir, rel);
-                if (pd_vm_initramfs_write(out->initrd, agent, moddir, guest_modules, err) < 0)
-                        return -1;
+        if (!with_rootfs) {
+                out->rootfs[0] = '\0';
+                snprintf(out->key, sizeof out->key, "%016" PRIx64, h);
+                return 0;
         }
 
         char inputs[8192];
@@ -198,6 +213,16 @@ int pd_vm_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_er
         k = pd_vm_hash(k, rel, strlen(rel));
         snprintf(out->key, sizeof out->key, "%016" PRIx64, k);
         return 0;
+}
+
+int pd_vm_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_error *err)
+{
+        return assets_get(st, out, true, err);
+}
+
+int pd_vm_boot_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_error *err)
+{
+        return assets_get(st, out, false, err);
 }
 
 int pd_vm_gc(struct pd_state *st, struct pd_error *err)

@@ -22,6 +22,9 @@ struct pd_vm_assets {
 /* Find or build the assets; prints a progress line on stderr while it
  * builds (the first use takes seconds). */
 int pd_vm_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_error *err);
+/* The kernel and initramfs only (rootfs left empty, key of those two):
+ * for guests whose root image is their own (paddock-oci's microvm). */
+int pd_vm_boot_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_error *err);
 
 /* Remove the cached template snapshots (paddock gc frees their group ids). */
 int pd_vm_gc(struct pd_state *st, struct pd_error *err);
