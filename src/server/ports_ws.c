@@ -247,7 +247,7 @@ static enum MHD_Result refused(struct pd_req *r, struct pd_e2b_stream *st, uint3
                 if (*e || want < 0)
                         want = -1;
         }
-        if (a->status < 200 || a->status == 204 || a->status == 304 || !strcmp(r->method, "HEAD"))
+        if (a->status == 204 || a->status == 304 || !strcmp(r->method, "HEAD"))
                 want = 0;
         size_t body_max = a->head_len + REFUSED_BODY_MAX;
         int k = 0;
@@ -519,6 +519,13 @@ enum MHD_Result pd_ports_ws_forward(struct pd_req *r, struct pd_e2b_stream *st, 
                 pd_e2b_stream_free(st);
                 return pd_reply_error(r, 502, "bad_gateway", "port %u: the service closed the connection or "
                                       "sent no valid HTTP answer (%s)", port, strerror(-k));
+        }
+        if (a.status < 200 && a.status != 101) {
+                /* an interim answer (we never send Expect): not relayed */
+                free(a.buf);
+                pd_e2b_stream_free(st);
+                return pd_reply_error(r, 502, "bad_gateway", "port %u: interim answer %u to an upgrade request",
+                                      port, a.status);
         }
         if (a.status != 101) {
                 enum MHD_Result ret = refused(r, st, tid, port, &a);
