@@ -143,5 +143,10 @@ int pd_nft_pin(struct pd_nft *n, const char *key, const struct pd_nft_pin *pins,
 /* Remove all pins of a sandbox. */
 int pd_nft_unpin_all(struct pd_nft *n, const char *key, struct pd_error *err);
 
+/* What the kernel dropped for a sandbox so far (the counters of the drop
+ * rules of its chain: denies, never list, limits, everything else). */
+int pd_nft_dropped(struct pd_nft *n, const char *key, uint64_t *packets, uint64_t *bytes,
+                   struct pd_error *err);
+
 /* 0 if key is a valid sandbox key ([a-z0-9], 1..PD_NFT_KEY_MAX). */
 int pd_nft_key_check(const char *key);

@@ -2,6 +2,8 @@
  * transactions (batches, committed atomically by the kernel), and small
  * expression builders. Only this file talks to the socket. */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -395,4 +397,76 @@ void pd_nft_e_redirect(struct nftnl_rule *r, uint16_t port)
         e = add(r, "redir");
         nftnl_expr_set_u32(e, NFTNL_EXPR_REDIR_REG_PROTO_MIN, NFT_REG_1);
         nftnl_expr_set_u32(e, NFTNL_EXPR_REDIR_FLAGS, NF_NAT_RANGE_PROTO_SPECIFIED);
+}
+
+/* ---- reading counters ---- */
+
+struct drop_sum {
+        uint64_t packets, bytes;
+};
+
+/* Per rule: its counter counts only if the rule's verdict is drop. */
+static int rule_cb(const struct nlmsghdr *nlh, void *data)
+{
+        struct drop_sum *sum = data;
+        struct nftnl_rule *r = nftnl_rule_alloc();
+        if (!r)
+                return MNL_CB_ERROR;
+        if (nftnl_rule_nlmsg_parse(nlh, r) < 0) {
+                nftnl_rule_free(r);
+                return MNL_CB_OK;
+        }
+        uint64_t p = 0, b = 0;
+        bool counted = false, drop = false;
+        struct nftnl_expr_iter *it = nftnl_expr_iter_create(r);
+        for (struct nftnl_expr *e = it ? nftnl_expr_iter_next(it) : NULL; e; e = nftnl_expr_iter_next(it)) {
+                const char *name = nftnl_expr_get_str(e, NFTNL_EXPR_NAME);
+                if (!strcmp(name, "counter")) {
+                        p = nftnl_expr_get_u64(e, NFTNL_EXPR_CTR_PACKETS);
+                        b = nftnl_expr_get_u64(e, NFTNL_EXPR_CTR_BYTES);
+                        counted = true;
+                } else if (!strcmp(name, "immediate") && nftnl_expr_is_set(e, NFTNL_EXPR_IMM_VERDICT)) {
+                        drop = nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_VERDICT) == NF_DROP;
+                }
+        }
+        if (it)
+                nftnl_expr_iter_destroy(it);
+        if (counted && drop) {
+                sum->packets += p;
+                sum->bytes += b;
+        }
+        nftnl_rule_free(r);
+        return MNL_CB_OK;
+}
+
+int pd_nft_dropped(struct pd_nft *n, const char *key, uint64_t *packets, uint64_t *bytes,
+                   struct pd_error *err)
+{
+        if (pd_nft_key_check(key) < 0)
+                return pd_error_setx(err, EINVAL, "bad sandbox key");
+        char chain[96], buf[MNL_SOCKET_BUFFER_SIZE];
+        snprintf(chain, sizeof chain, "sb_%s", key);
+        struct nftnl_rule *r = pd_nft_rule_new(chain);
+        if (!r)
+                return pd_error_set(err, ENOMEM, "nft rule");
+        uint32_t seq = n->seq++;
+        struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETRULE, NFPROTO_INET, NLM_F_DUMP, seq);
+        nftnl_rule_nlmsg_build_payload(nlh, r);
+        nftnl_rule_free(r);
+        if (mnl_socket_sendto(n->nl, nlh, nlh->nlmsg_len) < 0)
+                return pd_error_set(err, errno, "nftables dump");
+        struct drop_sum sum = { 0 };
+        for (;;) {
+                ssize_t got = mnl_socket_recvfrom(n->nl, buf, sizeof buf);
+                if (got < 0)
+                        return pd_error_set(err, errno, "nftables dump");
+                int rc = mnl_cb_run(buf, (size_t)got, seq, n->portid, rule_cb, &sum);
+                if (rc < 0)
+                        return pd_error_set(err, errno, "nftables dump of '%s'", chain);
+                if (rc == MNL_CB_STOP)
+                        break;
+        }
+        *packets = sum.packets;
+        *bytes = sum.bytes;
+        return 0;
 }

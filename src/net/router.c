@@ -734,6 +734,19 @@ int pd_router_release(const struct pd_state *st, const char *id, struct pd_error
         return rc;
 }
 
+int pd_router_dropped(const struct pd_state *st, const char *id, uint64_t *packets, uint64_t *bytes,
+                      struct pd_error *err)
+{
+        struct pd_router *r;
+        int rc = pd_router_open_existing(st, &r, err);
+        if (rc < 0)
+                return rc;
+        rc = r->nft ? pd_nft_dropped(r->nft, id, packets, bytes, err)
+                    : pd_error_setx(err, ENOENT, "no nftables in the router");
+        pd_router_close(r);
+        return rc;
+}
+
 int pd_router_gc(const struct pd_state *st, bool (*alive)(const char *id, void *ctx), void *ctx,
                  struct pd_error *err)
 {

@@ -85,5 +85,9 @@ int pd_router_gc(const struct pd_state *st, bool (*alive)(const char *id, void *
  * -ENOENT when it has no network in this instance's router. */
 int pd_router_policy_json(const struct pd_state *st, const char *id, char **out);
 
+/* Packets and bytes the kernel dropped for sandbox id (nft.h). */
+int pd_router_dropped(const struct pd_state *st, const char *id, uint64_t *packets, uint64_t *bytes,
+                      struct pd_error *err);
+
 /* "IP/PREFIX" (IPv4) into addr and prefix. */
 int pd_router_parse_cidr4(const char *s, uint8_t addr[4], int *prefix, struct pd_error *err);

@@ -28,6 +28,13 @@ static enum MHD_Result get_network(struct pd_req *r, const char *chunk, size_t *
         if (!s)
                 return pd_reply_error(r, 404, "not_found", "no sandbox '%.64s'", r->params[0]);
         json_t *o = pd_manager_network_json(r->srv, s->id);
+        /* what the kernel dropped so far (counted, for audit) */
+        uint64_t pk = 0, by = 0;
+        struct pd_error err = { 0 };
+        if (o && pd_router_dropped(&r->srv->state, s->id, &pk, &by, &err) == 0) {
+                json_object_set_new(o, "dropped_packets", json_integer((json_int_t)pk));
+                json_object_set_new(o, "dropped_bytes", json_integer((json_int_t)by));
+        }
         pd_server_sandbox_put(r->srv, s);
         return pd_reply_json(r, 200, o);
 }

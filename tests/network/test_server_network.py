@@ -54,10 +54,14 @@ def test_create_with_a_policy_and_change_it_live(tmproot, fakenet):
         sid = sb["id"]
         assert sb["network"]["mode"] == "policy", sb
         assert reach(s, sid, WEB[:2]) == {WEB[0]: True, WEB[1]: False}
+        # the kernel counted the refused SYNs
+        net = s.json("GET", "/api/v1/sandboxes/%s/network" % sid, expect=200)[1]
+        assert net["mode"] == "policy" and net["dropped_packets"] >= 1 and net["dropped_bytes"] > 0, net
         st, j = s.json("PUT", "/api/v1/sandboxes/%s/network" % sid, {"mode": "policy", "allow": [WEB[1]]})
         assert st == 200 and j["mode"] == "policy", j
         assert reach(s, sid, WEB[:2]) == {WEB[0]: False, WEB[1]: True}
         assert s.json("GET", "/api/v1/sandboxes/%s" % sid, expect=200)[1]["network"] == j
+        assert s.json("GET", "/api/v1/sandboxes/%s/network" % sid, expect=200)[1]["rules"] == j["rules"]
         # bad input changes nothing
         for body, code in [({"mode": "policy", "allow": ["300.1.1.1"]}, 400), ({"mode": "bogus"}, 400),
                            ({"mode": "none"}, 409), ("not json", 400)]:
