@@ -31,7 +31,7 @@
 #include "ports.h"
 #include "util.h"
 
-#define WS_HIGH (1u << 20)              /* bytes waiting per direction */
+#define WS_HIGH (256u << 10)            /* bytes waiting per direction */
 #define WS_READ (64u << 10)
 #define OUT_CAP (WS_HIGH + PD_FRAME_MAX)      /* room for one more frame past WS_HIGH */
 #define WS_SLICE_MS 250                 /* how often the sandbox's state is looked at */
