@@ -14,6 +14,7 @@
 
 #include "conn.h"
 #include "msg.h"
+#include "template.h"
 #include "util.h"
 
 #define MAX_POOL_CLASSES 4
@@ -83,6 +84,10 @@ bool pd_agent_alive(struct pd_sandbox *sb)
 
 struct pd_sandbox *pd_pool_take(struct pd_pool *m, const struct pd_spec *spec, const char *tpl)
 {
+        /* Snapshots are a key's own and deletable: a warm copy would keep
+         * one in use (and undeletable) with no sandbox of the key's on it. */
+        if (strcmp(tpl, "base") && pd_snapshot_is(&m->srv->state, tpl))
+                return NULL;
         for (;;) {
                 struct pd_sandbox *sb = NULL;
                 pthread_mutex_lock(&m->lock);
