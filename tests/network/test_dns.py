@@ -308,3 +308,28 @@ def test_answers_cached_per_sandbox(sb):
     assert len([a for a in sb.audit_lines() if a["kind"] == "pin" and a["addr"] == "10.0.0.5"]) == 2
     assert sb.update({"mode": "policy", "rules": ["allow:other.test"]}) == {"ok": True}
     assert sb.dig("private.allowed.test")[0] == "NXDOMAIN"
+
+
+def test_control_socket_garbage(sb):
+    """Garbage on the control socket: the connection is dropped or the request
+    refused; netd and the sandboxes it serves carry on."""
+    import json as _json
+    assert sb.add(POLICY) == {"ok": True}
+    frames = [struct.pack("!I", 0), struct.pack("!I", 0xffffffff), struct.pack("!I", 5) + b"{{{{{",
+              struct.pack("!I", 4) + b"null", struct.pack("!I", 2) + b"[]",
+              struct.pack("!I", 30) + _json.dumps({"op": "add", "id": 7}).encode().ljust(30)]
+    for f in frames:
+        c = socket.socket(socket.AF_UNIX)
+        c.settimeout(5)
+        c.connect(sb.sock)
+        c.sendall(f)
+        try:
+            hdr = c.recv(4)
+            if hdr:
+                body = c.recv(struct.unpack("!I", hdr)[0])
+                assert _json.loads(body)["ok"] is False, body
+        except (ConnectionResetError, socket.timeout):
+            pass
+        c.close()
+    assert sb.netd_alive()
+    assert sb.dig("allowed.test")[0] == "NOERROR"
