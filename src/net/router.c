@@ -304,6 +304,7 @@ int pd_router_open(const struct pd_state *st, const struct pd_router_cfg *cfg, s
         (void)mkdirat(r->dirfd, "slots", 0700);
         (void)mkdirat(r->dirfd, "sb", 0700);
         (void)mkdirat(r->dirfd, "policy", 0700);
+        (void)mkdirat(r->dirfd, "audit", 0700);
         if ((rc = lock(r, err)) < 0)
                 goto fail;
         char pin[PATH_MAX + 16], want[512], have[512];
@@ -318,7 +319,8 @@ int pd_router_open(const struct pd_state *st, const struct pd_router_cfg *cfg, s
                                            "stop its sandboxes (paddock gc) to change them", r->dir);
                         goto fail_locked;
                 }
-                if ((rc = pd_nft_open(r->nsfd, &r->nft, err)) < 0 || (rc = pd_rtnl_open(r->nsfd, &r->rt, err)) < 0)
+                if ((rc = pd_nft_open(r->nsfd, &r->nft, err)) < 0 || (rc = pd_rtnl_open(r->nsfd, &r->rt, err)) < 0 ||
+                    (rc = pd_router_netd_revive(r, cfg, err)) < 0)
                         goto fail_locked;
                 unlock(r);
                 *out = r;
@@ -489,13 +491,10 @@ static int save_policy(struct pd_router *r, const char *id, const struct pd_netp
         return rc;
 }
 
-int pd_router_policy_json(const struct pd_state *st, const char *id, char **out)
+/* A whole small file (at most 64 MiB) of dirfd, malloc'd and NUL-ended. */
+static int read_all(int dirfd, const char *name, char **out)
 {
-        if (pd_nft_key_check(id) < 0)
-                return -EINVAL;
-        char path[PATH_MAX + PD_NFT_KEY_MAX + 32];
-        snprintf(path, sizeof path, "%s/net/policy/%s", st->rundir, id);
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
                 return -errno;
         size_t cap = 4096, len = 0;
@@ -526,6 +525,15 @@ int pd_router_policy_json(const struct pd_state *st, const char *id, char **out)
         buf[len] = 0;
         *out = buf;
         return 0;
+}
+
+int pd_router_policy_json(const struct pd_state *st, const char *id, char **out)
+{
+        if (pd_nft_key_check(id) < 0)
+                return -EINVAL;
+        char name[PD_NFT_KEY_MAX + 16];
+        snprintf(name, sizeof name, "net/policy/%s", id);
+        return read_all(st->rundirfd, name, out);
 }
 
 /* program nft for a sandbox from its policy: add (new) or apply (update) */
@@ -585,8 +593,11 @@ int pd_router_attach(struct pd_router *r, const char *id, const struct pd_router
                 goto undo;
         pd_rtnl_close(srt);
         srt = NULL;
+        char aname[PD_NFT_KEY_MAX + 16];
+        snprintf(aname, sizeof aname, "audit/%s", id);
         if ((rc = pd_router_netd_add(r, id, s, pol, audit_path, err)) < 0 ||
-            (rc = save_policy(r, id, pol, err)) < 0)
+            (rc = save_policy(r, id, pol, err)) < 0 ||
+            (rc = write_file(r->dirfd, aname, audit_path ? audit_path : "", O_TRUNC, err)) < 0)
                 goto undo;
         return 0;
 undo:
@@ -644,7 +655,29 @@ static int detach_locked(struct pd_router *r, const char *id, struct pd_error *e
         (void)unlinkat(r->dirfd, name, 0);
         snprintf(name, sizeof name, "policy/%s", id);
         (void)unlinkat(r->dirfd, name, 0);
+        snprintf(name, sizeof name, "audit/%s", id);
+        (void)unlinkat(r->dirfd, name, 0);
         return 0;
+}
+
+int pd_router_sandbox_info(struct pd_router *r, const char *id, struct pd_router_slot *slot,
+                           struct pd_netpol *pol, char *audit_path, size_t audit_size)
+{
+        if (pd_nft_key_check(id) < 0 || slot_of(r, id, slot) < 0)
+                return -ENOENT;
+        char name[PD_NFT_KEY_MAX + 16];
+        snprintf(name, sizeof name, "audit/%s", id);
+        if (read_file(r->dirfd, name, audit_path, audit_size) < 0)
+                audit_path[0] = 0;
+        char *text = NULL;
+        snprintf(name, sizeof name, "policy/%s", id);
+        int rc = read_all(r->dirfd, name, &text);
+        if (rc < 0)
+                return rc;
+        struct pd_error e2;
+        rc = pd_netpol_from_json_str(text, strlen(text), pol, &e2);
+        free(text);
+        return rc;
 }
 
 int pd_router_detach(struct pd_router *r, const char *id, struct pd_error *err)

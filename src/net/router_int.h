@@ -38,3 +38,9 @@ int pd_router_netd_add(struct pd_router *r, const char *id, const struct pd_rout
 int pd_router_netd_update(struct pd_router *r, const char *id, const struct pd_netpol *pol,
                           struct pd_error *err);
 int pd_router_netd_remove(struct pd_router *r, const char *id, struct pd_error *err);
+/* netd should run but is gone (crashed, killed): start it again and tell it
+ * every attached sandbox. Lock held. */
+int pd_router_netd_revive(struct pd_router *r, const struct pd_router_cfg *cfg, struct pd_error *err);
+/* What the router recorded about an attached sandbox (router.c). */
+int pd_router_sandbox_info(struct pd_router *r, const char *id, struct pd_router_slot *slot,
+                           struct pd_netpol *pol, char *audit_path, size_t audit_size);

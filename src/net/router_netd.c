@@ -18,6 +18,7 @@
 #include "netd_client.h"
 #include "router_int.h"
 #include "util.h"
+#include <dirent.h>
 
 #define NETD_START_TIMEOUT_MS 5000
 
@@ -244,4 +245,40 @@ int pd_router_netd_remove(struct pd_router *r, const char *id, struct pd_error *
         if (pd_netd_remove(r->netd, id, &e2) < 0)
                 pd_router_netd_disconnect(r);
         return 0;
+}
+
+int pd_router_netd_revive(struct pd_router *r, const struct pd_router_cfg *cfg, struct pd_error *err)
+{
+        int pid = read_pid(r);
+        if (pid < 0 || is_netd(pid))
+                return 0;       /* runs without netd, or netd is alive */
+        pd_router_netd_stop(r);
+        int rc = pd_router_netd_start(r, cfg, err);
+        if (rc < 0)
+                return pd_error_prefix(err, "restart paddock-netd");
+        if (read_pid(r) < 0)
+                return 0;       /* the binary is gone: CIDR rules still hold */
+        int fd = openat(r->dirfd, "sb", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        if (!d) {
+                if (fd >= 0)
+                        close(fd);
+                return 0;
+        }
+        for (struct dirent *de; (de = readdir(d));) {
+                struct pd_router_slot slot;
+                struct pd_netpol pol = { 0 };
+                char audit[PATH_MAX];
+                if (de->d_name[0] == '.' ||
+                    pd_router_sandbox_info(r, de->d_name, &slot, &pol, audit, sizeof audit) < 0)
+                        continue;
+                struct pd_error e2;
+                if (pd_router_netd_add(r, de->d_name, &slot, &pol, audit[0] ? audit : NULL, &e2) < 0 && rc == 0) {
+                        *err = e2;
+                        rc = -e2.code;
+                }
+                pd_netpol_free(&pol);
+        }
+        closedir(d);
+        return rc < 0 ? pd_error_prefix(err, "restart paddock-netd") : 0;
 }
