@@ -11,6 +11,8 @@
  *                [--ready-fd N]          write "1" to fd N once listening
  *                [--never CIDR[,CIDR]]   extra never-pin ranges (the
  *                                        server's own addresses, the uplink)
+ *                [--max-pins N]          live pinned addresses per sandbox
+ *                                        (default 8192; past it, SERVFAIL)
  *
  * It listens on the wildcard address of the router netns: nft's input chain
  * (nft.c) admits only the DNS and proxy ports from sandbox veths. It tells

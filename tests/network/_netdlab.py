@@ -92,8 +92,9 @@ table inet paddock {
 
 
 class Lab:
-    def __init__(self, tmp):
+    def __init__(self, tmp, netd_args=()):
         self.tmp = str(tmp)
+        self.netd_args = list(netd_args)
         sfx = secrets.token_hex(3)
         self.inet, self.rtr, self.sbx = "pdni" + sfx, "pdnr" + sfx, "pdns" + sfx
         self.procs = []
@@ -161,7 +162,7 @@ class Lab:
         self.netd_err = open(os.path.join(self.tmp, "netd.stderr"), "w")
         self.netd = subprocess.Popen(
             ["ip", "netns", "exec", self.rtr, netd_bin(), "--control", self.sock, "--upstream",
-             DNS_ADDR, "--proxy-port", str(PROXY_PORT), "--ready-fd", str(w)],
+             DNS_ADDR, "--proxy-port", str(PROXY_PORT), "--ready-fd", str(w)] + self.netd_args,
             pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=self.netd_err)
         self.procs.append(self.netd)
         os.close(w)

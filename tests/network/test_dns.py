@@ -333,3 +333,27 @@ def test_control_socket_garbage(sb):
         c.close()
     assert sb.netd_alive()
     assert sb.dig("allowed.test")[0] == "NOERROR"
+
+
+def test_pin_limit(tmp_path):
+    """Pinned addresses per sandbox are bounded (--max-pins): past the limit
+    a name that needs a new pin gets SERVFAIL (audited); names already pinned
+    keep resolving; a policy change starts the count again."""
+    lb = Lab(tmp_path, netd_args=["--max-pins", "2"])
+    try:
+        lb.start()
+        assert lb.add({"mode": "policy", "rules": ["allow:*.allowed.test", "allow:allowed.test"]}) == {"ok": True}
+        assert lb.dig("allowed.test") == ("NOERROR", [("A", WEB["a"])])
+        assert lb.dig("cdn.allowed.test")[0] == "NOERROR"            # second pin (edge.cdn.test)
+        assert lb.dig("www.allowed.test")[0] == "SERVFAIL"           # a third would pass the limit
+        assert lb.dig("allowed.test")[0] == "NOERROR"                # already pinned: no new pin
+        assert any(a["kind"] == "dns" and a["decision"] == "deny" and a["name"] == "www.allowed.test"
+                   and a["reason"].startswith("pin limit") for a in lb.audit_lines())
+        assert lb.update({"mode": "policy", "rules": ["allow:www.allowed.test"]}) == {"ok": True}
+        assert lb.dig("www.allowed.test") == ("NOERROR", [("A", WEB["a"])])
+        assert lb.netd_alive()
+    finally:
+        lb.stop()
+    r = subprocess.run([netd_bin(), "--control", "/nonexistent/x", "--max-pins", "0"],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "--max-pins" in r.stderr

@@ -112,6 +112,13 @@ void netd_dns_answer(struct netd *d, struct netd_pending *p, const struct dns_an
                 len = nl;
                 kept++;
         }
+        if (n_pins && !netd_pins_budget(d, sb, n_pins)) {
+                char why[96];
+                snprintf(why, sizeof why, "pin limit: %u addresses pinned for this sandbox", d->max_pins);
+                netd_dns_audit(sb, &p->q, p->name, false, p->rule, why);
+                netd_dns_reply_rcode(d, &p->to, &p->q, DNS_RCODE_SERVFAIL);
+                return;
+        }
         if (n_pins && d->nft) {
                 struct pd_error err = { 0 };
                 if (pd_nft_pin(d->nft, sb->id, pins, n_pins, &err) < 0) {
@@ -120,6 +127,8 @@ void netd_dns_answer(struct netd *d, struct netd_pending *p, const struct dns_an
                         return;
                 }
         }
+        for (size_t i = 0; i < n_pins; i++)
+                netd_pins_charge(d, sb, 1, pins[i].ttl_s);
         for (unsigned i = 0; i < n_remember; i++)
                 netd_pins_remember(sb, p->name, &remember[i].addr, remember[i].ttl);
         out[6] = (uint8_t)(kept >> 8);

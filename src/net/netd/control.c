@@ -153,6 +153,8 @@ static int repin(struct netd *d, struct netd_sandbox *sb, struct pd_error *err)
                 return pd_error_prefix(err, "sandbox %s: unpin", sb->id);
         struct netd_pinned_name *old = sb->names;
         unsigned n_old = sb->n_names;
+        free(sb->pin_expiry);           /* the kernel's pins are gone */
+        sb->pin_expiry = NULL;
         sb->names = NULL;
         sb->n_names = sb->next_name = 0;
         uint64_t now = pd_now_ms();
@@ -175,8 +177,12 @@ static int repin(struct netd *d, struct netd_sandbox *sb, struct pd_error *err)
                                                          .port_hi = g[j]->port_hi,
                                                          .ttl_s = left };
                                 memcpy(np.addr, pin->addr.a, 16);
+                                if (!netd_pins_budget(d, sb, 1))
+                                        continue;       /* asked again, it will be refused */
                                 if (d->nft)
                                         r = pd_nft_pin(d->nft, sb->id, &np, 1, err);
+                                if (r >= 0)
+                                        netd_pins_charge(d, sb, 1, left);
                                 netd_pins_remember(sb, old[i].name, &pin->addr, left);
                         }
                 }

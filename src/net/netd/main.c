@@ -192,7 +192,7 @@ static int drop_privileges(struct pd_error *err)
 static void usage(void)
 {
         fprintf(stderr, "usage: paddock-netd --control PATH [--upstream IP[:PORT][,...]] "
-                        "[--dns-port N] [--proxy-port N] [--ready-fd N] [--never CIDR,...]\n");
+                        "[--dns-port N] [--proxy-port N] [--ready-fd N] [--never CIDR,...] [--max-pins N]\n");
 }
 
 int main(int argc, char **argv)
@@ -204,10 +204,12 @@ int main(int argc, char **argv)
                 { "proxy-port", required_argument, NULL, 'p' },
                 { "ready-fd", required_argument, NULL, 'r' },
                 { "never", required_argument, NULL, 'n' },
+                { "max-pins", required_argument, NULL, 'm' },
                 { 0 },
         };
         struct netd d = { .dns_port = PD_NETD_DEFAULT_DNS_PORT,
-                          .proxy_port = PD_NETD_DEFAULT_PROXY_PORT };
+                          .proxy_port = PD_NETD_DEFAULT_PROXY_PORT,
+                          .max_pins = NETD_DEFAULT_MAX_PINS };
         struct pd_error err = { 0 };
         const char *control = NULL;
         int ready_fd = -1, c;
@@ -225,6 +227,16 @@ int main(int argc, char **argv)
                         if (parse_never(&d, optarg, &err) < 0)
                                 goto fail;
                         break;
+                case 'm': {
+                        char *end;
+                        unsigned long v = strtoul(optarg, &end, 10);
+                        if (*end || v == 0 || v > 1000000) {
+                                pd_error_setx(&err, EINVAL, "--max-pins '%s': 1..1000000", optarg);
+                                goto fail;
+                        }
+                        d.max_pins = (unsigned)v;
+                        break;
+                }
                 default: usage(); return 2;
                 }
         }

@@ -16,6 +16,7 @@
 #define NETD_MAX_PINS_PER_NAME 16
 #define NETD_MAX_PROXY_PER_SANDBOX 256  /* one sandbox cannot starve the others */
 #define NETD_MAX_DNS_TCP_PER_SANDBOX 32
+#define NETD_DEFAULT_MAX_PINS 8192     /* live nft pins per sandbox: kernel memory */
 #define NETD_AUDIT_RATE 200             /* lines/s per sandbox, then a summary */
 #define NETD_AUDIT_BURST 2000
 
@@ -60,6 +61,7 @@ struct netd_sandbox {
         uint64_t audit_refill_ms;
         uint64_t audit_suppressed;
         struct netd_cache *cache;       /* cache.c */
+        uint64_t *pin_expiry;           /* max_pins slots: when each live nft pin ends */
         struct netd_pinned_name *names; /* ring of NETD_MAX_PINNED_NAMES */
         unsigned n_names, next_name;
         struct netd_sandbox *next;
@@ -73,6 +75,7 @@ struct netd {
         unsigned n_upstreams;
         struct pd_netpol_builtin never[16];     /* --never extras */
         unsigned n_never;
+        unsigned max_pins;              /* live pins per sandbox (--max-pins) */
         uint16_t dns_port, proxy_port;
         struct netd_sandbox *sandboxes;
         struct netd_ev *dead_head;      /* killed this batch */
@@ -114,6 +117,10 @@ void netd_pins_remember(struct netd_sandbox *sb, const char *name, const struct 
                         uint32_t ttl_s);
 bool netd_pins_has(struct netd_sandbox *sb, const char *name, const struct netd_addr *a);
 void netd_pins_forget_all(struct netd_sandbox *sb);
+/* Room for n more kernel pins (at most d->max_pins live per sandbox)? */
+bool netd_pins_budget(struct netd *d, struct netd_sandbox *sb, size_t n);
+/* Count n kernel pins lasting ttl_s (after a successful pd_nft_pin). */
+void netd_pins_charge(struct netd *d, struct netd_sandbox *sb, size_t n, uint32_t ttl_s);
 /* When the pin of (name, a) expires (CLOCK_MONOTONIC ms), 0 if none. */
 uint64_t netd_pins_expiry(struct netd_sandbox *sb, const char *name, const struct netd_addr *a);
 

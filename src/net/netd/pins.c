@@ -68,8 +68,39 @@ bool netd_pins_has(struct netd_sandbox *sb, const char *name, const struct netd_
         return false;
 }
 
+/* A sandbox's pins in the kernel are bounded: an allowed wildcard whose
+ * zone answers ever new addresses must not grow the nft set without end.
+ * Slots hold the expiry of each pin made; a slot whose time has passed is
+ * free again (the kernel dropped that element on its timeout). */
+static unsigned live_pins(struct netd *d, struct netd_sandbox *sb, uint64_t now)
+{
+        unsigned live = 0;
+        for (unsigned i = 0; sb->pin_expiry && i < d->max_pins; i++)
+                live += sb->pin_expiry[i] > now;
+        return live;
+}
+
+bool netd_pins_budget(struct netd *d, struct netd_sandbox *sb, size_t n)
+{
+        return live_pins(d, sb, pd_now_ms()) + n <= d->max_pins;
+}
+
+void netd_pins_charge(struct netd *d, struct netd_sandbox *sb, size_t n, uint32_t ttl_s)
+{
+        uint64_t now = pd_now_ms();
+        if (!sb->pin_expiry && !(sb->pin_expiry = calloc(d->max_pins, sizeof *sb->pin_expiry)))
+                return;
+        for (unsigned i = 0; i < d->max_pins && n; i++)
+                if (sb->pin_expiry[i] <= now) {
+                        sb->pin_expiry[i] = now + (uint64_t)ttl_s * 1000;
+                        n--;
+                }
+}
+
 void netd_pins_forget_all(struct netd_sandbox *sb)
 {
+        free(sb->pin_expiry);
+        sb->pin_expiry = NULL;
         free(sb->names);
         sb->names = NULL;
         sb->n_names = sb->next_name = 0;
