@@ -106,3 +106,20 @@ def test_fork_copies_are_independent(srv):
     assert len(rng) == 3
     for x in [sid] + kids:
         assert srv.delete(x) == 204
+
+
+def test_agent_survives_kill_all(srv):
+    """Root in the guest may kill every process but PID 1 (the agent),
+    the serial-port demux included: the agent starts a new one, the host's
+    relay is told (RESET), and the sandbox answers again."""
+    sid = create(srv)
+    st, j = srv.json("POST", "/api/v1/sandboxes/%s/exec" % sid, {"cmd": "kill -9 -1; sleep 5", "user": "root"})
+    assert st != 200 or j.get("exit_code") != 0, (st, j)
+    deadline = time.monotonic() + 60
+    while True:     # the server reconnects through the relay; the new demux answers
+        st, j = srv.json("POST", "/api/v1/sandboxes/%s/exec" % sid, {"cmd": "echo back", "user": "root"})
+        if st == 200 and j.get("stdout") == "back\n":
+            break
+        assert time.monotonic() < deadline, (st, j)
+        time.sleep(0.2)
+    assert srv.delete(sid) == 204

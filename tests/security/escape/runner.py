@@ -211,8 +211,8 @@ class Host:
             "paddock_bin": os.path.realpath(self.paddock_bin), "host_disk_dev": self.disk_dev,
             "host_disk_name": self.disk_name, "tcp_port": self.port, "udp_port": self.udp.getsockname()[1],
             "abstract_name": self.abstract_name, "unix_socket": self.unix_path,
-            "ro_volume": "/ro" if tier != "process" else None,
-            "ro_volume_file": "/ro/ro-canary" if tier != "process" else None,
+            "ro_volume": "/ro" if tier not in ("process", "microvm") else None,
+            "ro_volume_file": "/ro/ro-canary" if tier not in ("process", "microvm") else None,
             "host_pids": host_pids, "fill_cap_mb": 512 if tier != "process" else 96,
             "inode_cap": 300000 if tier != "process" else 20000,
         }
@@ -334,7 +334,8 @@ class Runner:
         (results by name, run info)."""
         tag = "pddrv" + uuid.uuid4().hex[:12]
         marker = "pdmark" + uuid.uuid4().hex[:12]
-        vol = ["-v", "%s:/ro:ro" % self.host.ro_dir] if tier != "process" else []
+        # microvm: no volumes on that tier yet (its guest has its own disk)
+        vol = ["-v", "%s:/ro:ro" % self.host.ro_dir] if tier not in ("process", "microvm") else []
         argv = self.argv(tier, ["-u", "root", "--json"] + vol + list(opts) +
                          ["--", "python3", "-c", self.driver, tag])
         t0 = time.time()
@@ -345,7 +346,8 @@ class Runner:
         try:
             drv = []
             deadline = time.time() + 30
-            while not drv and time.time() < deadline and p.poll() is None:
+            # a microvm's driver runs in its guest: no host process to find
+            while tier != "microvm" and not drv and time.time() < deadline and p.poll() is None:
                 drv = [d for d in procs_with(tag) if _comm(d).startswith("python")]
                 time.sleep(0.02)
             host_pids = {"test": os.getpid(), "paddock-run": p.pid}
