@@ -243,8 +243,9 @@ int oci_cmd_features(const struct oci_global *g, int argc, char **argv)
         json_object_set_new(sc, "operators", STRS(ops));
         json_object_set_new(sc, "archs", STRS(archs));
         json_object_set_new(lx, "seccomp", sc);
-        json_object_set_new(lx, "apparmor", json_pack("{s:b}", "enabled", 0));
-        json_object_set_new(lx, "selinux", json_pack("{s:b}", "enabled", 0));
+        /* Supported by the runtime (lsm.c); applied where the host runs them. */
+        json_object_set_new(lx, "apparmor", json_pack("{s:b}", "enabled", 1));
+        json_object_set_new(lx, "selinux", json_pack("{s:b}", "enabled", 1));
         json_object_set_new(o, "linux", lx);
         json_object_set_new(o, "annotations", json_pack("{s:s,s:s}", "run.oci.paddock.isolation", "container",
                                                         "run.oci.paddock.version", PD_VERSION));

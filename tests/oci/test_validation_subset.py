@@ -497,6 +497,13 @@ def lsm_active(name):
     return os.path.exists("/sys/fs/selinux/enforce")
 
 
+def test_features_report_lsm_support(bundle):
+    f = json.loads(subprocess.run([OCI, "features"], capture_output=True, text=True,
+                                  check=True).stdout)
+    assert f["linux"]["apparmor"]["enabled"] is True
+    assert f["linux"]["selinux"]["enabled"] is True
+
+
 def test_apparmor_profile(bundle):
     b = bundle(["sleep", "100"])
     b.config["process"]["apparmorProfile"] = "unconfined"
