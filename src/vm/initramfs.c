@@ -2,6 +2,8 @@
  * /init, the kernel modules it loads before it can see its root disk, and
  * the few directories and device nodes it needs before devtmpfs is up. */
 #include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,9 +53,58 @@ static int file_entry(struct cpio *c, const char *name, const char *path, mode_t
         return 0;
 }
 
+static const char *base_name(const char *m)
+{
+        const char *b = strrchr(m, '/');
+        return b ? b + 1 : m;
+}
+
+/* The guest has no modprobe: the list must be in dependency order. Check
+ * it against each module's own `depends=` (its .modinfo strings), so a new
+ * kernel package that adds a dependency fails here, clearly, and not as a
+ * guest that cannot find its disk. */
+static int check_order(const char *moddir, const char *const *modules, struct pd_error *err)
+{
+        for (size_t i = 0; modules[i]; i++) {
+                char path[PATH_MAX];
+                snprintf(path, sizeof path, "%s/%s.ko", moddir, modules[i]);
+                _pd_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+                struct stat st;
+                if (fd < 0 || fstat(fd, &st) < 0)
+                        return pd_error_set(err, errno, "open '%s'", path);
+                _pd_cleanup_free_ char *buf = malloc((size_t)st.st_size + 1);
+                if (!buf || pd_read_all(fd, buf, (size_t)st.st_size) != (ssize_t)st.st_size)
+                        return pd_error_set(err, EIO, "read '%s'", path);
+                buf[st.st_size] = '\0';
+                static const char key[] = "\0depends=";
+                char *d = memmem(buf, (size_t)st.st_size, key, sizeof key - 1);
+                if (!d)
+                        continue;
+                char deps[256];
+                snprintf(deps, sizeof deps, "%s", d + sizeof key - 1);
+                for (char *save = NULL, *dep = strtok_r(deps, ",", &save); dep; dep = strtok_r(NULL, ",", &save)) {
+                        bool before = false;
+                        for (size_t j = 0; j < i && !before; j++) {
+                                const char *b = base_name(modules[j]);
+                                /* module names use '_' where file names may use '-' */
+                                size_t n = strlen(b);
+                                before = strlen(dep) == n;
+                                for (size_t k = 0; before && k < n; k++)
+                                        before = (b[k] == '-' ? '_' : b[k]) == (dep[k] == '-' ? '_' : dep[k]);
+                        }
+                        if (!before)
+                                return pd_error_setx(err, ENOEXEC, "guest module %s needs %s, which the initramfs "
+                                                     "does not load before it", base_name(modules[i]), dep);
+                }
+        }
+        return 0;
+}
+
 int pd_vm_initramfs_write(const char *out_path, const char *agent, const char *moddir,
                           const char *const *modules, struct pd_error *err)
 {
+        if (check_order(moddir, modules, err) < 0)
+                return -1;
         char tmp[PATH_MAX + 8];
         snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
         struct cpio c = { .f = fopen(tmp, "we") };
@@ -73,8 +124,7 @@ int pd_vm_initramfs_write(const char *out_path, const char *agent, const char *m
                 r = file_entry(&c, "init", agent, 0755, err);
         for (size_t i = 0; modules[i] && r == 0; i++) {
                 char name[128], path[PATH_MAX];
-                const char *base = strrchr(modules[i], '/');
-                snprintf(name, sizeof name, "modules/%02zu-%s.ko", i, base ? base + 1 : modules[i]);
+                snprintf(name, sizeof name, "modules/%02zu-%s.ko", i, base_name(modules[i]));
                 snprintf(path, sizeof path, "%s/%s.ko", moddir, modules[i]);
                 r = file_entry(&c, name, path, 0644, err);
         }
