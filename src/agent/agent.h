@@ -154,6 +154,8 @@ struct ag_req {
 int ag_guest_boot(struct agent *ag, struct pd_error *err);
 /* After reaping children: restart the demux if the workload killed it. */
 void ag_guest_check(struct agent *ag);
+/* guest_net.c: eth0 from the host's NETCFG frame (vmmux.h) */
+void ag_guest_net_apply(const uint8_t *p, size_t n);
 
 /* conn.c */
 void ag_conn_accept(struct agent *ag);

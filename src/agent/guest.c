@@ -293,7 +293,7 @@ static void demux_main(const char *port)
         fcntl(fd, F_SETFL, O_NONBLOCK | O_ASYNC);
         struct pd_mux_cfg cfg = { .guest = true, .trunk_fd = fd, .listen_fd = -1,
                                   .agent_path = GUEST_SOCK, .hup_wait_fd = sfd, .ready_fd = -1,
-                                  .on_sync = on_sync };
+                                  .on_sync = on_sync, .on_netcfg = ag_guest_net_apply };
         if (pd_mux_run(&cfg, &err) < 0)
                 fprintf(stderr, "paddock-agent: demux: %s\n", err.msg);
         _exit(1);

@@ -275,6 +275,12 @@ static int handle_frame(struct mux *m, uint32_t id, uint8_t type, const uint8_t 
                         cfg->on_sync(be64toh(sec), be32toh(nsec), p + PD_MUX_NONCE + 12, PD_MUX_ENTROPY);
                 return send_frame(m, 0, PD_MUX_SYNC_ACK, p, PD_MUX_NONCE);
         }
+        case PD_MUX_NETCFG:
+                if (!cfg->guest)
+                        return pd_error_setx(err, EPROTO, "guest sent NETCFG");
+                if (len == PD_MUX_NETCFG_LEN && cfg->on_netcfg)
+                        cfg->on_netcfg(p, len);
+                return 0;
         case PD_MUX_RESET:
                 /* the guest's demux was restarted: its ends of our channels are
                  * gone; closing ours tells the clients (they reconnect) */
@@ -398,6 +404,12 @@ int pd_mux_run(const struct pd_mux_cfg *cfg, struct pd_error *err)
         int ret = 0;
         if (!cfg->guest && host_send_sync(m) < 0) {
                 ret = pd_error_set(err, EIO, "SYNC");
+                goto out;
+        }
+        /* in order after SYNC, before any OPEN: the guest's network is set
+         * before the first command runs */
+        if (!cfg->guest && cfg->netcfg && send_frame(m, 0, PD_MUX_NETCFG, cfg->netcfg, PD_MUX_NETCFG_LEN) < 0) {
+                ret = pd_error_set(err, EIO, "NETCFG");
                 goto out;
         }
         /* a host that is connected already (this demux replaces one that

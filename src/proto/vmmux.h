@@ -39,9 +39,15 @@ enum pd_mux_type {
         PD_MUX_SYNC = 5,        /* host -> guest: nonce, u64 sec, u32 nsec, entropy */
         PD_MUX_SYNC_ACK = 6,    /* guest -> host: the nonce */
         PD_MUX_RESET = 7,       /* guest -> host: a new demux; every channel is gone */
+        PD_MUX_NETCFG = 8,      /* host -> guest, right after SYNC: eth0's settings */
 };
 
 #define PD_MUX_SYNC_LEN (PD_MUX_NONCE + 8 + 4 + PD_MUX_ENTROPY)
+/* NETCFG payload (a guest with a NIC; docs/network.md "microvm"): MAC[6],
+ * IPv4 address[4], gateway[4], resolver[4], prefix length u8, MTU u16 BE.
+ * Sent on every trunk connection, so a clone restored from a template
+ * (whose NIC was never configured) gets its own MAC and address. */
+#define PD_MUX_NETCFG_LEN 21u
 
 struct pd_mux_cfg {
         bool guest;
@@ -56,6 +62,10 @@ struct pd_mux_cfg {
         int ready_fd;
         /* guest: apply SYNC (clock + entropy); NULL = ignore */
         void (*on_sync)(uint64_t sec, uint32_t nsec, const uint8_t *entropy, size_t n);
+        /* host: PD_MUX_NETCFG_LEN bytes sent after SYNC; NULL = no NIC */
+        const uint8_t *netcfg;
+        /* guest: apply NETCFG; NULL = ignore */
+        void (*on_netcfg)(const uint8_t *p, size_t n);
 };
 
 /* Run until the trunk ends (host: QEMU went away). Returns 0 or -errno. */

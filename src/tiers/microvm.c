@@ -28,6 +28,7 @@
 #include "conn.h"
 #include "msg.h"
 #include "sandbox.h"
+#include "sbnet.h"
 #include "template.h"
 #include "trace.h"
 #include "util.h"
@@ -51,7 +52,8 @@ static void qemu_dir(struct pd_sandbox *sb, char *buf, size_t size)
         snprintf(buf, size, "%s/vm", sb->dir);
 }
 
-static int start_relay(struct pd_sandbox *sb, int timeout_ms, struct pd_error *err)
+/* netarg: the relay's --net=HEX for a guest with a NIC (vmnet.c), or NULL */
+static int start_relay(struct pd_sandbox *sb, int timeout_ms, const char *netarg, struct pd_error *err)
 {
         char relay[PATH_MAX], serial[PATH_MAX + 16];
         if (pd_helper_path("paddock-vm-relay", "PADDOCK_VM_RELAY", relay, sizeof relay, err) < 0)
@@ -66,7 +68,7 @@ static int start_relay(struct pd_sandbox *sb, int timeout_ms, struct pd_error *e
         _pd_cleanup_close_ int lfd = pd_host_listen_socket(sb, err);
         if (lfd < 0)
                 return lfd;
-        char *argv[] = { "paddock-vm-relay", serial, NULL };
+        char *argv[] = { "paddock-vm-relay", serial, (char *)netarg, NULL };
         int ready = -1;
         const char *step = "";
         pid_t pid = pd_helper_spawn(relay, argv, sb->dirfd, "relay.log", &lfd, 1, &ready, &step);
@@ -111,6 +113,7 @@ static int start_qemu(struct pd_sandbox *sb, const struct pd_vm_assets *as, cons
                 .disk_bytes = sb->writable_bytes, .pids = sb->spec.pids, .mem_file = mem_file,
                 .mem_shared = shared,
                 .incoming = incoming, .die_with_parent = sb->die_with_parent, .mem_anon = !mem_file,
+                .nic = sb->spec.net != PD_NET_NONE,
         };
         if (sb->have_cgroup) {
                 int r = pd_cgroup_open_procs(&sb->cg, "agent", l.cg_fds, (int)PD_ARRAY_SIZE(l.cg_fds), err);
@@ -176,8 +179,12 @@ static int restore_state(struct pd_qmp *q, int fd, bool ignore_shared, struct pd
 static void tpl_paths(struct pd_sandbox *sb, const struct pd_vm_assets *as, struct vm_tpl *t)
 {
         /* the guest's kernel command line (disk, pids) is in the snapshot */
-        snprintf(t->dir, sizeof t->dir, "%s/vm/tpl-%s-m%" PRIu64 "-d%" PRIu64 "-c%u-p%u", sb->state->dir, as->key,
-                 sb->spec.memory_bytes >> 20, sb->writable_bytes >> 20, sb->spec.millicpus, sb->spec.pids);
+        /* and its devices: a guest with a network has a NIC from the start
+         * (a restore needs the same devices), unconfigured until a clone's
+         * agent gets its NETCFG */
+        snprintf(t->dir, sizeof t->dir, "%s/vm/tpl-%s-m%" PRIu64 "-d%" PRIu64 "-c%u-p%u%s", sb->state->dir, as->key,
+                 sb->spec.memory_bytes >> 20, sb->writable_bytes >> 20, sb->spec.millicpus, sb->spec.pids,
+                 sb->spec.net != PD_NET_NONE ? "-net" : "");
         snprintf(t->mem, sizeof t->mem, "%s/mem", t->dir);
         snprintf(t->state, sizeof t->state, "%s/state", t->dir);
         snprintf(t->stamp, sizeof t->stamp, "%s/stamp", t->dir);
@@ -351,7 +358,7 @@ static int build_template(struct pd_sandbox *sb, const struct pd_vm_assets *as, 
         if ((r = start_qemu(sb, as, mem, gid, true, false, err)) < 0 || (r = open_qmp(sb, &q, err)) < 0 ||
             (r = pd_qmp_cmd(q, "migrate-set-capabilities",
                             "{\"capabilities\":[{\"capability\":\"x-ignore-shared\",\"state\":true}]}", err)) < 0 ||
-            (r = start_relay(sb, VM_BOOT_TIMEOUT_MS, err)) < 0 || (r = warm_template(sb, err)) < 0)
+            (r = start_relay(sb, VM_BOOT_TIMEOUT_MS, NULL, err)) < 0 || (r = warm_template(sb, err)) < 0)
                 goto out;
         /* no host connection may be open in the snapshot */
         stop_relay(sb);
@@ -439,7 +446,31 @@ static int restore_full(struct pd_sandbox *sb, const struct pd_vm_assets *as, in
                 return r;
         }
         pd_qmp_close(q);
-        return start_relay(sb, VM_CLONE_TIMEOUT_MS, err);
+        return start_relay(sb, VM_CLONE_TIMEOUT_MS, NULL, err);
+}
+
+/* A guest with a NIC, also after a server restart (the record does not
+ * keep the network mode; the router does). */
+static bool has_network(struct pd_sandbox *sb)
+{
+        char *pol = NULL;
+        if (sb->spec.net != PD_NET_NONE)
+                return true;
+        if (pd_router_policy_json(sb->state, sb->id, &pol) < 0)
+                return false;
+        free(pol);
+        return true;
+}
+
+/* What a guest with a network cannot do yet: its saved state has a NIC
+ * tied to a router slot (restores of it would need the slot re-attached
+ * and the guest re-addressed). */
+int pd_microvm_refuse_with_network(struct pd_sandbox *sb, const char *what, struct pd_error *err)
+{
+        if (!has_network(sb))
+                return 0;
+        return pd_error_setx(err, ENOTSUP, "%s of a microvm sandbox with a network is not supported yet "
+                                           "(network none only)", what);
 }
 
 int pd_microvm_save_full(struct pd_sandbox *sb, int fd, struct pd_error *err)
@@ -469,10 +500,10 @@ static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
         if (sb->spec.template_dir || sb->spec.n_volumes)
                 return pd_error_setx(err, ENOTSUP, "the microvm tier runs its own base template and its own "
                                                    "snapshots only (no --template DIR or volumes yet)");
-        /* no NIC yet: say so rather than start a guest without the network asked for */
-        if (sb->spec.net != PD_NET_NONE)
-                return pd_error_setx(err, ENOTSUP, "the microvm tier runs with network none only for now "
-                                                   "(use the container or supervised tier for open or policy)");
+        /* snapshots are of guests without a NIC (pd_microvm_refuse_with_network) */
+        if (sb->spec.net != PD_NET_NONE && sb->spec.template_name && strcmp(sb->spec.template_name, "base") != 0)
+                return pd_error_setx(err, ENOTSUP, "a microvm snapshot starts with network none only "
+                                                   "(template '%s')", sb->spec.template_name);
         /* a named snapshot of a guest (microvm_snap.c): a full restore */
         int s = pd_microvm_create_from_snapshot(sb, err);
         if (s != 0)
@@ -512,9 +543,32 @@ static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
         /* a clone: the template's RAM mapped private (copy-on-write) */
         struct pd_qmp *q = NULL;
         pd_trace("microvm: assets, cgroup, template checked");
-        if ((r = start_qemu(sb, &as, t.mem, gid, false, true, err)) < 0)
+        /* network: a router slot (released by destroy, also of a failed
+         * create), then QEMU's netns attached as a container's is and
+         * bridged to the guest's tap (src/vm/vmnet.c) */
+        struct pd_sbnet net = { 0 };
+        char netarg[80] = "";
+        if (sb->spec.net != PD_NET_NONE && (r = pd_sbnet_prepare(sb, &net, err)) < 0) {
+                pd_sbnet_close(&net);
                 return r;
+        }
+        if ((r = start_qemu(sb, &as, t.mem, gid, false, true, err)) < 0) {
+                pd_sbnet_close(&net);
+                return r;
+        }
         pd_trace("microvm: QEMU started (jailed)");
+        if (sb->spec.net != PD_NET_NONE) {
+                r = pd_sbnet_attach(sb, &net, sb->agent_pid, err);
+                if (r >= 0)
+                        r = pd_vm_net_bridge(sb->agent_pid, err);
+                if (r >= 0)
+                        pd_vm_net_relay_arg(net.slot.sb_addr, net.slot.prefix, net.slot.gw_addr, netarg,
+                                            sizeof netarg);
+                pd_sbnet_close(&net);
+                if (r < 0)
+                        return r;
+                pd_trace("microvm: network attached");
+        }
         if ((r = open_qmp(sb, &q, err)) < 0) {
                 pd_qmp_close(q);
                 return r;
@@ -527,7 +581,7 @@ static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
         pd_trace("microvm: device state restored, guest running");
         pd_qmp_close(q);
         flock(lock, LOCK_UN);
-        if ((r = start_relay(sb, VM_CLONE_TIMEOUT_MS, err)) < 0)
+        if ((r = start_relay(sb, VM_CLONE_TIMEOUT_MS, netarg[0] ? netarg : NULL, err)) < 0)
                 return r;
         pd_trace("microvm: relay synced with the guest");
         return pd_sandbox_save(sb, err);
@@ -563,6 +617,8 @@ static int microvm_pause_to_disk(struct pd_sandbox *sb, struct pd_error *err)
         snprintf(tmp, sizeof tmp, "%s/state.tmp", dir);
         if (access(file, F_OK) == 0)
                 return pd_error_setx(err, EALREADY, "sandbox %s is already paused to disk", sb->id);
+        if (pd_microvm_refuse_with_network(sb, "pause to disk", err) < 0)
+                return -1;
         if (pd_mkdir_p(dir, 0700, err) < 0)
                 return -1;
         _pd_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -632,6 +688,8 @@ static int microvm_resume(struct pd_sandbox *sb, struct pd_error *err)
  * memory) saved once, each copy restored from it; the source runs on. */
 static int microvm_fork(struct pd_sandbox *src, struct pd_sandbox *const *dst, unsigned n, struct pd_error *err)
 {
+        if (pd_microvm_refuse_with_network(src, "fork", err) < 0)
+                return -1;
         char file[PATH_MAX + 32];
         snprintf(file, sizeof file, "%s/vm/fork-%s.state", src->state->dir, src->id);
         _pd_cleanup_close_ int fd = open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -681,7 +739,16 @@ static int microvm_destroy(struct pd_sandbox *sb, struct pd_error *err)
         char dir[PATH_MAX];
         paused_path(sb, dir, sizeof dir);
         (void)pd_rm_rf(dir, NULL);
-        return pd_host_release(sb, err);
+        /* QEMU's netns (veth, tap, bridge) died with it; its rules, slot
+         * and netd entry here (none: nothing to do) */
+        struct pd_error nerr;
+        int nr = pd_sbnet_release(sb->state, sb->id, &nerr);
+        int r = pd_host_release(sb, err);
+        if (nr < 0 && r >= 0) {
+                *err = nerr;
+                r = nr;
+        }
+        return r;
 }
 
 static int microvm_stats(struct pd_sandbox *sb, struct pd_sandbox_stats *out, struct pd_error *err)

@@ -11,6 +11,10 @@ int pd_microvm_save_full(struct pd_sandbox *sb, int fd, struct pd_error *err);
  * dir, cgroup, uid, a QEMU restoring it, the relay (clock and RNG synced). */
 int pd_microvm_start_from(struct pd_sandbox *sb, int fd, struct pd_error *err);
 
+/* -ENOTSUP (err: "WHAT of a microvm sandbox with a network ...") when sb's
+ * guest has a NIC, else 0: saves of such a guest are not restorable yet. */
+int pd_microvm_refuse_with_network(struct pd_sandbox *sb, const char *what, struct pd_error *err);
+
 /* microvm_snap.c: the tier's snapshot op, and create from such a snapshot
  * (1 = sb->spec.template_name names a microvm snapshot and sb was started
  * from it, 0 = it does not name one, <0 = error). */

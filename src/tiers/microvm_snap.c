@@ -28,6 +28,8 @@ int pd_microvm_snapshot(struct pd_sandbox *sb, const char *name, struct pd_error
         struct pd_state *st = sb->state;
         if (sb->paused && sb->agent_pidfd < 0)
                 return pd_error_setx(err, EBUSY, "sandbox %s is paused to disk: resume it first", sb->id);
+        if (pd_microvm_refuse_with_network(sb, "a snapshot", err) < 0)
+                return -1;
         char tdir[PATH_MAX], path[PATH_MAX + 80], tmp[PATH_MAX + 96];
         snprintf(tdir, sizeof tdir, "%s/templates", st->dir);
         snprintf(path, sizeof path, "%s/%s", tdir, name);

@@ -25,7 +25,9 @@ static const char *const guest_modules[] = {
         "kernel/drivers/virtio/virtio_ring", "kernel/drivers/virtio/virtio",
         "kernel/drivers/virtio/virtio_mmio", "kernel/drivers/block/virtio_blk",
         "kernel/drivers/char/virtio_console", "kernel/crypto/crc32c_generic",
-        "kernel/lib/libcrc32c", "kernel/fs/erofs/erofs", "kernel/fs/overlayfs/overlay", NULL,
+        "kernel/lib/libcrc32c", "kernel/fs/erofs/erofs", "kernel/fs/overlayfs/overlay",
+        /* the NIC of a guest with a network (none: no device, the module idles) */
+        "kernel/net/core/failover", "kernel/drivers/net/net_failover", "kernel/drivers/net/virtio_net", NULL,
 };
 
 uint64_t pd_vm_hash(uint64_t h, const void *p, size_t n)
@@ -228,7 +230,8 @@ int pd_vm_boot_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct 
 int pd_vm_gc(struct pd_state *st, struct pd_error *err)
 {
         /* Everything the state dir owns goes: the template snapshots too
-         * (caches, rebuilt on the next use). */
+         * (caches, rebuilt on the next use), and the saved state of
+         * sandboxes paused to disk (gc destroys every sandbox). */
         char vmdir[PATH_MAX];
         snprintf(vmdir, sizeof vmdir, "%s/vm", st->dir);
         DIR *d = opendir(vmdir);
@@ -237,7 +240,9 @@ int pd_vm_gc(struct pd_state *st, struct pd_error *err)
         int ret = 0;
         struct dirent *de;
         while ((de = readdir(d)))
-                if (strncmp(de->d_name, "tpl-", 4) == 0) {
+                /* templates, sandboxes paused to disk, unfinished fork saves */
+                if (strncmp(de->d_name, "tpl-", 4) == 0 || strcmp(de->d_name, "paused") == 0 ||
+                    strncmp(de->d_name, "fork-", 5) == 0) {
                         char p[PATH_MAX + 300];
                         snprintf(p, sizeof p, "%s/%s", vmdir, de->d_name);
                         if (pd_rm_rf(p, ret == 0 ? err : NULL) < 0)

@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -20,6 +23,7 @@
 #include "vm.h"
 
 #define QEMU_BIN "/usr/bin/qemu-system-x86_64"
+#define QEMU_TAP_FD 200         /* the tap's fd number in QEMU (above what QEMU opens first) */
 
 bool pd_vm_have_kvm(void)
 {
@@ -133,6 +137,14 @@ static void build_argv(const struct pd_vm_launch *l, struct argv_buf *a)
         /* QEMU's own seccomp filter: no exec, no privilege changes */
         arg(a, "-sandbox");
         arg(a, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+        if (l->nic) {
+                /* the tap fd QEMU's child opened (no slirp, ever); one MAC for
+                 * template and clones alike: the guest's agent sets its own */
+                arg(a, "-netdev");
+                arg(a, "tap,id=n0,fd=%d", QEMU_TAP_FD);
+                arg(a, "-device");
+                arg(a, "virtio-net-device,netdev=n0,mac=02:70:00:00:00:01");
+        }
         if (l->incoming) {
                 arg(a, "-incoming");
                 arg(a, "defer");
@@ -252,6 +264,10 @@ int pd_vm_qemu_start(const struct pd_vm_launch *l, pid_t *pid_out, int *pidfd_ou
                 plan_bind(&j, l->dir, true, false);
         }
         char *envp[] = { "PATH=/usr/bin:/bin", NULL };
+        static struct ifreq tap_req;
+        memset(&tap_req, 0, sizeof tap_req);
+        snprintf(tap_req.ifr_name, sizeof tap_req.ifr_name, "tap0");
+        tap_req.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
         int sync[2];
         if (pipe2(sync, O_CLOEXEC) < 0)
                 return pd_error_set(err, errno, "pipe");
@@ -278,6 +294,16 @@ int pd_vm_qemu_start(const struct pd_vm_launch *l, pid_t *pid_out, int *pidfd_ou
                         dup2(nul, 1);
                 }
                 setsid();
+                /* tap0 in our new netns, while we still may and /dev/net/tun
+                 * is still visible; the fd survives the exec */
+                if (l->nic) {
+                        int t = open("/dev/net/tun", O_RDWR);
+                        if (t < 0 || ioctl(t, TUNSETIFF, &tap_req) < 0 ||
+                            (t != QEMU_TAP_FD && dup2(t, QEMU_TAP_FD) < 0))
+                                child_fail(sync[1], errno, "create tap0");
+                        if (t != QEMU_TAP_FD)
+                                close(t);
+                }
                 if (l->jail_root) {
                         const char *step = jail_enter(&j);
                         if (step)

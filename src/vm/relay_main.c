@@ -3,11 +3,15 @@
  * (like the agent of the container tier): it accepts connections on the
  * sandbox's agent socket (fd 3) and carries each as a channel over QEMU's
  * virtio-serial chardev socket. Writes one byte to fd 4 (then closes it)
- * once the guest answered SYNC: the agent is ready.
- *   paddock-vm-relay SERIAL_SOCKET */
+ * once the guest answered SYNC: the agent is ready. With --net=HEX (the
+ * PD_MUX_NETCFG payload in hex) it tells the guest its NIC's settings
+ * right after every SYNC.
+ *   paddock-vm-relay SERIAL_SOCKET [--net=HEX] */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -19,8 +23,19 @@
 
 int main(int argc, char **argv)
 {
-        if (argc != 2) {
-                fprintf(stderr, "usage: paddock-vm-relay SERIAL_SOCKET (listener on fd 3, ready fd 4)\n");
+        static uint8_t netcfg[PD_MUX_NETCFG_LEN];
+        bool have_net = false;
+        if (argc == 3 && strncmp(argv[2], "--net=", 6) == 0 && strlen(argv[2] + 6) == 2 * PD_MUX_NETCFG_LEN) {
+                for (unsigned i = 0; i < PD_MUX_NETCFG_LEN; i++) {
+                        unsigned v;
+                        if (sscanf(argv[2] + 6 + 2 * i, "%2x", &v) != 1)
+                                goto usage;
+                        netcfg[i] = (uint8_t)v;
+                }
+                have_net = true;
+        } else if (argc != 2) {
+usage:
+                fprintf(stderr, "usage: paddock-vm-relay SERIAL_SOCKET [--net=HEX] (listener on fd 3, ready fd 4)\n");
                 return 2;
         }
         signal(SIGPIPE, SIG_IGN);
@@ -40,7 +55,7 @@ int main(int argc, char **argv)
         fcntl(3, F_SETFD, FD_CLOEXEC);
         fcntl(4, F_SETFD, FD_CLOEXEC);
         struct pd_mux_cfg cfg = { .guest = false, .trunk_fd = fd, .listen_fd = 3, .hup_wait_fd = -1,
-                                  .ready_fd = 4 };
+                                  .ready_fd = 4, .netcfg = have_net ? netcfg : NULL };
         struct pd_error err = { 0 };
         if (pd_mux_run(&cfg, &err) < 0) {
                 fprintf(stderr, "paddock-vm-relay: %s\n", err.msg);

@@ -58,6 +58,9 @@ struct pd_vm_launch {
         bool mem_anon;                  /* no mem_file: anonymous RAM, same backend id
                                          * (restores of full saves: resume, fork) */
         bool incoming;                  /* -incoming defer (restore) */
+        /* a virtio-net NIC whose backend is tap0, made by QEMU's child in
+         * its own new netns before it drops privileges (vmnet.c wires it) */
+        bool nic;
         bool die_with_parent;
         /* jail: run QEMU as this uid/gid (0 = keep root: tests of the jail
          * itself only) in a mount namespace whose root (a tmpfs on
@@ -73,6 +76,14 @@ struct pd_vm_launch {
 /* Fork + exec QEMU, jailed; returns its pid and a pidfd. */
 int pd_vm_qemu_start(const struct pd_vm_launch *l, pid_t *pid, int *pidfd, struct pd_error *err);
 bool pd_vm_have_kvm(void);
+
+/* vmnet.c: in the netns of QEMU (pid), whose eth0 the router attached
+ * (src/net/sbnet.h): make it a pure L2 bridge between eth0 and tap0, the
+ * guest owning the sandbox's address (docs/network.md, "microvm"). */
+int pd_vm_net_bridge(pid_t qemu_pid, struct pd_error *err);
+/* The relay's --net=HEX argument (vmmux.h NETCFG) for a guest with
+ * address addr/prefix, gateway and resolver gw. */
+void pd_vm_net_relay_arg(const uint8_t addr[4], int prefix, const uint8_t gw[4], char *buf, size_t size);
 
 /* qmp.c: one QMP session on <dir>/qmp.sock. */
 struct pd_qmp;
