@@ -238,7 +238,7 @@ def test_policy_change_while_a_query_is_upstream(sb):
     meanwhile gets NXDOMAIN, nothing pinned."""
     import time
     assert sb.add(POLICY) == {"ok": True}
-    dig = subprocess.Popen(["ip", "netns", "exec", sb.sbx, "dig", "@" + GW, "+time=4", "+tries=1",
+    dig = subprocess.Popen(["ip", "netns", "exec", sb.sbx, "dig", "@" + GW, "+time=6", "+tries=1",
                             "+noedns", "slow.allowed.test"], stdout=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 10
