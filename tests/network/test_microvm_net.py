@@ -5,6 +5,7 @@ attaches there exactly as for a container sandbox (docs/network.md,
 apply. Against the fake internet (_fakenet.py). VM counts kept small (TCG)."""
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -16,7 +17,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _fakenet import DNS, LAN, METADATA, WEB, FakeNet  # noqa: E402
 from conftest import Paddock  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "server"))
 from test_egress import PROBE, env, net_dir, ok, router_files  # noqa: E402
+from test_server_core import Server, finish, tmproot  # noqa: E402,F401 (fixture)
+from test_server_network import net_files, reach  # noqa: E402
 
 VM = ["--isolation", "microvm", "--memory", "256M"]
 SLOW = 600      # the first use boots the template with a NIC (TCG)
@@ -176,3 +180,69 @@ def test_teardown_leaves_nothing(pd, fakenet):
                            text=True).stdout.split()
     assert qemus == [], qemus
     assert pd.leftovers() == {}, pd.leftovers()
+
+
+SPOOF = r"""
+import fcntl, json, socket, struct, sys
+web, spoof = sys.argv[1], sys.argv[2]
+def fetch(src):
+    s = socket.socket()
+    s.settimeout(2)
+    if src:
+        s.bind((src, 0))
+    try:
+        s.connect((web, 80))
+        return "ok"
+    except OSError as e:
+        return str(e)
+    finally:
+        s.close()
+out = {"own": fetch(None)}
+# root in its own kernel: a second address on eth0, another sandbox's
+c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+sin = struct.pack("HH4s8x", socket.AF_INET, 0, socket.inet_aton(spoof))
+fcntl.ioctl(c, 0x8916, struct.pack("16s16s", b"eth0:1", sin))      # SIOCSIFADDR
+out["spoofed"] = fetch(spoof)
+print(json.dumps(out))
+"""
+
+
+def test_a_guest_cannot_send_from_another_address(pd, fakenet):
+    res = vm_run(pd, fakenet, ["--net", "open", "-u", "root"], ["python3", "-c", SPOOF, WEB[0], "10.201.255.250"])
+    assert res["own"] == "ok", res
+    # the address was taken (bind worked): the router dropped the SYN
+    assert "timed out" in res["spoofed"], "the router let a spoofed source through: %s" % res
+
+
+def test_server_live_policy_audit_and_kill9(tmproot, fakenet):
+    """Through paddock serve: a microvm with a policy, changed live
+    (router-side, as for containers), its DNS decisions in the sandbox's
+    audit log; kill -9 of the server, the next one adopts the guest with its
+    network; gc afterwards leaves no router, slot or QEMU."""
+    s = Server(os.path.join(tmproot, "vmnet"), "--pool", "0", "--net-uplink", fakenet.uplink,
+               "--net-resolver", fakenet.resolver).start()
+    try:
+        sid = s.create({"isolation": "microvm", "timeout": 600,
+                        "network": {"mode": "policy", "allow": [WEB[0]]}})["id"]
+        assert reach(s, sid, WEB[:2]) == {WEB[0]: True, WEB[1]: False}
+        st, j = s.json("PUT", "/api/v1/sandboxes/%s/network" % sid, {"mode": "policy", "allow": [WEB[1]]})
+        assert st == 200, j
+        assert reach(s, sid, WEB[:2]) == {WEB[0]: False, WEB[1]: True}
+        st, j = s.json("POST", "/api/v1/sandboxes/%s/exec" % sid, {"cmd": [
+            "python3", "-c", "import socket\ntry: socket.gethostbyname('api.example.test'); print('resolved')\n"
+                             "except OSError: print('nxdomain')"]})
+        assert st == 200 and j["stdout"].strip() == "nxdomain", j
+        lines = [json.loads(l) for l in s.request("GET", "/api/v1/sandboxes/%s/audit" % sid)[2].decode().splitlines()
+                 if l.strip()]
+        assert any(e.get("kind") == "dns" and e.get("decision") == "deny" and "api.example.test" in json.dumps(e)
+                   for e in lines), lines
+        s.stop(signal.SIGKILL)
+        s.start()                                   # adopts the guest; its network still works
+        assert reach(s, sid, WEB[:2]) == {WEB[0]: False, WEB[1]: True}
+        s.stop(signal.SIGKILL)
+    finally:
+        finish(s)                                    # paddock gc after the server is gone
+    assert net_files(s.state) == []
+    qemus = subprocess.run(["pgrep", "-f", "qemu-system-x86_64.*" + s.state], capture_output=True,
+                           text=True).stdout.split()
+    assert qemus == [], qemus
