@@ -358,3 +358,12 @@ def test_pin_limit(tmp_path):
     r = subprocess.run([netd_bin(), "--control", "/nonexistent/x", "--max-pins", "0"],
                        capture_output=True, text=True)
     assert r.returncode != 0 and "--max-pins" in r.stderr
+
+
+def test_slow_upstream_answer_after_a_retry(sb):
+    """An upstream slower than netd's retry (1.5 s): the first try's socket
+    stays open, so its answer is used."""
+    assert sb.add(POLICY) == {"ok": True}
+    out = sb.sh("dig", "@" + GW, "+time=8", "+tries=1", "+noedns", "slower.allowed.test").stdout
+    assert "status: NOERROR" in out and WEB["b"] in out, out
+    assert sb.queries().count("slower.allowed.test") >= 2        # it did retry

@@ -22,7 +22,6 @@
 #include "util.h"
 
 #define UPSTREAM_TIMEOUT_MS 1500
-#define UPSTREAM_TRIES 3
 #define MAX_PENDING 4096
 #define MAX_PENDING_PER_SANDBOX 128
 #define TCP_IDLE_MS 10000
@@ -190,11 +189,19 @@ void netd_dns_audit(struct netd_sandbox *sb, const struct dns_query *q, const ch
 
 /* ---- upstream ---- */
 
+static void close_attempts(struct netd_pending *p)
+{
+        for (unsigned i = 0; i < UPSTREAM_TRIES; i++)
+                if (p->att[i].fd >= 0) {
+                        close(p->att[i].fd);
+                        p->att[i].fd = -1;
+                }
+}
+
 static void pending_free(struct netd_ev *ev)
 {
         struct netd_pending *p = (struct netd_pending *)ev;
-        if (p->fd >= 0)
-                close(p->fd);
+        close_attempts(p);
         free(p);
 }
 
@@ -206,36 +213,33 @@ static void pending_unlink(struct netd *d, struct netd_pending *p)
                         d->n_pending--;
                         break;
                 }
-        if (p->fd >= 0) {
-                close(p->fd);
-                p->fd = -1;
-        }
+        close_attempts(p);              /* out of epoll before the batch ends */
         netd_kill(d, &p->ev);
 }
 
+/* Send the question again, to the next upstream, from a new socket. */
 static int pending_send(struct netd *d, struct netd_pending *p)
 {
+        if (p->tries >= UPSTREAM_TRIES)
+                return -ETIMEDOUT;
+        struct netd_attempt *a = &p->att[p->tries];
         unsigned u = p->tries % d->n_upstreams;
-        if (p->fd >= 0) {
-                epoll_ctl(d->epfd, EPOLL_CTL_DEL, p->fd, NULL);
-                close(p->fd);
-        }
-        p->fd = socket(d->upstream[u].ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (p->fd < 0)
+        p->tries++;
+        a->fd = socket(d->upstream[u].ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (a->fd < 0)
                 return -errno;
         /* a fresh socket per attempt: random source port and id, and the
          * kernel drops answers from anyone but the upstream (connected) */
-        if (connect(p->fd, (struct sockaddr *)&d->upstream[u], d->upstream_len[u]) < 0)
+        if (connect(a->fd, (struct sockaddr *)&d->upstream[u], d->upstream_len[u]) < 0)
                 return -errno;
-        if (getrandom(&p->up_id, sizeof p->up_id, 0) != sizeof p->up_id)
-                p->up_id ^= (uint16_t)pd_now_ns();
+        if (getrandom(&a->id, sizeof a->id, 0) != sizeof a->id)
+                a->id ^= (uint16_t)pd_now_ns();
         uint8_t out[DNS_HDR + DNS_NAME_WIRE_MAX + 4 + 11];
-        size_t n = dns_build_upstream(&p->q, p->up_id, out, sizeof out);
-        if (!n || send(p->fd, out, n, MSG_NOSIGNAL) < 0)
+        size_t n = dns_build_upstream(&p->q, a->id, out, sizeof out);
+        if (!n || send(a->fd, out, n, MSG_NOSIGNAL) < 0)
                 return -errno ? -errno : -EINVAL;
-        p->tries++;
         p->deadline_ms = pd_now_ms() + UPSTREAM_TIMEOUT_MS;
-        return netd_watch(d, p->fd, EPOLLIN, &p->ev);
+        return netd_watch(d, a->fd, EPOLLIN, &a->ev);
 }
 
 static void forward(struct netd *d, struct netd_sandbox *sb, const struct dns_query *q,
@@ -256,7 +260,8 @@ static void forward(struct netd *d, struct netd_sandbox *sb, const struct dns_qu
                 return;
         }
         p->ev = (struct netd_ev){ .kind = K_UPSTREAM, .free_fn = pending_free };
-        p->fd = -1;
+        for (unsigned i = 0; i < UPSTREAM_TRIES; i++)
+                p->att[i] = (struct netd_attempt){ .ev = { .kind = K_UPSTREAM }, .fd = -1, .p = p };
         p->sb = sb;
         p->q = *q;
         snprintf(p->name, sizeof p->name, "%s", name);
@@ -275,13 +280,16 @@ static void forward(struct netd *d, struct netd_sandbox *sb, const struct dns_qu
         }
 }
 
-static void upstream_event(struct netd *d, struct netd_pending *p)
+static void upstream_event(struct netd *d, struct netd_attempt *at)
 {
+        struct netd_pending *p = at->p;
+        if (p->ev.dead || at->fd < 0)
+                return;
         uint8_t buf[DNS_MAX_MSG];
-        ssize_t n = recv(p->fd, buf, sizeof buf, 0);
+        ssize_t n = recv(at->fd, buf, sizeof buf, 0);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;
-        if (n < DNS_HDR || (uint16_t)(buf[0] << 8 | buf[1]) != p->up_id)
+        if (n < DNS_HDR || (uint16_t)(buf[0] << 8 | buf[1]) != at->id)
                 return;                 /* stray or refused: wait for the deadline */
         struct dns_answer *a = malloc(sizeof *a);
         if (!a || dns_parse_response(buf, (size_t)n, &p->q, a) < 0) {
@@ -302,7 +310,7 @@ void netd_dns_tick(struct netd *d, uint64_t now)
                 next = p->next;
                 if (p->deadline_ms > now)
                         continue;
-                if (p->tries < UPSTREAM_TRIES && pending_send(d, p) >= 0)
+                if (pending_send(d, p) >= 0)
                         continue;
                 netd_dns_audit(p->sb, &p->q, p->name, false, p->rule, "upstream timeout");
                 netd_dns_reply_rcode(d, &p->to, &p->q, DNS_RCODE_SERVFAIL);
@@ -366,7 +374,8 @@ static void handle_query(struct netd *d, struct netd_sandbox *sb, const uint8_t 
         struct netd_pending *hit = calloc(1, sizeof *hit);
         struct dns_answer *a = hit ? malloc(sizeof *a) : NULL;
         if (a && netd_cache_get(sb, name, q.qtype, a)) {
-                hit->fd = -1;
+                for (unsigned i = 0; i < UPSTREAM_TRIES; i++)
+                        hit->att[i].fd = -1;
                 hit->sb = sb;
                 hit->q = q;
                 snprintf(hit->name, sizeof hit->name, "%s", name);
@@ -538,7 +547,7 @@ void netd_dns_event(struct netd *d, struct netd_ev *ev, uint32_t events)
                 tcp_event(d, (struct tcp_conn *)ev, events);
                 break;
         case K_UPSTREAM:
-                upstream_event(d, (struct netd_pending *)ev);
+                upstream_event(d, (struct netd_attempt *)ev);
                 break;
         default:
                 break;

@@ -23,9 +23,22 @@ struct reply_to {
         struct netd_addr local;         /* the address the query was sent to */
 };
 
-struct netd_pending {
-        struct netd_ev ev;
+#define UPSTREAM_TRIES 3
+
+struct netd_pending;
+
+/* One try upstream: its own socket (random port) and id. Earlier tries stay
+ * open, so a slow upstream's first answer still counts after a retry. */
+struct netd_attempt {
+        struct netd_ev ev;              /* K_UPSTREAM, in epoll */
         int fd;                         /* UDP socket connected to the upstream */
+        uint16_t id;
+        struct netd_pending *p;
+};
+
+struct netd_pending {
+        struct netd_ev ev;              /* kill/free only, never in epoll */
+        struct netd_attempt att[UPSTREAM_TRIES];
         struct netd_sandbox *sb;
         struct dns_query q;
         char name[PD_NETPOL_NAME_MAX + 1];
@@ -33,7 +46,6 @@ struct netd_pending {
          * rules while the query is upstream */
         struct pd_netpol_rule rule_copy;
         const struct pd_netpol_rule *rule;      /* &rule_copy or NULL */
-        uint16_t up_id;
         unsigned tries;
         uint64_t deadline_ms;
         struct reply_to to;
