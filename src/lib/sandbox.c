@@ -63,6 +63,23 @@ int pd_sandbox_new(struct pd_state *st, const struct pd_spec *spec, struct pd_sa
         return 0;
 }
 
+int pd_sandbox_revive(struct pd_state *st, const char *id, const struct pd_spec *spec, struct pd_sandbox **out,
+                      struct pd_error *err)
+{
+        if (pd_id_check(id) < 0)
+                return pd_error_setx(err, EINVAL, "invalid sandbox id");
+        const struct pd_tier_ops *ops = tier_for(spec->isolation);
+        if (!ops)
+                return pd_error_setx(err, ENOTSUP, "isolation '%s' is not available", pd_isolation_name(spec->isolation));
+        struct pd_sandbox *sb = sandbox_alloc(st, id);
+        if (!sb)
+                return pd_error_set(err, ENOMEM, "allocate sandbox");
+        sb->spec = *spec;
+        sb->ops = ops;
+        *out = sb;
+        return 0;
+}
+
 int pd_sandbox_create(struct pd_sandbox *sb, struct pd_error *err)
 {
         int r = sb->ops->create(sb, err);

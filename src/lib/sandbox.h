@@ -43,6 +43,11 @@ struct pd_sandbox {
  * not exist yet with a message that says so. */
 int pd_sandbox_new(struct pd_state *st, const struct pd_spec *spec, struct pd_sandbox **out,
                    struct pd_error *err);
+/* A sandbox whose runtime record is gone (a host reboot emptied the
+ * runtime dir) under its old id, for the tier's adopt to find what it kept
+ * on the state dir's disk (microvm: a guest paused to disk). */
+int pd_sandbox_revive(struct pd_state *st, const char *id, const struct pd_spec *spec, struct pd_sandbox **out,
+                      struct pd_error *err);
 int pd_sandbox_create(struct pd_sandbox *sb, struct pd_error *err);
 int pd_sandbox_connect(struct pd_sandbox *sb, struct pd_error *err);
 int pd_sandbox_stats(struct pd_sandbox *sb, struct pd_sandbox_stats *out, struct pd_error *err);

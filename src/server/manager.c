@@ -88,7 +88,11 @@ int pd_server_stop_fd(struct pd_server *srv)
 static void read_boot_id(char out[40])
 {
         char buf[64] = "";
-        if (pd_read_file_at(AT_FDCWD, "/proc/sys/kernel/random/boot_id", buf, sizeof buf) < 0)
+        /* tests stand in for a host reboot with another boot id */
+        const char *fake = getenv("PADDOCK_TEST_BOOT_ID");
+        if (fake && *fake)
+                snprintf(buf, sizeof buf, "%s", fake);
+        else if (pd_read_file_at(AT_FDCWD, "/proc/sys/kernel/random/boot_id", buf, sizeof buf) < 0)
                 snprintf(buf, sizeof buf, "unknown");
         buf[strcspn(buf, "\n")] = '\0';
         snprintf(out, 40, "%s", buf);
@@ -857,14 +861,23 @@ static void adopt_one(struct pd_server *srv, const struct pd_store_row *row)
         char note[PD_ERROR_MSG_MAX + 64];
         if (strcmp(row->state, "failed")) {
                 struct pd_sandbox *sb = NULL;
-                int r;
-                if (strcmp(row->boot_id, M(srv)->boot_id))
-                        r = pd_error_setx(&err, ESRCH, "the machine rebooted since the sandbox was created");
-                else if ((r = pd_sandbox_load(&srv->state, row->id, &sb, &err)) == 0 &&
-                         (r = sb->ops->adopt(sb, &err)) == 0 && !sb->paused &&
-                         !pd_agent_alive(sb))
+                bool rebooted = strcmp(row->boot_id, M(srv)->boot_id) != 0, revived = false;
+                int r = rebooted ? -ESRCH : pd_sandbox_load(&srv->state, row->id, &sb, &err);
+                if (r == 0 && (r = sb->ops->adopt(sb, &err)) == 0 && !sb->paused && !pd_agent_alive(sb))
                         /* a zombie nobody reaped still has its /proc entry */
                         r = pd_error_setx(&err, ESRCH, "the agent of sandbox %s exited", row->id);
+                /* A reboot emptied the runtime dir (or a restart came before
+                 * the first resume after one): only what a tier kept on the
+                 * state dir's disk is left (a microvm paused to disk), and
+                 * its adopt says so. */
+                if (r < 0 && !sb && !strcmp(row->state, "paused") && e->paused_disk &&
+                    pd_sandbox_revive(&srv->state, row->id, &e->spec, &sb, &err) == 0 &&
+                    (r = sb->ops->adopt(sb, &err)) == 0 && sb->paused)
+                        revived = true;
+                else if (r < 0 && rebooted)
+                        r = pd_error_setx(&err, ESRCH, "the machine rebooted since the sandbox was created");
+                if (revived)
+                        r = 0;
                 if (r == 0) {
                         e->s.sb = sb;
                         /* adopt found it paused to disk (no process to find) */
@@ -900,7 +913,8 @@ static void adopt_one(struct pd_server *srv, const struct pd_store_row *row)
                                        "error=\"%s\"",
                                e->s.id, err.msg);
                 }
-                if (!strcmp(e->s.state, "failed"))
+                /* failed; or revived on this boot (its record names it) */
+                if (!strcmp(e->s.state, "failed") || revived)
                         persist_or_log(srv, e);
         }
         pthread_mutex_lock(&srv->lock);

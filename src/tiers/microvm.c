@@ -669,6 +669,10 @@ static int microvm_resume(struct pd_sandbox *sb, struct pd_error *err)
         int r;
         if ((r = pd_vm_assets_get(sb->state, &as, err)) < 0)
                 return r;
+        /* after a host reboot its runtime dir, cgroup and uid range are
+         * gone (pd_sandbox_revive): made anew, as for a create */
+        if (access(sb->dir, F_OK) < 0 && (r = host_setup(sb, err)) < 0)
+                return pd_error_prefix(err, "resume from disk after a reboot");
         /* sockets of the QEMU that saved it */
         char p[PATH_MAX + 16];
         qmp_path(sb, p, sizeof p);

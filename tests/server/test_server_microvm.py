@@ -9,13 +9,14 @@ import glob
 import hashlib
 import json
 import os
+import shutil
 import signal
 import time
 import urllib.parse
 
 import pytest
 
-from test_server_core import Server, audit_events, finish, pid_alive, rundir, tmproot  # noqa: F401
+from test_server_core import Server, audit_events, finish, instance_of, pid_alive, rundir, tmproot  # noqa: F401
 
 GUEST_DIR = os.environ.get("PADDOCK_GUEST_DIR", "/var/cache/paddock/guest")
 SLOW = 240      # the first create builds the guest's assets and boots the template once
@@ -509,3 +510,62 @@ def test_snapshot_of_a_guest_starts_new_sandboxes(srv):
     assert srv.request("DELETE", "/api/v1/snapshots/vm-snap")[0] == 204
     assert not os.path.exists(os.path.join(srv.state, "templates", "vm-snap"))
     assert not [d for d in os.listdir(os.path.join(srv.state, "templates")) if d.startswith(".snap-")]
+
+
+def simulate_reboot(srv, sid):
+    """What a host reboot takes from a sandbox paused to disk (its QEMU is
+    already gone): the runtime dir (tmpfs), its cgroups, its uid range slot;
+    the server then sees another boot id. The state dir stays."""
+    shutil.rmtree(os.path.join(rundir(srv.state), "sandboxes", sid))
+    for cg in glob.glob("/sys/fs/cgroup/*/paddock-%s/%s" % (instance_of(srv.state), sid)):
+        for d, _subs, _files in os.walk(cg, topdown=False):
+            os.rmdir(d)
+    owner = "%s:%s" % (instance_of(srv.state), sid)
+    for slot in glob.glob("/run/paddock/uids/*"):
+        try:
+            with open(slot) as f:
+                mine = f.read() == owner
+        except OSError:
+            continue
+        if mine:
+            os.unlink(slot)
+
+
+def test_paused_to_disk_resumes_after_a_host_reboot(tmproot):
+    s = Server(os.path.join(tmproot, "reboot"), "--pool", "0").start()
+    try:
+        sid = create(s, timeout=600)
+        keep = create(s, timeout=600)                  # running: a reboot loses it
+        sh(s, sid, "echo before-reboot > /home/user/r")
+        p = jreq(s, "POST", sid + "/processes",
+                 {"cmd": "for i in $(seq 1 100000); do echo n$i; sleep 0.1; done"}, expect=201)
+        assert wait_for(lambda: len(req(s, "GET", "%s/processes/%d/output" % (sid, p["pid"]))[2]) >= 9, 60)
+        jreq(s, "POST", sid + "/pause", {"mode": "disk"})
+        keep_qemu = qemu_pid(s, keep)
+        s.stop(signal.SIGKILL)
+        os.kill(keep_qemu, signal.SIGKILL)              # a reboot ends every process
+        simulate_reboot(s, sid)
+        os.environ["PADDOCK_TEST_BOOT_ID"] = "00000000-0000-4000-8000-000000000001"
+        try:
+            s.start()
+        finally:
+            del os.environ["PADDOCK_TEST_BOOT_ID"]
+        j = jreq(s, "GET", keep)
+        assert j["state"] == "failed" and "rebooted" in " ".join(j["notes"]), j
+        j = jreq(s, "GET", sid)
+        assert j["state"] == "paused" and j["paused_to"] == "disk", j
+        # a second restart before the resume still finds it (its record says this boot now)
+        s.stop(signal.SIGKILL)
+        s.start()
+        assert jreq(s, "GET", sid)["state"] == "paused"
+        j = jreq(s, "POST", sid + "/resume")
+        assert j["state"] == "running"
+        assert sh(s, sid, "cat /home/user/r") == "before-reboot\n"
+        procs = {x["pid"]: x for x in jreq(s, "GET", sid + "/processes")["processes"]}
+        assert procs[p["pid"]]["state"] == "running", procs
+        out = req(s, "GET", "%s/processes/%d/output" % (sid, p["pid"]), query={"from": 0})[2].decode().split()
+        assert out[:len(out) - 1] == ["n%d" % i for i in range(1, len(out))], out[:20]
+        for x in (sid, keep):
+            assert s.delete(x) == 204
+    finally:
+        finish(s)
