@@ -237,3 +237,22 @@ def test_remove_with_open_connections(sb):
         p.wait()
     assert sb.add(POLICY) == {"ok": True}       # the fixture removes it again
     assert sb.netd_alive()
+
+
+def test_close_record_counts_bytes(sb):
+    """An allowed proxied connection ends with a "close" audit line: name,
+    address, bytes each way, duration."""
+    import time
+    assert sb.add(POLICY) == {"ok": True}
+    ok, out = connects(sb, "http://allowed.test/")
+    assert ok
+    deadline = time.monotonic() + 10
+    while True:
+        close = [a for a in sb.audit_lines() if a["kind"] == "close"]
+        if close or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)        # netd writes it when both sides have closed
+    assert len(close) == 1, sb.audit_lines()
+    c = close[0]
+    assert c["name"] == "allowed.test" and c["addr"] == WEB["a"] and c["port"] == 80
+    assert c["bytes_out"] > 30 and c["bytes_in"] > len("hello from") and c["duration_ms"] >= 0

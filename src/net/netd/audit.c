@@ -66,6 +66,11 @@ void netd_audit(struct netd_sandbox *sb, const struct netd_audit *a)
                 json_object_set_new(o, "proto", json_string(a->proto));
         if (a->ttl)
                 json_object_set_new(o, "ttl", json_integer(a->ttl));
+        if (a->bytes) {
+                json_object_set_new(o, "bytes_out", json_integer((json_int_t)a->bytes_out));
+                json_object_set_new(o, "bytes_in", json_integer((json_int_t)a->bytes_in));
+                json_object_set_new(o, "duration_ms", json_integer((json_int_t)a->duration_ms));
+        }
         if (a->rule) {
                 char r[PD_NETPOL_RULE_TEXT_MAX + 1];
                 pd_netpol_rule_format(a->rule, r, sizeof r);

@@ -99,7 +99,7 @@ void netd_sandbox_free(struct netd *d, struct netd_sandbox *sb);
 
 /* audit.c: one JSON line. Fields NULL/0 are left out. */
 struct netd_audit {
-        const char *kind;               /* dns, pin, connect */
+        const char *kind;               /* dns, pin, answer, connect, close, policy */
         bool allow;
         const char *name;
         const struct netd_addr *addr;
@@ -109,6 +109,9 @@ struct netd_audit {
         const struct pd_netpol_rule *rule;
         const char *reason;
         uint32_t ttl;
+        bool bytes;                     /* close records: bytes each way */
+        uint64_t bytes_out, bytes_in;   /* sandbox -> internet, back */
+        uint64_t duration_ms;
 };
 void netd_audit(struct netd_sandbox *sb, const struct netd_audit *a);
 

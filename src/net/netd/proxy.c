@@ -35,6 +35,9 @@ struct proxy_conn {
         int pcu[2], puc[2];             /* client->upstream, upstream->client */
         size_t in_cu, in_uc;
         uint64_t moved;                 /* bytes spliced, both ways (progress) */
+        uint64_t out, in;               /* delivered upstream / to the sandbox */
+        uint64_t relay_start_ms;
+        char name[PD_NETPOL_NAME_MAX + 1];      /* SNI/Host, "" if none */
         bool c_eof, u_eof, c_shut, u_shut;
         enum { P_PEEK, P_CONNECT, P_RELAY } st;
         struct netd_sandbox *sb;
@@ -91,6 +94,15 @@ int netd_proxy_listen(struct netd *d, struct pd_error *err)
 static void conn_free(struct netd_ev *ev)
 {
         struct proxy_conn *c = (struct proxy_conn *)ev;
+        if (c->st == P_RELAY && c->sb) {
+                /* what went through an allowed connection, for the audit */
+                struct netd_audit a = { .kind = "close", .allow = true,
+                                        .name = c->name[0] ? c->name : NULL, .addr = &c->dst,
+                                        .port = c->dport, .proto = "tcp", .bytes = true,
+                                        .bytes_out = c->out, .bytes_in = c->in,
+                                        .duration_ms = pd_now_ms() - c->relay_start_ms };
+                netd_audit(c->sb, &a);
+        }
         for (struct proxy_conn **pp = &conns; *pp; pp = &(*pp)->next)
                 if (*pp == c) {
                         *pp = c->next;
@@ -193,7 +205,8 @@ static void set_interest(struct netd *d, struct proxy_conn *c)
 }
 
 /* Move what src has into dst through pipe p. Returns -1 on error. */
-static int pump(int src, int dst, int p[2], size_t *inpipe, bool *eof, bool *shut, uint64_t *moved)
+static int pump(int src, int dst, int p[2], size_t *inpipe, bool *eof, bool *shut, uint64_t *moved,
+                uint64_t *delivered)
 {
         for (;;) {
                 bool progress = false;
@@ -216,6 +229,7 @@ static int pump(int src, int dst, int p[2], size_t *inpipe, bool *eof, bool *shu
                         if (m > 0) {
                                 *inpipe -= (size_t)m;
                                 *moved += (uint64_t)m;
+                                *delivered += (uint64_t)m;
                                 progress = true;
                         } else if (m < 0 && errno != EAGAIN && errno != EINTR) {
                                 return -1;
@@ -233,8 +247,8 @@ static int pump(int src, int dst, int p[2], size_t *inpipe, bool *eof, bool *shu
 
 static void relay(struct netd *d, struct proxy_conn *c)
 {
-        if (pump(c->cfd, c->ufd, c->pcu, &c->in_cu, &c->c_eof, &c->u_shut, &c->moved) < 0 ||
-            pump(c->ufd, c->cfd, c->puc, &c->in_uc, &c->u_eof, &c->c_shut, &c->moved) < 0 ||
+        if (pump(c->cfd, c->ufd, c->pcu, &c->in_cu, &c->c_eof, &c->u_shut, &c->moved, &c->out) < 0 ||
+            pump(c->ufd, c->cfd, c->puc, &c->in_uc, &c->u_eof, &c->c_shut, &c->moved, &c->in) < 0 ||
             (c->u_shut && c->c_shut)) {
                 conn_kill(d, c);
                 return;
@@ -337,6 +351,8 @@ static void peek_event(struct netd *d, struct proxy_conn *c)
                 return;
         }
         bool allow = decide(d, c, r == SNI_FOUND ? name : NULL, &rule, &why);
+        if (r == SNI_FOUND)
+                snprintf(c->name, sizeof c->name, "%s", name);
         audit_connect(c, r == SNI_FOUND ? name : NULL, allow, rule, why);
         if (!allow) {
                 conn_kill(d, c);
@@ -366,6 +382,8 @@ static void connect_event(struct netd *d, struct proxy_conn *c)
                 c->sent += (size_t)w;
         }
         c->st = P_RELAY;
+        c->out = c->sent;               /* the first bytes, read before the decision */
+        c->relay_start_ms = pd_now_ms();
         relay(d, c);
 }
 
