@@ -640,12 +640,17 @@ static int detach_locked(struct pd_router *r, const char *id, struct pd_error *e
         int rc = pd_router_netd_remove(r, id, err);
         if (rc >= 0 && r->nft)
                 rc = pd_nft_sandbox_del(r->nft, id, s.ifname, s.sb_addr, err);
-        (void)e2;
-        /* The veth is not deleted here: it dies with the sandbox's netns
-         * (deleting it ourselves costs ~30 ms of netdev unregistration in
-         * the destroy path). Until then it passes nothing: its map entries
-         * and source address are gone, so forward and guard drop. A new
-         * sandbox in the same slot replaces a straggler (attach). */
+        /* The veth would die with the sandbox's netns, but that netns can
+         * outlive the sandbox's processes for minutes (orphaned TCP sockets
+         * retrying a FIN hold it), so it is deleted here, costly as it is
+         * (netdev unregistration: RCU grace periods, 10-30 ms). */
+        if (r->rt) {
+                pd_rtnl_del(r->rt, s.ifname);
+                if (pd_rtnl_flush(r->rt, &e2) < 0 && e2.code != ENODEV && rc >= 0) {
+                        *err = e2;
+                        rc = -e2.code;
+                }
+        }
         if (rc < 0)
                 return rc;
         char name[PD_NFT_KEY_MAX + 8];
