@@ -214,7 +214,17 @@ def test_a_guest_cannot_send_from_another_address(pd, fakenet):
     assert "timed out" in res["spoofed"], "the router let a spoofed source through: %s" % res
 
 
-def test_server_live_policy_audit_and_kill9(tmproot, fakenet):
+@pytest.fixture(scope="module")
+def fakenet_srv(tmp_path_factory):
+    """The server's own fake internet: the `pd` fixture's router still holds
+    the transit addresses of `fakenet` (a router per uplink)."""
+    fn = FakeNet(tmp_path_factory.mktemp("fakenet-vmsrv")).start()
+    yield fn
+    fn.stop()
+
+
+def test_server_live_policy_audit_and_kill9(tmproot, fakenet_srv):
+    fakenet = fakenet_srv
     """Through paddock serve: a microvm with a policy, changed live
     (router-side, as for containers), its DNS decisions in the sandbox's
     audit log; kill -9 of the server, the next one adopts the guest with its
