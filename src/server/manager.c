@@ -581,6 +581,19 @@ int pd_manager_resume(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd
         return r;
 }
 
+/* The host's CPU cannot change while we run: read /proc/cpuinfo once, not
+ * for every sandbox object (a benign race sets the same value twice). */
+static bool have_kvm(void)
+{
+        static int kvm = -1;
+        int k = __atomic_load_n(&kvm, __ATOMIC_RELAXED);
+        if (k < 0) {
+                k = pd_vm_have_kvm();
+                __atomic_store_n(&kvm, k, __ATOMIC_RELAXED);
+        }
+        return k;
+}
+
 json_t *pd_manager_sandbox_json(struct pd_server *srv, struct pd_srv_sandbox *s)
 {
         struct entry *e = E(s);
@@ -617,7 +630,7 @@ json_t *pd_manager_sandbox_json(struct pd_server *srv, struct pd_srv_sandbox *s)
                         json_object_set_new(o, "paused_to", json_string(e->paused_disk ? "disk" : "memory"));
                 /* a guest's CPU: emulated (tcg) or hardware virtualization (kvm) */
                 if (e->spec.isolation == PD_ISO_MICROVM)
-                        json_object_set_new(o, "accel", json_string(pd_vm_have_kvm() ? "kvm" : "tcg"));
+                        json_object_set_new(o, "accel", json_string(have_kvm() ? "kvm" : "tcg"));
         }
         pthread_mutex_unlock(&s->lock);
         return o;
