@@ -317,6 +317,19 @@ static void audit_lifecycle(struct pd_server *srv, struct entry *e, const char *
         pd_audit(srv, e->s.id, e->s.key_id, event, fields ? fields : json_object());
 }
 
+unsigned pd_manager_slots_free(struct pd_server *srv, const struct pd_key *key)
+{
+        pthread_mutex_lock(&srv->lock);
+        unsigned mine = 0, all = (unsigned)srv->n_sandboxes;
+        for (size_t i = 0; i < srv->n_sandboxes; i++)
+                if (!srv->sandboxes[i]->deleted && !strcmp(srv->sandboxes[i]->key_id, key->id))
+                        mine++;
+        unsigned a = all < srv->cfg.max_sandboxes ? srv->cfg.max_sandboxes - all : 0;
+        unsigned k = mine < srv->cfg.max_per_key ? srv->cfg.max_per_key - mine : 0;
+        pthread_mutex_unlock(&srv->lock);
+        return a < k ? a : k;
+}
+
 int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const struct pd_create_req *req,
                       struct pd_srv_sandbox **out, struct pd_error *err)
 {

@@ -39,6 +39,8 @@ void pd_manager_stop(struct pd_server *srv);
 json_t *pd_manager_network_json(struct pd_server *srv, const char *id);
 int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const struct pd_create_req *req,
                       struct pd_srv_sandbox **out, struct pd_error *err);
+/* How many more sandboxes key may have now (server and key limits). */
+unsigned pd_manager_slots_free(struct pd_server *srv, const struct pd_key *key);
 /* event: "sandbox.delete" (caller) or "sandbox.timeout" (reaper). */
 int pd_manager_delete(struct pd_server *srv, struct pd_srv_sandbox *s, const char *event, struct pd_error *err);
 int pd_manager_set_timeout(struct pd_server *srv, struct pd_srv_sandbox *s, uint32_t timeout_s,

@@ -58,6 +58,11 @@ int pd_manager_fork(struct pd_server *srv, const struct pd_key *key, struct pd_s
         char name[65] = "";
         struct pd_create_req req;
         struct pd_sandbox *dst[PD_FORK_MAX] = { 0 };
+        /* a tier's fork builds every copy before they join the table:
+         * refuse up front what the limits would refuse afterwards */
+        unsigned room = pd_manager_slots_free(srv, key);
+        if (n > room)
+                return pd_error_setx(err, EAGAIN, "fork: %u copies asked, room for %u more sandboxes", n, room);
         pthread_mutex_lock(&s->lock);
         int r = check_state(s, err);
         bool tier_fork = r == 0 && s->sb->ops->fork;

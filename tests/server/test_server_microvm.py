@@ -569,3 +569,18 @@ def test_paused_to_disk_resumes_after_a_host_reboot(tmproot):
             assert s.delete(x) == 204
     finally:
         finish(s)
+
+
+def test_fork_beyond_the_limits_builds_nothing(tmproot):
+    s = Server(os.path.join(tmproot, "forklimit"), "--pool", "0", "--max-per-key", "2").start()
+    try:
+        src = create(s)
+        before = sorted(os.listdir(os.path.join(rundir(s.state), "sandboxes")))
+        st, _h, data = req(s, "POST", src + "/fork", {"count": 2})
+        assert st == 429 and b"room for 1" in data, (st, data)
+        assert sorted(os.listdir(os.path.join(rundir(s.state), "sandboxes"))) == before
+        assert [x["id"] for x in json.loads(s.request("GET", "/api/v1/sandboxes")[2])["sandboxes"]] == [src]
+        j = jreq(s, "POST", src + "/fork", {"count": 1}, expect=201)
+        assert len(j["sandboxes"]) == 1
+    finally:
+        finish(s)
