@@ -16,7 +16,9 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <limits.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -24,6 +26,8 @@
 
 #define QEMU_BIN "/usr/bin/qemu-system-x86_64"
 #define QEMU_TAP_FD 200         /* the tap's fd number in QEMU (above what QEMU opens first) */
+#define QEMU_QMP_FD 201         /* listening sockets made by paddock, handed to QEMU */
+#define QEMU_SERIAL_FD 202
 
 bool pd_vm_have_kvm(void)
 {
@@ -123,7 +127,7 @@ static void build_argv(const struct pd_vm_launch *l, struct argv_buf *a)
         arg(a, "-serial");
         arg(a, "chardev:con");
         arg(a, "-chardev");
-        arg(a, "socket,id=agent0,path=%s/serial.sock,server=on,wait=off", l->dir);
+        arg(a, "socket,id=agent0,fd=%d,server=on,wait=off", QEMU_SERIAL_FD);
         arg(a, "-device");
         arg(a, "virtio-serial-device,id=vser0");
         arg(a, "-device");
@@ -132,8 +136,10 @@ static void build_argv(const struct pd_vm_launch *l, struct argv_buf *a)
         arg(a, "file=%s,if=none,id=d0,format=raw,readonly=on", l->assets->rootfs);
         arg(a, "-device");
         arg(a, "virtio-blk-device,drive=d0");
-        arg(a, "-qmp");
-        arg(a, "unix:%s/qmp.sock,server=on,wait=off", l->dir);
+        arg(a, "-chardev");
+        arg(a, "socket,id=qmp0,fd=%d,server=on,wait=off", QEMU_QMP_FD);
+        arg(a, "-mon");
+        arg(a, "chardev=qmp0,mode=control");
         /* QEMU's own seccomp filter: no exec, no privilege changes */
         arg(a, "-sandbox");
         arg(a, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
@@ -235,6 +241,47 @@ static const char *jail_enter(struct jail_plan *j)
         return NULL;
 }
 
+/* QEMU's sockets are bound by us, in its directory, which stays root's:
+ * QEMU only gets the listening fds. A QEMU taken over cannot put a
+ * symlink where paddock (root, in the host's mount namespace) connects to
+ * its QMP and serial sockets, nor anything else in that directory; its one
+ * file there, the console log, is made for it. */
+static int qemu_files(const struct pd_vm_launch *l, int *qmp, int *serial, struct pd_error *err)
+{
+        if (chown(l->dir, 0, 0) < 0 || chmod(l->dir, 0711) < 0)
+                return pd_error_set(err, errno, "secure '%s'", l->dir);
+        char p[PATH_MAX + 32];
+        snprintf(p, sizeof p, "%s/console.log", l->dir);
+        (void)unlink(p);
+        int c = open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (c < 0 || fchown(c, l->uid, l->gid) < 0) {
+                int e = errno;
+                if (c >= 0)
+                        close(c);
+                return pd_error_set(err, e, "create '%s'", p);
+        }
+        close(c);
+        static const char *const names[2] = { "qmp.sock", "serial.sock" };
+        int *out[2] = { qmp, serial };
+        for (int i = 0; i < 2; i++) {
+                struct sockaddr_un sa = { .sun_family = AF_UNIX };
+                int n = snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s", l->dir, names[i]);
+                if (n < 0 || (size_t)n >= sizeof sa.sun_path)
+                        return pd_error_setx(err, ENAMETOOLONG, "'%s/%s' is too long for a socket", l->dir,
+                                             names[i]);
+                (void)unlink(sa.sun_path);
+                int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 8) < 0) {
+                        int e = errno;
+                        if (fd >= 0)
+                                close(fd);
+                        return pd_error_set(err, e, "listen on '%s'", sa.sun_path);
+                }
+                *out[i] = fd;
+        }
+        return 0;
+}
+
 static void child_fail(int fd, int code, const char *what)
 {
         char msg[160];
@@ -268,9 +315,18 @@ int pd_vm_qemu_start(const struct pd_vm_launch *l, pid_t *pid_out, int *pidfd_ou
         memset(&tap_req, 0, sizeof tap_req);
         snprintf(tap_req.ifr_name, sizeof tap_req.ifr_name, "tap0");
         tap_req.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+        int qmp_fd = -1, serial_fd = -1;
+        if (qemu_files(l, &qmp_fd, &serial_fd, err) < 0) {
+                if (qmp_fd >= 0)
+                        close(qmp_fd);
+                return -1;
+        }
         int sync[2];
-        if (pipe2(sync, O_CLOEXEC) < 0)
+        if (pipe2(sync, O_CLOEXEC) < 0) {
+                close(qmp_fd);
+                close(serial_fd);
                 return pd_error_set(err, errno, "pipe");
+        }
         int pidfd = -1;
         pid_t parent = getpid();
         /* own pid, mount, ipc, uts and net namespaces: no NIC under network
@@ -279,12 +335,20 @@ int pd_vm_qemu_start(const struct pd_vm_launch *l, pid_t *pid_out, int *pidfd_ou
                               CLONE_NEWUTS;
         long pid = syscall(SYS_clone, flags, NULL, &pidfd, NULL, NULL);
         if (pid < 0) {
+                int e = errno;
                 close(sync[0]);
                 close(sync[1]);
-                return pd_error_set(err, errno, "clone QEMU");
+                close(qmp_fd);
+                close(serial_fd);
+                return pd_error_set(err, e, "clone QEMU");
         }
         if (pid == 0) {
                 close(sync[0]);
+                /* the listeners at fixed numbers, kept across the exec (dup2
+                 * clears CLOEXEC); via a free number first in case they cross */
+                int q2 = fcntl(qmp_fd, F_DUPFD_CLOEXEC, 300), s2 = fcntl(serial_fd, F_DUPFD_CLOEXEC, 300);
+                if (q2 < 0 || s2 < 0 || dup2(q2, QEMU_QMP_FD) < 0 || dup2(s2, QEMU_SERIAL_FD) < 0)
+                        child_fail(sync[1], errno, "hand QEMU its sockets");
                 for (int i = 0; i < l->n_cg; i++)
                         if (write(l->cg_fds[i], "0", 1) < 0)
                                 child_fail(sync[1], errno, "join cgroup");
@@ -332,6 +396,8 @@ int pd_vm_qemu_start(const struct pd_vm_launch *l, pid_t *pid_out, int *pidfd_ou
                 child_fail(sync[1], errno, "exec " QEMU_BIN);
         }
         close(sync[1]);
+        close(qmp_fd);          /* QEMU holds them now */
+        close(serial_fd);
         char msg[200];
         ssize_t n = read(sync[0], msg, sizeof msg - 1);
         close(sync[0]);

@@ -320,6 +320,15 @@ def test_qemu_is_jailed(vm):
         top = sorted(os.listdir("/proc/%d/root/" % pid))
         assert "etc" not in top and "home" not in top and "root" not in top and "var" not in top, top
         assert not os.path.exists("/proc/%d/root/etc/passwd" % pid)
+        # its runtime dir is root's: QEMU got listening fds, it cannot plant
+        # a symlink where paddock connects
+        import stat as st_
+        vmdir = os.path.join(sbs[0], "vm")
+        d = os.stat(vmdir)
+        assert d.st_uid == 0 and (d.st_mode & 0o777) == 0o711, oct(d.st_mode)
+        for n in ("qmp.sock", "serial.sock"):
+            ls = os.lstat(os.path.join(vmdir, n))
+            assert st_.S_ISSOCK(ls.st_mode) and ls.st_uid == 0, n
         with open("/proc/%d/cgroup" % pid) as f:
             cg = f.read()
         assert "paddock-%s" % vm.instance in cg
