@@ -43,6 +43,8 @@ ZONE = {
     "short.allowed.test": [["A", WEB["b"], 2]],
     # answered late, but before netd's 1.5 s upstream retry
     "slow.allowed.test": [["DELAY", 1.2, 0], ["A", WEB["b"], 300]],
+    # more addresses than one pin batch takes (64)
+    "many.allowed.test": [["A", "203.0.113.%d" % i, 300] for i in range(1, 71)],
     # later than netd's first retry: the first try's answer must still count
     "slower.allowed.test": [["DELAY", 2.0, 0], ["A", WEB["b"], 300]],
     "evil.test": [["A", WEB["c"], 300]],

@@ -367,3 +367,19 @@ def test_slow_upstream_answer_after_a_retry(sb):
     out = sb.sh("dig", "@" + GW, "+time=8", "+tries=1", "+noedns", "slower.allowed.test").stdout
     assert "status: NOERROR" in out and WEB["b"] in out, out
     assert sb.queries().count("slower.allowed.test") >= 2        # it did retry
+
+
+def test_answer_with_more_addresses_than_a_pin_batch(sb):
+    """One name, 70 addresses (netd reads the first 64), two rules granting
+    it (two pins per address): the 32 addresses whose pins fit in the batch
+    are answered, the rest left out of the answer (not answered unreachable)
+    and audited."""
+    assert sb.add({"mode": "policy", "rules": ["allow:*.allowed.test:80/tcp",
+                                               "allow:*.allowed.test:443/tcp"]}) == {"ok": True}
+    status, ans = sb.dig("many.allowed.test", tcp=True)
+    assert status == "NOERROR" and len(ans) == 32, ans
+    dropped = [a for a in sb.audit_lines() if a["kind"] == "pin" and a["decision"] == "deny"]
+    assert len(dropped) == 32 and all(a["reason"] == "too many addresses in one answer" for a in dropped)
+    pins = subprocess.run(["ip", "netns", "exec", sb.rtr, "nft", "list", "set", "inet", "paddock",
+                           "p4_" + KEY], capture_output=True, text=True).stdout
+    assert all(a + " . tcp . 443" in pins for _, a in ans), pins[:500]

@@ -54,7 +54,7 @@ void netd_dns_answer(struct netd *d, struct netd_pending *p, const struct dns_an
                         memcpy(ad.a, rr.addr, rr.type == DNS_TYPE_A ? 4 : 16);
                         const char *why = NULL;
                         const struct pd_netpol_rule *by = NULL;
-                        bool keep, fresh = false;
+                        bool keep, fresh = false, n_grants_skip = false;
                         if (netd_never(d, &ad)) {
                                 keep = false;
                                 why = "server or uplink address";
@@ -65,7 +65,14 @@ void netd_dns_answer(struct netd *d, struct netd_pending *p, const struct dns_an
                                  * past this answer: no new netlink batch */
                                 fresh = netd_pins_expiry(sb, p->name, &ad) >=
                                              pd_now_ms() + (rr.ttl + PIN_GRACE_S / 2) * 1000ull;
-                                for (size_t g = 0; g < n_grants; g++)
+                                /* an address whose pins do not all fit in this
+                                 * batch is left out of the answer, not answered
+                                 * unreachable */
+                                if (!fresh && n_pins + n_grants > PD_ARRAY_SIZE(pins)) {
+                                        why = "too many addresses in one answer";
+                                        n_grants_skip = true;
+                                }
+                                for (size_t g = 0; g < n_grants && !n_grants_skip; g++)
                                         if (pd_netpol_pin_ok(&sb->policy, grants[g], ad.family, ad.a, &why)) {
                                                 keep = true;
                                                 by = grants[g];
@@ -82,6 +89,8 @@ void netd_dns_answer(struct netd *d, struct netd_pending *p, const struct dns_an
                                         }
                                 if (keep)
                                         why = NULL;
+                                else if (n_grants_skip)
+                                        why = "too many addresses in one answer";
                         } else {
                                 /* open mode, no allow rule for the name: the
                                  * kernel's open rules decide; still never
