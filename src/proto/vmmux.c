@@ -30,6 +30,7 @@ struct chan {
         struct mbuf out;        /* bytes for fd, from the peer */
         uint32_t credit;        /* bytes we may still send the peer */
         uint32_t unacked;       /* bytes written to fd, not yet credited back */
+        uint32_t inflight;      /* bytes the peer sent that we have not credited back */
         bool peer_closed;       /* close fd once out is drained */
 };
 
@@ -237,16 +238,24 @@ static int handle_frame(struct mux *m, uint32_t id, uint8_t type, const uint8_t 
                         return send_frame(m, id, PD_MUX_CLOSE, NULL, 0);
                 if (!c || c->peer_closed)
                         return 0;       /* we closed it; the peer had not seen that yet */
-                if (mbuf_used(&c->out) + len > PD_MUX_WINDOW) {
+                /* the peer may have at most a window of bytes in flight,
+                 * however fast we pass them on */
+                if (len > PD_MUX_WINDOW - c->inflight) {
                         if (!cfg->guest)
                                 return pd_error_setx(err, EPROTO, "guest overran channel %u's window", id);
                         chan_drop(m, c, true);
                         return 0;
                 }
+                c->inflight += len;
                 return mbuf_add(&c->out, p, len);
         case PD_MUX_CLOSE:
-                if (c)
+                if (c) {
+                        /* deliver what is pending first; with nothing pending no
+                         * POLLOUT will come to finish it: drop it now */
                         c->peer_closed = true;
+                        if (!mbuf_used(&c->out))
+                                chan_drop(m, c, false);
+                }
                 return 0;
         case PD_MUX_CREDIT: {
                 uint32_t v;
@@ -380,6 +389,7 @@ static void chan_write(struct mux *m, struct chan *c)
         if (c->unacked && (c->unacked >= PD_MUX_WINDOW / 4 || !mbuf_used(&c->out))) {
                 uint32_t v = htobe32(c->unacked);
                 (void)send_frame(m, c->id, PD_MUX_CREDIT, &v, 4);
+                c->inflight -= c->unacked;
                 c->unacked = 0;
         }
         if (c->peer_closed && !mbuf_used(&c->out))
