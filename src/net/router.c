@@ -42,6 +42,13 @@ int pd_router_parse_cidr4(const char *s, uint8_t addr[4], int *prefix, struct pd
         return 0;
 }
 
+void pd_router_default_transit(const char *instance, char *buf, size_t size)
+{
+        unsigned long h = strtoul(instance, NULL, 16);
+        unsigned n = 1 + (unsigned)(h % 16383u);        /* /30 number n of 10.200.0.0/16 */
+        snprintf(buf, size, "10.200.%u.%u/30", (n * 4) >> 8, (n * 4) & 0xff);
+}
+
 static uint32_t v4(const uint8_t a[4])
 {
         return (uint32_t)a[0] << 24 | (uint32_t)a[1] << 16 | (uint32_t)a[2] << 8 | a[3];
@@ -191,7 +198,9 @@ static int setup_router(struct pd_router *r, const struct pd_router_cfg *cfg, st
 {
         uint8_t tnet[4];
         int tprefix, rc;
-        if ((rc = pd_router_parse_cidr4(cfg->transit ? cfg->transit : PD_NET_DEFAULT_TRANSIT, tnet, &tprefix, err)) < 0)
+        char dflt[32];
+        pd_router_default_transit(r->instance, dflt, sizeof dflt);
+        if ((rc = pd_router_parse_cidr4(cfg->transit ? cfg->transit : dflt, tnet, &tprefix, err)) < 0)
                 return rc;
         if (tprefix > 30)
                 return pd_error_setx(err, EINVAL, "the uplink transit subnet needs at least a /30");

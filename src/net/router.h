@@ -25,7 +25,7 @@
 #include "state.h"
 
 #define PD_NET_DEFAULT_POOL "10.201.0.0/16"
-#define PD_NET_DEFAULT_TRANSIT "10.200.255.0/30"
+#define PD_NET_TRANSIT_POOL "10.200.0.0/16"  /* default transits: a /30 per instance */
 
 struct pd_router_cfg {
         /* "netns:PATH" (a veth to a netns someone else made; router side
@@ -36,7 +36,10 @@ struct pd_router_cfg {
         const char *uplink;
         const char *resolvers;          /* "IP[,IP]", upstream for netd */
         const char *pool;               /* NULL = PD_NET_DEFAULT_POOL */
-        const char *transit;            /* NULL = PD_NET_DEFAULT_TRANSIT */
+        /* the netns uplink's /30; NULL = one of PD_NET_TRANSIT_POOL chosen
+         * by the instance id, so routers of several state dirs can share
+         * one uplink netns */
+        const char *transit;
 };
 
 struct pd_router;
@@ -88,6 +91,9 @@ int pd_router_policy_json(const struct pd_state *st, const char *id, char **out)
 /* Packets and bytes the kernel dropped for sandbox id (nft.h). */
 int pd_router_dropped(const struct pd_state *st, const char *id, uint64_t *packets, uint64_t *bytes,
                       struct pd_error *err);
+
+/* The /30 of PD_NET_TRANSIT_POOL an instance uses by default. */
+void pd_router_default_transit(const char *instance, char *buf, size_t size);
 
 /* "IP/PREFIX" (IPv4) into addr and prefix. */
 int pd_router_parse_cidr4(const char *s, uint8_t addr[4], int *prefix, struct pd_error *err);

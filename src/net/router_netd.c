@@ -57,7 +57,9 @@ int pd_router_netd_start(struct pd_router *r, const struct pd_router_cfg *cfg, s
         char pa[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, r->pool, pa, sizeof pa);
         snprintf(pool, sizeof pool, "%s/%d", pa, r->pool_prefix);
-        snprintf(never, sizeof never, "%s,%s", pool, cfg->transit ? cfg->transit : PD_NET_DEFAULT_TRANSIT);
+        char dflt[32];
+        pd_router_default_transit(r->instance, dflt, sizeof dflt);
+        snprintf(never, sizeof never, "%s,%s", pool, cfg->transit ? cfg->transit : dflt);
         int rp[2], pp[2];
         if (pipe2(rp, O_CLOEXEC) < 0)
                 return pd_error_set(err, errno, "pipe");

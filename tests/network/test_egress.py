@@ -106,6 +106,14 @@ def probe(p, fn, net_args, targets, *extra, timeout=90):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def uplink_far_end(p):
+    """The uplink netns's end of the router's transit /30: the instance's
+    default transit (src/net/router.c, pd_router_default_transit) + 1."""
+    from conftest import instance_of
+    n = 1 + int(instance_of(p.state), 16) % 16383
+    return "10.200.%d.%d" % ((n * 4) >> 8, ((n * 4) & 0xff) + 1)
+
+
 def ok(res, addr, port=80, proto="tcp"):
     return res["%s:%d/%s" % (addr, port, proto)] == "ok"
 
@@ -138,7 +146,8 @@ def host_canary():
 
 def test_open_reaches_the_internet_but_never_the_never_list(pd, fakenet, host_canary):
     targets = [[a, 80, "tcp"] for a in WEB + METADATA + [LAN]]
-    targets += [["127.0.0.1", host_canary, "tcp"], ["10.200.255.1", 80, "tcp"],   # host loopback, uplink end
+    far = uplink_far_end(pd)
+    targets += [["127.0.0.1", host_canary, "tcp"], [far, 80, "tcp"],             # host loopback, uplink end
                 [DNS, 53, "udp"], [DNS, 53, "tcp"],                              # another resolver
                 [WEB[0], 443, "udp"], [WEB[0], 5353, "udp"]]                     # QUIC-like, other UDP
     res = probe(pd, fakenet, ["--net", "open"], targets)
@@ -147,7 +156,8 @@ def test_open_reaches_the_internet_but_never_the_never_list(pd, fakenet, host_ca
     for a in METADATA + [LAN]:
         assert not ok(res, a), "open mode reached %s: %s" % (a, res)
     assert not ok(res, "127.0.0.1", host_canary), res
-    assert not ok(res, "10.200.255.1"), res
+    assert not ok(res, far), res
+    assert far in fakenet.exec("ip", "-o", "addr").stdout       # the uplink's end is there, and closed
     assert not ok(res, DNS, 53, "udp") and not ok(res, DNS, 53, "tcp"), "DNS past paddock's resolver: %s" % res
     assert ok(res, WEB[0], 443, "udp") and ok(res, WEB[0], 5353, "udp"), res
 
@@ -273,6 +283,21 @@ def test_bad_network_options_are_refused(pd, fakenet):
     r = pd.run(["--net", "open", "--net-uplink", "netns:/nonexistent/ns", "--state-dir",
                 pd.state + "-other", "--", "true"], env=env())
     assert r.returncode == 125 and "uplink" in r.stderr, r.stderr
+
+
+def test_two_instances_share_one_uplink(pd, state_root, fakenet):
+    """Two state dirs, two routers, one uplink netns: each router takes its
+    own transit /30, both reach the fake internet at the same time."""
+    other = Paddock(os.path.join(state_root, "net-egress-2"))
+    os.makedirs(other.state, exist_ok=True)
+    try:
+        assert ok(probe(other, fakenet, ["--net", "open"], [[WEB[0], 80, "tcp"]]), WEB[0])
+        assert ok(probe(pd, fakenet, ["--net", "open"], [[WEB[0], 80, "tcp"]]), WEB[0])
+        assert uplink_far_end(other) != uplink_far_end(pd)
+    finally:
+        r = other.gc()
+        assert r.returncode == 0, r.stderr
+    assert router_files(other) == []
 
 
 def test_teardown_leaves_nothing(pd, fakenet):
