@@ -286,7 +286,8 @@ BAD = {
     "template-unknown": ["--template", "nosuchname", "--", "true"],
     "template-host-root": ["--template", "/", "--", "true"],
     "template-symlink-root": ["--template", "@SYMLINK@", "--", "true"],
-    "isolation-microvm": ["--isolation", "microvm", "--", "true"],
+    "isolation-unknown": ["--isolation", "vm", "--", "true"],
+    "microvm-template-dir": ["--isolation", "microvm", "--template", "/", "--", "true"],
     "net-host": ["--net", "host", "--", "true"],
     "volume-relative": ["-v", "relative:path", "--", "true"],
     "no-command": [],
@@ -318,9 +319,9 @@ def test_bad_input(paddock, name):
 
 
 def test_bad_input_messages_are_specific(paddock):
-    r = paddock.run(["--isolation", "microvm", "--", "true"])
+    r = paddock.run(["--isolation", "vm", "--", "true"])
     assert r.returncode == 125
-    assert "microvm" in r.stderr
+    assert "'vm'" in r.stderr and "microvm" in r.stderr
     r = paddock.run(["--net", "host", "--", "true"])
     assert r.returncode == 125 and "host" in r.stderr
     r = paddock.run(["--template", "/", "--", "true"])
