@@ -245,6 +245,49 @@ int pd_nft_router_fini(struct pd_nft *n, struct pd_error *err)
         return pd_nft_tx_commit(&tx, err);
 }
 
+/* Logged-drop chains of a sandbox (nft.h): lg<n>_<key>, n the kind's
+ * index here. */
+enum { L_RATE, L_DENY, L_NEVER, L_RESOLVER, L_DEFAULT, L_COUNT };
+static const char *const log_kinds[L_COUNT] = { "rate", "deny", "never", "resolver", "default" };
+
+static void log_chain_name(char *buf, size_t size, int kind, const char *key)
+{
+        snprintf(buf, size, "lg%d_%s", kind, key);
+}
+
+/* Turn r (its match built) into "count, goto the logged-drop chain". */
+static struct nftnl_rule *logged_drop(struct nftnl_rule *r, int kind, const char *key)
+{
+        char chain[96];
+        if (!r)
+                return NULL;
+        log_chain_name(chain, sizeof chain, kind, key);
+        pd_nft_e_counter(r);
+        pd_nft_e_goto(r, chain);
+        return r;
+}
+
+/* The rules of the logged-drop chains: "limit over -> drop", then
+ * "log -> drop". The limit keeps a flood from costing more than a few
+ * netlink messages a second; the counting is in the jumping rule. */
+static void program_log_chains(struct pd_nft_tx *tx, const char *key)
+{
+        char chain[96], prefix[128];
+        for (int k = 0; k < L_COUNT; k++) {
+                log_chain_name(chain, sizeof chain, k, key);
+                pd_nft_tx_flush_chain(tx, chain);
+                struct nftnl_rule *ru = pd_nft_rule_new(chain);
+                if (ru)
+                        pd_nft_e_limit(ru, PD_NFT_LOG_RATE, PD_NFT_LOG_BURST, 0);
+                pd_nft_tx_rule(tx, ru ? verdict_rule(ru, NF_DROP, 0) : NULL);
+                snprintf(prefix, sizeof prefix, PD_NFT_LOG_PREFIX "%s:%s", key, log_kinds[k]);
+                ru = pd_nft_rule_new(chain);
+                if (ru)
+                        pd_nft_e_log(ru, PD_NFT_LOG_GROUP, prefix, PD_NFT_LOG_SNAPLEN);
+                pd_nft_tx_rule(tx, ru ? verdict_rule(ru, NF_DROP, 0) : NULL);
+        }
+}
+
 /* Set kinds of a sandbox: allow, deny, pins (timeouts), lift (allows
  * inside a never-reached range). */
 enum { K_ALLOW, K_DENY, K_PIN, K_LIFT, K_COUNT };
@@ -300,6 +343,7 @@ static int program_sandbox(struct pd_nft_tx *tx, const char *key, const struct p
         pd_nft_tx_flush_chain(tx, sb);
         pd_nft_tx_flush_chain(tx, sn);
         pd_nft_tx_flush_chain(tx, si);
+        program_log_chains(tx, key);
         static const int fams[2] = { AF_INET, AF_INET6 };
         for (int f = 0; f < 2; f++)
                 for (int k = 0; k < K_COUNT; k++) {
@@ -355,7 +399,7 @@ static int program_sandbox(struct pd_nft_tx *tx, const char *key, const struct p
                         pd_nft_e_ct_state(ru, CT_BIT(IP_CT_NEW));
                         pd_nft_e_limit(ru, rules->conn_per_sec, rules->conn_per_sec, 0);
                 }
-                pd_nft_tx_rule(tx, ru ? verdict_rule(ru, NF_DROP, 1) : NULL);
+                pd_nft_tx_rule(tx, logged_drop(ru, L_RATE, key));
         }
         /* pins, denies, lifts, never-reached ranges (nft.h explains) */
         static const int order[3] = { K_PIN, K_DENY, K_LIFT };
@@ -363,19 +407,16 @@ static int program_sandbox(struct pd_nft_tx *tx, const char *key, const struct p
                 for (int f = 0; f < 2; f++) {
                         set_name(set, sizeof set, order[o], fams[f], key);
                         ru = pd_nft_rule_new(sb);
-                        if (ru) {
+                        if (ru)
                                 lookup_daddr(ru, fams[f], set, 1);
-                                verdict_rule(ru, order[o] == K_DENY ? NF_DROP : NF_ACCEPT, order[o] == K_DENY);
-                        }
-                        pd_nft_tx_rule(tx, ru);
+                        pd_nft_tx_rule(tx, order[o] == K_DENY ? logged_drop(ru, L_DENY, key)
+                                                              : verdict_rule(ru, NF_ACCEPT, 0));
                 }
         for (int f = 0; f < 2; f++) {
                 ru = pd_nft_rule_new(sb);
-                if (ru) {
+                if (ru)
                         lookup_daddr(ru, fams[f], fams[f] == AF_INET ? "open_deny4" : "open_deny6", 0);
-                        verdict_rule(ru, NF_DROP, 1);
-                }
-                pd_nft_tx_rule(tx, ru);
+                pd_nft_tx_rule(tx, logged_drop(ru, L_NEVER, key));
         }
         for (int f = 0; f < 2; f++) {
                 set_name(set, sizeof set, K_ALLOW, fams[f], key);
@@ -391,12 +432,13 @@ static int program_sandbox(struct pd_nft_tx *tx, const char *key, const struct p
                  * unless an allow rule above named it */
                 static const uint16_t dns_ports[2] = { 53, 853 };
                 for (int p = 0; p < 2; p++) {
-                        pd_nft_tx_rule(tx, verdict_rule(rule_l4_dport(pd_nft_rule_new(sb), IPPROTO_UDP, dns_ports[p]), NF_DROP, 1));
-                        pd_nft_tx_rule(tx, verdict_rule(rule_l4_dport(pd_nft_rule_new(sb), IPPROTO_TCP, dns_ports[p]), NF_DROP, 1));
+                        pd_nft_tx_rule(tx, logged_drop(rule_l4_dport(pd_nft_rule_new(sb), IPPROTO_UDP, dns_ports[p]), L_RESOLVER, key));
+                        pd_nft_tx_rule(tx, logged_drop(rule_l4_dport(pd_nft_rule_new(sb), IPPROTO_TCP, dns_ports[p]), L_RESOLVER, key));
                 }
         }
         ru = pd_nft_rule_new(sb);
-        pd_nft_tx_rule(tx, ru ? verdict_rule(ru, rules->mode == PD_NFT_MODE_OPEN ? NF_ACCEPT : NF_DROP, 1) : NULL);
+        pd_nft_tx_rule(tx, rules->mode == PD_NFT_MODE_OPEN ? (ru ? verdict_rule(ru, NF_ACCEPT, 1) : NULL)
+                                                            : logged_drop(ru, L_DEFAULT, key));
         if (rules->strict_port) {
                 pd_nft_e_redirect(ru = rule_l4_dport(pd_nft_rule_new(sn), IPPROTO_TCP, 80), rules->strict_port);
                 pd_nft_tx_rule(tx, ru);
@@ -468,6 +510,11 @@ int pd_nft_sandbox_add(struct pd_nft *n, const char *key, const char *ifname, co
         pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, sb, NULL, 0, 0, -1);
         pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, sn, NULL, 0, 0, -1);
         pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, si, NULL, 0, 0, -1);
+        for (int k = 0; k < L_COUNT; k++) {
+                char lg[96];
+                log_chain_name(lg, sizeof lg, k, key);
+                pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, lg, NULL, 0, 0, -1);
+        }
         for (int f = AF_INET; f; f = f == AF_INET ? AF_INET6 : 0)
                 for (int k = 0; k < K_COUNT; k++) {
                         set_name(set, sizeof set, k, f, key);
@@ -512,7 +559,7 @@ int pd_nft_sandbox_del(struct pd_nft *n, const char *key, const char *ifname, co
         int r = check_names(key, ifname, err);
         if (r < 0)
                 return r;
-        char chains[3][96], set[96];
+        char chains[3][96], set[96], lg[96];
         name(chains[0], sizeof chains[0], "sb", key);
         name(chains[1], sizeof chains[1], "sn", key);
         name(chains[2], sizeof chains[2], "si", key);
@@ -528,6 +575,11 @@ int pd_nft_sandbox_del(struct pd_nft *n, const char *key, const char *ifname, co
                 pd_nft_tx_flush_chain(&tx, chains[i]);
         for (int i = 0; i < 3; i++)
                 pd_nft_tx_chain(&tx, NFT_MSG_DELCHAIN, chains[i], NULL, 0, 0, -1);
+        for (int k = 0; k < L_COUNT; k++) {
+                log_chain_name(lg, sizeof lg, k, key);
+                pd_nft_tx_flush_chain(&tx, lg);
+                pd_nft_tx_chain(&tx, NFT_MSG_DELCHAIN, lg, NULL, 0, 0, -1);
+        }
         for (int i = 0; i < 2 * K_COUNT; i++) {
                 set_name(set, sizeof set, i % K_COUNT, i < K_COUNT ? AF_INET : AF_INET6, key);
                 pd_nft_tx_set(&tx, NFT_MSG_DELSET, pd_nft_set_named(set));
@@ -537,7 +589,7 @@ int pd_nft_sandbox_del(struct pd_nft *n, const char *key, const char *ifname, co
                 return 0;
         /* Part of it is gone (an interrupted removal): object by object. */
         int first = 0;
-        for (int step = 0; step < 1 + 3 + 3 + 3 + 2 * K_COUNT; step++) {
+        for (int step = 0; step < 1 + 3 + 3 + 3 + 2 * L_COUNT + 2 * K_COUNT; step++) {
                 struct pd_error e2 = { 0 };
                 if ((r = pd_nft_tx_begin(n, &tx, err)) < 0)
                         return r;
@@ -549,8 +601,15 @@ int pd_nft_sandbox_del(struct pd_nft *n, const char *key, const char *ifname, co
                         pd_nft_tx_flush_chain(&tx, chains[step - 4]);
                 } else if (step < 10) {
                         pd_nft_tx_chain(&tx, NFT_MSG_DELCHAIN, chains[step - 7], NULL, 0, 0, -1);
+                } else if (step < 10 + 2 * L_COUNT) {
+                        int k = (step - 10) / 2;
+                        log_chain_name(lg, sizeof lg, k, key);
+                        if ((step - 10) % 2 == 0)
+                                pd_nft_tx_flush_chain(&tx, lg);
+                        else
+                                pd_nft_tx_chain(&tx, NFT_MSG_DELCHAIN, lg, NULL, 0, 0, -1);
                 } else {
-                        int i = step - 10;
+                        int i = step - 10 - 2 * L_COUNT;
                         set_name(set, sizeof set, i % K_COUNT, i < K_COUNT ? AF_INET : AF_INET6, key);
                         pd_nft_tx_set(&tx, NFT_MSG_DELSET, pd_nft_set_named(set));
                 }

@@ -148,5 +148,19 @@ int pd_nft_unpin_all(struct pd_nft *n, const char *key, struct pd_error *err);
 int pd_nft_dropped(struct pd_nft *n, const char *key, uint64_t *packets, uint64_t *bytes,
                    struct pd_error *err);
 
+/* Kernel drops of a sandbox reach paddock-netd's audit through
+ * nfnetlink_log: each drop rule jumps to a chain lg<n>_<key> that logs to
+ * this group with the prefix "pd:<key>:<kind>" while under
+ * PD_NFT_LOG_RATE packets/s (burst PD_NFT_LOG_BURST, per sandbox and
+ * kind), then drops; past the limit it only drops (counted). Kinds:
+ * "rate" (new connections over the limit), "deny" (a deny rule), "never"
+ * (the never list), "resolver" (DNS to another resolver, open mode),
+ * "default" (nothing allowed it, policy mode). */
+#define PD_NFT_LOG_GROUP 6
+#define PD_NFT_LOG_RATE 10
+#define PD_NFT_LOG_BURST 20
+#define PD_NFT_LOG_SNAPLEN 64           /* IPv6 header + ports */
+#define PD_NFT_LOG_PREFIX "pd:"
+
 /* 0 if key is a valid sandbox key ([a-z0-9], 1..PD_NFT_KEY_MAX). */
 int pd_nft_key_check(const char *key);

@@ -383,6 +383,22 @@ void pd_nft_e_verdict(struct nftnl_rule *r, int verdict)
         nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, (uint32_t)verdict);
 }
 
+void pd_nft_e_goto(struct nftnl_rule *r, const char *chain)
+{
+        struct nftnl_expr *e = add(r, "immediate");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, (uint32_t)NFT_GOTO);
+        nftnl_expr_set_str(e, NFTNL_EXPR_IMM_CHAIN, chain);
+}
+
+void pd_nft_e_log(struct nftnl_rule *r, uint16_t group, const char *prefix, uint32_t snaplen)
+{
+        struct nftnl_expr *e = add(r, "log");
+        nftnl_expr_set_u16(e, NFTNL_EXPR_LOG_GROUP, group);
+        nftnl_expr_set_str(e, NFTNL_EXPR_LOG_PREFIX, prefix);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_LOG_SNAPLEN, snaplen);
+}
+
 void pd_nft_e_masq(struct nftnl_rule *r)
 {
         add(r, "masq");
@@ -405,7 +421,8 @@ struct drop_sum {
         uint64_t packets, bytes;
 };
 
-/* Per rule: its counter counts only if the rule's verdict is drop. */
+/* Per rule: its counter counts only if the rule's verdict is drop, or a
+ * goto to one of the sandbox's logged-drop chains (nft.c, "lg"). */
 static int rule_cb(const struct nlmsghdr *nlh, void *data)
 {
         struct drop_sum *sum = data;
@@ -426,7 +443,10 @@ static int rule_cb(const struct nlmsghdr *nlh, void *data)
                         b = nftnl_expr_get_u64(e, NFTNL_EXPR_CTR_BYTES);
                         counted = true;
                 } else if (!strcmp(name, "immediate") && nftnl_expr_is_set(e, NFTNL_EXPR_IMM_VERDICT)) {
-                        drop = nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_VERDICT) == NF_DROP;
+                        uint32_t v = nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_VERDICT);
+                        const char *to = nftnl_expr_is_set(e, NFTNL_EXPR_IMM_CHAIN)
+                                         ? nftnl_expr_get_str(e, NFTNL_EXPR_IMM_CHAIN) : NULL;
+                        drop = v == NF_DROP || (v == (uint32_t)NFT_GOTO && to && !strncmp(to, "lg", 2));
                 }
         }
         if (it)

@@ -52,6 +52,9 @@ void pd_nft_e_limit(struct nftnl_rule *r, uint64_t rate, uint32_t burst, int byt
 void pd_nft_e_counter(struct nftnl_rule *r);
 void pd_nft_e_verdict(struct nftnl_rule *r, int verdict);
 void pd_nft_e_masq(struct nftnl_rule *r);
+void pd_nft_e_goto(struct nftnl_rule *r, const char *chain);
+/* log group N prefix P (nfnetlink_log), snaplen bytes of the packet */
+void pd_nft_e_log(struct nftnl_rule *r, uint16_t group, const char *prefix, uint32_t snaplen);
 void pd_nft_e_redirect(struct nftnl_rule *r, uint16_t port);
 
 /* A set of `addr . inet_proto . inet_service` intervals (family AF_INET or

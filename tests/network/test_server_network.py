@@ -147,3 +147,92 @@ def test_kill9_of_the_server_leaves_nothing_behind(tmproot, fakenet):
     while any(l.startswith("pdu") for l in fakenet.links()):
         assert time.monotonic() < deadline, "uplink veth left behind: %s" % fakenet.links()
         time.sleep(0.05)
+
+
+DROP_PROBE = r"""
+import json, socket, sys
+for a, port, proto in json.loads(sys.argv[1]):
+    if proto == "tcp":
+        try:
+            socket.create_connection((a, port), timeout=0.5).close()
+        except OSError:
+            pass
+    else:
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.sendto(b"x", (a, port))
+        s.close()
+print("sent")
+"""
+
+
+def audit_of(srv, sid):
+    body = srv.request("GET", "/api/v1/sandboxes/%s/audit" % sid)[2].decode()
+    return [json.loads(l) for l in body.splitlines() if l.strip()]
+
+
+def drops_of(lines):
+    return [e for e in lines if e.get("kind") == "drop"]
+
+
+def send(srv, sid, targets):
+    st, j = srv.json("POST", "/api/v1/sandboxes/%s/exec" % sid,
+                     {"cmd": ["python3", "-c", DROP_PROBE, json.dumps(targets)]})
+    assert st == 200 and j["stdout"].strip() == "sent", j
+
+
+def wait_drops(srv, sid, want, timeout=20):
+    """Poll the audit log until every (addr, port, proto, rule) of want has
+    a drop line; returns the drop lines."""
+    deadline = time.monotonic() + timeout
+    while True:
+        drops = drops_of(audit_of(srv, sid))
+        got = {(e.get("addr"), e.get("port"), e.get("proto"), e.get("rule")) for e in drops}
+        if set(want) <= got or time.monotonic() > deadline:
+            assert set(want) <= got, (want, drops)
+            return drops
+        time.sleep(0.2)
+
+
+def test_kernel_drops_are_audited(tmproot, fakenet):
+    """Packets the kernel drops (never resolved address, a deny rule, the
+    never list, another resolver) each leave a deny line with address,
+    port, protocol and the rule kind; a flood leaves a bounded number."""
+    from _fakenet import DNS, METADATA
+    s = Server(os.path.join(tmproot, "netdrop"), "--pool", "1", "--net-uplink", fakenet.uplink,
+               "--net-resolver", fakenet.resolver).start()
+    try:
+        pol = s.create({"network": {"mode": "policy", "allow": [WEB[0]]}})["id"]
+        opn = s.create({"network": {"mode": "open", "deny": [WEB[1]]}})["id"]
+        send(s, pol, [[WEB[2], 8080, "tcp"], [WEB[1], 8080, "tcp"], [WEB[2], 5353, "udp"]])
+        drops = wait_drops(s, pol, [(WEB[2], 8080, "tcp", "default"), (WEB[1], 8080, "tcp", "default"),
+                                    (WEB[2], 5353, "udp", "default")])
+        assert all(e["decision"] == "deny" and e["sandbox"] == pol for e in drops), drops
+        send(s, opn, [[METADATA[0], 80, "tcp"], [DNS, 53, "udp"], [DNS, 53, "tcp"], [WEB[1], 8080, "tcp"]])
+        drops = wait_drops(s, opn, [(METADATA[0], 80, "tcp", "never"), (DNS, 53, "udp", "resolver"),
+                                    (DNS, 53, "tcp", "resolver"), (WEB[1], 8080, "tcp", "deny")])
+        assert all(e["decision"] == "deny" and e["sandbox"] == opn for e in drops), drops
+        # the allowed address is not in the drops
+        assert reach(s, pol, [WEB[0]]) == {WEB[0]: True}
+        assert WEB[0] not in [e.get("addr") for e in drops_of(audit_of(s, pol))]
+
+        # a flood: 2000 packets to one address and port, 1500 to as many ports
+        before = len(drops_of(audit_of(s, pol)))
+        t0 = time.monotonic()
+        send(s, pol, [[WEB[2], 9999, "udp"]] * 2000 + [[WEB[2], 20000 + i, "udp"] for i in range(1500)])
+        elapsed = time.monotonic() - t0
+        # the repeats of one (address, port) come as one summary line
+        drops = wait_drops(s, pol, [(WEB[2], 9999, "udp", "default")])
+        deadline = time.monotonic() + 10
+        while not any(e.get("port") == 9999 and e.get("repeats") for e in drops) and time.monotonic() < deadline:
+            time.sleep(0.2)
+            drops = drops_of(audit_of(s, pol))
+        assert any(e.get("port") == 9999 and e.get("repeats", 0) >= 1 for e in drops), drops[-5:]
+        new = len(drops) - before
+        # the kernel lets 20 through at once, then 10/s (nft.h); generous slack
+        assert new <= 20 + 10 * (elapsed + 15) + 5, (new, elapsed)
+        net = s.json("GET", "/api/v1/sandboxes/%s/network" % pol, expect=200)[1]
+        assert net["dropped_packets"] >= 3500, net
+        assert s.delete(pol) == 204 and s.delete(opn) == 204
+    finally:
+        finish(s)
+    assert net_files(s.state) == []

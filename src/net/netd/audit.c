@@ -71,7 +71,11 @@ void netd_audit(struct netd_sandbox *sb, const struct netd_audit *a)
                 json_object_set_new(o, "bytes_in", json_integer((json_int_t)a->bytes_in));
                 json_object_set_new(o, "duration_ms", json_integer((json_int_t)a->duration_ms));
         }
-        if (a->rule) {
+        if (a->repeats)
+                json_object_set_new(o, "repeats", json_integer((json_int_t)a->repeats));
+        if (a->rule_kind) {
+                json_object_set_new(o, "rule", json_string(a->rule_kind));
+        } else if (a->rule) {
                 char r[PD_NETPOL_RULE_TEXT_MAX + 1];
                 pd_netpol_rule_format(a->rule, r, sizeof r);
                 json_object_set_new(o, "rule", json_string(r));

@@ -264,7 +264,7 @@ int main(int argc, char **argv)
         if (pd_nft_open(-1, &d.nft, &err) < 0)
                 goto fail;
         if (netd_dns_listen(&d, &err) < 0 || netd_proxy_listen(&d, &err) < 0 ||
-            netd_control_listen(&d, control, &err) < 0)
+            netd_control_listen(&d, control, &err) < 0 || (d.nft && netd_nflog_listen(&d, &err) < 0))
                 goto fail;
         if (drop_privileges(&err) < 0)
                 goto fail;
@@ -307,11 +307,15 @@ int main(int argc, char **argv)
                         case K_PROXY_UPSTREAM:
                                 netd_proxy_event(&d, e, ev[i].events);
                                 break;
+                        case K_NFLOG:
+                                netd_nflog_event(&d, e, ev[i].events);
+                                break;
                         }
                 }
                 uint64_t now = pd_now_ms();
                 netd_dns_tick(&d, now);
                 netd_proxy_tick(&d, now);
+                netd_nflog_tick(&d, now);
                 reap(&d);
         }
 fail:

@@ -19,11 +19,12 @@
 #define NETD_DEFAULT_MAX_PINS 8192     /* live nft pins per sandbox: kernel memory */
 #define NETD_AUDIT_RATE 200             /* lines/s per sandbox, then a summary */
 #define NETD_AUDIT_BURST 2000
+#define NETD_DROP_WINDOW_MS 1000        /* kernel drops alike in this window: one line */
 
 /* What an epoll event's data.ptr points at: every registered object starts
  * with this, so the loop dispatches on kind. */
 enum netd_kind { K_CONTROL_LISTEN, K_CONTROL, K_DNS_UDP, K_DNS_TCP_LISTEN, K_DNS_TCP,
-                 K_UPSTREAM, K_PROXY_LISTEN, K_PROXY_CLIENT, K_PROXY_UPSTREAM };
+                 K_UPSTREAM, K_PROXY_LISTEN, K_PROXY_CLIENT, K_PROXY_UPSTREAM, K_NFLOG };
 
 struct netd_ev {
         enum netd_kind kind;
@@ -60,6 +61,11 @@ struct netd_sandbox {
         double audit_tokens;            /* audit lines allowed now (bucket) */
         uint64_t audit_refill_ms;
         uint64_t audit_suppressed;
+        /* the last kernel drop written (nflog.c) and its repeats since */
+        const char *drop_kind, *drop_proto;
+        struct netd_addr drop_dst;
+        uint16_t drop_port;
+        uint64_t drop_first_ms, drop_repeats;
         struct netd_cache *cache;       /* cache.c */
         uint64_t *pin_expiry;           /* max_pins slots: when each live nft pin ends */
         struct netd_pinned_name *names; /* ring of NETD_MAX_PINNED_NAMES */
@@ -99,7 +105,7 @@ void netd_sandbox_free(struct netd *d, struct netd_sandbox *sb);
 
 /* audit.c: one JSON line. Fields NULL/0 are left out. */
 struct netd_audit {
-        const char *kind;               /* dns, pin, answer, connect, close, policy */
+        const char *kind;               /* dns, pin, answer, connect, close, policy, drop */
         bool allow;
         const char *name;
         const struct netd_addr *addr;
@@ -108,12 +114,19 @@ struct netd_audit {
         const char *qtype;
         const struct pd_netpol_rule *rule;
         const char *reason;
+        const char *rule_kind;          /* kernel drops: which drop rule (nft.h) */
+        uint64_t repeats;               /* kernel drops: same packets counted */
         uint32_t ttl;
         bool bytes;                     /* close records: bytes each way */
         uint64_t bytes_out, bytes_in;   /* sandbox -> internet, back */
         uint64_t duration_ms;
 };
 void netd_audit(struct netd_sandbox *sb, const struct netd_audit *a);
+
+/* nflog.c: kernel drops (nft.h PD_NFT_LOG_*) as audit lines */
+int netd_nflog_listen(struct netd *d, struct pd_error *err);
+void netd_nflog_event(struct netd *d, struct netd_ev *ev, uint32_t events);
+void netd_nflog_tick(struct netd *d, uint64_t now);
 
 /* pins.c: what the resolver answered, for the strict proxy */
 void netd_pins_remember(struct netd_sandbox *sb, const char *name, const struct netd_addr *a,
