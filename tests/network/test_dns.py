@@ -3,6 +3,7 @@ nothing sent upstream), answers are filtered and pinned, every decision is
 audited, hostile queries change nothing. Runs netd in a lab of network
 namespaces (_netdlab.py)."""
 import os
+import re
 import socket
 import struct
 import subprocess
@@ -50,10 +51,17 @@ def test_allowed_name_resolves_and_is_pinned(sb):
                            "p4_" + KEY], capture_output=True, text=True).stdout
     assert WEB["a"] in pins
     audit = sb.audit_lines()
-    assert any(a["kind"] == "dns" and a["decision"] == "allow" and a["name"] == "allowed.test"
+    assert any(a["event"] == "net.dns" and a["decision"] == "allow" and a["name"] == "allowed.test"
                and a["rule"] == "allow:allowed.test" for a in audit)
-    assert any(a["kind"] == "pin" and a["decision"] == "allow" and a["addr"] == WEB["a"]
+    assert any(a["event"] == "net.pin" and a["decision"] == "allow" and a["addr"] == WEB["a"]
                and a["ttl"] == 300 for a in audit)
+    # the shape of the server's own audit lines (src/server/audit.c):
+    # ts in RFC 3339 UTC with milliseconds, sandbox, key, event first
+    for a in audit:
+        assert list(a)[:4] == ["ts", "sandbox", "key", "event"], a
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", a["ts"]), a
+        assert a["sandbox"] == KEY and a["key"] == "netd" and a["event"].startswith("net."), a
+        assert "kind" not in a, a
 
 
 def test_wildcard_and_cname_chain(sb):
@@ -79,7 +87,7 @@ def test_disallowed_names_nxdomain_and_never_forwarded(sb):
         status, _ = sb.dig(name, "TXT")
         assert status == "NXDOMAIN", name
     assert not [q for q in sb.queries() if "evil" in q or "other" in q or q == "xallowed.test"]
-    denies = [a for a in sb.audit_lines() if a["kind"] == "dns" and a["decision"] == "deny"]
+    denies = [a for a in sb.audit_lines() if a["event"] == "net.dns" and a["decision"] == "deny"]
     assert any(a["name"] == secret.lower() and a["reason"] == "no rule allows the name"
                for a in denies)
 
@@ -111,7 +119,7 @@ def test_rebinding_addresses_dropped(sb):
     assert status == "NOERROR" and ans == []
     status, ans = sb.dig("loop.allowed.test")
     assert ans == []
-    pins = [a for a in sb.audit_lines() if a["kind"] == "pin"]
+    pins = [a for a in sb.audit_lines() if a["event"] == "net.pin"]
     assert {"addr": "10.0.0.5", "reason": "private"}.items() <= \
         next(a for a in pins if a["addr"] == "10.0.0.5").items()
     assert next(a for a in pins if a["addr"] == "169.254.169.254")["reason"] == "metadata"
@@ -227,8 +235,8 @@ def test_audit_flood_is_bounded(sb):
     assert int(out) == 5000, err
     assert sb.dig("other.test")[0] == "NXDOMAIN"
     lines = sb.audit_lines()
-    dns = [a for a in lines if a["kind"] == "dns"]
-    supp = [a for a in lines if a["kind"] == "suppressed"]
+    dns = [a for a in lines if a["event"] == "net.dns"]
+    supp = [a for a in lines if a["event"] == "net.suppressed"]
     assert 2000 <= len(dns) < 4500
     assert supp and sum(a["count"] for a in supp) + len(dns) == 5001
 
@@ -304,9 +312,9 @@ def test_answers_cached_per_sandbox(sb):
     assert sb.dig("private.allowed.test") == ("NOERROR", [("A", WEB["a"])])
     assert sb.dig("private.allowed.test") == ("NOERROR", [("A", WEB["a"])])
     assert sb.queries().count("private.allowed.test") == 1
-    pins = [a for a in sb.audit_lines() if a["kind"] == "pin" and a["addr"] == WEB["a"]]
+    pins = [a for a in sb.audit_lines() if a["event"] == "net.pin" and a["addr"] == WEB["a"]]
     assert len(pins) == 2 and pins[1]["ttl"] <= pins[0]["ttl"]
-    assert len([a for a in sb.audit_lines() if a["kind"] == "pin" and a["addr"] == "10.0.0.5"]) == 2
+    assert len([a for a in sb.audit_lines() if a["event"] == "net.pin" and a["addr"] == "10.0.0.5"]) == 2
     assert sb.update({"mode": "policy", "rules": ["allow:other.test"]}) == {"ok": True}
     assert sb.dig("private.allowed.test")[0] == "NXDOMAIN"
 
@@ -348,7 +356,7 @@ def test_pin_limit(tmp_path):
         assert lb.dig("cdn.allowed.test")[0] == "NOERROR"            # second pin (edge.cdn.test)
         assert lb.dig("www.allowed.test")[0] == "SERVFAIL"           # a third would pass the limit
         assert lb.dig("allowed.test")[0] == "NOERROR"                # already pinned: no new pin
-        assert any(a["kind"] == "dns" and a["decision"] == "deny" and a["name"] == "www.allowed.test"
+        assert any(a["event"] == "net.dns" and a["decision"] == "deny" and a["name"] == "www.allowed.test"
                    and a["reason"].startswith("pin limit") for a in lb.audit_lines())
         assert lb.update({"mode": "policy", "rules": ["allow:www.allowed.test"]}) == {"ok": True}
         assert lb.dig("www.allowed.test") == ("NOERROR", [("A", WEB["a"])])
@@ -378,7 +386,7 @@ def test_answer_with_more_addresses_than_a_pin_batch(sb):
                                                "allow:*.allowed.test:443/tcp"]}) == {"ok": True}
     status, ans = sb.dig("many.allowed.test", tcp=True)
     assert status == "NOERROR" and len(ans) == 32, ans
-    dropped = [a for a in sb.audit_lines() if a["kind"] == "pin" and a["decision"] == "deny"]
+    dropped = [a for a in sb.audit_lines() if a["event"] == "net.pin" and a["decision"] == "deny"]
     assert len(dropped) == 32 and all(a["reason"] == "too many addresses in one answer" for a in dropped)
     pins = subprocess.run(["ip", "netns", "exec", sb.rtr, "nft", "list", "set", "inet", "paddock",
                            "p4_" + KEY], capture_output=True, text=True).stdout

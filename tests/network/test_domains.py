@@ -160,7 +160,7 @@ def test_allowed_name_reachable_others_not(pd, fakenet):
     assert res[2].startswith("error gaierror"), res
     assert res[3].startswith("error") or res[3].startswith("bad"), res
     assert res[4].startswith("error"), res
-    kinds = {(a["kind"], a["decision"], a.get("name")) for a in audit}
+    kinds = {(a["event"][4:], a["decision"], a.get("name")) for a in audit}
     assert ("dns", "allow", "web.example.test") in kinds, audit
     assert ("pin", "allow", "web.example.test") in kinds, audit
     assert ("dns", "deny", "other.example.test") in kinds, audit
@@ -178,7 +178,7 @@ def test_dns_exfiltration_never_leaves(pd, fakenet):
     ])
     assert all(r.startswith("error") for r in res[::2]), res
     assert queries(fakenet)[before:] == [], "a denied name reached the upstream"
-    assert any(a["kind"] == "dns" and a["decision"] == "deny" and a["name"] == secret.lower()
+    assert any(a["event"] == "net.dns" and a["decision"] == "deny" and a["name"] == secret.lower()
                for a in audit), audit
 
 
@@ -235,7 +235,7 @@ def test_strict_sni_and_host(pd, fakenet):
     ])
     assert res[1] == "ok", res
     assert res[2].startswith("error") and not res[3].startswith("ok") and not res[4].startswith("ok"), res
-    conn = [a for a in audit if a["kind"] == "connect"]
+    conn = [a for a in audit if a["event"] == "net.connect"]
     assert [c["decision"] for c in conn] == ["allow", "deny", "deny", "deny"], conn
     assert conn[1]["name"] == "other.example.test" and conn[1]["addr"] == WEB[0] and conn[1]["port"] == 443
 
@@ -254,7 +254,7 @@ def test_open_mode_metadata_name_and_rebinding(pd, fakenet):
     assert res[3].startswith("error"), res
     assert res[4].startswith("ok"), res
     assert not res[5].startswith("ok"), res
-    assert any(a.get("reason") == "metadata" and a["kind"] == "pin" for a in audit), audit
+    assert any(a.get("reason") == "metadata" and a["event"] == "net.pin" for a in audit), audit
 
 
 def test_live_domain_policy_change_through_the_server(tmp_path):
@@ -314,7 +314,7 @@ def test_exact_name_reaches_a_private_address_wildcard_does_not(pd, fakenet):
                       ["resolve", "meta.example.test"]])
     assert res[0].startswith("error") and not res[1].startswith("ok"), res
     assert res[2].startswith("error"), res
-    assert any(a["kind"] == "pin" and a["decision"] == "deny" and a["addr"] == LAN and
+    assert any(a["event"] == "net.pin" and a["decision"] == "deny" and a["addr"] == LAN and
                a["reason"] == "private" for a in audit), audit
     res, _ = act(pd, fakenet, ["--net", "policy", "--allow", "*.example.test", "--allow", "web.example.test",
                                "--deny", WEB[0], "--deny", WEB[1]],

@@ -244,7 +244,7 @@ def test_server_live_policy_audit_and_kill9(tmproot, fakenet_srv):
         assert st == 200 and j["stdout"].strip() == "nxdomain", j
         lines = [json.loads(l) for l in s.request("GET", "/api/v1/sandboxes/%s/audit" % sid)[2].decode().splitlines()
                  if l.strip()]
-        assert any(e.get("kind") == "dns" and e.get("decision") == "deny" and "api.example.test" in json.dumps(e)
+        assert any(e.get("event") == "net.dns" and e.get("decision") == "deny" and "api.example.test" in json.dumps(e)
                    for e in lines), lines
         s.stop(signal.SIGKILL)
         s.start()                                   # adopts the guest; its network still works

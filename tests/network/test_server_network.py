@@ -77,7 +77,7 @@ def test_create_with_a_policy_and_change_it_live(tmproot, fakenet):
         lines = [json.loads(l) for l in s.request("GET", "/api/v1/sandboxes/%s/audit" % sid)[2].decode().splitlines()
                  if l.strip()]
         assert "sandbox.network" in [e.get("event") for e in lines], lines
-        assert any(e.get("kind") == "dns" and e.get("decision") == "deny" and "api.example.test" in json.dumps(e)
+        assert any(e.get("event") == "net.dns" and e.get("decision") == "deny" and "api.example.test" in json.dumps(e)
                    for e in lines), lines
         # a sandbox made without a network keeps none
         plain = s.create({})
@@ -171,7 +171,7 @@ def audit_of(srv, sid):
 
 
 def drops_of(lines):
-    return [e for e in lines if e.get("kind") == "drop"]
+    return [e for e in lines if e.get("event") == "net.deny"]
 
 
 def send(srv, sid, targets):
@@ -236,3 +236,4 @@ def test_kernel_drops_are_audited(tmproot, fakenet):
     finally:
         finish(s)
     assert net_files(s.state) == []
+

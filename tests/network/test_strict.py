@@ -96,7 +96,7 @@ def test_strict_http_host(sb):
     # no name at all (an IP literal as Host)
     ok, _ = connects(sb, "http://%s/" % WEB["a"])
     assert not ok
-    conn = [a for a in sb.audit_lines() if a["kind"] == "connect"]
+    conn = [a for a in sb.audit_lines() if a["event"] == "net.connect"]
     assert conn[0]["decision"] == "allow" and conn[0]["name"] == "allowed.test" and \
         conn[0]["port"] == 80 and conn[0]["rule"] == "allow:allowed.test:80/tcp"
     assert conn[1]["decision"] == "deny" and conn[1]["name"] == "other.test" and \
@@ -120,7 +120,7 @@ def test_strict_tls_sni(sb):
     # the apex is allowed only on 80 and 8080
     ok, _ = connects(sb, "https://allowed.test/")
     assert not ok
-    conn = [a for a in sb.audit_lines() if a["kind"] == "connect"]
+    conn = [a for a in sb.audit_lines() if a["event"] == "net.connect"]
     assert [c["decision"] for c in conn] == ["allow", "deny", "deny", "deny"]
     assert conn[3]["reason"] == "port not allowed for this name"
 
@@ -137,14 +137,14 @@ def test_live_policy_change(sb):
     # a change that keeps a name keeps its cached answer working
     assert sb.update({"mode": "policy", "rules": ["allow:other.test", "allow:evil.test"]}) == {"ok": True}
     assert connects(sb, "http://%s:8080/" % WEB["c"])[0]
-    assert any(a["kind"] == "policy" for a in sb.audit_lines())
+    assert any(a["event"] == "net.policy" for a in sb.audit_lines())
 
 
 def test_open_mode_strict_off_without_domain_rules(sb):
     """Open mode without domain rules: no strict check, names answered, not pinned."""
     assert sb.add({"mode": "open"}) == {"ok": True}
     assert sb.dig("other.test")[0] == "NOERROR"
-    answers = [a for a in sb.audit_lines() if a["kind"] == "answer"]
+    answers = [a for a in sb.audit_lines() if a["event"] == "net.answer"]
     assert answers and answers[0]["addr"] == WEB["c"]
     pins = subprocess.run(["ip", "netns", "exec", sb.rtr, "nft", "list", "set", "inet", "paddock",
                            "p4_" + KEY], capture_output=True, text=True).stdout
@@ -158,7 +158,7 @@ def test_open_mode_deny_name_via_proxy(sb):
     assert ok and WEB["c"] in out
     ok, _ = connects(sb, "http://other.test/", "-H", "Host: evil.test")
     assert not ok
-    conn = [a for a in sb.audit_lines() if a["kind"] == "connect"]
+    conn = [a for a in sb.audit_lines() if a["event"] == "net.connect"]
     assert conn[-1]["decision"] == "deny" and conn[-1]["rule"] == "deny:evil.test"
 
 
@@ -248,7 +248,7 @@ def test_close_record_counts_bytes(sb):
     assert ok
     deadline = time.monotonic() + 10
     while True:
-        close = [a for a in sb.audit_lines() if a["kind"] == "close"]
+        close = [a for a in sb.audit_lines() if a["event"] == "net.close"]
         if close or time.monotonic() > deadline:
             break
         time.sleep(0.02)        # netd writes it when both sides have closed

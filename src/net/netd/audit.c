@@ -10,6 +10,23 @@
 
 static void write_line(struct netd_sandbox *sb, json_t *o);
 
+/* The head of every line, in the shape of the server's own audit lines
+ * (src/server/audit.c): ts as RFC 3339 UTC with milliseconds, sandbox,
+ * key ("netd": no API key made the decision), event "net.<kind>". */
+static json_t *line_head(const struct netd_sandbox *sb, const char *kind)
+{
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        time_t t = now.tv_sec;
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        char ts[32], event[32];
+        size_t n = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(ts + n, sizeof ts - n, ".%03uZ", (unsigned)(now.tv_nsec / 1000000));
+        snprintf(event, sizeof event, "net.%s", kind);
+        return json_pack("{s:s, s:s, s:s, s:s}", "ts", ts, "sandbox", sb->id, "key", "netd", "event", event);
+}
+
 /* A sandbox that floods (a query loop, a port scan through the proxy)
  * must not fill the disk: past NETD_AUDIT_RATE lines/s (burst
  * NETD_AUDIT_BURST) lines are counted, and one "suppressed" line with the
@@ -31,8 +48,9 @@ static bool take_token(struct netd_sandbox *sb)
         }
         sb->audit_tokens -= 1;
         if (sb->audit_suppressed && sb->audit_tokens >= 1) {
-                json_t *o = json_pack("{s:s, s:s, s:I}", "sandbox", sb->id, "kind", "suppressed",
-                                      "count", (json_int_t)sb->audit_suppressed);
+                json_t *o = line_head(sb, "suppressed");
+                if (o)
+                        json_object_set_new(o, "count", json_integer((json_int_t)sb->audit_suppressed));
                 sb->audit_suppressed = 0;
                 sb->audit_tokens -= 1;
                 if (o)
@@ -45,13 +63,10 @@ void netd_audit(struct netd_sandbox *sb, const struct netd_audit *a)
 {
         if (!sb || sb->audit_fd < 0 || !take_token(sb))
                 return;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        json_t *o = json_pack("{s:f, s:s, s:s, s:s}", "ts",
-                              (double)ts.tv_sec + ts.tv_nsec / 1e9, "sandbox", sb->id, "kind",
-                              a->kind, "decision", a->allow ? "allow" : "deny");
+        json_t *o = line_head(sb, a->kind);
         if (!o)
                 return;
+        json_object_set_new(o, "decision", json_string(a->allow ? "allow" : "deny"));
         if (a->name)
                 json_object_set_new(o, "name", json_string(a->name));
         if (a->qtype)
@@ -89,7 +104,7 @@ void netd_audit(struct netd_sandbox *sb, const struct netd_audit *a)
 
 static void write_line(struct netd_sandbox *sb, json_t *o)
 {
-        char *s = json_dumps(o, JSON_COMPACT);
+        char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         json_decref(o);
         if (!s)
                 return;

@@ -105,7 +105,7 @@ void netd_sandbox_free(struct netd *d, struct netd_sandbox *sb);
 
 /* audit.c: one JSON line. Fields NULL/0 are left out. */
 struct netd_audit {
-        const char *kind;               /* dns, pin, answer, connect, close, policy, drop */
+        const char *kind;               /* event net.<kind>: dns, pin, answer, connect, close, policy, deny */
         bool allow;
         const char *name;
         const struct netd_addr *addr;

@@ -161,7 +161,7 @@ static bool same_drop(const struct netd_sandbox *sb, const struct drop *x)
 
 static void write_drop(struct netd_sandbox *sb, const struct drop *x, uint64_t repeats)
 {
-        struct netd_audit a = { .kind = "drop", .allow = false, .addr = &x->dst, .port = x->port,
+        struct netd_audit a = { .kind = "deny", .allow = false, .addr = &x->dst, .port = x->port,
                                 .proto = x->proto, .rule_kind = x->kind, .repeats = repeats };
         netd_audit(sb, &a);
 }
