@@ -4,10 +4,12 @@
  * one (microvm: memory and disk), else N creates on an unlisted snapshot. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "manager.h"
 #include "pool.h"
+#include "router.h"
 #include "store.h"
 #include "template.h"
 
@@ -84,9 +86,19 @@ int pd_manager_fork(struct pd_server *srv, const struct pd_key *key, struct pd_s
         pd_manager_create_params(srv, s, &req);
         if (!tier_fork)
                 snprintf(req.template_name, sizeof req.template_name, "%s", name);
+        /* the copies run with the source's network policy as it is now (a
+         * live change included), each with its own address; the router
+         * keeps the policy, not the spec */
+        if (r == 0 && !tier_fork && req.spec.net != PD_NET_NONE) {
+                char *text = NULL;
+                if (pd_router_policy_json(&srv->state, s->id, &text) < 0 ||
+                    !(req.network = json_loads(text, 0, NULL)))
+                        r = pd_error_setx(err, EIO, "the network policy of %s is not readable", s->id);
+                free(text);
+        }
         struct pd_srv_sandbox *made[PD_FORK_MAX];
         unsigned k = 0;
-        for (; k < n; k++) {
+        for (; r == 0 && k < n; k++) {
                 req.made = dst[k];
                 dst[k] = NULL;  /* the manager's now, also on failure */
                 if ((r = pd_manager_create(srv, key, &req, &made[k], err)) < 0)
@@ -97,6 +109,7 @@ int pd_manager_fork(struct pd_server *srv, const struct pd_key *key, struct pd_s
                         pd_sandbox_destroy(dst[i], NULL);
         json_decref(req.env);
         json_decref(req.metadata);
+        json_decref(req.network);
         if (r < 0) {
                 /* all or none: the copies made so far go */
                 for (unsigned i = 0; i < k; i++) {

@@ -237,3 +237,55 @@ def test_kernel_drops_are_audited(tmproot, fakenet):
         finish(s)
     assert net_files(s.state) == []
 
+
+MY_ADDR = ("import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n"
+           "s.connect(('%s',9))\nprint(s.getsockname()[0])" % WEB[0])
+
+
+def addr_of(srv, sid):
+    st, j = srv.json("POST", "/api/v1/sandboxes/%s/exec" % sid, {"cmd": ["python3", "-c", MY_ADDR]})
+    assert st == 200 and j["exit_code"] == 0, j
+    return j["stdout"].strip()
+
+
+def test_fork_and_snapshot_with_a_network(tmproot, fakenet):
+    """A fork carries the source's policy as it is now (after a live
+    change), each copy with its own address; a sandbox started from a
+    snapshot has the network its create asks for, none by default."""
+    s = Server(os.path.join(tmproot, "netfork"), "--pool", "0", "--net-uplink", fakenet.uplink,
+               "--net-resolver", fakenet.resolver).start()
+    try:
+        src = s.create({"network": {"mode": "policy", "allow": [WEB[0]]}, "timeout": 600})["id"]
+        st, pol = s.json("PUT", "/api/v1/sandboxes/%s/network" % src, {"mode": "policy", "allow": [WEB[1]]})
+        assert st == 200, pol
+        st, j = s.json("POST", "/api/v1/sandboxes/%s/fork" % src, {"count": 2})
+        assert st == 201, (st, j)
+        kids = [x["id"] for x in j["sandboxes"]]
+        assert all(x["network"] == pol for x in j["sandboxes"]), j
+        for k in kids:
+            net = s.json("GET", "/api/v1/sandboxes/%s/network" % k, expect=200)[1]
+            assert net["mode"] == "policy" and net["rules"] == pol["rules"], net
+            assert reach(s, k, WEB[:2]) == {WEB[0]: False, WEB[1]: True}
+        addrs = [addr_of(s, x) for x in [src] + kids]
+        assert len(set(addrs)) == 3, addrs
+        # a live change of one copy is its own
+        st, _ = s.json("PUT", "/api/v1/sandboxes/%s/network" % kids[0], {"mode": "policy", "allow": [WEB[0]]})
+        assert st == 200
+        assert reach(s, kids[0], WEB[:2]) == {WEB[0]: True, WEB[1]: False}
+        assert reach(s, kids[1], WEB[:2]) == {WEB[0]: False, WEB[1]: True}
+        assert reach(s, src, WEB[:2]) == {WEB[0]: False, WEB[1]: True}
+
+        st, j = s.json("POST", "/api/v1/sandboxes/%s/snapshots" % src, {"name": "netsnap"})
+        assert st == 201, (st, j)
+        plain = s.create({"template": "netsnap"})
+        assert plain["network"] == {"mode": "none"}, plain
+        assert reach(s, plain["id"], WEB[:1]) == {WEB[0]: False}
+        opn = s.create({"template": "netsnap", "network": {"mode": "open"}})
+        assert opn["network"]["mode"] == "open", opn
+        assert reach(s, opn["id"], WEB[:2]) == {WEB[0]: True, WEB[1]: True}
+        for x in [src, plain["id"], opn["id"]] + kids:
+            assert s.delete(x) == 204
+        assert [f for f in net_files(s.state) if "/" in f] == [], net_files(s.state)
+    finally:
+        finish(s)
+    assert net_files(s.state) == []
