@@ -131,19 +131,25 @@ char *pd_e2b_b64(const void *data, size_t len)
         return out;
 }
 
+/* The value of one base64 (or base64url) character, -1 if none. A function,
+ * not a table filled on first use: server threads decode at the same time. */
+static int b64_value(unsigned char c)
+{
+        if (c >= 'A' && c <= 'Z')
+                return c - 'A';
+        if (c >= 'a' && c <= 'z')
+                return c - 'a' + 26;
+        if (c >= '0' && c <= '9')
+                return c - '0' + 52;
+        if (c == '+' || c == '-')
+                return 62;
+        if (c == '/' || c == '_')
+                return 63;
+        return -1;
+}
+
 int pd_e2b_b64_decode(const char *in, size_t inlen, uint8_t **out, size_t *outlen)
 {
-        static int8_t map[256];
-        static bool init;
-        if (!init) {
-                memset(map, -1, sizeof map);
-                const char *a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-                for (int i = 0; i < 64; i++)
-                        map[(unsigned char)a[i]] = (int8_t)i;
-                map['-'] = 62;
-                map['_'] = 63;
-                init = true;
-        }
         while (inlen && in[inlen - 1] == '=')
                 inlen--;
         uint8_t *o = malloc(inlen * 3 / 4 + 3);
@@ -153,7 +159,7 @@ int pd_e2b_b64_decode(const char *in, size_t inlen, uint8_t **out, size_t *outle
         uint32_t acc = 0;
         unsigned bits = 0;
         for (size_t i = 0; i < inlen; i++) {
-                int8_t v = map[(unsigned char)in[i]];
+                int v = b64_value((unsigned char)in[i]);
                 if (v < 0) {
                         free(o);
                         return -EINVAL;

@@ -292,29 +292,39 @@ static void child_fail(int fd, int code, const char *what)
 
 int pd_vm_qemu_start(const struct pd_vm_launch *l, pid_t *pid_out, int *pidfd_out, struct pd_error *err)
 {
-        static struct argv_buf a;
-        static struct jail_plan j;
-        memset(&a, 0, sizeof a);
-        memset(&j, 0, sizeof j);
-        build_argv(l, &a);
+        /* Per call, never static: the server starts QEMUs from several
+         * threads at once (a warm-pool fill beside a create), and a child
+         * cloned while another thread rewrote a shared plan bound the wrong
+         * paths ("bind into the jail: Not a directory"). The child works on
+         * its own copy (no CLONE_VM), so the parent frees them. */
+        struct start_bufs {
+                struct argv_buf a;
+                struct jail_plan j;
+                struct ifreq tap_req;
+        };
+        _pd_cleanup_free_ struct start_bufs *bufs = calloc(1, sizeof *bufs);
+        if (!bufs)
+                return pd_error_set(err, ENOMEM, "start QEMU");
+        struct argv_buf *a = &bufs->a;
+        struct jail_plan *j = &bufs->j;
+        struct ifreq *tap_req = &bufs->tap_req;
+        build_argv(l, a);
         if (l->jail_root) {
-                snprintf(j.root, sizeof j.root, "%s", l->jail_root);
-                plan_bind(&j, "/usr", true, true);
-                plan_bind(&j, "/dev/null", false, false);
-                plan_bind(&j, "/dev/urandom", false, false);
+                snprintf(j->root, sizeof j->root, "%s", l->jail_root);
+                plan_bind(j, "/usr", true, true);
+                plan_bind(j, "/dev/null", false, false);
+                plan_bind(j, "/dev/urandom", false, false);
                 if (pd_vm_have_kvm())
-                        plan_bind(&j, "/dev/kvm", false, false);
-                plan_bind(&j, l->assets->kernel, false, true);
-                plan_bind(&j, l->assets->initrd, false, true);
-                plan_bind(&j, l->assets->rootfs, false, true);
-                plan_bind(&j, l->mem_file, false, false);
-                plan_bind(&j, l->dir, true, false);
+                        plan_bind(j, "/dev/kvm", false, false);
+                plan_bind(j, l->assets->kernel, false, true);
+                plan_bind(j, l->assets->initrd, false, true);
+                plan_bind(j, l->assets->rootfs, false, true);
+                plan_bind(j, l->mem_file, false, false);
+                plan_bind(j, l->dir, true, false);
         }
         char *envp[] = { "PATH=/usr/bin:/bin", NULL };
-        static struct ifreq tap_req;
-        memset(&tap_req, 0, sizeof tap_req);
-        snprintf(tap_req.ifr_name, sizeof tap_req.ifr_name, "tap0");
-        tap_req.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+        snprintf(tap_req->ifr_name, sizeof tap_req->ifr_name, "tap0");
+        tap_req->ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
         int qmp_fd = -1, serial_fd = -1;
         if (qemu_files(l, &qmp_fd, &serial_fd, err) < 0) {
                 if (qmp_fd >= 0)
@@ -362,14 +372,14 @@ int pd_vm_qemu_start(const struct pd_vm_launch *l, pid_t *pid_out, int *pidfd_ou
                  * is still visible; the fd survives the exec */
                 if (l->nic) {
                         int t = open("/dev/net/tun", O_RDWR);
-                        if (t < 0 || ioctl(t, TUNSETIFF, &tap_req) < 0 ||
+                        if (t < 0 || ioctl(t, TUNSETIFF, tap_req) < 0 ||
                             (t != QEMU_TAP_FD && dup2(t, QEMU_TAP_FD) < 0))
                                 child_fail(sync[1], errno, "create tap0");
                         if (t != QEMU_TAP_FD)
                                 close(t);
                 }
                 if (l->jail_root) {
-                        const char *step = jail_enter(&j);
+                        const char *step = jail_enter(j);
                         if (step)
                                 child_fail(sync[1], errno, step);
                 }
@@ -392,7 +402,7 @@ int pd_vm_qemu_start(const struct pd_vm_launch *l, pid_t *pid_out, int *pidfd_ou
                         if (getppid() != parent && getppid() != 0)
                                 _exit(1);
                 }
-                syscall(SYS_execve, a.argv[0], a.argv, envp);
+                syscall(SYS_execve, a->argv[0], a->argv, envp);
                 child_fail(sync[1], errno, "exec " QEMU_BIN);
         }
         close(sync[1]);
