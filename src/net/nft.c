@@ -275,6 +275,9 @@ static void program_log_chains(struct pd_nft_tx *tx, const char *key)
         char chain[96], prefix[128];
         for (int k = 0; k < L_COUNT; k++) {
                 log_chain_name(chain, sizeof chain, k, key);
+                /* made here, not only at add: a sandbox added by an older
+                 * paddock (no such chains) gets them at its next change */
+                pd_nft_tx_chain(tx, NFT_MSG_NEWCHAIN, chain, NULL, 0, 0, -1);
                 pd_nft_tx_flush_chain(tx, chain);
                 struct nftnl_rule *ru = pd_nft_rule_new(chain);
                 if (ru)
@@ -510,11 +513,6 @@ int pd_nft_sandbox_add(struct pd_nft *n, const char *key, const char *ifname, co
         pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, sb, NULL, 0, 0, -1);
         pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, sn, NULL, 0, 0, -1);
         pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, si, NULL, 0, 0, -1);
-        for (int k = 0; k < L_COUNT; k++) {
-                char lg[96];
-                log_chain_name(lg, sizeof lg, k, key);
-                pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, lg, NULL, 0, 0, -1);
-        }
         for (int f = AF_INET; f; f = f == AF_INET ? AF_INET6 : 0)
                 for (int k = 0; k < K_COUNT; k++) {
                         set_name(set, sizeof set, k, f, key);
