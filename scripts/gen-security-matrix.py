@@ -179,7 +179,10 @@ def render(d):
       "the tier does not promise to defend (docs/security.md).")
     w("- Attacks as `user` (uid 1000) in general: the batch runs as root inside; setuid, the TOCTOU race and "
       "/proc reads drop to uid 1000 themselves.")
-    w("- Kernel exploits through allowed syscalls, side channels, egress policy (no network modes yet).")
+    w("- Kernel exploits through allowed syscalls, side channels.")
+    w("- Egress policy (network modes open/policy) is attacked in tests/network (metadata, host loopback, "
+      "LAN, DNS exfiltration, IP-literal forms, other resolvers, QUIC, SNI/Host fronting), not here: "
+      "every attack above runs under network none.")
     w("- Other sandboxes' processes and files (only paddock's state dir, runtime dir and workspaces paths are probed).")
     w("")
     return "\n".join(lines)
