@@ -117,6 +117,9 @@ static struct nftnl_set *verdict_map(const char *mapname)
         return s;
 }
 
+static void log_chain(struct pd_nft_tx *tx, const char *chain, const char *key, const char *kind);
+static struct nftnl_rule *router_logged_drop(struct nftnl_rule *r, const char *kind);
+
 int pd_nft_router_init(struct pd_nft *n, const struct pd_nft_router_cfg *cfg, struct pd_error *err)
 {
         if (cfg->n_open_deny > PD_NFT_OPEN_DENY_MAX)
@@ -156,6 +159,12 @@ int pd_nft_router_init(struct pd_nft *n, const struct pd_nft_router_cfg *cfg, st
         pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, "guard", "filter", NF_INET_PRE_ROUTING, PRIO_GUARD, NF_ACCEPT);
         pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, "forward", "filter", NF_INET_FORWARD, PRIO_FILTER, NF_DROP);
         pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, "input", "filter", NF_INET_LOCAL_IN, PRIO_FILTER, NF_DROP);
+        static const char *const router_kinds[3] = { "spoof", "peer", "router" };
+        for (int k = 0; k < 3; k++) {
+                char chain[32];
+                snprintf(chain, sizeof chain, "lg%s", router_kinds[k]);
+                log_chain(&tx, chain, "-", router_kinds[k]);
+        }
         pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, "prerouting", "nat", NF_INET_PRE_ROUTING, PRIO_DSTNAT, -1);
         pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, "postrouting", "nat", NF_INET_POST_ROUTING, PRIO_SRCNAT, -1);
 
@@ -171,17 +180,15 @@ int pd_nft_router_init(struct pd_nft *n, const struct pd_nft_router_cfg *cfg, st
                 verdict_rule(rr, NF_ACCEPT, 0);
         }
         pd_nft_tx_rule(&tx, rr);
-        rr = rule_iif_prefix("guard", 0);
-        pd_nft_tx_rule(&tx, rr ? verdict_rule(rr, NF_DROP, 1) : NULL);
+        pd_nft_tx_rule(&tx, router_logged_drop(rule_iif_prefix("guard", 0), "spoof"));
 
         /* forward: sandbox to sandbox never; then each sandbox's chain */
         rr = rule_iif_prefix("forward", 0);
         if (rr) {
                 pd_nft_e_meta(rr, NFT_META_OIFNAME, NFT_REG_1);
                 pd_nft_e_cmp(rr, NFT_REG_1, NFT_CMP_EQ, "pd", 2);
-                verdict_rule(rr, NF_DROP, 1);
         }
-        pd_nft_tx_rule(&tx, rr);
+        pd_nft_tx_rule(&tx, router_logged_drop(rr, "peer"));
         map_rule(&tx, "forward", NFT_META_IIFNAME, "sbmap");
         map_rule(&tx, "forward", NFT_META_OIFNAME, "inmap");
         rr = pd_nft_rule_new("forward");
@@ -209,8 +216,7 @@ int pd_nft_router_init(struct pd_nft *n, const struct pd_nft_router_cfg *cfg, st
         if (cfg->proxy_port)
                 pd_nft_tx_rule(&tx, verdict_rule(rule_l4_dport(rule_iif_prefix("input", 0), IPPROTO_TCP,
                                                                cfg->proxy_port), NF_ACCEPT, 0));
-        rr = rule_iif_prefix("input", 0);
-        pd_nft_tx_rule(&tx, rr ? verdict_rule(rr, NF_DROP, 1) : NULL);
+        pd_nft_tx_rule(&tx, router_logged_drop(rule_iif_prefix("input", 0), "router"));
         rr = pd_nft_rule_new("input");
         if (rr) {
                 pd_nft_e_ct_state(rr, CT_BIT(IP_CT_ESTABLISHED) | CT_BIT(IP_CT_RELATED));
@@ -270,25 +276,44 @@ static struct nftnl_rule *logged_drop(struct nftnl_rule *r, int kind, const char
 /* The rules of the logged-drop chains: "limit over -> drop", then
  * "log -> drop". The limit keeps a flood from costing more than a few
  * netlink messages a second; the counting is in the jumping rule. */
+static void log_chain(struct pd_nft_tx *tx, const char *chain, const char *key, const char *kind)
+{
+        char prefix[128];
+        /* made here, not only at add: a sandbox added by an older paddock
+         * (no such chains) gets them at its next change */
+        pd_nft_tx_chain(tx, NFT_MSG_NEWCHAIN, chain, NULL, 0, 0, -1);
+        pd_nft_tx_flush_chain(tx, chain);
+        struct nftnl_rule *ru = pd_nft_rule_new(chain);
+        if (ru)
+                pd_nft_e_limit(ru, PD_NFT_LOG_RATE, PD_NFT_LOG_BURST, 0);
+        pd_nft_tx_rule(tx, ru ? verdict_rule(ru, NF_DROP, 0) : NULL);
+        snprintf(prefix, sizeof prefix, PD_NFT_LOG_PREFIX "%s:%s", key, kind);
+        ru = pd_nft_rule_new(chain);
+        if (ru)
+                pd_nft_e_log(ru, PD_NFT_LOG_GROUP, prefix, PD_NFT_LOG_SNAPLEN);
+        pd_nft_tx_rule(tx, ru ? verdict_rule(ru, NF_DROP, 0) : NULL);
+}
+
 static void program_log_chains(struct pd_nft_tx *tx, const char *key)
 {
-        char chain[96], prefix[128];
+        char chain[96];
         for (int k = 0; k < L_COUNT; k++) {
                 log_chain_name(chain, sizeof chain, k, key);
-                /* made here, not only at add: a sandbox added by an older
-                 * paddock (no such chains) gets them at its next change */
-                pd_nft_tx_chain(tx, NFT_MSG_NEWCHAIN, chain, NULL, 0, 0, -1);
-                pd_nft_tx_flush_chain(tx, chain);
-                struct nftnl_rule *ru = pd_nft_rule_new(chain);
-                if (ru)
-                        pd_nft_e_limit(ru, PD_NFT_LOG_RATE, PD_NFT_LOG_BURST, 0);
-                pd_nft_tx_rule(tx, ru ? verdict_rule(ru, NF_DROP, 0) : NULL);
-                snprintf(prefix, sizeof prefix, PD_NFT_LOG_PREFIX "%s:%s", key, log_kinds[k]);
-                ru = pd_nft_rule_new(chain);
-                if (ru)
-                        pd_nft_e_log(ru, PD_NFT_LOG_GROUP, prefix, PD_NFT_LOG_SNAPLEN);
-                pd_nft_tx_rule(tx, ru ? verdict_rule(ru, NF_DROP, 0) : NULL);
+                log_chain(tx, chain, key, log_kinds[k]);
         }
+}
+
+/* Router-wide drops of what came in on a sandbox veth (nft.h): the key
+ * is "-", netd finds the sandbox by the packet's input interface. */
+static struct nftnl_rule *router_logged_drop(struct nftnl_rule *r, const char *kind)
+{
+        char chain[32];
+        if (!r)
+                return NULL;
+        snprintf(chain, sizeof chain, "lg%s", kind);
+        pd_nft_e_counter(r);
+        pd_nft_e_goto(r, chain);
+        return r;
 }
 
 /* Set kinds of a sandbox: allow, deny, pins (timeouts), lift (allows

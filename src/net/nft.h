@@ -155,7 +155,11 @@ int pd_nft_dropped(struct pd_nft *n, const char *key, uint64_t *packets, uint64_
  * kind), then drops; past the limit it only drops (counted). Kinds:
  * "rate" (new connections over the limit), "deny" (a deny rule), "never"
  * (the never list), "resolver" (DNS to another resolver, open mode),
- * "default" (nothing allowed it, policy mode). */
+ * "default" (nothing allowed it, policy mode). Router-wide drops of what
+ * came in on a sandbox veth log with the key "-" (netd finds the sandbox
+ * by the input interface), one limit for all sandboxes: "spoof" (a source
+ * address not the sandbox's), "peer" (to another sandbox), "router" (to a
+ * router port other than DNS and the proxy). */
 #define PD_NFT_LOG_GROUP 6
 #define PD_NFT_LOG_RATE 10
 #define PD_NFT_LOG_BURST 20

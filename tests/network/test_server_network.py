@@ -5,6 +5,7 @@ setting), and nothing left behind after kill -9 of the server."""
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -165,6 +166,41 @@ print("sent")
 """
 
 
+# a UDP packet from a source address not the sandbox's, sent from the host
+# into the sandbox's netns (nothing in a sandbox has CAP_NET_RAW)
+SPOOF = r"""
+import socket, struct, sys
+dst = socket.inet_aton(sys.argv[1])
+udp = struct.pack("!HHHH", 4000, 7777, 9, 0) + b"x"
+ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0, 64, 17, 0, socket.inet_aton("10.99.99.99"), dst)
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+s.sendto(ip + udp, (sys.argv[1], 0))
+"""
+
+
+
+def spoof_from(srv, sid, dst):
+    mark = "31.%d" % (os.getpid() % 100000)
+    st, j = srv.json("POST", "/api/v1/sandboxes/%s/exec" % sid, {"cmd": [
+        "sh", "-c", "sleep %s >/dev/null 2>&1 </dev/null &" % mark]})
+    assert st == 200 and j["exit_code"] == 0, j
+    pid, deadline = None, time.monotonic() + 15
+    while not pid:      # the background sleep may exec after sh returned
+        assert time.monotonic() < deadline, "the sandbox's sleep not found"
+        for p in os.listdir("/proc"):
+            try:
+                if p.isdigit() and open("/proc/%s/cmdline" % p, "rb").read() == b"sleep\0" + mark.encode() + b"\0":
+                    pid = p
+            except OSError:
+                pass
+    try:
+        r = subprocess.run(["nsenter", "--net=/proc/%s/ns/net" % pid, "python3", "-c", SPOOF, dst],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+    finally:
+        os.kill(int(pid), signal.SIGKILL)
+
+
 def audit_of(srv, sid):
     body = srv.request("GET", "/api/v1/sandboxes/%s/audit" % sid)[2].decode()
     return [json.loads(l) for l in body.splitlines() if l.strip()]
@@ -211,6 +247,16 @@ def test_kernel_drops_are_audited(tmproot, fakenet):
         drops = wait_drops(s, opn, [(METADATA[0], 80, "tcp", "never"), (DNS, 53, "udp", "resolver"),
                                     (DNS, 53, "tcp", "resolver"), (WEB[1], 8080, "tcp", "deny")])
         assert all(e["decision"] == "deny" and e["sandbox"] == opn for e in drops), drops
+        # router-wide drops, found by the sandbox's veth: a router port
+        # other than DNS and the proxy, another sandbox, a forged source
+        gw = [l.split()[1] for l in s.json("POST", "/api/v1/sandboxes/%s/exec" % pol, {
+            "cmd": ["cat", "/etc/resolv.conf"]})[1]["stdout"].splitlines() if l.startswith("nameserver")][0]
+        other = addr_of(s, opn)
+        send(s, pol, [[gw, 22, "tcp"], [other, 8080, "tcp"]])
+        wait_drops(s, pol, [(gw, 22, "tcp", "router"), (other, 8080, "tcp", "peer")])
+        spoof_from(s, pol, WEB[2])
+        drops = wait_drops(s, pol, [(WEB[2], 7777, "udp", "spoof")])
+        assert not [e for e in drops_of(audit_of(s, opn)) if e["rule"] in ("spoof", "router", "peer")]
         # the allowed address is not in the drops
         assert reach(s, pol, [WEB[0]]) == {WEB[0]: True}
         assert WEB[0] not in [e.get("addr") for e in drops_of(audit_of(s, pol))]

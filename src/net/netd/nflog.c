@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/epoll.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,7 +110,8 @@ struct drop {
         const char *proto;
 };
 
-static const char *const drop_kinds[] = { "rate", "deny", "never", "resolver", "default" };
+static const char *const drop_kinds[] = { "rate", "deny", "never", "resolver", "default",
+                                          "spoof", "peer", "router" };
 
 static const char *proto_name(uint8_t p)
 {
@@ -125,7 +127,7 @@ static const char *proto_name(uint8_t p)
 
 /* Decode the network header of a logged packet; false if it is neither a
  * whole IPv4 nor IPv6 header. */
-static bool decode(const uint8_t *p, size_t len, struct drop *out)
+static bool decode(const uint8_t *p, size_t len, struct drop *out, struct netd_addr *src)
 {
         uint8_t l4;
         size_t off;
@@ -133,16 +135,18 @@ static bool decode(const uint8_t *p, size_t len, struct drop *out)
                 off = (size_t)(p[0] & 0x0f) * 4;
                 if (off < 20)
                         return false;
-                out->dst.family = AF_INET;
+                out->dst.family = src->family = AF_INET;
                 memcpy(out->dst.a, p + 16, 4);
+                memcpy(src->a, p + 12, 4);
                 l4 = p[9];
                 /* a later fragment has no ports */
                 if ((((p[6] & 0x1f) << 8) | p[7]) != 0)
                         l4 = 0;
         } else if (len >= 40 && (p[0] >> 4) == 6) {
                 off = 40;
-                out->dst.family = AF_INET6;
+                out->dst.family = src->family = AF_INET6;
                 memcpy(out->dst.a, p + 24, 16);
+                memcpy(src->a, p + 8, 16);
                 l4 = p[6];              /* extension headers: no port */
         } else {
                 return false;
@@ -177,7 +181,28 @@ static void flush_repeats(struct netd_sandbox *sb)
         sb->drop_repeats = 0;
 }
 
-static void on_drop(struct netd *d, const char *prefix, const uint8_t *pkt, size_t len)
+/* The sandbox whose veth in the router is ifindex. */
+static struct netd_sandbox *by_iif(struct netd *d, uint32_t ifindex)
+{
+        char name[IF_NAMESIZE];
+        if (!ifindex || !if_indextoname(ifindex, name))
+                return NULL;
+        for (struct netd_sandbox *s = d->sandboxes; s; s = s->next)
+                if (!strcmp(s->iface, name))
+                        return s;
+        return NULL;
+}
+
+/* IPv6 a kernel sends by itself at link-up (router and neighbour
+ * solicitation, MLD from :: or fe80::/10): dropped, not worth a line. */
+static bool autoconf_noise(const struct netd_addr *src)
+{
+        static const uint8_t zero[16];
+        return src->family == AF_INET6 &&
+               (!memcmp(src->a, zero, 16) || (src->a[0] == 0xfe && (src->a[1] & 0xc0) == 0x80));
+}
+
+static void on_drop(struct netd *d, const char *prefix, uint32_t iif, const uint8_t *pkt, size_t len)
 {
         /* "pd:<key>:<kind>", written by nft.c only; anything else is not ours */
         if (strncmp(prefix, PD_NFT_LOG_PREFIX, strlen(PD_NFT_LOG_PREFIX)))
@@ -189,14 +214,15 @@ static void on_drop(struct netd *d, const char *prefix, const uint8_t *pkt, size
         char id[PD_NFT_KEY_MAX + 1];
         memcpy(id, key, (size_t)(colon - key));
         id[colon - key] = '\0';
-        struct netd_sandbox *sb = netd_sandbox_by_id(d, id);
+        struct netd_sandbox *sb = strcmp(id, "-") ? netd_sandbox_by_id(d, id) : by_iif(d, iif);
         if (!sb)
                 return;         /* removed meanwhile */
         struct drop x = { 0 };
+        struct netd_addr src = { 0 };
         for (size_t i = 0; i < PD_ARRAY_SIZE(drop_kinds); i++)
                 if (!strcmp(colon + 1, drop_kinds[i]))
                         x.kind = drop_kinds[i];
-        if (!x.kind || !decode(pkt, len, &x))
+        if (!x.kind || !decode(pkt, len, &x, &src) || autoconf_noise(&src))
                 return;
         uint64_t now = pd_now_ms();
         if (sb->drop_kind && same_drop(sb, &x) && now - sb->drop_first_ms < NETD_DROP_WINDOW_MS) {
@@ -237,7 +263,8 @@ static int msg_cb(const struct nlmsghdr *nlh, void *data)
                 return MNL_CB_OK;
         memcpy(prefix, mnl_attr_get_payload(tb[NFULA_PREFIX]), plen);
         prefix[plen - 1] = '\0';        /* the kernel sends it NUL-terminated */
-        on_drop(d, prefix, mnl_attr_get_payload(tb[NFULA_PAYLOAD]),
+        uint32_t iif = tb[NFULA_IFINDEX_INDEV] ? ntohl(mnl_attr_get_u32(tb[NFULA_IFINDEX_INDEV])) : 0;
+        on_drop(d, prefix, iif, mnl_attr_get_payload(tb[NFULA_PAYLOAD]),
                 mnl_attr_get_payload_len(tb[NFULA_PAYLOAD]));
         return MNL_CB_OK;
 }
