@@ -257,6 +257,16 @@ def test_kernel_drops_are_audited(tmproot, fakenet):
         spoof_from(s, pol, WEB[2])
         drops = wait_drops(s, pol, [(WEB[2], 7777, "udp", "spoof")])
         assert not [e for e in drops_of(audit_of(s, opn)) if e["rule"] in ("spoof", "router", "peer")]
+        # new connections over the sandbox's rate limit
+        lim = s.create({"network": {"mode": "open", "conn_per_sec": 2}})["id"]
+        send(s, lim, [[WEB[0], 30000 + i, "udp"] for i in range(40)])
+        drops = wait_drops(s, lim, [])
+        deadline = time.monotonic() + 20
+        while not any(e["rule"] == "rate" and e["addr"] == WEB[0] for e in drops):
+            assert time.monotonic() < deadline, drops
+            time.sleep(0.2)
+            drops = drops_of(audit_of(s, lim))
+        assert s.delete(lim) == 204
         # the allowed address is not in the drops
         assert reach(s, pol, [WEB[0]]) == {WEB[0]: True}
         assert WEB[0] not in [e.get("addr") for e in drops_of(audit_of(s, pol))]
