@@ -54,9 +54,12 @@ static struct nftnl_rule *rule_iif_prefix(const char *chain, int oif)
         return r;
 }
 
+/* NULL in, NULL out (pd_nft_tx_rule turns it into a failed transaction) */
 static struct nftnl_rule *rule_l4_dport(struct nftnl_rule *r, uint8_t proto, uint16_t port)
 {
         uint16_t be = htons(port);
+        if (!r)
+                return NULL;
         pd_nft_e_meta(r, NFT_META_L4PROTO, NFT_REG_1);
         pd_nft_e_cmp(r, NFT_REG_1, NFT_CMP_EQ, &proto, 1);
         pd_nft_e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG_1);
@@ -66,6 +69,8 @@ static struct nftnl_rule *rule_l4_dport(struct nftnl_rule *r, uint8_t proto, uin
 
 static struct nftnl_rule *verdict_rule(struct nftnl_rule *r, int verdict, int counter)
 {
+        if (!r)
+                return NULL;
         if (counter)
                 pd_nft_e_counter(r);
         pd_nft_e_verdict(r, verdict);
@@ -210,8 +215,7 @@ int pd_nft_router_init(struct pd_nft *n, const struct pd_nft_router_cfg *cfg, st
         }
         pd_nft_tx_rule(&tx, rr);
         uint16_t dns = cfg->dns_port ? cfg->dns_port : 53;
-        pd_nft_tx_rule(&tx, rule_iif_prefix("input", 0) ?
-                       verdict_rule(rule_l4_dport(rule_iif_prefix("input", 0), IPPROTO_UDP, dns), NF_ACCEPT, 0) : NULL);
+        pd_nft_tx_rule(&tx, verdict_rule(rule_l4_dport(rule_iif_prefix("input", 0), IPPROTO_UDP, dns), NF_ACCEPT, 0));
         pd_nft_tx_rule(&tx, verdict_rule(rule_l4_dport(rule_iif_prefix("input", 0), IPPROTO_TCP, dns), NF_ACCEPT, 0));
         if (cfg->proxy_port)
                 pd_nft_tx_rule(&tx, verdict_rule(rule_l4_dport(rule_iif_prefix("input", 0), IPPROTO_TCP,
