@@ -284,3 +284,19 @@ void pd_snapshot_layer_path(struct pd_state *st, const char *name, const char *g
                 out[n++] = *c == '/' ? '_' : *c;
         out[n] = '\0';
 }
+
+int pd_snapshot_install(int tmpfd, const char *tmp, const char *path, const char *name,
+                        const struct pd_record *rec, struct pd_error *err)
+{
+        int r = pd_record_write(tmpfd, "snapshot", rec, err);
+        if (r < 0)
+                return r;
+        if (mkdirat(tmpfd, "users", 0700) < 0)
+                return pd_error_set(err, errno, "create '%s/users'", tmp);
+        /* rename(2) onto a taken name fails: first of two racing wins */
+        if (rename(tmp, path) < 0)
+                return errno == EEXIST || errno == ENOTEMPTY
+                               ? pd_error_setx(err, EEXIST, "a template or snapshot named '%s' exists already", name)
+                               : pd_error_set(err, errno, "install snapshot '%s'", name);
+        return 0;
+}

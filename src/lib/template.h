@@ -66,5 +66,11 @@ void pd_snapshot_release(struct pd_state *st, const char *name, struct pd_error 
 int pd_snapshot_parent(struct pd_state *st, const char *name, char parent[65]);
 /* Record the new snapshot name as a user of parent's stack. */
 int pd_snapshot_register(struct pd_state *st, const char *name, const char *parent, struct pd_error *err);
+/* Finish a snapshot built in the directory tmp (open as tmpfd): write its
+ * record, make its users/ directory and rename it to path. Two racing
+ * snapshots of one name: the first rename wins, the other gets EEXIST. */
+struct pd_record;
+int pd_snapshot_install(int tmpfd, const char *tmp, const char *path, const char *name,
+                        const struct pd_record *rec, struct pd_error *err);
 /* Where layer graft (NULL = the root tree) of snapshot name lives. */
 void pd_snapshot_layer_path(struct pd_state *st, const char *name, const char *graft, char *out, size_t size);

@@ -21,44 +21,20 @@
 #include <libnftnl/table.h>
 
 #include "nft_int.h"
+#include "nlsock.h"
 
 #define PD_NFT_SNDBUF (8u << 20)        /* 10,000-entry rule sets in one batch */
 
-/* Open a netlink socket in the netns of netns_fd: a socket stays in the
- * netns it was created in, so enter, create, return. setns() affects only
- * the calling thread, which is why a threaded server may do this. */
+/* The nftables socket, made in the netns of netns_fd (nlsock.c). */
 int pd_nft_open(int netns_fd, struct pd_nft **out, struct pd_error *err)
 {
-        int self = -1, r = 0;
-        if (netns_fd >= 0) {
-                self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-                if (self < 0)
-                        return pd_error_set(err, errno, "open own network namespace");
-                if (setns(netns_fd, CLONE_NEWNET) < 0) {
-                        r = pd_error_set(err, errno, "enter the router network namespace");
-                        close(self);
-                        return r;
-                }
-        }
         struct pd_nft *n = calloc(1, sizeof *n);
         if (!n)
-                r = pd_error_set(err, ENOMEM, "nft");
-        else if (!(n->nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC)))
-                r = pd_error_set(err, errno, "netfilter netlink socket");
-        else if (mnl_socket_bind(n->nl, 0, MNL_SOCKET_AUTOPID) < 0)
-                r = pd_error_set(err, errno, "bind netfilter netlink socket");
-        if (self >= 0) {
-                /* Going back cannot fail for a namespace we came from; if it
-                 * did, this thread would act in the wrong netns: abort. */
-                if (setns(self, CLONE_NEWNET) < 0)
-                        abort();
-                close(self);
-        }
+                return pd_error_set(err, ENOMEM, "nft");
+        int r = pd_nlsock_open(netns_fd, NETLINK_NETFILTER, "netfilter netlink", &n->nl, err);
         if (r < 0) {
-                if (n && n->nl)
-                        mnl_socket_close(n->nl);
                 free(n);
-                return r;
+                return pd_error_prefix(err, "router nftables");
         }
         int sz = PD_NFT_SNDBUF;
         if (setsockopt(mnl_socket_get_fd(n->nl), SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz) < 0)

@@ -13,6 +13,7 @@
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 
+#include "nlsock.h"
 #include "rtnl.h"
 
 #define RTNL_BUF (64u << 10)
@@ -29,32 +30,11 @@ struct pd_rtnl {
 
 int pd_rtnl_open(int netns_fd, struct pd_rtnl **out, struct pd_error *err)
 {
-        int self = -1, r = 0;
-        if (netns_fd >= 0) {
-                self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-                if (self < 0)
-                        return pd_error_set(err, errno, "open own network namespace");
-                if (setns(netns_fd, CLONE_NEWNET) < 0) {
-                        r = pd_error_set(err, errno, "enter network namespace");
-                        close(self);
-                        return r;
-                }
-        }
         struct pd_rtnl *rt = calloc(1, sizeof *rt);
         if (!rt)
-                r = pd_error_set(err, ENOMEM, "rtnl");
-        else if (!(rt->nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC)))
-                r = pd_error_set(err, errno, "rtnetlink socket");
-        else if (mnl_socket_bind(rt->nl, 0, MNL_SOCKET_AUTOPID) < 0)
-                r = pd_error_set(err, errno, "bind rtnetlink socket");
-        if (self >= 0) {
-                if (setns(self, CLONE_NEWNET) < 0)
-                        abort();        /* this thread would act in the wrong netns */
-                close(self);
-        }
+                return pd_error_set(err, ENOMEM, "rtnl");
+        int r = pd_nlsock_open(netns_fd, NETLINK_ROUTE, "rtnetlink", &rt->nl, err);
         if (r < 0) {
-                if (rt && rt->nl)
-                        mnl_socket_close(rt->nl);
                 free(rt);
                 return r;
         }

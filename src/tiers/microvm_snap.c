@@ -63,19 +63,8 @@ int pd_microvm_snapshot(struct pd_sandbox *sb, const char *name, struct pd_error
         pd_record_add(&rec, "created", "%lld", (long long)time(NULL));
         pd_record_add(&rec, "memory_bytes", "%" PRIu64, sb->spec.memory_bytes);
         pd_record_add(&rec, "millicpus", "%u", sb->spec.millicpus);
-        if ((r = pd_record_write(tfd, "snapshot", &rec, err)) < 0)
+        if ((r = pd_snapshot_install(tfd, tmp, path, name, &rec, err)) < 0)
                 goto fail;
-        if (mkdirat(tfd, "users", 0700) < 0) {
-                r = pd_error_set(err, errno, "create '%s/users'", tmp);
-                goto fail;
-        }
-        /* rename(2) onto a taken name fails: first of two racing wins */
-        if (rename(tmp, path) < 0) {
-                r = errno == EEXIST || errno == ENOTEMPTY
-                            ? pd_error_setx(err, EEXIST, "a template or snapshot named '%s' exists already", name)
-                            : pd_error_set(err, errno, "install snapshot '%s'", name);
-                goto fail;
-        }
         return 0;
 fail:
         (void)pd_rm_rf(tmp, NULL);

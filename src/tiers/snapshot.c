@@ -312,19 +312,8 @@ int pd_container_snapshot(struct pd_sandbox *sb, const char *name, struct pd_err
                 r = pd_error_set(err, errno, "open '%s'", tmp);
                 goto fail;
         }
-        if ((r = pd_record_write(tfd, "snapshot", &rec, err)) < 0)
+        if ((r = pd_snapshot_install(tfd, tmp, path, name, &rec, err)) < 0)
                 goto fail;
-        if (mkdirat(tfd, "users", 0700) < 0) {
-                r = pd_error_set(err, errno, "create '%s/users'", tmp);
-                goto fail;
-        }
-        /* rename(2) onto a taken name fails: first of two racing wins. */
-        if (rename(tmp, path) < 0) {
-                r = errno == EEXIST || errno == ENOTEMPTY
-                            ? pd_error_setx(err, EEXIST, "a template or snapshot named '%s' exists already", name)
-                            : pd_error_set(err, errno, "install snapshot '%s'", name);
-                goto fail;
-        }
         if ((r = pd_snapshot_register(st, name, sb->template_buf, err)) < 0) {
                 (void)pd_rm_rf(path, NULL);
                 return r;
