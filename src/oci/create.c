@@ -68,39 +68,11 @@ static int parse_create(int argc, char **argv, bool run, struct create_opts *o, 
         return oci_id_check(o->id, err);
 }
 
-static void now_rfc3339(char *buf, size_t n)
-{
-        struct timespec ts;
-        struct tm tm;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        gmtime_r(&ts.tv_sec, &tm);
-        size_t k = strftime(buf, n, "%Y-%m-%dT%H:%M:%S", &tm);
-        snprintf(buf + k, n - k, ".%09ldZ", ts.tv_nsec);
-}
-
 static int write_map(pid_t pid, const char *file, const char *map, struct pd_error *err)
 {
         char path[64];
         snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
         return pd_write_file_at(AT_FDCWD, path, map, err);
-}
-
-static int write_pid_file(const char *path, pid_t pid, struct pd_error *err)
-{
-        char tmp[PATH_MAX], buf[32];
-        if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid()) >= sizeof tmp)
-                return pd_error_setx(err, ENAMETOOLONG, "pid file path too long");
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0)
-                return pd_error_set(err, errno, "pid file '%s'", path);
-        int n = snprintf(buf, sizeof buf, "%d", (int)pid);
-        int r = pd_write_all(fd, buf, (size_t)n);
-        close(fd);
-        if (r < 0 || rename(tmp, path) < 0) {
-                unlink(tmp);
-                return pd_error_set(err, r < 0 ? -r : errno, "pid file '%s'", path);
-        }
-        return 0;
 }
 
 static pid_t clone_init(unsigned long flags)
@@ -136,7 +108,7 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
         snprintf(st.id, sizeof st.id, "%s", id);
         snprintf(st.bundle, sizeof st.bundle, "%s", cfg->bundle);
         snprintf(st.rootfs, sizeof st.rootfs, "%s", cfg->rootfs);
-        now_rfc3339(st.created, sizeof st.created);
+        oci_now_rfc3339(st.created, sizeof st.created);
         st.annotations = cfg->annotations;
         if (oci_ns_flag(cfg, CLONE_NEWNS) < 0)
                 return pd_error_setx(err, EINVAL, "config.json: paddock-oci needs a mount namespace");
@@ -334,7 +306,7 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
         }
         if ((r = oci_state_save(&st, err)) < 0)
                 goto fail;
-        if (po->pid_file && (r = write_pid_file(po->pid_file, pid, err)) < 0)
+        if (po->pid_file && (r = oci_write_pid_file(po->pid_file, pid, err)) < 0)
                 goto fail;
         if (relay_sock >= 0) {
                 int master = -1;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "oci.h"
@@ -205,4 +206,35 @@ json_t *oci_state_json(const struct oci_state *st, enum oci_status s)
         json_object_set_new(o, "owner", json_string(""));
         json_object_set_new(o, "annotations", st->annotations ? json_incref(st->annotations) : json_object());
         return o;
+}
+
+/* The creation time the state JSON carries: RFC 3339, UTC, nanoseconds. */
+void oci_now_rfc3339(char *buf, size_t n)
+{
+        struct timespec ts;
+        struct tm tm;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        gmtime_r(&ts.tv_sec, &tm);
+        size_t k = strftime(buf, n, "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(buf + k, n - k, ".%09ldZ", ts.tv_nsec);
+}
+
+/* --pid-file, written whole or not at all (temp + rename): an engine may
+ * read it the moment it appears. */
+int oci_write_pid_file(const char *path, pid_t pid, struct pd_error *err)
+{
+        char tmp[PATH_MAX], buf[32];
+        if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid()) >= sizeof tmp)
+                return pd_error_setx(err, ENAMETOOLONG, "pid file path too long");
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return pd_error_set(err, errno, "pid file '%s'", path);
+        int n = snprintf(buf, sizeof buf, "%d", (int)pid);
+        int r = pd_write_all(fd, buf, (size_t)n);
+        close(fd);
+        if (r < 0 || rename(tmp, path) < 0) {
+                unlink(tmp);
+                return pd_error_set(err, r < 0 ? -r : errno, "pid file '%s'", path);
+        }
+        return 0;
 }
