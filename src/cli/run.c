@@ -457,20 +457,8 @@ static int on_frame(struct session *s, const struct pd_frame_hdr *h, const uint8
 
 static void forward_stdin(struct session *s)
 {
-        char buf[65536];
-        ssize_t n = read(s->stdin_fd, buf, sizeof buf);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN))
-                return;
-        if (n <= 0) {
-                struct pd_msg m;
-                pd_msg_init(&m);
-                pd_msg_put_u32(&m, PD_A_PID, s->pid);
-                pd_conn_queue_msg(&s->conn, PD_T_STDIN_CLOSE, pd_conn_new_id(&s->conn), &m);
-                pd_msg_free(&m);
+        if (pd_conn_forward_stdin(&s->conn, s->stdin_fd, s->pid))
                 s->stdin_fd = -1;
-                return;
-        }
-        pd_conn_queue(&s->conn, PD_T_STDIN, 0, s->pid, 0, buf, (size_t)n);
 }
 
 static void on_signal(struct session *s)

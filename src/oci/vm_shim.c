@@ -179,20 +179,8 @@ static void on_frame(struct session *s, const struct pd_frame_hdr *h, const uint
 
 static void forward_stdin(struct session *s)
 {
-        char buf[65536];
-        ssize_t n = read(s->stdin_fd, buf, sizeof buf);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN))
-                return;
-        if (n <= 0) {
-                struct pd_msg m;
-                pd_msg_init(&m);
-                pd_msg_put_u32(&m, PD_A_PID, s->pid);
-                pd_conn_queue_msg(&s->c, PD_T_STDIN_CLOSE, pd_conn_new_id(&s->c), &m);
-                pd_msg_free(&m);
+        if (pd_conn_forward_stdin(&s->c, s->stdin_fd, s->pid))
                 s->stdin_fd = -1;
-                return;
-        }
-        pd_conn_queue(&s->c, PD_T_STDIN, 0, s->pid, 0, buf, (size_t)n);
 }
 
 /* Until the process exits: 0, or -1 when the agent went away (the VM was

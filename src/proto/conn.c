@@ -244,3 +244,21 @@ int pd_conn_hello(struct pd_conn *c, const char *client, char *agent, size_t age
         }
         return 0;
 }
+
+int pd_conn_forward_stdin(struct pd_conn *c, int fd, uint32_t pid)
+{
+        char buf[65536];
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                return 0;
+        if (n <= 0) {
+                struct pd_msg m;
+                pd_msg_init(&m);
+                pd_msg_put_u32(&m, PD_A_PID, pid);
+                pd_conn_queue_msg(c, PD_T_STDIN_CLOSE, pd_conn_new_id(c), &m);
+                pd_msg_free(&m);
+                return 1;
+        }
+        pd_conn_queue(c, PD_T_STDIN, 0, pid, 0, buf, (size_t)n);
+        return 0;
+}

@@ -28,6 +28,9 @@ uint32_t pd_conn_new_id(struct pd_conn *c);
 int pd_conn_queue(struct pd_conn *c, uint16_t type, uint16_t flags, uint32_t id, uint32_t aux,
                   const void *payload, size_t len);
 int pd_conn_queue_msg(struct pd_conn *c, uint16_t type, uint32_t id, const struct pd_msg *m);
+/* Move what is readable on fd to process pid's stdin; at end of input (or a
+ * read error) queue STDIN_CLOSE and return 1 (stop watching fd), else 0. */
+int pd_conn_forward_stdin(struct pd_conn *c, int fd, uint32_t pid);
 size_t pd_conn_pending(const struct pd_conn *c);
 /* Write what the socket takes now. 0, or -errno (EPIPE when closed). */
 int pd_conn_flush(struct pd_conn *c);
