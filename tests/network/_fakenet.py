@@ -24,7 +24,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+
+import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WEB = ["203.0.113.10", "203.0.113.11", "198.51.100.20"]
@@ -167,3 +170,57 @@ class FakeNet:
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--bulk":
         bulk_server(sys.argv[2], int(sys.argv[3]))
+
+
+# ---- pytest fixtures and helpers shared by the tests that use a FakeNet ----
+
+
+@pytest.fixture(scope="module")
+def fakenet(tmp_path_factory):
+    """This module's fake internet (started and stopped with the module)."""
+    fn = FakeNet(tmp_path_factory.mktemp("fakenet")).start()
+    yield fn
+    fn.stop()
+
+
+@pytest.fixture(scope="module")
+def host_canary():
+    """A TCP server on the host's loopback: no sandbox may reach it."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)
+    stop = threading.Event()
+
+    def serve():
+        s.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                c, _ = s.accept()
+                c.sendall(b"hello from the host loopback")
+                c.close()
+            except OSError:
+                pass
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    yield s.getsockname()[1]
+    stop.set()
+    t.join()
+    s.close()
+
+
+def net_dir(p):
+    """The router's files of a Paddock (tests/conftest.py) state dir."""
+    from conftest import runtime_dir
+    return os.path.join(runtime_dir(p.state), "net")
+
+
+def router_files(p):
+    d = net_dir(p)
+    if not os.path.isdir(d):
+        return []
+    left = [n for n in os.listdir(d) if n in ("router", "netd.pid", "netd.sock", "config")]
+    for sub in ("sb", "slots"):
+        if os.path.isdir(os.path.join(d, sub)):
+            left += ["%s/%s" % (sub, n) for n in os.listdir(os.path.join(d, sub))]
+    return sorted(left)

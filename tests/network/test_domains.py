@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _fakenet import DNS, LAN, METADATA, WEB, FakeNet  # noqa: E402
+from _fakenet import DNS, LAN, METADATA, WEB, FakeNet, fakenet  # noqa: E402,F401
 from conftest import PADDOCK_BIN, Paddock, child_env, runtime_dir  # noqa: E402
 
 NETD = os.environ.get("PADDOCK_NETD") or os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-netd")
@@ -90,13 +90,6 @@ for a in json.loads(sys.argv[1]):
 print(json.dumps(out), flush=True)
 sys.stdin.readline()
 """
-
-
-@pytest.fixture(scope="module")
-def fakenet(tmp_path_factory):
-    fn = FakeNet(tmp_path_factory.mktemp("fakenet")).start()
-    yield fn
-    fn.stop()
 
 
 @pytest.fixture(scope="module")

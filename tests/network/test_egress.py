@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _fakenet import BULK_PORT, DNS, LAN, METADATA, WEB, FakeNet  # noqa: E402
+from _fakenet import BULK_PORT, DNS, LAN, METADATA, WEB, FakeNet, fakenet, host_canary, net_dir, router_files  # noqa: E402,F401
 from conftest import PADDOCK_BIN, Paddock, child_env  # noqa: E402
 
 NETD = os.environ.get("PADDOCK_NETD") or os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-netd")
@@ -58,13 +58,6 @@ print(json.dumps(out))
 
 
 @pytest.fixture(scope="module")
-def fakenet(tmp_path_factory):
-    fn = FakeNet(tmp_path_factory.mktemp("fakenet")).start()
-    yield fn
-    fn.stop()
-
-
-@pytest.fixture(scope="module")
 def pd(state_root, fakenet):
     """A state dir of its own: its router is made with this module's fake
     internet as uplink (a router keeps the settings it was made with)."""
@@ -81,22 +74,6 @@ def env():
     if os.access(NETD, os.X_OK):
         e["PADDOCK_NETD"] = NETD
     return e
-
-
-def net_dir(p):
-    from conftest import runtime_dir
-    return os.path.join(runtime_dir(p.state), "net")
-
-
-def router_files(p):
-    d = net_dir(p)
-    if not os.path.isdir(d):
-        return []
-    left = [n for n in os.listdir(d) if n in ("router", "netd.pid", "netd.sock", "config")]
-    for sub in ("sb", "slots"):
-        if os.path.isdir(os.path.join(d, sub)):
-            left += ["%s/%s" % (sub, n) for n in os.listdir(os.path.join(d, sub))]
-    return sorted(left)
 
 
 def probe(p, fn, net_args, targets, *extra, timeout=90):
@@ -116,32 +93,6 @@ def uplink_far_end(p):
 
 def ok(res, addr, port=80, proto="tcp"):
     return res["%s:%d/%s" % (addr, port, proto)] == "ok"
-
-
-@pytest.fixture(scope="module")
-def host_canary():
-    """A TCP server on the host's loopback: no sandbox may reach it."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(16)
-    stop = threading.Event()
-
-    def serve():
-        s.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                c, _ = s.accept()
-                c.sendall(b"hello from the host loopback")
-                c.close()
-            except OSError:
-                pass
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    yield s.getsockname()[1]
-    stop.set()
-    t.join()
-    s.close()
 
 
 def test_open_reaches_the_internet_but_never_the_never_list(pd, fakenet, host_canary):

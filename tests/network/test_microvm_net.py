@@ -15,10 +15,10 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from _fakenet import DNS, LAN, METADATA, WEB, FakeNet  # noqa: E402
+from _fakenet import DNS, LAN, METADATA, WEB, FakeNet, fakenet, host_canary, net_dir, router_files  # noqa: E402,F401
 from conftest import Paddock  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "server"))
-from test_egress import PROBE, env, net_dir, ok, router_files  # noqa: E402
+from test_egress import PROBE, env, ok  # noqa: E402
 from test_server_core import Server, finish, tmproot  # noqa: E402,F401 (fixture)
 from test_server_network import net_files, reach  # noqa: E402
 
@@ -63,13 +63,6 @@ sys.stdin.read()
 
 
 @pytest.fixture(scope="module")
-def fakenet(tmp_path_factory):
-    fn = FakeNet(tmp_path_factory.mktemp("fakenet")).start()
-    yield fn
-    fn.stop()
-
-
-@pytest.fixture(scope="module")
 def pd(state_root, fakenet):
     p = Paddock(os.path.join(state_root, "net-microvm"))
     os.makedirs(p.state, exist_ok=True)
@@ -77,32 +70,6 @@ def pd(state_root, fakenet):
     r = p.gc()
     assert r.returncode == 0, r.stderr
     assert router_files(p) == [], "router left behind after gc"
-
-
-@pytest.fixture(scope="module")
-def host_canary():
-    """A TCP server on the host's loopback: no guest may reach it."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(16)
-    stop = threading.Event()
-
-    def serve():
-        s.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                c, _ = s.accept()
-                c.sendall(b"hello from the host loopback")
-                c.close()
-            except OSError:
-                pass
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    yield s.getsockname()[1]
-    stop.set()
-    t.join()
-    s.close()
 
 
 def vm_run(p, fn, net_args, cmd, timeout=SLOW):
