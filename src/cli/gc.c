@@ -1,9 +1,32 @@
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "router.h"
 #include "sandbox.h"
+#include "util.h"
+
+/* Once the router is gone, what it kept in the runtime dir (netd's log,
+ * audit and policy files, slot records) and the runtime dir itself: the
+ * server has copied the audit lines it needs into its own log. Not while a
+ * router pin is still there (a teardown that could not finish). */
+static void remove_runtime_leftovers(struct pd_state *st)
+{
+        struct stat sb;
+        if (fstatat(st->rundirfd, "net/router", &sb, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+                return;
+        char net[PATH_MAX + 8];
+        snprintf(net, sizeof net, "%s/net", st->rundir);
+        (void)pd_rm_rf(net, NULL);
+        (void)unlinkat(st->rundirfd, "sandboxes", AT_REMOVEDIR);
+        (void)rmdir(st->rundir);
+        (void)rmdir("/dev/shm/paddock");
+}
 
 int pd_cmd_gc(int argc, char **argv)
 {
@@ -41,6 +64,8 @@ int pd_cmd_gc(int argc, char **argv)
         /* no sandbox is left: the network router (netns, netd) goes too */
         if (r >= 0)
                 r = pd_router_gc(&st, NULL, NULL, &err);
+        if (r >= 0)
+                remove_runtime_leftovers(&st);
         pd_state_close(&st);
         if (r < 0) {
                 pd_cli_error("gc: %s", err.msg);
