@@ -478,8 +478,11 @@ int pd_mux_run(const struct pd_mux_cfg *cfg, struct pd_error *err)
                 } else {
                         if (pf[0].revents & POLLOUT) {
                                 int r = mbuf_flush(&m->tout, cfg->trunk_fd, NULL);
+                                /* EPIPE/ECONNRESET: QEMU went away while we
+                                 * wrote, the same end as reading EOF */
                                 if (r < 0 && !cfg->guest) {
-                                        ret = pd_error_set(err, -r, "write to the guest");
+                                        if (r != -EPIPE && r != -ECONNRESET)
+                                                ret = pd_error_set(err, -r, "write to the guest");
                                         goto out;
                                 }
                         }
