@@ -264,18 +264,7 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
                                  cfg->proc.oom_score_adj, err->msg);
         }
         st.pid_start = oci_pid_starttime(pid);
-        /* The deprecated prestart hooks see "created" (runtime-tools'
-         * hooks_stdin asserts it; crun does the same), createRuntime sees
-         * "creating". */
-        json_t *sj = oci_state_json(&st, OCI_CREATED);
-        r = oci_hooks_run(cfg->hooks, "prestart", sj, err);
-        json_decref(sj);
-        if (r >= 0) {
-                sj = oci_state_json(&st, OCI_CREATING);
-                r = oci_hooks_run(cfg->hooks, "createRuntime", sj, err);
-                json_decref(sj);
-        }
-        if (r < 0)
+        if ((r = oci_hooks_run_create(cfg->hooks, &st, err)) < 0)
                 goto fail;
         struct oci_sync_msg m = { .kind = 'G', .pid = pid };
         if (send(sv[0], &m, sizeof m, MSG_NOSIGNAL) < 0) {

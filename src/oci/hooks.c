@@ -99,3 +99,16 @@ int oci_hooks_run(json_t *hooks, const char *which, json_t *state, struct pd_err
         free(s);
         return r;
 }
+
+int oci_hooks_run_create(json_t *hooks, const struct oci_state *st, struct pd_error *err)
+{
+        json_t *sj = oci_state_json(st, OCI_CREATED);
+        int r = oci_hooks_run(hooks, "prestart", sj, err);
+        json_decref(sj);
+        if (r < 0)
+                return r;
+        sj = oci_state_json(st, OCI_CREATING);
+        r = oci_hooks_run(hooks, "createRuntime", sj, err);
+        json_decref(sj);
+        return r;
+}

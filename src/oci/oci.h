@@ -205,6 +205,10 @@ int oci_console_connect(const char *path, struct pd_error *err);
 
 /* ---- hooks.c ---- */
 int oci_hooks_run(json_t *hooks, const char *which, json_t *state, struct pd_error *err);
+/* The hooks of create, in order: prestart (deprecated; sees status "created",
+ * as runtime-tools' hooks_stdin asserts and crun does), then createRuntime
+ * (sees "creating"). */
+int oci_hooks_run_create(json_t *hooks, const struct oci_state *st, struct pd_error *err);
 
 /* ---- verbs ---- */
 int oci_cmd_create(const struct oci_global *g, int argc, char **argv, bool run);

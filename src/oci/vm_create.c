@@ -469,15 +469,7 @@ int oci_vm_create(const struct oci_global *g, const char *id, const struct creat
         st.pid_start = oci_pid_starttime(shim);
         if ((r = oci_cgroup_enter(st.cgroup, shim, err)) < 0)
                 goto fail;
-        json_t *sj = oci_state_json(&st, OCI_CREATED);
-        r = oci_hooks_run(cfg->hooks, "prestart", sj, err);
-        json_decref(sj);
-        if (r >= 0) {
-                sj = oci_state_json(&st, OCI_CREATING);
-                r = oci_hooks_run(cfg->hooks, "createRuntime", sj, err);
-                json_decref(sj);
-        }
-        if (r < 0)
+        if ((r = oci_hooks_run_create(cfg->hooks, &st, err)) < 0)
                 goto fail;
         if (json_object_get(cfg->hooks, "createContainer") || json_object_get(cfg->hooks, "startContainer"))
                 oci_warn("container '%s' (microvm): createContainer/startContainer hooks not run (they would run "
