@@ -21,6 +21,8 @@ import struct
 import subprocess
 import time
 
+import pytest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 KEY = "sb1"
@@ -264,3 +266,29 @@ class Lab:
 
     def netd_alive(self):
         return self.netd.poll() is None and self.call({"op": "ping"}) == {"ok": True}
+
+
+# ---- pytest fixtures shared by the netd lab tests (test_dns, test_strict) ----
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """paddock-netd in a lab of hand-made namespaces, for the whole module."""
+    if not os.path.exists(netd_bin()):
+        pytest.fail("paddock-netd not built: %s" % netd_bin())
+    lb = Lab(tmp_path_factory.mktemp("netdlab"))
+    try:
+        lb.start()
+        yield lb
+    finally:
+        lb.stop()
+
+
+@pytest.fixture
+def sb(lab):
+    """Each test adds the sandbox with its own policy and removes it."""
+    open(lab.audit, "w").close()
+    open(lab.qlog, "w").close()
+    yield lab
+    assert lab.call({"op": "remove", "id": KEY}) == {"ok": True}
+    subprocess.run(["ip", "netns", "exec", lab.rtr, "nft", "flush", "set", "inet", "paddock",
+                    "p4_" + KEY], check=True)
+    assert lab.netd_alive(), "paddock-netd died"

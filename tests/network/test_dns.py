@@ -10,33 +10,9 @@ import subprocess
 
 import pytest
 
-from _netdlab import GW, KEY, WEB, Lab, netd_bin
+from _netdlab import GW, KEY, WEB, Lab, lab, netd_bin, sb  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    if not os.path.exists(netd_bin()):
-        pytest.fail("paddock-netd not built: %s" % netd_bin())
-    lb = Lab(tmp_path_factory.mktemp("netd"))
-    try:
-        lb.start()
-        yield lb
-    finally:
-        lb.stop()
-
-
-@pytest.fixture
-def sb(lab):
-    """Each test adds the sandbox with its own policy and removes it."""
-    open(lab.audit, "w").close()
-    open(lab.qlog, "w").close()
-    yield lab
-    assert lab.call({"op": "remove", "id": KEY}) == {"ok": True}
-    subprocess.run(["ip", "netns", "exec", lab.rtr, "nft", "flush", "set", "inet", "paddock",
-                    "p4_" + KEY], check=True)
-    assert lab.netd_alive(), "paddock-netd died"
 
 
 POLICY = {"mode": "policy", "rules": ["allow:allowed.test", "allow:*.allowed.test:80-8080/tcp"]}
