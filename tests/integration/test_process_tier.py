@@ -9,6 +9,7 @@ import errno
 import glob
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -242,6 +243,47 @@ t(lambda: os.kill(1, 0))
         out, err = p.communicate("%d\n" % victim.pid, timeout=30)
         assert out.split() == ["EPERM", "EPERM"], err
         assert victim.poll() is None
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if victim:
+            victim.kill()
+            victim.wait()
+
+
+VICTIM = """
+import signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGIO, signal.SIGUSR1})
+print("ready", flush=True)
+signal.sigwait({signal.SIGUSR1})
+print("SIGIO pending" if signal.SIGIO in signal.sigpending() else "no SIGIO", flush=True)
+"""
+
+
+def test_sigio_scoped(pd):
+    """A SIGIO aimed with F_SETOWN at a host process of the sandbox's own uid
+    is not sent (Landlock's signal scope covers file-owner signals too). The
+    victim blocks SIGIO, so a sent one stays pending where the test sees it."""
+    p = subprocess.Popen(pd.argv(ISO + ["--", "python3", "-c", TRY + """
+import fcntl
+print(os.getuid(), flush=True)
+pid = int(sys.stdin.readline())
+r, w = os.pipe()
+fcntl.fcntl(r, fcntl.F_SETOWN, pid)
+fcntl.fcntl(r, fcntl.F_SETFL, os.O_ASYNC)
+t(lambda: os.write(w, b"x") and None)
+"""]), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_strict())
+    victim = None
+    try:
+        uid = int(p.stdout.readline())
+        victim = subprocess.Popen(["/usr/bin/python3", "-c", VICTIM], user=uid, group=uid, extra_groups=[],
+                                  stdout=subprocess.PIPE, text=True)
+        assert victim.stdout.readline().strip() == "ready"
+        out, err = p.communicate("%d\n" % victim.pid, timeout=30)
+        assert out.strip() == "OK", err          # the write itself works
+        victim.send_signal(signal.SIGUSR1)
+        assert victim.stdout.readline().strip() == "no SIGIO"
     finally:
         if p.poll() is None:
             p.kill()
