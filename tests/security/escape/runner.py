@@ -187,12 +187,17 @@ class Host:
                     not hostipc.find("msg", key=self.sysv_key) and not hostipc.find("sem", key=self.sysv_key):
                 break
         self.shm_canary = ("paddock escape shm canary %s" % uuid.uuid4()).encode()
-        self.shm_id = hostipc.shm_create(self.sysv_key, self.shm_canary)
-        self.sysv.append(("shm", self.shm_id))
-        self.sysv.append(("msg", hostipc.msg_create(self.sysv_key, b"paddock escape message")))
-        self.sysv.append(("sem", hostipc.sem_create(self.sysv_key)))
         self.mq_name = "/pd-esc-" + uuid.uuid4().hex
-        self.mq_fd = hostipc.mq_create(self.mq_name, b"paddock escape message")
+        self.mq_fd = -1
+        try:
+            self.shm_id = hostipc.shm_create(self.sysv_key, self.shm_canary)
+            self.sysv.append(("shm", self.shm_id))
+            self.sysv.append(("msg", hostipc.msg_create(self.sysv_key, b"paddock escape message")))
+            self.sysv.append(("sem", hostipc.sem_create(self.sysv_key)))
+            self.mq_fd = hostipc.mq_create(self.mq_name, b"paddock escape message")
+        except OSError:
+            self._close_ipc()
+            raise
         self.shadow_lines = [_sha(l.encode()) for l in _read("/etc/shadow").splitlines()
                              if l.split(":")[1:2] not in (["*"], ["!"], ["!*"], [""], ["x"])]
         self.root_names = sorted(os.listdir("/root")) if os.path.isdir("/root") else []
@@ -219,11 +224,17 @@ class Host:
             if s:
                 s.close()
         os.close(self.bait_fd)
+        self._close_ipc()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _close_ipc(self):
         for kind, ident in self.sysv:
             hostipc.remove(kind, ident)
-        os.close(self.mq_fd)
+        self.sysv = []
+        if self.mq_fd >= 0:
+            os.close(self.mq_fd)
+            self.mq_fd = -1
         hostipc.mq_unlink(self.mq_name)
-        shutil.rmtree(self.dir, ignore_errors=True)
 
     @staticmethod
     def marker_ipc_key(marker):
