@@ -27,7 +27,7 @@
 
 /* Bump whenever the rules in this file or the list in seccomp-list.h
  * change: it is part of the cache key. */
-#define PD_SECCOMP_POLICY_VERSION 1u
+#define PD_SECCOMP_POLICY_VERSION 2u
 
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
@@ -226,7 +226,8 @@ static int add_socket_rules(scmp_filter_ctx ctx, const struct pd_seccomp_opts *o
         r.action = deny;
         if ((ret = rule_complement(&r, 32, families, PD_ARRAY_SIZE(families))) < 0)
                 return ret;
-        r.action = SCMP_ACT_ALLOW;
+        /* deny_unix_names: the sandbox shares the host's abstract names. */
+        r.action = o->deny_unix_names ? deny : SCMP_ACT_ALLOW;
         if ((ret = rule_cube(&r, 0xffffffffu, AF_UNIX)) < 0)
                 return ret;
 
@@ -265,6 +266,42 @@ static int add_socket_rules(scmp_filter_ctx ctx, const struct pd_seccomp_opts *o
         return rule_complement(&r, 32, route, 1);
 }
 
+/* deny_unix_names (the process tier, in the host's network namespace).
+ * An abstract name is squatted by bind(), whose address seccomp cannot
+ * read, so no socket of the sandbox may be named: bind() is refused for
+ * every family (inet sockets are refused anyway; glibc's getifaddrs() binds
+ * its netlink socket and fails with it), socket(AF_UNIX) is refused in
+ * add_socket_rules (it would also reach host daemons' pathname sockets,
+ * which Landlock ABI 7 does not govern), and socketpair() keeps what
+ * programs need (asyncio, subprocess and libuv pipes, multiprocessing):
+ * AF_UNIX stream and seqpacket pairs. Not datagram pairs: a datagram socket
+ * can be disconnected (connect AF_UNSPEC) and then sendmsg() to any
+ * pathname socket its uid may write (/dev/log, a journal). A connected
+ * stream or seqpacket socket cannot connect again (EISCONN), has no accept
+ * queue (listen() is EINVAL) and sends only to its peer. */
+static int add_unix_name_rules(scmp_filter_ctx ctx)
+{
+        static const uint32_t unix_family[] = { AF_UNIX };
+        static const uint32_t pair_types[] = { SOCK_STREAM, SOCK_SEQPACKET };
+        const uint32_t deny = SCMP_ACT_ERRNO(PD_SECCOMP_DENY_ERRNO);
+        int ret = seccomp_rule_add_exact(ctx, deny, SCMP_SYS(bind), 0);
+        if (ret < 0)
+                return ret;
+        struct pd_rule r = { .ctx = ctx, .nr = SCMP_SYS(socketpair), .arg = 0, .action = deny };
+        if ((ret = rule_complement(&r, 32, unix_family, 1)) < 0)
+                return ret;
+        /* The type under the kernel's SOCK_TYPE_MASK (0xf): SOCK_CLOEXEC and
+         * SOCK_NONBLOCK do not matter. */
+        r.cmp[0] = A32(0, AF_UNIX);
+        r.ncmp = 1;
+        r.arg = 1;
+        r.action = SCMP_ACT_ALLOW;
+        if ((ret = rule_points(&r, 0xf, pair_types, PD_ARRAY_SIZE(pair_types))) < 0)
+                return ret;
+        r.action = deny;
+        return rule_complement(&r, 4, pair_types, PD_ARRAY_SIZE(pair_types));
+}
+
 /* ---- build ---------------------------------------------------------------- */
 
 #define PD_ALLOW_NR(name) SCMP_SYS(name),
@@ -276,6 +313,26 @@ static const int pd_allow_nrs[] = {
 /* Part of the cache key: a list edit invalidates old cache files. */
 static const char pd_allow_names[] =
         PD_SECCOMP_ALLOW_COMMON(PD_ALLOW_STR) PD_SECCOMP_ALLOW_ARCH(PD_ALLOW_STR);
+
+/* deny_ipc: left out of the allowlist, so they get the default ENOSYS. No
+ * ipc() multiplexer exists on x86_64 or aarch64 (the i386 entry, which has
+ * one, is killed by the architecture check). */
+static const int pd_ipc_nrs[] = {
+        SCMP_SYS(shmget), SCMP_SYS(shmat), SCMP_SYS(shmctl), SCMP_SYS(shmdt),
+        SCMP_SYS(msgget), SCMP_SYS(msgsnd), SCMP_SYS(msgrcv), SCMP_SYS(msgctl),
+        SCMP_SYS(semget), SCMP_SYS(semop), SCMP_SYS(semtimedop), SCMP_SYS(semctl),
+        SCMP_SYS(mq_open), SCMP_SYS(mq_unlink), SCMP_SYS(mq_timedsend), SCMP_SYS(mq_timedreceive),
+        SCMP_SYS(mq_notify), SCMP_SYS(mq_getsetattr),
+};
+
+/* Is nr on the allowlist but left out (or given argument rules) under o? */
+static bool left_out(const struct pd_seccomp_opts *o, int nr)
+{
+        for (size_t i = 0; o->deny_ipc && i < PD_ARRAY_SIZE(pd_ipc_nrs); i++)
+                if (pd_ipc_nrs[i] == nr)
+                        return true;
+        return o->deny_unix_names && (nr == SCMP_SYS(bind) || nr == SCMP_SYS(socketpair));
+}
 
 static int build_rules(scmp_filter_ctx ctx, const struct pd_seccomp_opts *o, struct pd_error *err)
 {
@@ -308,6 +365,8 @@ static int build_rules(scmp_filter_ctx ctx, const struct pd_seccomp_opts *o, str
         };
         for (size_t i = 0; i < PD_ARRAY_SIZE(pd_allow_nrs); i++) {
                 uint32_t action = SCMP_ACT_ALLOW;
+                if (left_out(o, pd_allow_nrs[i]))
+                        continue;
                 for (size_t j = 0; o->notify && j < PD_ARRAY_SIZE(notified); j++)
                         if (notified[j] == pd_allow_nrs[i])
                                 action = SCMP_ACT_NOTIFY;
@@ -337,6 +396,8 @@ static int build_rules(scmp_filter_ctx ctx, const struct pd_seccomp_opts *o, str
                 return pd_error_set(err, -ret, "seccomp: seccomp rules");
         if ((ret = add_socket_rules(ctx, o)) < 0)
                 return pd_error_set(err, -ret, "seccomp: socket rules");
+        if (o->deny_unix_names && (ret = add_unix_name_rules(ctx)) < 0)
+                return pd_error_set(err, -ret, "seccomp: bind and socketpair rules");
         return 0;
 }
 
@@ -400,11 +461,13 @@ _Static_assert(sizeof(struct pd_cache_trailer) == sizeof(struct sock_filter), "t
 static void cache_path(char *buf, size_t size, const char *dir, const struct pd_seccomp_opts *o)
 {
         const struct scmp_version *v = seccomp_version();
-        char key[128];
-        int n = snprintf(key, sizeof key, "paddock-seccomp policy=%u libseccomp=%u.%u.%u arch=%u udp_raw=%d inet=%d notify=%d",
+        char key[192];
+        int n = snprintf(key, sizeof key,
+                         "paddock-seccomp policy=%u libseccomp=%u.%u.%u arch=%u udp_raw=%d inet=%d notify=%d "
+                         "ipc=%d unix_names=%d",
                          PD_SECCOMP_POLICY_VERSION, v ? v->major : 0, v ? v->minor : 0,
                          v ? v->micro : 0, seccomp_arch_native(), o->deny_udp_raw ? 1 : 0, o->deny_inet ? 1 : 0,
-                         o->notify ? 1 : 0);
+                         o->notify ? 1 : 0, o->deny_ipc ? 1 : 0, o->deny_unix_names ? 1 : 0);
         uint64_t h = hash64(HASH64_INIT, key, n > 0 ? (size_t)n : 0);
         h = hash64(h, pd_allow_names, sizeof pd_allow_names);
         snprintf(buf, size, "%s/seccomp-%016llx.bpf", dir, (unsigned long long)h);

@@ -124,6 +124,10 @@ EXPECT = {
     "kernel/host_state_syscalls": E(SEC, SEC),
     "kernel/iopl": E(SEC, SEC),
     "kernel/pidfd_getfd": E(SEC, SEC),
+    # SysV IPC and POSIX queues: own ipc namespace / absent in the process tier (ENOSYS)
+    "kernel/sysv_ipc_host": E("blocked-by:not visible", SEC),
+    "kernel/sysv_ipc_create": E("blocked-by:contained", SEC),                 # host check: nothing left
+    "kernel/posix_mqueue": E("blocked-by:not visible", SEC),
     # --- network ---------------------------------------------------------------------
     "net/host_loopback_listener": E("blocked-by:not reachable", SEC_EPERM),
     "net/udp_to_host": E("blocked", SEC_EPERM),
@@ -133,8 +137,9 @@ EXPECT = {
     "net/af_alg": E(SEC_EPERM, SEC_EPERM),
     "net/netlink_audit": E(SEC_EPERM, SEC_EPERM),
     "net/raw_socket": E("blocked", SEC_EPERM),
-    "net/abstract_unix_host": E("blocked-by:not visible", "blocked-by:EPERM"),  # Landlock ABSTRACT_UNIX scope
-    "net/host_unix_socket": E("blocked-by:not visible", NS),                    # process: documented weaker
+    "net/abstract_unix_host": E("blocked-by:not visible", "blocked-by:EPERM"),  # process: no AF_UNIX; Landlock scope
+    "net/abstract_unix_squat": E("blocked-by:contained", SEC_EPERM),           # process: no bind(), no AF_UNIX
+    "net/host_unix_socket": E("blocked-by:not visible", "blocked-by:EPERM"),    # process: no socket(AF_UNIX)
     "net/interfaces_visible": E("blocked-by:not visible", NS),                  # process: host's /proc/net
     # --- supervised-tier races: only the supervised tier brokers syscalls -----------------
     "supervised/toctou_path_rewrite": E(NS, NS, "blocked"),

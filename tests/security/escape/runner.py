@@ -39,6 +39,8 @@ import tempfile
 import time
 import uuid
 
+import hostipc
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 TIERS = ["container", "process", "supervised", "microvm"]
@@ -173,6 +175,29 @@ class Host:
         os.chmod(self.unix_path, 0o777)
         self.unix.listen(16)
         self.unix.setblocking(False)
+        # The host's ipc namespace: SysV objects and a POSIX queue anyone may
+        # open (mode 0666), each holding a canary or a message.
+        self.pid = os.getpid()
+        self.ipc_ns = os.readlink("/proc/self/ns/ipc")
+        self.net_ns = os.readlink("/proc/self/ns/net")
+        self.sysv = []
+        while True:
+            self.sysv_key = int.from_bytes(os.urandom(4), "little") & 0x7fffffff
+            if self.sysv_key and not hostipc.find("shm", key=self.sysv_key) and \
+                    not hostipc.find("msg", key=self.sysv_key) and not hostipc.find("sem", key=self.sysv_key):
+                break
+        self.shm_canary = ("paddock escape shm canary %s" % uuid.uuid4()).encode()
+        self.mq_name = "/pd-esc-" + uuid.uuid4().hex
+        self.mq_fd = -1
+        try:
+            self.shm_id = hostipc.shm_create(self.sysv_key, self.shm_canary)
+            self.sysv.append(("shm", self.shm_id))
+            self.sysv.append(("msg", hostipc.msg_create(self.sysv_key, b"paddock escape message")))
+            self.sysv.append(("sem", hostipc.sem_create(self.sysv_key)))
+            self.mq_fd = hostipc.mq_create(self.mq_name, b"paddock escape message")
+        except OSError:
+            self._close_ipc()
+            raise
         self.shadow_lines = [_sha(l.encode()) for l in _read("/etc/shadow").splitlines()
                              if l.split(":")[1:2] not in (["*"], ["!"], ["!*"], [""], ["x"])]
         self.root_names = sorted(os.listdir("/root")) if os.path.isdir("/root") else []
@@ -199,7 +224,22 @@ class Host:
             if s:
                 s.close()
         os.close(self.bait_fd)
+        self._close_ipc()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _close_ipc(self):
+        for kind, ident in self.sysv:
+            hostipc.remove(kind, ident)
+        self.sysv = []
+        if self.mq_fd >= 0:
+            os.close(self.mq_fd)
+            self.mq_fd = -1
+        hostipc.mq_unlink(self.mq_name)
+
+    @staticmethod
+    def marker_ipc_key(marker):
+        """The SysV key an attack of the run marked `marker` uses."""
+        return 0x50000000 | int(marker[-7:], 16)
 
     def context(self, tier, marker, host_pids):
         return {
@@ -215,6 +255,8 @@ class Host:
             "ro_volume_file": "/ro/ro-canary" if tier not in ("process", "microvm") else None,
             "host_pids": host_pids, "fill_cap_mb": 512 if tier != "process" else 96,
             "inode_cap": 300000 if tier != "process" else 20000,
+            "host_ipc_ns": self.ipc_ns, "host_net_ns": self.net_ns, "sysv_key": self.sysv_key,
+            "marker_ipc_key": self.marker_ipc_key(marker), "mq_name": self.mq_name,
         }
 
     # --- host-side checks after a run: name -> failure message or None
@@ -279,6 +321,29 @@ class Host:
                     except OSError:
                         pass
                 return "still running on the host after teardown: %s" % desc
+            return None
+        if name == "sysv-untouched":
+            shm = hostipc.find("shm", key=self.sysv_key)
+            msg = hostipc.find("msg", key=self.sysv_key)
+            if not shm or not msg or not hostipc.find("sem", key=self.sysv_key):
+                return "a host SysV object is gone"
+            if shm[0]["lpid"] != self.pid or shm[0]["nattch"]:
+                return "the host segment was attached by pid %d" % shm[0]["lpid"]
+            if hostipc.shm_read(self.shm_id, len(self.shm_canary)) != self.shm_canary:
+                return "the host segment's canary changed"
+            if msg[0]["qnum"] != 1 or msg[0]["lrpid"]:
+                return "the host queue's message was received by pid %d" % msg[0]["lrpid"]
+            return None
+        if name == "no-marker-ipc":
+            found = hostipc.sweep(key=self.marker_ipc_key(marker))       # removed: ours to clean up
+            return "SysV objects left on the host: %s" % [k for k, o in found] if found else None
+        if name == "mq-untouched":
+            left = hostipc.mq_exists("/" + marker)
+            if left:
+                hostipc.mq_unlink("/" + marker)
+                return "a queue /%s was left on the host" % marker
+            if hostipc.mq_messages(self.mq_fd) != 1:
+                return "the host queue's message was received"
             return None
         if name == "victim-alive":
             return None                      # checked per run (the victim is per run)
