@@ -3,12 +3,16 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -124,4 +128,52 @@ int pd_userns_write_maps(pid_t pid, uint32_t base, struct pd_error *err)
                 return r;
         snprintf(path, sizeof path, "/proc/%d/gid_map", (int)pid);
         return pd_write_file_at(AT_FDCWD, path, map, err);
+}
+
+/* The child's whole life: wait until the parent closes the pipe (its maps
+ * are written and its namespace is held by an fd by then), then go. Raw
+ * calls only: the creator may be the multi-threaded server. */
+static _Noreturn void holder_child(int rd, int wr)
+{
+        char c;
+        close(wr);
+        while (read(rd, &c, 1) < 0 && errno == EINTR)
+                ;
+        _exit(0);
+}
+
+int pd_userns_make(const char *uid_map, const char *gid_map, struct pd_error *err)
+{
+        int pfd[2];
+        if (pipe2(pfd, O_CLOEXEC) < 0)
+                return pd_error_set(err, errno, "pipe");
+        struct clone_args ca = { .flags = CLONE_NEWUSER, .exit_signal = SIGCHLD };
+        pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
+        if (pid < 0) {
+                int e = errno;
+                close(pfd[0]);
+                close(pfd[1]);
+                return pd_error_set(err, e, "create an idmapping user namespace");
+        }
+        if (pid == 0)
+                holder_child(pfd[0], pfd[1]);
+        close(pfd[0]);
+        char path[64];
+        int fd = -1;
+        snprintf(path, sizeof path, "/proc/%d/uid_map", (int)pid);
+        int r = pd_write_file_at(AT_FDCWD, path, uid_map, err);
+        if (r == 0) {
+                snprintf(path, sizeof path, "/proc/%d/gid_map", (int)pid);
+                r = pd_write_file_at(AT_FDCWD, path, gid_map, err);
+        }
+        if (r == 0) {
+                snprintf(path, sizeof path, "/proc/%d/ns/user", (int)pid);
+                fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        r = pd_error_set(err, errno, "open '%s'", path);
+        }
+        close(pfd[1]);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+        return r < 0 ? r : fd;
 }

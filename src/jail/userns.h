@@ -27,3 +27,7 @@ int pd_uidrange_free(uint32_t slot, const char *owner, struct pd_error *err);
 int pd_uidrange_gc(const char *instance, struct pd_error *err);
 /* Write uid_map/gid_map of pid: sandbox 0..RANGE-1 -> base..base+RANGE-1. */
 int pd_userns_write_maps(pid_t pid, uint32_t base, struct pd_error *err);
+/* A user namespace with these uid_map and gid_map texts ("inside host
+ * count" lines), held by the returned fd (O_CLOEXEC) with no process left
+ * in it: the idmapping of a mount (MOUNT_ATTR_IDMAP). Needs host root. */
+int pd_userns_make(const char *uid_map, const char *gid_map, struct pd_error *err);
