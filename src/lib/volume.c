@@ -111,6 +111,13 @@ int pd_volume_parse(char *arg, struct pd_volume *v, struct pd_error *err)
         if (nv.map == PD_VOLUME_MAP_SANDBOX && (nv.has_uid || nv.has_gid))
                 return pd_error_setx(err, EINVAL, "volume options map=sandbox and uid=/gid= contradict each "
                                                   "other (map=sandbox: no host account at all)");
+        /* With no host account mapped, every file on the volume has an
+         * owner the mount does not map, and the kernel refuses writes to
+         * those: say so rather than mount a read-write volume nobody can
+         * write. */
+        if (nv.map == PD_VOLUME_MAP_SANDBOX && !nv.readonly)
+                return pd_error_setx(err, EINVAL, "volume option map=sandbox needs ro (with no host account "
+                                                  "mapped nothing on the volume is writable)");
         *v = nv;
         return 0;
 }
@@ -135,17 +142,20 @@ int pd_volume_resolve(const struct pd_volume *v, uint32_t owner_uid, uint32_t ow
                 ids.uid = owner_uid;
         } else if (!v->readonly) {
                 /* Mapping `user` to such an owner would let it write (and
-                 * chmod u+s) as host root or as another sandbox. */
+                 * chmod u+s) as host root or as another sandbox; leaving it
+                 * unmapped makes the directory unwritable (the kernel
+                 * refuses writes to inodes whose owner a mount does not
+                 * map): a clear refusal beats a puzzling EACCES. */
                 if (owner_uid == 0)
                         return pd_error_setx(err, EPERM,
                                              "volume '%s' is owned by root; paddock never lets a sandbox write as "
-                                             "host root: chown it to the account its files should belong to, "
-                                             "mount it :ro, or name `user`'s account with :uid=N or :map=sandbox "
-                                             "(its permission bits then decide)", v->host);
+                                             "host root: chown it to the account its files should belong to, or "
+                                             "mount it :ro (:uid=N,gid=M writes as N:M where they own files)",
+                                             v->host);
                 return pd_error_setx(err, EPERM,
                                      "volume '%s' is owned by uid %u, an id of paddock's sandbox ranges (a "
-                                     "sandbox's root made it): chown it to a host account, mount it :ro, or "
-                                     "name `user`'s account with :uid=N or :map=sandbox", v->host, owner_uid);
+                                     "sandbox's root made it): chown it to a host account, or mount it :ro",
+                                     v->host, owner_uid);
         }
         if (v->has_gid) {
                 if (unmappable(v->gid))
@@ -156,6 +166,16 @@ int pd_volume_resolve(const struct pd_volume *v, uint32_t owner_uid, uint32_t ow
         } else if (!unmappable(owner_gid)) {
                 ids.gid_mapped = true;
                 ids.gid = owner_gid;
+        } else if (!v->readonly) {
+                if (owner_gid == 0)
+                        return pd_error_setx(err, EPERM,
+                                             "volume '%s' has group root; paddock never lets a sandbox write as "
+                                             "host group root: chgrp it to the group its files should belong to, "
+                                             "or mount it :ro (:uid=N,gid=M writes as N:M where they own files)",
+                                             v->host);
+                return pd_error_setx(err, EPERM,
+                                     "volume '%s' has group %u, an id of paddock's sandbox ranges: chgrp it to a "
+                                     "host group, or mount it :ro", v->host, owner_gid);
         }
         *out = ids;
         return 0;

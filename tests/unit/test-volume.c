@@ -55,7 +55,9 @@ static void test_parse(void)
         ok(parse("/h:/s:ro:uid=1001:gid=1002", &v, &err) == 0 && v.readonly && v.uid == 1001 && v.gid == 1002,
            "colon-separated options too");
         ok(parse("/h:/s:uid=1001", &v, &err) == 0 && v.has_uid && !v.has_gid, "uid alone");
-        ok(parse("/h:/s:map=sandbox", &v, &err) == 0 && v.map == PD_VOLUME_MAP_SANDBOX, "map=sandbox");
+        ok(parse("/h:/s:map=sandbox,ro", &v, &err) == 0 && v.map == PD_VOLUME_MAP_SANDBOX && v.readonly,
+           "map=sandbox,ro");
+        ok(parse("/h:/s:ro:map=sandbox", &v, &err) == 0 && v.map == PD_VOLUME_MAP_SANDBOX, "ro:map=sandbox");
         ok(parse("/h:/s:map=owner,ro", &v, &err) == 0 && v.map == PD_VOLUME_MAP_OWNER && v.readonly, "map=owner");
         ok(parse("/h:/a,b", &v, &err) == 0 && !strcmp(v.target, "/a,b"), "a comma in the target is the target's");
         ok(parse("/h:/s:uid=4294967294", &v, &err) == 0 && v.uid == 4294967294u, "the largest uid");
@@ -74,7 +76,9 @@ static void test_parse(void)
         refused("/h:/s:ro,rw", "given twice");
         refused("/h:/s:ro,ro", "given twice");
         refused("/h:/s:uid=5,uid=6", "given twice");
-        refused("/h:/s:map=sandbox,map=owner", "given twice");
+        refused("/h:/s:map=sandbox,map=owner,ro", "given twice");
+        refused("/h:/s:map=sandbox", "map=sandbox needs ro");
+        refused("/h:/s:map=sandbox,rw", "map=sandbox needs ro");
         refused("/h:/s:map=host", "map=owner or map=sandbox");
         refused("/h:/s:uid=0", "never maps a sandbox id to host root");
         refused("/h:/s:gid=0", "never maps a sandbox id to host root");
@@ -88,8 +92,8 @@ static void test_parse(void)
         refused("/h:/s:uid=4294967296", "not a valid id");
         refused("/h:/s:uid=1000000000", "sandbox uid ranges");
         refused("/h:/s:gid=1000065536", "sandbox uid ranges");
-        refused("/h:/s:map=sandbox,uid=5", "contradict");
-        refused("/h:/s:gid=5,map=sandbox", "contradict");
+        refused("/h:/s:map=sandbox,uid=5,ro", "contradict");
+        refused("/h:/s:gid=5,map=sandbox,ro", "contradict");
 }
 
 static int resolve(const char *spec, uint32_t ou, uint32_t og, struct pd_volume_ids *ids, struct pd_error *err)
@@ -113,21 +117,28 @@ static void test_resolve(void)
            "read-write and owned by root: refused, saying what to do");
         ok(resolve("/h:/s:ro", 0, 0, &ids, &err) == 0 && !ids.uid_mapped && !ids.gid_mapped,
            "read-only and owned by root: the sandbox's own range");
-        ok(resolve("/h:/s", 1001, 0, &ids, &err) == 0 && ids.uid_mapped && ids.uid == 1001 && !ids.gid_mapped,
-           "group root: the group falls back to the range");
+        ok(resolve("/h:/s", 1001, 0, &ids, &err) == -EPERM && strstr(err.msg, "has group root"),
+           "read-write with group root: refused");
+        ok(resolve("/h:/s:ro", 1001, 0, &ids, &err) == 0 && ids.uid_mapped && ids.uid == 1001 && !ids.gid_mapped,
+           "read-only with group root: the group falls back to the range");
+        ok(resolve("/h:/s", 1001, PD_UID_BASE, &ids, &err) == -EPERM && strstr(err.msg, "sandbox ranges"),
+           "read-write with a sandbox range group: refused");
         ok(resolve("/h:/s", PD_UID_BASE + 5, 1002, &ids, &err) == -EPERM && strstr(err.msg, "sandbox ranges"),
            "read-write and owned by a sandbox range id: refused");
         ok(resolve("/h:/s:ro", PD_UID_BASE + 5, PD_UID_BASE + 5, &ids, &err) == 0 && !ids.uid_mapped &&
                    !ids.gid_mapped,
            "read-only and owned by a sandbox range id: the range");
-        ok(resolve("/h:/s:uid=1001", 0, 0, &ids, &err) == 0 && ids.uid == 1001 && !ids.gid_mapped,
-           "explicit uid over a root-owned directory");
+        ok(resolve("/h:/s:uid=1001", 0, 0, &ids, &err) == -EPERM && strstr(err.msg, "has group root"),
+           "explicit uid alone over a root-owned directory: its group is still root's");
+        ok(resolve("/h:/s:uid=1001,ro", 0, 0, &ids, &err) == 0 && ids.uid == 1001 && !ids.gid_mapped,
+           "explicit uid, read-only, root's group: the range");
         ok(resolve("/h:/s:uid=1001,gid=1003", 0, 0, &ids, &err) == 0 && ids.uid == 1001 && ids.gid_mapped &&
                    ids.gid == 1003,
-           "explicit uid and gid");
-        ok(resolve("/h:/s:gid=1003", 0, 0, &ids, &err) == -EPERM, "explicit gid alone leaves a root uid: refused");
-        ok(resolve("/h:/s:map=sandbox", 0, 0, &ids, &err) == 0 && !ids.uid_mapped && !ids.gid_mapped,
-           "map=sandbox: no host account, root-owned or not");
+           "explicit uid and gid over a root-owned directory");
+        ok(resolve("/h:/s:gid=1003", 0, 0, &ids, &err) == -EPERM && strstr(err.msg, "owned by root"),
+           "explicit gid alone leaves a root uid: refused");
+        ok(resolve("/h:/s:map=sandbox,ro", 0, 0, &ids, &err) == 0 && !ids.uid_mapped && !ids.gid_mapped,
+           "map=sandbox: no host account");
         struct pd_volume v = { .host = "/h", .target = "/s", .has_uid = true, .uid = 0 };
         ok(pd_volume_resolve(&v, 1001, 1001, &ids, &err) == -EINVAL, "a hand-built spec with uid 0 is refused too");
 }
