@@ -1,0 +1,31 @@
+"""Change a host-root-owned 0644 file in a read-write volume as root inside:
+append to it, truncate it, chmod it setuid, chown it, hard-link it."""
+# mode: batch
+# host-check: volume-root-files-intact
+p = CTX.get("rw_volume_root_file")
+if not p:
+    blocked("no volumes on this tier")
+res = {}
+
+
+def attempt(name, f):
+    try:
+        f()
+        res[name] = "ok"
+    except OSError as e:
+        res[name] = en(e.errno)
+
+
+def append():
+    with open(p, "a") as f:
+        f.write("appended by the sandbox\n")
+
+
+attempt("append", append)
+attempt("truncate", lambda: os.truncate(p, 0))
+attempt("chmod", lambda: os.chmod(p, 0o4777))
+attempt("chown", lambda: os.chown(p, 0, 0))
+attempt("link", lambda: os.link(p, p + "-" + CTX["marker"]))
+if "ok" in res.values():
+    escaped("changed a host root file through a volume", res)
+blocked("/".join(sorted(set(res.values()))), res)
