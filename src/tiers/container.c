@@ -339,6 +339,28 @@ static int send_fds(int sync_fd, char tag, const int *fds, unsigned n, struct pd
         return 0;
 }
 
+/* The volumes' mount points, and a refusal of any volume its owner forbids
+ * (volume.h) before anything is made; volume_tree decides again on what it
+ * actually clones. */
+static int plan_volumes(const struct pd_spec *spec, struct pd_mount_plan *plan, struct pd_error *err)
+{
+        plan->n_binds = spec->n_volumes;
+        for (unsigned i = 0; i < spec->n_volumes; i++) {
+                const struct pd_volume *v = &spec->volumes[i];
+                struct pd_volume_ids ids;
+                struct stat st;
+                if (stat(v->host, &st) < 0)
+                        return pd_error_set(err, errno, "volume source '%s'", v->host);
+                int r = pd_volume_resolve(v, st.st_uid, st.st_gid, &ids, err);
+                if (r < 0)
+                        return r;
+                snprintf(plan->binds[i].target, sizeof plan->binds[i].target, "%s", v->target);
+                plan->binds[i].is_dir = S_ISDIR(st.st_mode);
+                plan->binds[i].readonly = v->readonly;
+        }
+        return 0;
+}
+
 static int namespaces_error(int e, struct pd_error *err)
 {
         if (e == EPERM || e == ENOSPC || e == EUSERS || e == EINVAL)
@@ -365,6 +387,8 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
                                      "the container tier needs root (uid ranges, cgroups, idmapped mounts); "
                                      "run paddock as root");
         if ((r = pd_template_resolve(sb->state, &sb->spec, &tpl, err)) < 0)
+                return r;
+        if ((r = plan_volumes(&sb->spec, &a.plan, err)) < 0)
                 return r;
         snprintf(sb->template_buf, sizeof sb->template_buf, "%s", sb->spec.template_dir ? "" : tpl.name);
         pd_trace("template");
@@ -427,22 +451,6 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         for (unsigned i = 0; i < tpl.n_grafts; i++) {
                 snprintf(a.plan.grafts[i].target, sizeof a.plan.grafts[i].target, "%s", tpl.grafts[i].target);
                 a.plan.grafts[i].n_stack = tpl.n_stack;
-        }
-        a.plan.n_binds = sb->spec.n_volumes;
-        for (unsigned i = 0; i < sb->spec.n_volumes; i++) {
-                struct stat st;
-                struct pd_volume_ids ids;
-                if (stat(sb->spec.volumes[i].host, &st) < 0) {
-                        r = pd_error_set(err, errno, "volume source '%s'", sb->spec.volumes[i].host);
-                        goto out;
-                }
-                /* Refuse a volume nobody may write early; volume_tree
-                 * decides again on what it actually cloned. */
-                if ((r = pd_volume_resolve(&sb->spec.volumes[i], st.st_uid, st.st_gid, &ids, err)) < 0)
-                        goto out;
-                snprintf(a.plan.binds[i].target, sizeof a.plan.binds[i].target, "%s", sb->spec.volumes[i].target);
-                a.plan.binds[i].is_dir = S_ISDIR(st.st_mode);
-                a.plan.binds[i].readonly = sb->spec.volumes[i].readonly;
         }
         /* The agent binary doubles as `sudo` inside (it asks the agent). */
         struct pd_mount_bind *sudo = &a.plan.binds[a.plan.n_binds++];

@@ -73,6 +73,8 @@ tryit("rw_root_append", lambda: append("/rw/root-append"))
 tryit("rw_root_chmod", lambda: os.chmod("/rw/root-append", 0o4777))
 tryit("rw_root_chown", lambda: os.chown("/rw/root-append", 0, 0))
 tryit("rw_root_link", lambda: os.link("/rw/root-append", "/rw/root-append-link"))
+tryit("rw_root_unlink", lambda: os.unlink("/rw/root-secret"))
+tryit("rw_root_replace", lambda: (create("/rw/replacement"), os.rename("/rw/replacement", "/rw/root-append")))
 tryit("create", lambda: create("/rw/made-by-root"))
 tryit("suid_root", lambda: suid("/rw/suid-root"))
 tryit("suid_user", lambda: suid("/rw/suid-user", 1000))
@@ -195,6 +197,10 @@ def test_root_inside_is_not_host_root_on_volumes(paddock, no_leak, vols, tier, w
     assert res["rw_root_chmod"] in ("EPERM", "EOVERFLOW"), res
     assert res["rw_root_chown"] in ("EPERM", "EOVERFLOW"), res
     assert res["rw_root_link"] in ("EPERM", "EOVERFLOW"), res
+    assert res["rw_root_unlink"] in ("EPERM", "EOVERFLOW"), res
+    assert res["rw_root_replace"] in ("EPERM", "EOVERFLOW"), res
+    with open(os.path.join(vols["rw"], "root-secret")) as f:
+        assert f.read() == "host root's secret\n"
     with open(os.path.join(vols["rw"], "root-append")) as f:
         assert f.read() == "host root's file\n"
     st = os.stat(os.path.join(vols["rw"], "root-append"))

@@ -44,6 +44,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 TIERS = ["container", "process", "supervised", "microvm"]
 CATEGORIES = ["fs", "proc", "kernel", "net", "supervised"]
 DEFAULT_TIMEOUT = 30
+VOLUME_OWNER = 4242        # the volumes' owner: a host account, in no sandbox's range
 
 
 class Attack:
@@ -138,14 +139,18 @@ class Host:
         os.chmod(self.canary, 0o644)
         with open(self.canary, "rb") as f:
             self.canary_sha = _sha(f.read())
+        # Both volumes belong to a host account (VOLUME_OWNER, `user`
+        # inside), with host root's bait in them (docs/security.md, Volumes).
+        # The read-only volume's 0666 canary is the account's: only the
+        # read-only mount keeps root inside from writing it.
         self.ro_dir = os.path.join(self.dir, "ro")
         os.mkdir(self.ro_dir)
+        os.chown(self.ro_dir, VOLUME_OWNER, VOLUME_OWNER)
         self.ro_file = os.path.join(self.ro_dir, "ro-canary")
         with open(self.ro_file, "w") as f:
             f.write("read-only volume canary\n")
         os.chmod(self.ro_file, 0o666)
-        # host root's bait in the volumes (docs/security.md, Volumes): the
-        # read-only volume is root's own, the read-write one a host account's
+        os.chown(self.ro_file, VOLUME_OWNER, VOLUME_OWNER)
         self.ro_secret = os.path.join(self.ro_dir, "root-secret")
         self.rw_dir = os.path.join(self.dir, "rw")
         os.mkdir(self.rw_dir)
@@ -272,7 +277,11 @@ class Host:
         if name == "volume-root-files-intact":
             bad = []
             for path, (text, mode) in self.volume_bait.items():
-                st = os.lstat(path)
+                try:
+                    st = os.lstat(path)
+                except OSError:
+                    bad.append(path + " (gone)")
+                    continue
                 if _read(path) != text or (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) != (0, 0, mode):
                     bad.append(path)
             bad += glob.glob(os.path.join(self.rw_dir, "*-" + marker))
@@ -311,9 +320,6 @@ class Host:
         if name == "victim-alive":
             return None                      # checked per run (the victim is per run)
         raise ValueError("unknown host check %s" % name)
-
-
-VOLUME_OWNER = 4242        # the read-write volume's owner: a host account, no sandbox's range
 
 
 def volume_host_root(d, prefix):
