@@ -267,8 +267,10 @@ static int idmapped_tree(const char *path, int userns_fd, bool readonly, bool re
 /* A volume's tree: idmapped not by the sandbox's own user namespace (which
  * would make host root the sandbox's root) but by one of its own, made from
  * the volume's owner as the host sees it now (volume.h): `user` is that
- * account, every other sandbox id its own range, host root nobody. */
-static int volume_tree(const struct pd_volume *v, uint32_t base, struct pd_error *err)
+ * account, every other sandbox id its own range, host root nobody. The
+ * child that made the user namespace is left in *holder, to be reaped. */
+static int volume_tree(const struct pd_volume *v, uint32_t base, struct pd_userns_holder *holder,
+                       struct pd_error *err)
 {
         _pd_cleanup_close_ int fd = open_tree(AT_FDCWD, v->host, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         if (fd < 0)
@@ -286,7 +288,7 @@ static int volume_tree(const struct pd_volume *v, uint32_t base, struct pd_error
             pd_volume_map_text(base, PD_USER_UID, ids.gid_mapped, ids.gid, gmap, sizeof gmap) < 0)
                 return pd_error_setx(err, EINVAL, "volume '%s': no idmapping for uid %u gid %u", v->host,
                                      ids.uid, ids.gid);
-        _pd_cleanup_close_ int userns = pd_userns_make(umap, gmap, err);
+        _pd_cleanup_close_ int userns = pd_userns_make(umap, gmap, holder, err);
         if (userns < 0)
                 return pd_error_prefix(err, "volume '%s'", v->host);
         /* nosuid, nodev: inside the sandbox no_new_privs makes setuid inert
@@ -377,6 +379,7 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         struct child_args a = { .sb = sb, .sync_fd = -1, .listen_fd = -1, .agent_fd = -1,
                                 .supervised = supervised };
         int sync[2] = { -1, -1 }, userns = -1, trees[MAX_TREES];
+        struct pd_userns_holder holders[PD_MAX_VOLUMES] = { 0 };  /* volume_tree's exiting children */
         unsigned n_trees = 0;
         int r;
         struct pd_sbnet net = { 0 };
@@ -521,10 +524,11 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
                         goto abort_child;
         }
         for (unsigned i = 0; i < sb->spec.n_volumes; i++) {
-                if ((r = trees[n_trees] = volume_tree(&sb->spec.volumes[i], sb->uids.base, err)) < 0)
+                if ((r = trees[n_trees] = volume_tree(&sb->spec.volumes[i], sb->uids.base, &holders[i], err)) < 0)
                         goto abort_child;
                 n_trees++;
         }
+        pd_trace("template and volume trees");
         if ((r = trees[n_trees] = idmapped_tree(agent_path, userns, true, false, err)) < 0)
                 goto abort_child;
         n_trees++;
@@ -587,6 +591,8 @@ out:
         pd_sbnet_close(&net);
         for (unsigned i = 0; i < n_trees; i++)
                 close(trees[i]);
+        for (unsigned i = 0; i < PD_MAX_VOLUMES; i++)
+                pd_userns_reap(&holders[i]);
         if (userns >= 0)
                 close(userns);
         if (sync[0] >= 0)
