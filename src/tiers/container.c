@@ -47,7 +47,9 @@
 #include "supervisor.h"
 #include "template.h"
 #include "trace.h"
+#include "userns.h"
 #include "util.h"
+#include "volume.h"
 
 /* root and grafts, each with its snapshot layers; volumes; sudo; resolv.conf */
 #define MAX_TREES ((1 + PD_MAX_GRAFTS) * (1 + PD_MAX_STACK) + PD_MAX_VOLUMES + 2)
@@ -244,7 +246,8 @@ static _Noreturn void child_main(struct child_args *a)
 /* ---- parent side ---- */
 
 /* A detached copy of a host tree whose ids read, inside the sandbox, as
- * they do on the host (0..65535 -> the sandbox's range). */
+ * they do on the host (0..65535 -> the sandbox's range): the template's
+ * read-only trees, never a volume (volume_tree). */
 static int idmapped_tree(const char *path, int userns_fd, bool readonly, bool recursive, struct pd_error *err)
 {
         _pd_cleanup_close_ int fd = open_tree(AT_FDCWD, path,
@@ -258,6 +261,47 @@ static int idmapped_tree(const char *path, int userns_fd, bool readonly, bool re
         };
         if (mount_setattr(fd, "", AT_EMPTY_PATH | (recursive ? AT_RECURSIVE : 0), &attr, sizeof attr) < 0)
                 return pd_error_set(err, errno, "idmap '%s' (does its filesystem support idmapped mounts?)", path);
+        return PD_TAKE_FD(fd);
+}
+
+/* A volume's tree: idmapped not by the sandbox's own user namespace (which
+ * would make host root the sandbox's root) but by one of its own, made from
+ * the volume's owner as the host sees it now (volume.h): `user` is that
+ * account, every other sandbox id its own range, host root nobody. The
+ * child that made the user namespace is left in *holder, to be reaped. */
+static int volume_tree(const struct pd_volume *v, uint32_t base, struct pd_userns_holder *holder,
+                       struct pd_error *err)
+{
+        _pd_cleanup_close_ int fd = open_tree(AT_FDCWD, v->host, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        if (fd < 0)
+                return pd_error_set(err, errno, "clone mount of '%s'", v->host);
+        /* the owner of what was cloned, not of what the path names later */
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return pd_error_set(err, errno, "stat volume '%s'", v->host);
+        struct pd_volume_ids ids;
+        int r = pd_volume_resolve(v, st.st_uid, st.st_gid, &ids, err);
+        if (r < 0)
+                return r;
+        char umap[128], gmap[128];
+        if (pd_volume_map_text(base, PD_USER_UID, ids.uid_mapped, ids.uid, umap, sizeof umap) < 0 ||
+            pd_volume_map_text(base, PD_USER_UID, ids.gid_mapped, ids.gid, gmap, sizeof gmap) < 0)
+                return pd_error_setx(err, EINVAL, "volume '%s': no idmapping for uid %u gid %u", v->host,
+                                     ids.uid, ids.gid);
+        _pd_cleanup_close_ int userns = pd_userns_make(umap, gmap, holder, err);
+        if (userns < 0)
+                return pd_error_prefix(err, "volume '%s'", v->host);
+        /* nosuid, nodev: inside the sandbox no_new_privs makes setuid inert
+         * anyway; on the host a setuid bit can only ever name `user`'s
+         * account or the range (docs/security.md). */
+        struct mount_attr attr = {
+                .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                            (v->readonly ? MOUNT_ATTR_RDONLY : 0),
+                .userns_fd = (uint64_t)userns,
+        };
+        if (mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
+                return pd_error_set(err, errno, "idmap '%s' (does its filesystem support idmapped mounts?)",
+                                    v->host);
         return PD_TAKE_FD(fd);
 }
 
@@ -297,6 +341,28 @@ static int send_fds(int sync_fd, char tag, const int *fds, unsigned n, struct pd
         return 0;
 }
 
+/* The volumes' mount points, and a refusal of any volume its owner forbids
+ * (volume.h) before anything is made; volume_tree decides again on what it
+ * actually clones. */
+static int plan_volumes(const struct pd_spec *spec, struct pd_mount_plan *plan, struct pd_error *err)
+{
+        plan->n_binds = spec->n_volumes;
+        for (unsigned i = 0; i < spec->n_volumes; i++) {
+                const struct pd_volume *v = &spec->volumes[i];
+                struct pd_volume_ids ids;
+                struct stat st;
+                if (stat(v->host, &st) < 0)
+                        return pd_error_set(err, errno, "volume source '%s'", v->host);
+                int r = pd_volume_resolve(v, st.st_uid, st.st_gid, &ids, err);
+                if (r < 0)
+                        return r;
+                snprintf(plan->binds[i].target, sizeof plan->binds[i].target, "%s", v->target);
+                plan->binds[i].is_dir = S_ISDIR(st.st_mode);
+                plan->binds[i].readonly = v->readonly;
+        }
+        return 0;
+}
+
 static int namespaces_error(int e, struct pd_error *err)
 {
         if (e == EPERM || e == ENOSPC || e == EUSERS || e == EINVAL)
@@ -313,6 +379,7 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         struct child_args a = { .sb = sb, .sync_fd = -1, .listen_fd = -1, .agent_fd = -1,
                                 .supervised = supervised };
         int sync[2] = { -1, -1 }, userns = -1, trees[MAX_TREES];
+        struct pd_userns_holder holders[PD_MAX_VOLUMES] = { 0 };  /* volume_tree's exiting children */
         unsigned n_trees = 0;
         int r;
         struct pd_sbnet net = { 0 };
@@ -323,6 +390,8 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
                                      "the container tier needs root (uid ranges, cgroups, idmapped mounts); "
                                      "run paddock as root");
         if ((r = pd_template_resolve(sb->state, &sb->spec, &tpl, err)) < 0)
+                return r;
+        if ((r = plan_volumes(&sb->spec, &a.plan, err)) < 0)
                 return r;
         snprintf(sb->template_buf, sizeof sb->template_buf, "%s", sb->spec.template_dir ? "" : tpl.name);
         pd_trace("template");
@@ -385,17 +454,6 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         for (unsigned i = 0; i < tpl.n_grafts; i++) {
                 snprintf(a.plan.grafts[i].target, sizeof a.plan.grafts[i].target, "%s", tpl.grafts[i].target);
                 a.plan.grafts[i].n_stack = tpl.n_stack;
-        }
-        a.plan.n_binds = sb->spec.n_volumes;
-        for (unsigned i = 0; i < sb->spec.n_volumes; i++) {
-                struct stat st;
-                if (stat(sb->spec.volumes[i].host, &st) < 0) {
-                        r = pd_error_set(err, errno, "volume source '%s'", sb->spec.volumes[i].host);
-                        goto out;
-                }
-                snprintf(a.plan.binds[i].target, sizeof a.plan.binds[i].target, "%s", sb->spec.volumes[i].target);
-                a.plan.binds[i].is_dir = S_ISDIR(st.st_mode);
-                a.plan.binds[i].readonly = sb->spec.volumes[i].readonly;
         }
         /* The agent binary doubles as `sudo` inside (it asks the agent). */
         struct pd_mount_bind *sudo = &a.plan.binds[a.plan.n_binds++];
@@ -466,11 +524,11 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
                         goto abort_child;
         }
         for (unsigned i = 0; i < sb->spec.n_volumes; i++) {
-                if ((r = trees[n_trees] = idmapped_tree(sb->spec.volumes[i].host, userns,
-                                                        sb->spec.volumes[i].readonly, false, err)) < 0)
+                if ((r = trees[n_trees] = volume_tree(&sb->spec.volumes[i], sb->uids.base, &holders[i], err)) < 0)
                         goto abort_child;
                 n_trees++;
         }
+        pd_trace("template and volume trees");
         if ((r = trees[n_trees] = idmapped_tree(agent_path, userns, true, false, err)) < 0)
                 goto abort_child;
         n_trees++;
@@ -533,6 +591,8 @@ out:
         pd_sbnet_close(&net);
         for (unsigned i = 0; i < n_trees; i++)
                 close(trees[i]);
+        for (unsigned i = 0; i < PD_MAX_VOLUMES; i++)
+                pd_userns_reap(&holders[i]);
         if (userns >= 0)
                 close(userns);
         if (sync[0] >= 0)

@@ -84,6 +84,11 @@ EXPECT = {
     "fs/paddock_state": E("blocked-by:not visible", "blocked-by:EACCES"),
     "fs/disk_fill": E("blocked-by:ENOSPC", NS),                                 # process: --disk not enforced
     "fs/inode_fill": E("blocked-by:ENOSPC", NS),                                # DESIGN §4: ENOSPC, never an OOM kill
+    # volumes: root inside is never host root on them (process: no volumes)
+    "fs/volume_root_read": E("blocked-by:EACCES", "blocked-by:no volumes"),
+    "fs/volume_root_append": E("blocked", "blocked-by:no volumes"),
+    "fs/volume_setuid_root": E("blocked", "blocked-by:no volumes"),             # + host check: no uid/gid 0
+    "fs/volume_file_caps": E("blocked", "blocked-by:no volumes"),               # + host check: v3, rootid != 0
     # --- processes -------------------------------------------------------------------
     "proc/setuid_binary": E("blocked-by:no_new_privs", "blocked-by:no_new_privs"),
     "proc/capabilities": E("blocked", "blocked"),
