@@ -73,6 +73,11 @@ struct pd_mount_plan {
         unsigned n_binds;
         struct pd_mount_rule rules[PD_MAX_POLICY_RULES];
         unsigned n_rules;
+        bool rules_truncated;           /* the policy has more rules than fit here */
+        /* Filled by pd_mount_policy: an ro or deny rule is left to the
+         * supervisor (no mount enforces it), so the calls that change paths
+         * must go to it. */
+        bool need_broker;
         /* Filled by pd_mount_build (the child): what the deny mounts cover. */
         struct pd_deny_inode deny_inodes[PD_MAX_DENY_INODES];
         unsigned n_deny_inodes;

@@ -282,6 +282,13 @@ int pd_mount_policy(struct pd_mount_plan *p, int stagefd, struct pd_error *err)
                 if (ok)
                         state[i] = ST_MOUNT;
         }
+        /* Rules the mounts do not enforce: the supervisor must see the
+         * calls that change paths (a shadowed rule decides nothing). */
+        p->need_broker = p->rules_truncated;
+        for (unsigned i = 0; i < n; i++)
+                if (!shadowed[i] && state[i] != ST_MOUNT &&
+                    (p->rules[i].access == PD_RULE_RO || p->rules[i].access == PD_RULE_DENY))
+                        p->need_broker = true;
         /* A hole is needed only inside a restricting mount. */
         for (unsigned j = 0; j < n; j++) {
                 if (state[j] != ST_HOLE)

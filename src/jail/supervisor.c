@@ -109,6 +109,8 @@ int pd_supervisor_plan(struct pd_sandbox *sb, struct pd_mount_plan *plan, struct
                         so->notify_paths = true;
                 if (i < PD_MAX_POLICY_RULES)
                         plan_rule(sv_policy_glob(p, i), acc, &plan->rules[plan->n_rules++]);
+                else
+                        plan->rules_truncated = true;
         }
         so->notify_sends = sv_policy_n_connect(p) > 0;
         sv_policy_free(p);

@@ -18,9 +18,11 @@ struct pd_seccomp_opts;
  * sandbox's runtime dir (the supervisor reads that copy), and from it add
  * the path rules to plan (the child makes the mounts that can enforce them,
  * src/jail/policy_mounts.c) and choose what the seccomp filter hands to the
- * supervisor beyond opens, connects and execs: the calls that change paths
- * (when a rule is ro or deny) and sends with an address (when there are
- * connect rules). No policy: nothing changes. */
+ * supervisor beyond opens, connects and execs: sends (when there are
+ * connect rules) and, in so->notify_paths, whether a rule is ro or deny:
+ * then the calls that change paths go to the supervisor too, unless the
+ * child's mounts enforce every such rule (the child picks between the two
+ * filters). No policy: nothing changes. */
 int pd_supervisor_plan(struct pd_sandbox *sb, struct pd_mount_plan *plan, struct pd_seccomp_opts *so,
                        struct pd_error *err);
 /* Start the supervisor for sb with the listener fd the sandbox's first

@@ -406,7 +406,8 @@ static uint8_t *tail_put(struct sv_job *j, const void *p, size_t n)
 /* One message into the tail: its address, up to *budget data bytes (a
  * stream socket's send may be shorter than asked, a datagram's may not),
  * its control part with SCM_RIGHTS fds taken from the caller. 0 or -errno. */
-static int add_msg(struct sv_main *m, pid_t tid, const struct msghdr *mh, size_t *budget, int *fds, unsigned *nfds)
+static int add_msg(struct sv_main *m, pid_t tid, const struct msghdr *mh, bool local_iov, size_t *budget, int *fds,
+                   unsigned *nfds)
 {
         struct sv_job *j = &m->job;
         struct sv_msg hdr = { 0 };
@@ -421,7 +422,9 @@ static int add_msg(struct sv_main *m, pid_t tid, const struct msghdr *mh, size_t
         if (mh->msg_iovlen > IOV_MAX_)
                 return -EMSGSIZE;
         static struct iovec iov[IOV_MAX_];
-        if (mh->msg_iovlen && sv_read_mem(tid, (uintptr_t)mh->msg_iov, iov, mh->msg_iovlen * sizeof iov[0]) < 0)
+        if (local_iov)  /* sendto: built here from its registers */
+                memcpy(iov, mh->msg_iov, mh->msg_iovlen * sizeof iov[0]);
+        else if (mh->msg_iovlen && sv_read_mem(tid, (uintptr_t)mh->msg_iov, iov, mh->msg_iovlen * sizeof iov[0]) < 0)
                 return -EFAULT;
         size_t total = 0;
         for (size_t i = 0; i < mh->msg_iovlen; i++) {
@@ -515,14 +518,14 @@ void sv_handle_send(struct sv_main *m, const struct seccomp_notif *n)
                 if ((int)a[5] < 0)
                         r = -EINVAL;
                 else
-                        r = add_msg(m, tid, &mh, &budget, rights, &nrights);
+                        r = add_msg(m, tid, &mh, true, &budget, rights, &nrights);
                 j->args[0] = (uint32_t)a[3];
                 j->nmsg = 1;
         } else if (n->data.nr == SYS_sendmsg) {
                 struct msghdr mh;
                 r = sv_read_mem(tid, a[1], &mh, sizeof mh);
                 if (r == 0)
-                        r = add_msg(m, tid, &mh, &budget, rights, &nrights);
+                        r = add_msg(m, tid, &mh, false, &budget, rights, &nrights);
                 j->args[0] = (uint32_t)a[2];
                 j->nmsg = 1;
         } else {
@@ -548,7 +551,7 @@ void sv_handle_send(struct sv_main *m, const struct seccomp_notif *n)
                         if (sv_read_mem(tid, at, &mm, sizeof mm) < 0) {
                                 r = -EFAULT;
                         } else {
-                                r = add_msg(m, tid, &mm.msg_hdr, &budget, rights, &nrights);
+                                r = add_msg(m, tid, &mm.msg_hdr, false, &budget, rights, &nrights);
                         }
                         if (r == 0) {
                                 unsigned len = (unsigned)(b0 - budget);

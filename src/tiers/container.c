@@ -61,6 +61,7 @@ struct child_args {
         int cg_fds[PD_CG_MAX_CTRL];
         int n_cg;
         struct pd_bpf filter;
+        struct pd_bpf filter_paths;     /* supervised: also the calls that change paths (plan.need_broker) */
         struct pd_mount_plan plan;      /* tree fds filled in after the parent's message */
         unsigned n_trees;
         pid_t parent;
@@ -222,7 +223,11 @@ static _Noreturn void child_main(struct child_args *a)
         if (a->supervised) {
                 /* From here on our own opens and execs wait for the
                  * supervisor: hand the listener to the parent first. */
-                int lfd = pd_seccomp_install_listener(&a->filter);
+                /* The policy's mounts enforce its ro and deny rules, or
+                 * the supervisor must see the calls that change paths. */
+                const struct pd_bpf *f = a->plan.need_broker && a->filter_paths.insns ? &a->filter_paths
+                                                                                      : &a->filter;
+                int lfd = pd_seccomp_install_listener(f);
                 if (lfd < 0) {
                         pd_error_set(&err, -lfd, "install seccomp filter with a listener");
                         child_fail(a, &err);
@@ -388,7 +393,12 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
          * filter hands to the supervisor (src/jail/supervisor.c) */
         if (supervised && (r = pd_supervisor_plan(sb, &a.plan, &so, err)) < 0)
                 goto out;
+        bool paths = so.notify_paths;
+        so.notify_paths = false;
         if ((r = pd_seccomp_load(cache, &so, &a.filter, err)) < 0)
+                goto out;
+        so.notify_paths = true;
+        if (paths && (r = pd_seccomp_load(cache, &so, &a.filter_paths, err)) < 0)
                 goto out;
         /* The cgroups themselves are made while the child builds its mounts;
          * the child needs only their count now. */
@@ -570,6 +580,7 @@ out:
         if (a.agent_fd >= 0)
                 close(a.agent_fd);
         pd_bpf_free(&a.filter);
+        pd_bpf_free(&a.filter_paths);
         return r < 0 ? r : 0;
 }
 
