@@ -570,7 +570,14 @@ static void do_open(struct sv_job *j, int root, int dir, int extra)
                 goto fail;
         }
         sv_b_fd_path(opath, resolved, sizeof resolved);
-        if ((e = policy_check(resolved, flags)) != 0) {
+        /* ro keeps the filesystem as it is; writing to a device, a FIFO or
+         * a socket changes nothing in it (an ro mount allows it too), so
+         * under ro they open as asked: /dev/null stays usable under a
+         * "/" "**" ro rule. */
+        uint64_t decided = flags;
+        if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode))
+                decided &= ~(uint64_t)(O_ACCMODE | O_TRUNC | O_CREAT);
+        if ((e = policy_check(resolved, decided)) != 0) {
                 close(opath);
                 goto deny;
         }

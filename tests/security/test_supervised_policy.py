@@ -515,3 +515,41 @@ def _policy_file(paddock, policy):
     with os.fdopen(fd, "w") as f:
         json.dump(policy, f)
     return path
+
+
+def test_noexec_rule_is_a_noexec_mount(paddock, volume):
+    # noexec on a path is a noexec bind mount: no exec of a file there, no
+    # executable mapping of one (the loader's way in), whoever asks.
+    with open(os.path.join(volume, "run.sh"), "w") as f:
+        f.write("#!/bin/sh\necho ran\n")
+    os.chmod(os.path.join(volume, "run.sh"), 0o755)
+    code = """
+        import errno, mmap, os, subprocess
+        try:
+            print(subprocess.run(["/data/run.sh"], capture_output=True, text=True).stdout.strip())
+        except OSError as e:
+            print(errno.errorcode[e.errno])
+        f = open("/data/run.sh", "rb")
+        try:
+            mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ | mmap.PROT_EXEC, flags=mmap.MAP_PRIVATE); print("mapped")
+        except OSError as e:
+            print(errno.errorcode[e.errno])
+        print(open("/data/run.sh").read().split()[-1])
+    """
+    r, _ = run_sup(paddock, code, "-v", "%s:/data" % volume, policy={"paths": [{"glob": "/data/**",
+                                                                               "access": "noexec"}]})
+    assert r.stdout.split() == ["EACCES", "EPERM", "ran"], (r.stdout, r.stderr)
+    r, _ = run_sup(paddock, code, "-v", "%s:/data" % volume, policy={"paths": []})
+    assert r.stdout.split() == ["ran", "mapped", "ran"], (r.stdout, r.stderr)
+
+
+def test_ro_root_with_holes_leaves_devices_and_sudo_usable(paddock):
+    # "/" "**" ro with /tmp rw: the tree is read-only (a mount), /tmp a hole,
+    # /dev/null writable (ro keeps the filesystem as it is: a device write
+    # changes nothing in it) and paddock's own /run/paddock works (sudo).
+    policy = {"paths": [{"glob": "/tmp/**", "access": "rw"}, {"glob": "/**", "access": "ro"}]}
+    script = ("echo x > /tmp/a && cat /tmp/a; echo y > /dev/null && echo devnull-ok; sudo id -u;"
+              " sudo mkdir /etc/new 2>&1 | grep -o 'Read-only file system'; touch ~/t 2>&1 | grep -o 'denied\\|Read-only'")
+    r = paddock.run(SUP + ["--policy", _policy_file(paddock, policy), "--", "bash", "-c", script])
+    assert r.stdout.split("\n")[:5] == ["x", "devnull-ok", "0", "Read-only file system", "denied"], (r.stdout,
+                                                                                                     r.stderr)
