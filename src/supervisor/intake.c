@@ -570,7 +570,9 @@ void sv_handle_send(struct sv_main *m, const struct seccomp_notif *n)
                                 break;
                         }
                         j->nmsg++;
-                        if (!budget || j->tail_len + sizeof(struct sv_msg) + SV_ADDR_MAX + CONTROL_MAX >
+                        /* room for another message: header, address, the
+                         * data budget left and a control part, each padded */
+                        if (!budget || j->tail_len + sizeof(struct sv_msg) + SV_ADDR_MAX + CONTROL_MAX + budget + 32 >
                                                SV_TAIL_MAX)
                                 break;
                 }

@@ -556,3 +556,54 @@ def test_ro_root_with_holes_leaves_devices_and_sudo_usable(paddock):
     r = paddock.run(SUP + ["--policy", _policy_file(paddock, policy), "--", "bash", "-c", script])
     assert r.stdout.split("\n")[:5] == ["x", "devnull-ok", "0", "Read-only file system", "denied"], (r.stdout,
                                                                                                      r.stderr)
+
+
+def test_rule_no_mount_can_express_is_left_to_the_supervisor(paddock, volume):
+    # An earlier rw glob beneath a later ro directory: a read-only mount of
+    # the directory would refuse what the glob allows, so there is none, and
+    # the supervisor enforces both rules on every call (the .txt file stays
+    # writable, the rest does not). Same for a rule whose path is missing at
+    # creation: mkdir there is refused by the supervisor.
+    policy = {"paths": [{"glob": "/data/*.txt", "access": "rw"}, {"glob": "/data/**", "access": "ro"},
+                        {"glob": "/opt/later/**", "access": "ro"}]}
+    code = """
+        import errno, os
+        def t(fn):
+            try:
+                fn(); return "ok"
+            except OSError as e:
+                return errno.errorcode[e.errno]
+        print(t(lambda: open("/data/f.txt", "a").write("more")), t(lambda: os.chmod("/data/f.txt", 0o600)),
+              t(lambda: os.chmod("/data/f", 0o600)), t(lambda: os.mkdir("/data/x")),
+              t(lambda: os.mkdir("/opt/later")), t(lambda: open("/data/f", "a")))
+        print(sum(1 for l in open("/proc/self/mountinfo") if l.split()[4] == "/data"))
+    """
+    r, _ = run_sup(paddock, code, "-v", "%s:/data" % volume, policy=policy, user="root")
+    assert r.stdout.split("\n")[:2] == ["ok ok EACCES EACCES EACCES EACCES", "1"], (r.stdout, r.stderr)
+
+
+def test_fd_from_an_rw_alias_and_from_the_ro_view(paddock, volume):
+    # The only way to an fd that writes an ro file is another name for it
+    # that is rw: here the same host directory is a second volume. A rule
+    # holds on a path (docs): through /alias the file is writable, fds
+    # passed from there included; through /data (ro) no fd can change it,
+    # one passed over a unix socket included. Policies never change while a
+    # sandbox runs, so no fd predates its mounts.
+    policy = {"paths": [{"glob": "/data/**", "access": "ro"}]}
+    code = """
+        import errno, os, socket
+        def t(fn):
+            try:
+                fn(); return "ok"
+            except OSError as e:
+                return errno.errorcode[e.errno]
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        socket.send_fds(a, [b"x"], [os.open("/alias/f", os.O_RDWR), os.open("/data/f", os.O_RDONLY)])
+        _, (rw, ro), _, _ = socket.recv_fds(b, 10, 2)
+        print(t(lambda: os.ftruncate(rw, 3)), t(lambda: os.fchmod(rw, 0o640)))
+        print(t(lambda: os.fchmod(ro, 0o600)), t(lambda: os.open("/data/f", os.O_RDWR)),
+              open("/data/f").read())
+    """
+    r, _ = run_sup(paddock, code, "-v", "%s:/data" % volume, "-v", "%s:/alias" % volume, policy=policy,
+                   user="root")
+    assert r.stdout.split("\n")[:2] == ["ok ok", "EROFS EACCES con"], (r.stdout, r.stderr)
