@@ -122,6 +122,10 @@ static int parent_of(const struct sv_job *j, int root, int dir, const char *path
         if (pfd < 0)
                 return -errno;
         sv_b_fd_path(pfd, resolved, rsize);
+        if (!resolved[0]) {     /* nothing to decide on */
+                close(pfd);
+                return -EACCES;
+        }
         size_t rl = strlen(resolved);
         snprintf(resolved + rl, rsize - rl, "%s%s", rl && resolved[rl - 1] == '/' ? "" : "/", name);
         return pfd;
@@ -139,6 +143,10 @@ static int object_of(const struct sv_job *j, int root, int dir, int extra, bool 
         if (fd < 0)
                 return -errno;
         sv_b_fd_path(fd, resolved, rsize);
+        if (!resolved[0]) {     /* nothing to decide on */
+                close(fd);
+                return -EACCES;
+        }
         return fd;
 }
 
