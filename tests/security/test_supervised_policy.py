@@ -607,3 +607,28 @@ def test_fd_from_an_rw_alias_and_from_the_ro_view(paddock, volume):
     r, _ = run_sup(paddock, code, "-v", "%s:/data" % volume, "-v", "%s:/alias" % volume, policy=policy,
                    user="root")
     assert r.stdout.split("\n")[:2] == ["ok ok", "EROFS EACCES con"], (r.stdout, r.stderr)
+
+
+def test_deny_dir_hides_contents_and_their_other_names(paddock, volume):
+    # A denied directory is covered by an empty one; a file beneath it with
+    # another name outside (a hard link made before the sandbox) is found by
+    # the walk at creation and refused under that name too.
+    os.link(os.path.join(volume, "sub", "inner"), os.path.join(volume, "inner-elsewhere"))
+    policy = {"paths": [{"glob": "/data/sub/**", "access": "deny"}]}
+    code = """
+        import errno, os
+        def rd(p):
+            try:
+                return open(p).read().strip()
+            except OSError as e:
+                return errno.errorcode[e.errno]
+        try:
+            ls = str(os.listdir("/data/sub"))
+        except OSError as e:
+            ls = errno.errorcode[e.errno]
+        print(ls, rd("/data/sub/inner"), rd("/data/inner-elsewhere"), rd("/data/f"), os.stat("/data/sub").st_nlink)
+    """
+    r, _ = run_sup(paddock, code, "-v", "%s:/data" % volume, policy=policy, user="root")
+    # the directory itself: EACCES (the rule matches it); beneath it: nothing
+    # (the cover is empty: st_nlink 2); the other name: refused by identity
+    assert r.stdout.split("\n")[0] == "EACCES ENOENT EACCES content of f 2", (r.stdout, r.stderr)
