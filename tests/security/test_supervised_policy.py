@@ -632,3 +632,27 @@ def test_deny_dir_hides_contents_and_their_other_names(paddock, volume):
     # the directory itself: EACCES (the rule matches it); beneath it: nothing
     # (the cover is empty: st_nlink 2); the other name: refused by identity
     assert r.stdout.split("\n")[0] == "EACCES ENOENT EACCES content of f 2", (r.stdout, r.stderr)
+
+
+def test_unix_datagram_sends_under_connect_rules(paddock):
+    # With connect rules every sendmsg and every addressed sendto is the
+    # supervisor's, unix sockets included: a named address resolves like a
+    # connect (relative to the caller's cwd), abstract ones pass, fds pass.
+    policy = {"connect": [{"cidr": "127.0.0.1/32", "action": "allow"}]}
+    code = """
+        import os, socket
+        r = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); r.bind("/tmp/ok.sock")
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        print(s.sendto(b"abs-path", "/tmp/ok.sock"), r.recv(20).decode())
+        os.chdir("/tmp"); print(s.sendto(b"rel-path", "ok.sock"), r.recv(20).decode())
+        a = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); a.bind("\\0pd-abstract")
+        print(s.sendto(b"abstract", "\\0pd-abstract"), a.recv(20).decode())
+        p, q = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        socket.send_fds(p, [b"fds"], [r.fileno(), a.fileno()])
+        msg, fds, _, _ = socket.recv_fds(q, 20, 2)
+        print(msg.decode(), len(fds), os.path.samestat(os.fstat(fds[0]), os.fstat(r.fileno())))
+    """
+    r, j = run_sup(paddock, code, policy=policy)
+    assert r.stdout.split("\n")[:4] == ["8 abs-path", "8 rel-path", "8 abstract", "fds 2 True"], (r.stdout, r.stderr)
+    recs = [a for a in audit_lines(paddock, j["sandbox"]) if a["event"] == "supervisor.send"]
+    assert [a["address"] for a in recs][:3] == ["unix:/tmp/ok.sock", "unix:/tmp/ok.sock", "unix-abstract:pd-abstract"], recs
