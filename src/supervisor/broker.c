@@ -152,6 +152,8 @@ static void setup(const struct sv_broker_args *a)
         B.permitted = d[0].permitted | (uint64_t)d[1].permitted << 32;
         if (landlock(a->rootfd) < 0)
                 setup_fail("restrict the broker with Landlock");
+        /* Before the sandbox's first process runs (it waits for "R"). */
+        sv_b_find_denied(a->policy);
         if (send(a->sock, "R", 1, MSG_NOSIGNAL) != 1)
                 _exit(1);
 }
@@ -190,18 +192,6 @@ void sv_b_respond_val(uint64_t id, int64_t val)
 {
         struct seccomp_notif_resp r = { .id = id, .val = val };
         (void)ioctl(B.a->listener, SECCOMP_IOCTL_NOTIF_SEND, &r);
-}
-
-static int inode_cmp(const void *a, const void *b)
-{
-        return sv_deny_inode_cmp(a, b);
-}
-
-bool sv_b_denied_inode(uint64_t dev, uint64_t ino)
-{
-        struct sv_deny_inode k = { dev, ino };
-        return B.a->n_deny_inodes &&
-               bsearch(&k, B.a->deny_inodes, B.a->n_deny_inodes, sizeof k, inode_cmp) != NULL;
 }
 
 bool sv_b_id_valid(uint64_t id)

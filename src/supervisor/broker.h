@@ -31,8 +31,10 @@ void sv_b_fd_path(int fd, char *buf, size_t size);
 int sv_b_resolve(const struct sv_job *j, int root, int dir, const char *path, uint64_t extra_flags);
 int sv_b_fork_child(void);
 int sv_b_capset_eff(uint64_t eff);
-/* Is this file one a deny mount covers (known by its identity)? */
+/* Is this file denied under another name (known by its identity)? */
 bool sv_b_denied_inode(uint64_t dev, uint64_t ino);
+/* denied.c: find the hard-linked files glob deny rules match (at start). */
+void sv_b_find_denied(const struct sv_policy *p);
 
 /* modify.c, send.c */
 void sv_do_pathop(struct sv_job *j, int root, int dir, int dir2, int extra);

@@ -336,7 +336,10 @@ def test_deny_hard_link_made_before_the_sandbox(paddock, volume):
 
 def test_deny_glob_refuses_links_and_renames(paddock, volume):
     # "*.key" is no mount: the supervisor refuses a link or a rename that
-    # would give the file another name (EACCES), and any open of it.
+    # would give the file another name (EACCES), and any open of it; a name
+    # made on the host before (a.lnk) is found at start by the file's
+    # identity (the supervisor walks beneath the glob's literal prefix).
+    os.link(os.path.join(volume, "a.key"), os.path.join(volume, "a.lnk"))
     policy = {"paths": [{"glob": "/data/*.key", "access": "deny"}]}
     code = """
         import errno, os
@@ -348,10 +351,11 @@ def test_deny_glob_refuses_links_and_renames(paddock, volume):
         print(t(lambda: open("/data/a.key").read()), t(lambda: os.link("/data/a.key", "/data/b")),
               t(lambda: os.rename("/data/a.key", "/data/b")), t(lambda: os.link("/data/a.key", "/tmp/b")),
               t(lambda: os.symlink("a.key", "/data/s") or open("/data/s").read()),
-              t(lambda: open("/data/new.key", "w")), t(lambda: os.rename("/data/other", "/data/x.key")))
+              t(lambda: open("/data/new.key", "w")), t(lambda: os.rename("/data/other", "/data/x.key")),
+              t(lambda: open("/data/a.lnk").read()), t(lambda: os.link("/data/a.lnk", "/data/c")))
     """
     r, _ = run_sup(paddock, code, "-v", "%s:/data" % volume, policy=policy, user="root")
-    assert r.stdout.split() == ["EACCES"] * 7, (r.stdout, r.stderr)
+    assert r.stdout.split() == ["EACCES"] * 9, (r.stdout, r.stderr)
     assert os.path.exists(os.path.join(volume, "a.key")) and os.path.exists(os.path.join(volume, "other"))
 
 
