@@ -25,6 +25,7 @@
  * kernel-level guarantee is missing (docs). */
 #include "mount.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -41,7 +42,7 @@
 #define R_WRITE 2
 #define R_EXEC 4
 #define WALK_DEPTH 16
-#define WALK_MAX_ENTRIES 200000
+#define WALK_MAX_ENTRIES 50000
 
 enum { ST_NONE = 0, ST_HOLE, ST_MOUNT };
 
@@ -142,6 +143,9 @@ static void walk_denied_dir(struct pd_mount_plan *p, int top)
                                 goto done;
                         }
                         if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, ".."))
+                                continue;
+                        /* only directories and regular files matter */
+                        if (d->d_type != DT_DIR && d->d_type != DT_REG && d->d_type != DT_UNKNOWN)
                                 continue;
                         struct stat st;
                         if (fstatat(fd, d->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
