@@ -241,10 +241,13 @@ static _Noreturn void child_main(struct child_args *a)
                  * open meanwhile: our execveat waits for the supervisor,
                  * which the host starts with them. */
                 int lfds[2] = { lfd, -1 };
-                if (a->plan.n_deny_inodes) {
+                if (a->plan.n_deny_inodes || a->plan.deny_inodes_truncated) {
+                        /* a record of all ones: the walk was cut short */
+                        static const struct pd_deny_inode cut = { UINT64_MAX, UINT64_MAX };
                         lfds[1] = memfd_create("pd-deny-inodes", MFD_CLOEXEC);
                         size_t len = a->plan.n_deny_inodes * sizeof a->plan.deny_inodes[0];
-                        if (lfds[1] < 0 || pd_write_all(lfds[1], a->plan.deny_inodes, len) < 0) {
+                        if (lfds[1] < 0 || pd_write_all(lfds[1], a->plan.deny_inodes, len) < 0 ||
+                            (a->plan.deny_inodes_truncated && pd_write_all(lfds[1], &cut, sizeof cut) < 0)) {
                                 pd_error_set(&err, errno, "record the denied files");
                                 child_fail(a, &err);
                         }
