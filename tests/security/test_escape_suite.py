@@ -142,6 +142,7 @@ EXPECT = {
     "supervised/broker_flood": E(NS, NS, "blocked"),
     "supervised/ro_rule_bypass": E(NS, NS, "blocked-by:EROFS (read-only mount)"),    # policy: ro as a mount
     "supervised/udp_sendto_denied": E(NS, NS, "blocked-by:EACCES (supervisor)"),     # policy: connect rules
+    "supervised/toctou_modify_rewrite": E(NS, NS, "blocked"),                         # policy: a glob ro rule
 }
 
 ATTACKS = runner.load_attacks()
