@@ -191,7 +191,8 @@ static int deny_cover(int stagefd, struct pd_error *err)
                 return pd_error_set(err, errno, "open the deny cover");
         char target[64];
         snprintf(target, sizeof target, "/proc/self/fd/%d", mp);
-        if (mount("paddock-deny", target, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=000,size=4k,nr_inodes=8") < 0)
+        if (mount("paddock-deny", target, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "mode=000,size=4k,nr_inodes=8") < 0)
                 return pd_error_set(err, errno, "mount the deny cover");
         int fd = openat(stagefd, "policy-deny", O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)

@@ -61,9 +61,8 @@ static void walk(const struct sv_policy *p, int dfd, char *path, size_t len, uns
                 }
                 if (isdir) {
                         bool skip = !strcmp(path, "/proc") || !strcmp(path, "/sys") || !strcmp(path, "/dev");
-                        int sub = skip || depth >= WALK_MAX_DEPTH
-                                          ? -1
-                                          : openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+                        int sub = skip || depth >= WALK_MAX_DEPTH ? -1 : openat(dirfd(d), e->d_name, flags);
                         if (sub >= 0)
                                 walk(p, sub, path, at + nl, depth + 1);
                         else if (!skip && depth >= WALK_MAX_DEPTH)

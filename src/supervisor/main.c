@@ -79,57 +79,6 @@ int sv_deny_inode_cmp(const void *a, const void *b)
         return x->ino < y->ino ? -1 : x->ino > y->ino;
 }
 
-const char *sv_syscall_name(int nr)
-{
-        switch (nr) {
-        case SYS_open: return "open";
-        case SYS_openat: return "openat";
-        case SYS_openat2: return "openat2";
-        case SYS_creat: return "creat";
-        case SYS_connect: return "connect";
-        case SYS_execve: return "execve";
-        case SYS_execveat: return "execveat";
-        case SYS_mkdir: return "mkdir";
-        case SYS_mkdirat: return "mkdirat";
-        case SYS_mknod: return "mknod";
-        case SYS_mknodat: return "mknodat";
-        case SYS_rmdir: return "rmdir";
-        case SYS_unlink: return "unlink";
-        case SYS_unlinkat: return "unlinkat";
-        case SYS_symlink: return "symlink";
-        case SYS_symlinkat: return "symlinkat";
-        case SYS_link: return "link";
-        case SYS_linkat: return "linkat";
-        case SYS_rename: return "rename";
-        case SYS_renameat: return "renameat";
-        case SYS_renameat2: return "renameat2";
-        case SYS_chmod: return "chmod";
-        case SYS_fchmod: return "fchmod";
-        case SYS_fchmodat: return "fchmodat";
-        case SYS_chown: return "chown";
-        case SYS_lchown: return "lchown";
-        case SYS_fchown: return "fchown";
-        case SYS_fchownat: return "fchownat";
-        case SYS_truncate: return "truncate";
-        case SYS_ftruncate: return "ftruncate";
-        case SYS_fallocate: return "fallocate";
-        case SYS_setxattr: return "setxattr";
-        case SYS_lsetxattr: return "lsetxattr";
-        case SYS_fsetxattr: return "fsetxattr";
-        case SYS_removexattr: return "removexattr";
-        case SYS_lremovexattr: return "lremovexattr";
-        case SYS_fremovexattr: return "fremovexattr";
-        case SYS_utime: return "utime";
-        case SYS_utimes: return "utimes";
-        case SYS_futimesat: return "futimesat";
-        case SYS_utimensat: return "utimensat";
-        case SYS_bind: return "bind";
-        case SYS_sendto: return "sendto";
-        case SYS_sendmsg: return "sendmsg";
-        case SYS_sendmmsg: return "sendmmsg";
-        default: return "other";
-        }
-}
 
 void sv_respond(struct sv_main *m, uint64_t id, int error, uint32_t flags)
 {

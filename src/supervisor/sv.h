@@ -19,7 +19,10 @@
  *           and effective capabilities, performs the open or connect
  *           itself on what main copied, decides on what it actually
  *           opened, checks SECCOMP_IOCTL_NOTIF_ID_VALID and injects the
- *           result (SECCOMP_IOCTL_NOTIF_ADDFD with SEND) or the error. */
+ *           result (SECCOMP_IOCTL_NOTIF_ADDFD with SEND) or the error.
+ * Files: main.c and intake.c (main: opens, connects, execs; the calls that
+ * change paths and sends), broker.c, modify.c, send.c and denied.c (the
+ * broker), policy.c, audit.c. */
 #pragma once
 #include <limits.h>
 #include <stdbool.h>
@@ -170,6 +173,6 @@ struct sv_broker_args {
  * Reports setup failure on sock as a text message. Never returns. */
 _Noreturn void sv_broker_main(const struct sv_broker_args *a);
 
-/* ---- shared helpers (main.c) ---- */
-int sv_deny_inode_cmp(const void *a, const void *b);
-const char *sv_syscall_name(int nr);
+/* ---- shared helpers ---- */
+int sv_deny_inode_cmp(const void *a, const void *b);   /* main.c */
+const char *sv_syscall_name(int nr);                    /* audit.c */
