@@ -659,8 +659,8 @@ gone:
  * SECCOMP_USER_NOTIF_FLAG_CONTINUE is allowed here because no decision is
  * taken on what we read: the record is informational (a racing thread can
  * change the path after we read it; the record says what was asked), and
- * exec policy belongs to Landlock's EXECUTE right in the sandbox's own
- * domain (this tier's sandbox has none yet: see docs/security.md). */
+ * exec policy belongs to the kernel: the noexec and deny mounts the
+ * sandbox's setup makes (src/jail/policy_mounts.c, docs/security.md). */
 static void handle_exec(struct sv_main *m, const struct seccomp_notif *n)
 {
         struct sv_job *j = &m->job;
