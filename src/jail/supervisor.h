@@ -11,10 +11,24 @@
 #include "error.h"
 
 struct pd_sandbox;
+struct pd_mount_plan;
+struct pd_seccomp_opts;
 
+/* Before the sandbox's clone: copy the spec's policy file into the
+ * sandbox's runtime dir (the supervisor reads that copy), and from it add
+ * the path rules to plan (the child makes the mounts that can enforce them,
+ * src/jail/policy_mounts.c) and choose what the seccomp filter hands to the
+ * supervisor beyond opens, connects and execs: sends (when there are
+ * connect rules) and, in so->notify_paths, whether a rule is ro or deny:
+ * then the calls that change paths go to the supervisor too, unless the
+ * child's mounts enforce every such rule (the child picks between the two
+ * filters). No policy: nothing changes. */
+int pd_supervisor_plan(struct pd_sandbox *sb, struct pd_mount_plan *plan, struct pd_seccomp_opts *so,
+                       struct pd_error *err);
 /* Start the supervisor for sb with the listener fd the sandbox's first
- * process installed (ownership of listener_fd passes to this call). Sets
+ * process installed and the memfd listing the files deny mounts cover (-1:
+ * none); ownership of both fds passes to this call. Sets
  * sb->supervisor_pid and sb->supervisor_start. */
-int pd_supervisor_start(struct pd_sandbox *sb, int listener_fd, struct pd_error *err);
+int pd_supervisor_start(struct pd_sandbox *sb, int listener_fd, int inodes_fd, struct pd_error *err);
 /* Stop it (after the sandbox's processes are gone). Idempotent. */
 void pd_supervisor_stop(struct pd_sandbox *sb);

@@ -10,6 +10,7 @@
  * fill the disk. The JSON is produced by hand (fixed keys, escaped values):
  * jansson would allocate several times per brokered call. */
 #include <errno.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -221,4 +222,57 @@ void sv_audit_list(struct sv_audit *a, const char *key, const char *const *vals,
                 put("\"", 1);
         }
         put("]", 1);
+}
+
+/* The syscall's name, for the record. */
+const char *sv_syscall_name(int nr)
+{
+        switch (nr) {
+        case SYS_open: return "open";
+        case SYS_openat: return "openat";
+        case SYS_openat2: return "openat2";
+        case SYS_creat: return "creat";
+        case SYS_connect: return "connect";
+        case SYS_execve: return "execve";
+        case SYS_execveat: return "execveat";
+        case SYS_mkdir: return "mkdir";
+        case SYS_mkdirat: return "mkdirat";
+        case SYS_mknod: return "mknod";
+        case SYS_mknodat: return "mknodat";
+        case SYS_rmdir: return "rmdir";
+        case SYS_unlink: return "unlink";
+        case SYS_unlinkat: return "unlinkat";
+        case SYS_symlink: return "symlink";
+        case SYS_symlinkat: return "symlinkat";
+        case SYS_link: return "link";
+        case SYS_linkat: return "linkat";
+        case SYS_rename: return "rename";
+        case SYS_renameat: return "renameat";
+        case SYS_renameat2: return "renameat2";
+        case SYS_chmod: return "chmod";
+        case SYS_fchmod: return "fchmod";
+        case SYS_fchmodat: return "fchmodat";
+        case SYS_chown: return "chown";
+        case SYS_lchown: return "lchown";
+        case SYS_fchown: return "fchown";
+        case SYS_fchownat: return "fchownat";
+        case SYS_truncate: return "truncate";
+        case SYS_ftruncate: return "ftruncate";
+        case SYS_fallocate: return "fallocate";
+        case SYS_setxattr: return "setxattr";
+        case SYS_lsetxattr: return "lsetxattr";
+        case SYS_fsetxattr: return "fsetxattr";
+        case SYS_removexattr: return "removexattr";
+        case SYS_lremovexattr: return "lremovexattr";
+        case SYS_fremovexattr: return "fremovexattr";
+        case SYS_utime: return "utime";
+        case SYS_utimes: return "utimes";
+        case SYS_futimesat: return "futimesat";
+        case SYS_utimensat: return "utimensat";
+        case SYS_bind: return "bind";
+        case SYS_sendto: return "sendto";
+        case SYS_sendmsg: return "sendmsg";
+        case SYS_sendmmsg: return "sendmmsg";
+        default: return "other";
+        }
 }

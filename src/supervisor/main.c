@@ -32,7 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sv.h"
+#include "main.h"
 
 #ifndef PIDFD_THREAD
 #define PIDFD_THREAD O_EXCL
@@ -49,7 +49,6 @@
 #ifndef STATX_MNT_ID_UNIQUE
 #define STATX_MNT_ID_UNIQUE 0x00004000U
 #endif
-#define UID_RANGE 65536u
 #define ARGV_MAX 64                     /* argv entries recorded per exec */
 #define ARG_MAX_LEN 512                 /* bytes recorded per argument */
 #define ARGV_BYTES 4096                 /* bytes recorded per exec, all arguments */
@@ -58,32 +57,6 @@
 #define VALID_OPEN_FLAGS (O_RDONLY | O_WRONLY | O_RDWR | O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC | O_APPEND | \
                           O_NDELAY | O_NONBLOCK | O_SYNC | O_DSYNC | O_ASYNC | O_DIRECT | O_LARGEFILE |      \
                           O_DIRECTORY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC | O_PATH | O_TMPFILE)
-
-/* Open /proc/TID/status files, by tid: reread (pread at 0 regenerates it)
- * for every call instead of opened and closed. An entry whose thread is
- * gone reads ESRCH (the fd holds the thread's struct pid, never a later
- * thread with the same number) and is reopened. */
-#define STATUS_CACHE 256
-struct status_fd {
-        pid_t tid;
-        int fd;
-};
-
-struct sv_main {
-        int listener, sock, procfd;
-        pid_t broker;
-        uint32_t uid_base;
-        struct status_fd status[STATUS_CACHE];
-        /* The sandbox's root (the broker's chroot): a caller whose root is
-         * this very directory on this very mount needs no root fd. */
-        uint64_t root_ino, root_mnt;
-        uint32_t root_dev_major, root_dev_minor, root_mnt_mask;
-        struct seccomp_notif *req;
-        struct seccomp_notif_resp *resp;
-        size_t req_size, resp_size;
-        struct sv_audit audit;
-        struct sv_job job;
-};
 
 static _Noreturn void die(int ready_fd, const char *fmt, ...)
 {
@@ -98,21 +71,16 @@ static _Noreturn void die(int ready_fd, const char *fmt, ...)
         exit(1);
 }
 
-const char *sv_syscall_name(int nr)
+int sv_deny_inode_cmp(const void *a, const void *b)
 {
-        switch (nr) {
-        case SYS_open: return "open";
-        case SYS_openat: return "openat";
-        case SYS_openat2: return "openat2";
-        case SYS_creat: return "creat";
-        case SYS_connect: return "connect";
-        case SYS_execve: return "execve";
-        case SYS_execveat: return "execveat";
-        default: return "other";
-        }
+        const struct sv_deny_inode *x = a, *y = b;
+        if (x->dev != y->dev)
+                return x->dev < y->dev ? -1 : 1;
+        return x->ino < y->ino ? -1 : x->ino > y->ino;
 }
 
-static void respond(struct sv_main *m, uint64_t id, int error, uint32_t flags)
+
+void sv_respond(struct sv_main *m, uint64_t id, int error, uint32_t flags)
 {
         memset(m->resp, 0, m->resp_size);
         m->resp->id = id;
@@ -122,7 +90,7 @@ static void respond(struct sv_main *m, uint64_t id, int error, uint32_t flags)
         (void)ioctl(m->listener, SECCOMP_IOCTL_NOTIF_SEND, m->resp);
 }
 
-static bool id_valid(struct sv_main *m, uint64_t id)
+bool sv_id_valid(struct sv_main *m, uint64_t id)
 {
         return ioctl(m->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
 }
@@ -130,7 +98,7 @@ static bool id_valid(struct sv_main *m, uint64_t id)
 /* Copy a NUL-terminated string of at most max-1 bytes out of the caller.
  * Page by page, so an unmapped page after the string does not fail it.
  * Returns its length, -EFAULT or -ENAMETOOLONG. */
-static ssize_t read_string(pid_t tid, uint64_t addr, char *buf, size_t max)
+ssize_t sv_read_string(pid_t tid, uint64_t addr, char *buf, size_t max)
 {
         size_t got = 0;
         while (got < max) {
@@ -154,7 +122,7 @@ static ssize_t read_string(pid_t tid, uint64_t addr, char *buf, size_t max)
         return -ENAMETOOLONG;
 }
 
-static int read_mem(pid_t tid, uint64_t addr, void *buf, size_t n)
+int sv_read_mem(pid_t tid, uint64_t addr, void *buf, size_t n)
 {
         struct iovec l = { buf, n }, r = { (void *)(uintptr_t)addr, n };
         ssize_t got = process_vm_readv(tid, &l, 1, &r, 1, 0);
@@ -218,7 +186,7 @@ static int last_field(const char *p, const char *eol)
         return atoi(t);
 }
 
-static int read_status(struct sv_main *m, pid_t tid, struct sv_creds *c, int *ns_pid, int *ns_tgid)
+int sv_read_status(struct sv_main *m, pid_t tid, struct sv_creds *c, int *ns_pid, int *ns_tgid)
 {
         char buf[4096];
         ssize_t n = status_read(m, tid, buf, sizeof buf - 1);
@@ -292,17 +260,25 @@ static int read_status(struct sv_main *m, pid_t tid, struct sv_creds *c, int *ns
         return (have & 7) == 7 ? 0 : -ESRCH;
 }
 
-/* Send a job with its fds; a broker that cannot take it is gone: exit. */
-/* Hand the job and its fds to the broker; our copies of the fds are
- * closed here (the broker has its own once sent). */
-static void send_job(struct sv_main *m, const int *fds, unsigned nfds)
+/* Hand the job and its fds to the broker (a broker that cannot take it is
+ * gone: exit); our copies of the fds are closed here (the broker has its
+ * own once sent). The job goes as its fields, path, path2 and tail_len
+ * bytes of tail: only what is used. */
+void sv_send_job(struct sv_main *m, const int *fds, unsigned nfds)
 {
         struct sv_job *j = &m->job;
-        size_t len = offsetof(struct sv_job, path) + strlen(j->path) + 1;
-        struct iovec iov = { j, len };
-        char ctrl[CMSG_SPACE(3 * sizeof(int))];
+        if (!j->has_path2)
+                j->path2[0] = '\0';
+        struct iovec iov[4] = {
+                { j, offsetof(struct sv_job, path) },
+                { j->path, strlen(j->path) + 1 },
+                { j->path2, strlen(j->path2) + 1 },
+                { j->tail, j->tail_len },
+        };
+        size_t len = iov[0].iov_len + iov[1].iov_len + iov[2].iov_len + iov[3].iov_len;
+        static char ctrl[CMSG_SPACE(SV_JOB_FDS * sizeof(int))];
         memset(ctrl, 0, sizeof ctrl);
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+        struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 4 };
         if (nfds) {
                 mh.msg_control = ctrl;
                 mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
@@ -325,7 +301,26 @@ static void send_job(struct sv_main *m, const int *fds, unsigned nfds)
                 close(fds[i]);
 }
 
-static void audit_fail(struct sv_main *m, const char *event, const char *path, int e)
+void sv_respond_val(struct sv_main *m, uint64_t id, int64_t val)
+{
+        memset(m->resp, 0, m->resp_size);
+        m->resp->id = id;
+        m->resp->val = val;
+        (void)ioctl(m->listener, SECCOMP_IOCTL_NOTIF_SEND, m->resp);
+}
+
+int sv_take_fd(pid_t tid, int fd)
+{
+        int pidfd = (int)syscall(SYS_pidfd_open, tid, PIDFD_THREAD);
+        if (pidfd < 0)
+                return -ESRCH;
+        int r = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+        int e = errno;
+        close(pidfd);
+        return r < 0 ? -e : r;
+}
+
+void sv_audit_fail(struct sv_main *m, const char *event, const char *path, int e)
 {
         struct sv_job *j = &m->job;
         if (!sv_audit_begin(&m->audit, event))
@@ -339,7 +334,7 @@ static void audit_fail(struct sv_main *m, const char *event, const char *path, i
         sv_audit_end(&m->audit);
 }
 
-static int open_proc(struct sv_main *m, pid_t tid, const char *what, int flags)
+int sv_open_proc(struct sv_main *m, pid_t tid, const char *what, int flags)
 {
         char name[64];
         snprintf(name, sizeof name, "%d/%s", (int)tid, what);
@@ -360,7 +355,7 @@ static const char *proc_prefix(const char *p, int pid, int tid)
  * refuses magic links: it would follow its own; and /proc/PID/fd is
  * guarded by a ptrace check its Landlock domain fails), so main opens the
  * caller's /proc/TID/fd/N for it; the broker then reopens that. */
-static int magic_fd(const char *p, int ns_tgid, int ns_pid)
+int sv_magic_fd(const char *p, int ns_tgid, int ns_pid)
 {
         if (!strcmp(p, "/dev/stdin"))
                 return 0;
@@ -383,7 +378,7 @@ static int magic_fd(const char *p, int ns_tgid, int ns_pid)
 /* Is the caller's root the sandbox's root (same directory on the same
  * mount)? Then the broker resolves against its own root and we pass no fd.
  * One statx of /proc/TID/root instead of opening and passing it. */
-static bool root_is_sandbox(struct sv_main *m, pid_t tid)
+bool sv_root_is_sandbox(struct sv_main *m, pid_t tid)
 {
         if (!m->root_mnt_mask)
                 return false;
@@ -399,7 +394,7 @@ static bool root_is_sandbox(struct sv_main *m, pid_t tid)
 
 /* /proc/self and /proc/thread-self name the reader: the broker would be
  * reading them. Rewrite them to the caller's pid in the sandbox. */
-static void rewrite_proc_self(char *path, int ns_tgid, int ns_pid)
+void sv_rewrite_proc_self(char *path, int ns_tgid, int ns_pid)
 {
         char tmp[PATH_MAX];
         const char *rest = NULL;
@@ -445,22 +440,22 @@ static void handle_open(struct sv_main *m, const struct seccomp_notif *n)
                 uint64_t size = n->data.args[3];
                 struct open_how how;
                 if (size < sizeof how) {
-                        audit_fail(m, "supervisor.open", NULL, EINVAL);
-                        return respond(m, n->id, EINVAL, 0);
+                        sv_audit_fail(m, "supervisor.open", NULL, EINVAL);
+                        return sv_respond(m, n->id, EINVAL, 0);
                 }
                 if (size > 4096) {
-                        audit_fail(m, "supervisor.open", NULL, E2BIG);
-                        return respond(m, n->id, E2BIG, 0);
+                        sv_audit_fail(m, "supervisor.open", NULL, E2BIG);
+                        return sv_respond(m, n->id, E2BIG, 0);
                 }
                 uint8_t raw[4096];
-                if (read_mem(tid, n->data.args[2], raw, (size_t)size) < 0) {
-                        audit_fail(m, "supervisor.open", NULL, EFAULT);
-                        return respond(m, n->id, EFAULT, 0);
+                if (sv_read_mem(tid, n->data.args[2], raw, (size_t)size) < 0) {
+                        sv_audit_fail(m, "supervisor.open", NULL, EFAULT);
+                        return sv_respond(m, n->id, EFAULT, 0);
                 }
                 for (size_t i = sizeof how; i < size; i++)
                         if (raw[i]) {
-                                audit_fail(m, "supervisor.open", NULL, E2BIG);
-                                return respond(m, n->id, E2BIG, 0);
+                                sv_audit_fail(m, "supervisor.open", NULL, E2BIG);
+                                return sv_respond(m, n->id, E2BIG, 0);
                         }
                 memcpy(&how, raw, sizeof how);
                 /* The broker's own openat2 validates flags, mode and
@@ -479,22 +474,22 @@ static void handle_open(struct sv_main *m, const struct seccomp_notif *n)
                 j->mode = (j->flags & (O_CREAT | __O_TMPFILE)) ? j->mode & 07777 : 0;
         }
         j->cloexec = (j->flags & O_CLOEXEC) != 0;
-        int ns_tgid = 0, r = read_status(m, tid, &j->creds, &j->ns_pid, &ns_tgid);
+        int ns_tgid = 0, r = sv_read_status(m, tid, &j->creds, &j->ns_pid, &ns_tgid);
         j->ns_tgid = ns_tgid;
         if (r < 0) {
-                audit_fail(m, "supervisor.open", NULL, -r);
-                return respond(m, n->id, r == -ESRCH ? ESRCH : EACCES, 0);
+                sv_audit_fail(m, "supervisor.open", NULL, -r);
+                return sv_respond(m, n->id, r == -ESRCH ? ESRCH : EACCES, 0);
         }
-        ssize_t len = read_string(tid, path_ptr, j->path, sizeof j->path);
+        ssize_t len = sv_read_string(tid, path_ptr, j->path, sizeof j->path);
         if (len < 0) {
-                audit_fail(m, "supervisor.open", NULL, (int)-len);
-                return respond(m, n->id, (int)-len, 0);
+                sv_audit_fail(m, "supervisor.open", NULL, (int)-len);
+                return sv_respond(m, n->id, (int)-len, 0);
         }
         if (len == 0) {
-                audit_fail(m, "supervisor.open", "", ENOENT);
-                return respond(m, n->id, ENOENT, 0);
+                sv_audit_fail(m, "supervisor.open", "", ENOENT);
+                return sv_respond(m, n->id, ENOENT, 0);
         }
-        rewrite_proc_self(j->path, ns_tgid, j->ns_pid);
+        sv_rewrite_proc_self(j->path, ns_tgid, j->ns_pid);
         if ((j->flags & O_PATH) && n->data.nr != SYS_openat2) {
                 /* open/openat with O_PATH: the kernel cannot inject an O_PATH
                  * file (ADDFD takes its source with fget(), which skips
@@ -505,7 +500,7 @@ static void handle_open(struct sv_main *m, const struct seccomp_notif *n)
                  * /proc/self/fd) is brokered again, and what it shows
                  * (fstat) stat(2) shows unbrokered anyway. The path in the
                  * record is what the caller asked for, unverified. */
-                respond(m, n->id, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
+                sv_respond(m, n->id, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
                 if (sv_audit_begin(&m->audit, "supervisor.open")) {
                         sv_audit_int(&m->audit, "pid", j->ns_pid);
                         sv_audit_str(&m->audit, "syscall", sv_syscall_name(j->nr));
@@ -521,39 +516,39 @@ static void handle_open(struct sv_main *m, const struct seccomp_notif *n)
         int fds[3], nfds = 0;
         j->has_root = j->has_dir = j->has_extra = j->sandbox_root = 0;
         bool scoped = (j->resolve & (RESOLVE_BENEATH | RESOLVE_IN_ROOT)) != 0;
-        if (j->path[0] == '/' && !scoped && root_is_sandbox(m, tid)) {
+        if (j->path[0] == '/' && !scoped && sv_root_is_sandbox(m, tid)) {
                 j->sandbox_root = 1;
         } else if (j->path[0] == '/' && !scoped) {
-                fds[nfds] = open_proc(m, tid, "root", O_DIRECTORY);
+                fds[nfds] = sv_open_proc(m, tid, "root", O_DIRECTORY);
                 if (fds[nfds] < 0)
                         goto gone;
                 nfds++;
                 j->has_root = 1;
         } else {
                 if (dirfd == AT_FDCWD) {
-                        fds[nfds] = open_proc(m, tid, "cwd", 0);
+                        fds[nfds] = sv_open_proc(m, tid, "cwd", 0);
                 } else if (dirfd >= 0) {
                         char what[32];
                         snprintf(what, sizeof what, "fd/%d", dirfd);
-                        fds[nfds] = open_proc(m, tid, what, 0);
+                        fds[nfds] = sv_open_proc(m, tid, what, 0);
                 } else {
-                        audit_fail(m, "supervisor.open", j->path, EBADF);
-                        return respond(m, n->id, EBADF, 0);
+                        sv_audit_fail(m, "supervisor.open", j->path, EBADF);
+                        return sv_respond(m, n->id, EBADF, 0);
                 }
                 if (fds[nfds] < 0) {
-                        if (!id_valid(m, n->id))
+                        if (!sv_id_valid(m, n->id))
                                 return;
-                        audit_fail(m, "supervisor.open", j->path, EBADF);
-                        return respond(m, n->id, EBADF, 0);
+                        sv_audit_fail(m, "supervisor.open", j->path, EBADF);
+                        return sv_respond(m, n->id, EBADF, 0);
                 }
                 nfds++;
                 j->has_dir = 1;
         }
-        int mfd = magic_fd(j->path, ns_tgid, j->ns_pid);
+        int mfd = sv_magic_fd(j->path, ns_tgid, j->ns_pid);
         if (mfd >= 0) {
                 char what[32];
                 snprintf(what, sizeof what, "fd/%d", mfd);
-                fds[nfds] = open_proc(m, tid, what, 0);
+                fds[nfds] = sv_open_proc(m, tid, what, 0);
                 if (fds[nfds] >= 0) {
                         nfds++;
                         j->has_extra = 1;
@@ -569,12 +564,12 @@ static void handle_open(struct sv_main *m, const struct seccomp_notif *n)
         j->validated = 0;
         j->op = SV_OPEN;
         j->nfds = (uint32_t)nfds;
-        send_job(m, fds, (unsigned)nfds);
+        sv_send_job(m, fds, (unsigned)nfds);
         return;
 gone:
         /* The caller went away (or its /proc entry with it). */
-        if (id_valid(m, n->id))
-                respond(m, n->id, ESRCH, 0);
+        if (sv_id_valid(m, n->id))
+                sv_respond(m, n->id, ESRCH, 0);
 }
 
 static void handle_connect(struct sv_main *m, const struct seccomp_notif *n)
@@ -584,22 +579,22 @@ static void handle_connect(struct sv_main *m, const struct seccomp_notif *n)
         int sockfd = (int)n->data.args[0];
         uint64_t alen = (uint32_t)n->data.args[2];
         j->path[0] = '\0';
-        int ns_tgid = 0, r = read_status(m, tid, &j->creds, &j->ns_pid, &ns_tgid);
+        int ns_tgid = 0, r = sv_read_status(m, tid, &j->creds, &j->ns_pid, &ns_tgid);
         j->ns_tgid = ns_tgid;
         j->sandbox_root = 0;
         if (r < 0) {
-                audit_fail(m, "supervisor.connect", NULL, -r);
-                return respond(m, n->id, r == -ESRCH ? ESRCH : EACCES, 0);
+                sv_audit_fail(m, "supervisor.connect", NULL, -r);
+                return sv_respond(m, n->id, r == -ESRCH ? ESRCH : EACCES, 0);
         }
         /* The kernel refuses addrlen > sizeof(struct sockaddr_storage). */
         if ((int)n->data.args[2] < 0 || alen > sizeof(struct sockaddr_storage)) {
-                audit_fail(m, "supervisor.connect", NULL, EINVAL);
-                return respond(m, n->id, EINVAL, 0);
+                sv_audit_fail(m, "supervisor.connect", NULL, EINVAL);
+                return sv_respond(m, n->id, EINVAL, 0);
         }
         memset(j->addr, 0, sizeof j->addr);
-        if (alen && read_mem(tid, n->data.args[1], j->addr, (size_t)alen) < 0) {
-                audit_fail(m, "supervisor.connect", NULL, EFAULT);
-                return respond(m, n->id, EFAULT, 0);
+        if (alen && sv_read_mem(tid, n->data.args[1], j->addr, (size_t)alen) < 0) {
+                sv_audit_fail(m, "supervisor.connect", NULL, EFAULT);
+                return sv_respond(m, n->id, EFAULT, 0);
         }
         j->addrlen = (uint32_t)alen;
         int fds[3], nfds = 0;
@@ -610,16 +605,16 @@ static void handle_connect(struct sv_main *m, const struct seccomp_notif *n)
         close(pidfd);
         if (s < 0) {
                 int e = errno == EBADF ? EBADF : errno;
-                if (!id_valid(m, n->id))
+                if (!sv_id_valid(m, n->id))
                         return;
-                audit_fail(m, "supervisor.connect", NULL, e);
-                return respond(m, n->id, e, 0);
+                sv_audit_fail(m, "supervisor.connect", NULL, e);
+                return sv_respond(m, n->id, e, 0);
         }
         struct stat st;
         if (fstat(s, &st) < 0 || !S_ISSOCK(st.st_mode)) {
                 close(s);
-                audit_fail(m, "supervisor.connect", NULL, ENOTSOCK);
-                return respond(m, n->id, ENOTSOCK, 0);
+                sv_audit_fail(m, "supervisor.connect", NULL, ENOTSOCK);
+                return sv_respond(m, n->id, ENOTSOCK, 0);
         }
         j->has_root = j->has_dir = 0;
         j->has_extra = 1;
@@ -631,8 +626,8 @@ static void handle_connect(struct sv_main *m, const struct seccomp_notif *n)
                         plen = sizeof j->path - 1;
                 memcpy(j->path, j->addr + 2, plen);
                 j->path[plen] = '\0';
-                rewrite_proc_self(j->path, ns_tgid, j->ns_pid);
-                fds[nfds] = j->path[0] == '/' ? open_proc(m, tid, "root", O_DIRECTORY) : open_proc(m, tid, "cwd", 0);
+                sv_rewrite_proc_self(j->path, ns_tgid, j->ns_pid);
+                fds[nfds] = j->path[0] == '/' ? sv_open_proc(m, tid, "root", O_DIRECTORY) : sv_open_proc(m, tid, "cwd", 0);
                 if (fds[nfds] < 0) {
                         close(s);
                         goto gone;
@@ -644,7 +639,7 @@ static void handle_connect(struct sv_main *m, const struct seccomp_notif *n)
                 nfds++;
         }
         fds[nfds++] = s;
-        if (!id_valid(m, n->id)) {
+        if (!sv_id_valid(m, n->id)) {
                 for (int i = 0; i < nfds; i++)
                         close(fds[i]);
                 return;
@@ -653,19 +648,19 @@ static void handle_connect(struct sv_main *m, const struct seccomp_notif *n)
         j->op = SV_CONNECT;
         j->nfds = (uint32_t)nfds;
         j->flags = j->mode = j->resolve = 0;
-        send_job(m, fds, (unsigned)nfds);
+        sv_send_job(m, fds, (unsigned)nfds);
         return;
 gone:
-        if (id_valid(m, n->id))
-                respond(m, n->id, ESRCH, 0);
+        if (sv_id_valid(m, n->id))
+                sv_respond(m, n->id, ESRCH, 0);
 }
 
 /* execve/execveat: record path and argv, then let the call continue.
  * SECCOMP_USER_NOTIF_FLAG_CONTINUE is allowed here because no decision is
  * taken on what we read: the record is informational (a racing thread can
  * change the path after we read it; the record says what was asked), and
- * exec policy belongs to Landlock's EXECUTE right in the sandbox's own
- * domain (this tier's sandbox has none yet: see docs/security.md). */
+ * exec policy belongs to the kernel: the noexec and deny mounts the
+ * sandbox's setup makes (src/jail/policy_mounts.c, docs/security.md). */
 static void handle_exec(struct sv_main *m, const struct seccomp_notif *n)
 {
         struct sv_job *j = &m->job;
@@ -676,9 +671,9 @@ static void handle_exec(struct sv_main *m, const struct seccomp_notif *n)
         int ns_tgid = 0;
         struct sv_creds c;
         j->ns_pid = 0;
-        bool have_creds = read_status(m, tid, &c, &j->ns_pid, &ns_tgid) == 0;
+        bool have_creds = sv_read_status(m, tid, &c, &j->ns_pid, &ns_tgid) == 0;
         char path[PATH_MAX];
-        ssize_t plen = read_string(tid, path_ptr, path, sizeof path);
+        ssize_t plen = sv_read_string(tid, path_ptr, path, sizeof path);
         if (plen < 0)
                 path[0] = '\0';
         if (at && plen == 0) {
@@ -698,12 +693,12 @@ static void handle_exec(struct sv_main *m, const struct seccomp_notif *n)
         /* The pointer array may end before an unmapped page: read it in
          * pieces that stay inside one page. */
         for (unsigned i = 0; i < ARGV_MAX && argv_ptr; i++) {
-                if (read_mem(tid, argv_ptr + i * 8, &ptrs[i], 8) < 0 || !ptrs[i])
+                if (sv_read_mem(tid, argv_ptr + i * 8, &ptrs[i], 8) < 0 || !ptrs[i])
                         break;
                 size_t room = sizeof argbuf - used;
                 if (room < 2)
                         break;
-                ssize_t l = read_string(tid, ptrs[i], argbuf + used, room < ARG_MAX_LEN ? room : ARG_MAX_LEN);
+                ssize_t l = sv_read_string(tid, ptrs[i], argbuf + used, room < ARG_MAX_LEN ? room : ARG_MAX_LEN);
                 if (l == -EFAULT)
                         break;
                 if (l < 0)      /* longer than we record: keep the start */
@@ -713,7 +708,7 @@ static void handle_exec(struct sv_main *m, const struct seccomp_notif *n)
                 used += (size_t)l + 1;
         }
         /* CONTINUE: the kernel now runs the caller's own execve. */
-        respond(m, n->id, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
+        sv_respond(m, n->id, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
         if (sv_audit_begin(&m->audit, "supervisor.exec")) {
                 sv_audit_int(&m->audit, "pid", j->ns_pid);
                 sv_audit_str(&m->audit, "syscall", sv_syscall_name(n->data.nr));
@@ -782,7 +777,20 @@ static void serve(struct sv_main *m)
                 m->job.host_tid = (int32_t)n->pid;
                 m->job.ns_pid = 0;
                 if (n->data.arch != AUDIT_ARCH_X86_64) {
-                        respond(m, n->id, ENOSYS, 0);
+                        sv_respond(m, n->id, ENOSYS, 0);
+                        continue;
+                }
+                /* Fields only some jobs use start empty. */
+                m->job.has_dir2 = m->job.has_path2 = 0;
+                m->job.tail_len = m->job.nmsg = m->job.nrights = m->job.pathop = 0;
+                m->job.path2[0] = '\0';
+                m->job.flags = m->job.mode = m->job.resolve = 0;
+                if (sv_is_pathop(n->data.nr)) {
+                        sv_handle_pathop(m, n);
+                        continue;
+                }
+                if (sv_is_send(n->data.nr)) {
+                        sv_handle_send(m, n);
                         continue;
                 }
                 switch (n->data.nr) {
@@ -800,7 +808,7 @@ static void serve(struct sv_main *m)
                         handle_exec(m, n);
                         break;
                 default:
-                        respond(m, n->id, ENOSYS, 0);
+                        sv_respond(m, n->id, ENOSYS, 0);
                 }
         }
 }
@@ -818,9 +826,10 @@ int main(int argc, char **argv)
                 { "listener-fd", required_argument, NULL, 'l' }, { "ready-fd", required_argument, NULL, 'r' },
                 { "pid", required_argument, NULL, 'p' },         { "uid-base", required_argument, NULL, 'u' },
                 { "sandbox", required_argument, NULL, 's' },     { "audit", required_argument, NULL, 'a' },
-                { "policy", required_argument, NULL, 'P' },      { NULL, 0, NULL, 0 },
+                { "policy", required_argument, NULL, 'P' },      { "deny-inodes-fd", required_argument, NULL, 'I' },
+                { NULL, 0, NULL, 0 },
         };
-        int listener = -1, ready = -1, c;
+        int listener = -1, ready = -1, inodes = -1, c;
         long agent = 0;
         unsigned long base = 0;
         const char *sandbox = NULL, *audit_path = NULL, *policy_path = NULL;
@@ -833,6 +842,7 @@ int main(int argc, char **argv)
                 case 's': sandbox = optarg; break;
                 case 'a': audit_path = optarg; break;
                 case 'P': policy_path = optarg; break;
+                case 'I': inodes = parse_fd(optarg); break;
                 default: die(ready, "usage: paddock-supervisor --listener-fd N --ready-fd N --pid PID "
                                     "--uid-base N --sandbox ID --audit FILE [--policy FILE]");
                 }
@@ -847,6 +857,18 @@ int main(int argc, char **argv)
         struct sv_policy *policy = sv_policy_load(policy_path, msg, sizeof msg);
         if (!policy)
                 die(ready, "%s", msg);
+        /* The files deny mounts cover, by identity (the sandbox's setup
+         * recorded them before covering them): sorted for bsearch. */
+        static struct sv_deny_inode dinodes[4096];
+        unsigned n_dinodes = 0;
+        if (inodes >= 0) {
+                ssize_t got = pread(inodes, dinodes, sizeof dinodes, 0);
+                if (got < 0)
+                        die(ready, "read the denied files' identities: %s", strerror(errno));
+                n_dinodes = (unsigned)((size_t)got / sizeof dinodes[0]);
+                qsort(dinodes, n_dinodes, sizeof dinodes[0], sv_deny_inode_cmp);
+                close(inodes);
+        }
         int audit_fd = open(audit_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (audit_fd < 0)
                 die(ready, "open audit log '%s': %s", audit_path, strerror(errno));
@@ -897,6 +919,9 @@ int main(int argc, char **argv)
         int sp[2];
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
                 die(ready, "socketpair: %s", strerror(errno));
+        /* A job with a send's data is up to ~80 KiB: room for several. */
+        int sndbuf = 1 << 20;
+        (void)setsockopt(sp[0], SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf);
         pid_t broker = fork();
         if (broker < 0)
                 die(ready, "fork the broker: %s", strerror(errno));
@@ -906,7 +931,8 @@ int main(int argc, char **argv)
                         close(ready);
                 struct sv_broker_args a = { .listener = listener, .sock = sp[1], .rootfd = rootfd,
                                             .userns = userns, .audit_fd = audit_fd, .sandbox = sandbox,
-                                            .uid_base = (uint32_t)base, .policy = policy };
+                                            .uid_base = (uint32_t)base, .policy = policy,
+                                            .deny_inodes = dinodes, .n_deny_inodes = n_dinodes };
                 sv_broker_main(&a);
         }
         m.broker = broker;

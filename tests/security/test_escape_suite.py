@@ -150,6 +150,9 @@ EXPECT = {
     "supervised/toctou_path_rewrite": E(NS, NS, "blocked"),
     "supervised/killed_mid_syscall": E(NS, NS, "blocked"),
     "supervised/broker_flood": E(NS, NS, "blocked"),
+    "supervised/ro_rule_bypass": E(NS, NS, "blocked-by:EROFS (read-only mount)"),    # policy: ro as a mount
+    "supervised/udp_sendto_denied": E(NS, NS, "blocked-by:EACCES (supervisor)"),     # policy: connect rules
+    "supervised/toctou_modify_rewrite": E(NS, NS, "blocked"),                         # policy: a glob ro rule
 }
 
 ATTACKS = runner.load_attacks()

@@ -22,6 +22,8 @@ host pids). Header comments of an attack file say how to run it:
     # killed: SIGSYS=blocked:how; SIGKILL=...   (what a kill by the kernel means)
     # timeout: seconds
     # host-check: a check the runner does on the host after the sandbox ended
+    # policy: a supervised-tier policy (JSON, isolated only; the other tiers
+    #         run the attack without one)
 """
 import glob
 import hashlib
@@ -63,6 +65,7 @@ class Attack:
         self.opts = shlex.split(meta.get("opts", ""))
         self.timeout = int(meta.get("timeout", DEFAULT_TIMEOUT))
         self.host_checks = meta.get("host-check", "").split()
+        self.policy = json.loads(meta["policy"]) if "policy" in meta else None
         self.killed = {}
         for part in meta.get("killed", "").split(";"):
             if "=" in part:
@@ -595,7 +598,13 @@ class Runner:
             self.log("%s batch: %d attacks in %.1fs" % (tier, len(batch), info["secs"]))
         for a in attacks:
             if a.mode == "isolated":
-                res, info = self.run_driver(tier, [a], opts=a.opts, timeout=a.timeout + 60)
+                opts = list(a.opts)
+                if a.policy is not None and tier == "supervised":
+                    path = os.path.join(self.host.dir, "policy-%s.json" % uuid.uuid4().hex[:8])
+                    with open(path, "w") as f:
+                        json.dump(a.policy, f)
+                    opts += ["--policy", path]
+                res, info = self.run_driver(tier, [a], opts=opts, timeout=a.timeout + 60)
                 info["kind"] = a.name
                 runs.append(info)
                 r = res[a.name]
