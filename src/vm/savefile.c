@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "trace.h"
 #include "util.h"
 #include "vm.h"
 
@@ -106,8 +107,10 @@ int pd_vm_migrate_to_file(struct pd_qmp *q, int fd, int timeout_ms, struct pd_er
                 }
                 if (n > 0) {
                         r = pump(rd, fd, &use_splice, err);
+                        if (r == 1)
+                                pd_trace("save: written, QEMU closed its end");
                         if (r != 0)
-                                break;          /* 1: QEMU closed its end */
+                                break;
                 } else {
                         /* Quiet: QEMU has written the whole stream before it
                          * says "completed" (its writes are synchronous), and
@@ -115,8 +118,10 @@ int pd_vm_migrate_to_file(struct pd_qmp *q, int fd, int timeout_ms, struct pd_er
                          * is left and stop; a failed migration says so. */
                         char st[32];
                         r = pd_qmp_migration_status(q, st, sizeof st, err);
-                        if (r == 1 && (r = pump(rd, fd, &use_splice, err)) >= 0)
+                        if (r == 1 && (r = pump(rd, fd, &use_splice, err)) >= 0) {
+                                pd_trace("save: written, QEMU says completed");
                                 r = 1;
+                        }
                         if (r != 0)
                                 break;
                 }

@@ -30,9 +30,12 @@ def srv(tmproot):
 
 
 def create(srv):
-    st, j = srv.json("POST", "/api/v1/sandboxes", {"isolation": "microvm", "memory_mb": 256})
-    assert st == 201, (st, j)
-    return j["id"]
+    # the module's first create builds the boot assets and boots the
+    # template under TCG: minutes on a loaded 2-CPU host
+    st, _h, data = srv.request("POST", "/api/v1/sandboxes", {"isolation": "microvm", "memory_mb": 256},
+                               timeout=600)
+    assert st == 201, (st, data)
+    return json.loads(data)["id"]
 
 
 def sh(srv, sid, cmd):
@@ -159,10 +162,7 @@ def tmpfs_srv(srv, tmproot):
     vm = os.path.join(srv.state, "vm")
     assets = [p for pat in ("vmlinux-*", "initrd-*.cpio", "rootfs-*.erofs") for p in glob.glob(os.path.join(vm, pat))]
     if len(assets) < 3:     # this test alone: let the module's server build them
-        st, _h, data = srv.request("POST", "/api/v1/sandboxes", {"isolation": "microvm", "memory_mb": 256},
-                                   timeout=900)
-        assert st == 201, (st, data)
-        assert srv.delete(json.loads(data)["id"]) == 204
+        assert srv.delete(create(srv)) == 204
         assets = [p for pat in ("vmlinux-*", "initrd-*.cpio", "rootfs-*.erofs")
                   for p in glob.glob(os.path.join(vm, pat))]
     mnt = os.path.join(tmproot, "tmpfs")
@@ -193,11 +193,7 @@ def test_pause_to_disk_on_tmpfs(tmpfs_srv):
     charged to QEMU's cgroup (whose limit is the guest's memory + 384 MiB),
     so neither the save nor the resume is OOM-killed."""
     srv = tmpfs_srv
-    # the template boots first (TCG)
-    st, _h, data = srv.request("POST", "/api/v1/sandboxes", {"isolation": "microvm", "memory_mb": 256},
-                               timeout=600)
-    assert st == 201, (st, data)
-    sid = json.loads(data)["id"]
+    sid = create(srv)       # the template boots first (TCG)
     # the template's RAM file (256 MiB, most of it touched by the boot) is
     # not this sandbox's memory, although its QEMU wrote it
     assert int(qemu_memcg_shmem(srv.state, sid)) < 32 << 20, qemu_memcg(srv.state, sid, "memory.stat")
