@@ -41,6 +41,7 @@ for s in integration security server sdk network oci microvm; do
   suite "$s" 600 "$py" -m pytest -q -rs -p no:cacheprovider "tests/$s" \
     --junitxml="$results/$s.xml"
 done
+suite scripts 60 "$py" -m pytest -q -rs -p no:cacheprovider tests/scripts --junitxml="$results/scripts.xml"
 
 # The official E2B SDKs against paddock serve (Node 20 from the npm registry).
 if ./scripts/setup-node.sh; then

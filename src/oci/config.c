@@ -435,15 +435,7 @@ static int parse_linux(json_t *l, struct oci_config *c, struct pd_error *err)
                         oci_warn("rootfsPropagation %s: shared within the container only; paddock never "
                                  "propagates the container's mounts to the host", rp);
         }
-        if (c->sysctl && !json_is_object(c->sysctl))
-                return pd_error_setx(err, EINVAL, "config.json: linux.sysctl must be an object");
-        const char *key;
-        json_t *v;
-        json_object_foreach(c->sysctl, key, v) {
-                if (!json_is_string(v) || strstr(key, "..") || strchr(key, '/') == key)
-                        return pd_error_setx(err, EINVAL, "config.json: bad sysctl '%s'", key);
-        }
-        return 0;
+        return oci_sysctl_check(c, err);
 }
 
 int oci_config_parse(json_t *root, const char *bundle, struct oci_config *c, struct pd_error *err)

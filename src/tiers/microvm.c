@@ -146,7 +146,9 @@ static int open_qmp(struct pd_sandbox *sb, struct pd_qmp **q, struct pd_error *e
 }
 
 /* Save the running guest's device state into fd (RAM stays in its file
- * when x-ignore-shared is on). The guest is stopped first. */
+ * when x-ignore-shared is on). The guest is stopped first. paddock writes
+ * fd, not QEMU (src/vm/savefile.c): the save never counts against QEMU's
+ * own memory limit, also when the state dir is on a tmpfs. */
 static int save_state(struct pd_qmp *q, int fd, bool ignore_shared, struct pd_error *err)
 {
         /* a clone was restored with x-ignore-shared, and the capability
@@ -157,11 +159,9 @@ static int save_state(struct pd_qmp *q, int fd, bool ignore_shared, struct pd_er
                        err) < 0 ||
             pd_qmp_cmd(q, "stop", NULL, err) < 0 ||
             /* 7.2 caps migration at 128 MiB/s by default */
-            pd_qmp_cmd(q, "migrate-set-parameters", "{\"max-bandwidth\":17179869184}", err) < 0 ||
-            pd_qmp_getfd(q, "save", fd, err) < 0 ||
-            pd_qmp_cmd(q, "migrate", "{\"uri\":\"fd:save\"}", err) < 0)
+            pd_qmp_cmd(q, "migrate-set-parameters", "{\"max-bandwidth\":17179869184}", err) < 0)
                 return -1;
-        return pd_qmp_wait_migration(q, 600000, err);
+        return pd_vm_migrate_to_file(q, fd, 600000, err);
 }
 
 static int restore_state(struct pd_qmp *q, int fd, bool ignore_shared, struct pd_error *err)
@@ -370,6 +370,11 @@ static int build_template(struct pd_sandbox *sb, const struct pd_vm_assets *as, 
         if ((r = save_state(q, sfd, true, err)) < 0 || (r = fsync(sfd)) < 0)
                 goto out;
         pd_host_kill_agent(sb);
+        /* QEMU filled the RAM file through its shared mapping: on a tmpfs
+         * its pages would stay charged to this sandbox for as long as the
+         * template lives */
+        if ((r = pd_vm_recharge_file(mem, err)) < 0)
+                goto out;
         char st[256];
         if ((r = tpl_stamp(mem, st, sizeof st, err)) < 0)
                 goto out;

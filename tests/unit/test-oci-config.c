@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,63 @@ static void test_cgroup_paths(void)
         oci_config_free(&c);
 }
 
+/* linux.sysctl against base (new uts, network joined at the runtime's own
+ * /proc/self/ns/net, no ipc), optionally with a new ipc and network. */
+static const char *sysctl_key;
+static bool sysctl_own_ns;
+static void e_sysctl(json_t *j)
+{
+        json_t *l = json_object_get(j, "linux");
+        json_object_set_new(l, "sysctl", json_pack("{s:s}", sysctl_key, "1"));
+        if (sysctl_own_ns) {
+                json_t *nss = json_object_get(l, "namespaces");
+                json_array_remove(nss, 3);      /* network joined by path */
+                json_array_append_new(nss, json_pack("{s:s}", "type", "network"));
+                json_array_append_new(nss, json_pack("{s:s}", "type", "ipc"));
+        }
+}
+
+static void sysctl_case(const char *key, bool own_ns, const char *word)
+{
+        struct oci_config c;
+        struct pd_error err = { 0 };
+        sysctl_key = key;
+        sysctl_own_ns = own_ns;
+        int r = parse_with(e_sysctl, &c, &err);
+        char what[256];
+        snprintf(what, sizeof what, "sysctl %s (%s): %s", key, own_ns ? "own net and ipc" : "host net, no ipc",
+                 word ? "refused" : "accepted");
+        bool good = word ? r < 0 && strstr(err.msg, word) != NULL : r == 0;
+        ok(good, what);
+        if (!good)
+                printf("# r=%d msg=%s\n", r, err.msg);
+        oci_config_free(&c);
+}
+
+static void test_sysctls(void)
+{
+        sysctl_case("vm.swappiness", true, "not namespaced");
+        sysctl_case("kernel.core_pattern", true, "not namespaced");
+        sysctl_case("fs.file-max", true, "not namespaced");
+        sysctl_case("vm/swappiness", true, "not namespaced");
+        sysctl_case("kernel.hostname", true, "'hostname' field");
+        sysctl_case("net.ipv4.ip_forward", false, "network namespace");
+        sysctl_case("net/ipv4/ip_forward", false, "network namespace");
+        sysctl_case("kernel.shmmax", false, "ipc namespace");
+        sysctl_case("fs.mqueue.msg_max", false, "ipc namespace");
+        sysctl_case("net.ipv4.ip_forward", true, NULL);
+        sysctl_case("net/ipv4/ip_forward", true, NULL);
+        sysctl_case("kernel.shmmax", true, NULL);
+        sysctl_case("kernel.sem", true, NULL);
+        sysctl_case("fs.mqueue.msg_max", true, NULL);
+        sysctl_case("kernel.domainname", false, NULL);   /* base has a new uts namespace */
+        sysctl_case("net.ipv4..ip_forward", true, "bad sysctl");
+        sysctl_case("net/../vm/swappiness", true, "bad sysctl");
+        sysctl_case("net/./ipv4/ip_forward", true, "bad sysctl");
+        sysctl_case("/net/ipv4/ip_forward", true, "bad sysctl");
+        sysctl_case("", true, "bad sysctl");
+}
+
 static void test_signals(void)
 {
         ok(oci_signal_parse("KILL") == SIGKILL && oci_signal_parse("SIGTERM") == SIGTERM &&
@@ -184,6 +242,7 @@ int main(void)
         refused(e_bad_oom, "oomScoreAdj", "oomScoreAdj out of range refused");
         refused(e_no_uts, "uts namespace", "hostname without a uts namespace refused");
         test_cgroup_paths();
+        test_sysctls();
         test_signals();
         test_ids();
         rmdir(rootfs);
