@@ -33,6 +33,15 @@ struct pd_key {
         char name[65];
 };
 
+/* json_decref when the variable goes out of scope, after a return
+ * statement's expression: a reply formatted there may quote strings that
+ * the document still owns (json_string_value of a request body). */
+static inline void pd_json_decrefp(json_t **j)
+{
+        json_decref(*j);
+}
+#define _pd_cleanup_json_ __attribute__((cleanup(pd_json_decrefp)))
+
 /* One sandbox as the server tracks it. Reference counted: routes take a
  * reference with pd_server_sandbox_get and drop it with _put. */
 struct pd_srv_sandbox {
