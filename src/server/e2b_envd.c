@@ -29,6 +29,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent_check.h"
 #include "e2b.h"
 #include "manager.h"
 #include "ports.h"
@@ -656,8 +657,12 @@ static int find_proc(struct pd_conn *conn, json_t *selector, struct eproc *out, 
         uint8_t *reply = NULL;
         size_t rlen = 0;
         int k = pd_agentc_call(conn, PD_T_LIST, NULL, &reply, &rlen, CALL_TIMEOUT_MS, err);
-        if (k < 0)
+        if (k >= 0)
+                k = pd_agent_check_procs(reply, rlen, err);
+        if (k < 0) {
+                free(reply);
                 return k;
+        }
         json_t *jpid = json_object_get(selector, "pid"), *jtag = json_object_get(selector, "tag");
         uint32_t want = 0;
         if (json_is_integer(jpid))

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent_check.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -247,7 +248,7 @@ static int frame_error(struct pd_error *err, const struct pd_frame_hdr *h, const
 {
         char m[256];
         pd_conn_error_text(p, h->len, m, sizeof m);
-        return pd_error_setx(err, h->aux ? (int)h->aux : EIO, "%s", m);
+        return pd_error_setx(err, pd_conn_error_errno(h->aux, EIO), "%s", m);
 }
 
 /* The query argument "path", or a 400 answer in *ret. */
@@ -268,6 +269,8 @@ static json_t *fctx_call_entry(struct fctx *x, uint32_t type, const char *tname,
         uint8_t *reply = NULL;
         size_t rlen = 0;
         *k = pd_agentc_call(&x->c, type, &x->m, &reply, &rlen, FILES_CALL_TIMEOUT_MS, &x->err);
+        if (*k >= 0)
+                *k = pd_agent_check_entries(reply, rlen, 1, 1, &x->err);
         json_t *e = *k < 0 ? NULL : reply_entry(reply, rlen, ei);
         free(reply);
         if (*k >= 0 && !e)
@@ -322,6 +325,8 @@ static enum MHD_Result route_list(struct pd_req *r, const char *chunk, size_t *c
         pd_msg_put_str(&x.m, PD_A_PATH, path);
         pd_msg_put_u32(&x.m, PD_A_DEPTH, depth);
         int k = pd_agentc_call(&x.c, PD_T_FILE_LIST, &x.m, &reply, &rlen, FILES_CALL_TIMEOUT_MS, &x.err);
+        if (k >= 0)
+                k = pd_agent_check_entries(reply, rlen, 0, PD_AGENT_ENTRIES_MAX, &x.err);
         audit_file(r, &x, "file.list", json_pack("{s:s,s:i}", "path", path, "depth", (int)depth), k);
         if (k < 0) {
                 ret = k == -EMSGSIZE ? pd_reply_error(r, 413, "too_large", "%s", x.err.msg) : file_error(r, k, &x.err);
@@ -581,9 +586,11 @@ static enum MHD_Result upload_finish(struct pd_req *r, struct upload *u)
                                 u->err = -u->x.err.code;
                                 break;
                         }
+                        if (pd_agent_check_entries(p, h.len, 1, 1, &u->x.err) < 0) {
+                                u->err = -EPROTO;
+                                break;
+                        }
                         entry = reply_entry(p, h.len, NULL);
-                        if (!entry)
-                                entry = json_pack("{s:s}", "path", u->path);
                         break;
                 }
         }
@@ -844,6 +851,12 @@ static ssize_t watch_reader(void *cls, uint64_t pos, char *buf, size_t max)
                         return MHD_CONTENT_READER_END_OF_STREAM;       /* sandbox or server gone */
                 if (h.type != PD_T_WATCH_EVENT || h.id != w->f.id)
                         continue;
+                struct pd_error err = { 0 };
+                if (pd_agent_check_watch_event(p, h.len, &err) < 0) {
+                        /* the agent is not to be trusted any more: end the stream */
+                        pd_log("warn", "watch ended sandbox=%s error=\"%s\"", w->f.s->id, err.msg);
+                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                }
                 struct pd_attr a;
                 uint32_t ev = 0;
                 char *name = pd_msg_find(p, h.len, PD_A_NAME, &a) ? pd_attr_strdup(&a) : NULL;
