@@ -199,6 +199,19 @@ int pd_agent_check_entries(const uint8_t *p, size_t len, unsigned min, unsigned 
         return 0;
 }
 
+static const struct rule opened_rules[] = {
+        { PD_A_SIZE, K_U64, false, false, 0, "SIZE" },
+};
+
+int pd_agent_check_file_opened(const uint8_t *p, size_t len, uint64_t *size, struct pd_error *err)
+{
+        int r = check_list(p, len, opened_rules, 1, "FILE_OPENED", NULL, err);
+        if (r < 0)
+                return r;
+        struct pd_attr a;
+        return pd_msg_find(p, len, PD_A_SIZE, &a) && pd_attr_u64(&a, size) ? 1 : 0;
+}
+
 int pd_agent_check_watch_event(const uint8_t *p, size_t len, struct pd_error *err)
 {
         int r = check_list(p, len, watch_rules, sizeof watch_rules / sizeof watch_rules[0], "WATCH_EVENT", NULL, err);

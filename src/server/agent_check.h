@@ -27,3 +27,6 @@ int pd_agent_check_procs(const uint8_t *p, size_t len, struct pd_error *err);
 int pd_agent_check_entries(const uint8_t *p, size_t len, unsigned min, unsigned max, struct pd_error *err);
 /* A WATCH_EVENT payload: {NAME EVENT}. */
 int pd_agent_check_watch_event(const uint8_t *p, size_t len, struct pd_error *err);
+/* A FILE_OPENED payload: {SIZE?}. 1 with *size set, 0 when the length is
+ * not known (no SIZE), or -EPROTO. */
+int pd_agent_check_file_opened(const uint8_t *p, size_t len, uint64_t *size, struct pd_error *err);

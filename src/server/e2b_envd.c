@@ -156,6 +156,7 @@ struct pd_e2b_stream *pd_e2b_stream_new(struct pd_req *r, struct pd_srv_sandbox 
         st->mc = r->conn;
         st->conn.fd = -1;
         st->idle_ms = KEEPALIVE_DEFAULT_MS;
+        st->size = MHD_SIZE_UNKNOWN;
         return st;
 }
 
@@ -229,7 +230,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
         struct pd_e2b_stream *st = cls;
         while (st->pos == st->len) {
                 if (st->done)
-                        return MHD_CONTENT_READER_END_OF_STREAM;
+                        return st->failed ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
                 if (st->conn.fd < 0) {
                         st->done = true;
                         continue;
@@ -271,7 +272,7 @@ enum MHD_Result pd_e2b_stream_reply(struct pd_req *r, struct pd_e2b_stream *st, 
                                     const char *content_type)
 {
         struct MHD_Response *resp =
-                MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_reader, st, stream_free_cb);
+                MHD_create_response_from_callback(st->size, STREAM_BLOCK, stream_reader, st, stream_free_cb);
         if (!resp) {
                 pd_e2b_stream_free(st);
                 return MHD_NO;

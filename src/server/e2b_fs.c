@@ -603,22 +603,34 @@ static enum MHD_Result files_error(struct pd_req *r, int k, const char *msg)
         return pd_reply_json(r, st, json_pack("{s:i, s:s}", "code", (int)st, "message", msg && *msg ? msg : strerror(-k)));
 }
 
-/* Download: FILE_READ, DATA frames relayed as they come. */
+/* Download: FILE_READ with DESCRIBE, DATA frames relayed as they come,
+ * under the Content-Length the agent announced from the fd it opened (a
+ * file of unknown length, procfs, goes chunked). Anything short of a REPLY
+ * after all the bytes aborts the connection: never a short 200 (see
+ * routes_files.c, route_download). */
 static void dl_frame(struct pd_e2b_stream *st, const struct pd_frame_hdr *h, const uint8_t *p)
 {
         if (h->id != st->id)
                 return;
         if (h->type == PD_T_DATA) {
+                if (st->size != MHD_SIZE_UNKNOWN && h->len > st->size - st->sent) {
+                        st->done = st->failed = true;   /* more than announced */
+                        return;
+                }
+                st->sent += h->len;
                 if (h->len && pd_e2b_stream_put(st, p, h->len) < 0)
-                        st->done = true;
-        } else if (h->type == PD_T_REPLY || h->type == PD_T_ERROR) {
-                st->done = true;        /* an ERROR mid-way: the body is cut short */
+                        st->done = st->failed = true;
+        } else if (h->type == PD_T_REPLY) {
+                st->done = true;
+                st->failed = st->size != MHD_SIZE_UNKNOWN && st->sent != st->size;
+        } else if (h->type == PD_T_ERROR) {
+                st->done = st->failed = true;   /* a read failed midway */
         }
 }
 
 static void dl_fail(struct pd_e2b_stream *st, int k)
 {
-        st->done = true;
+        st->done = st->failed = true;
 }
 
 static enum MHD_Result files_download(struct pd_req *r, struct pd_e2b_call *c)
@@ -640,12 +652,14 @@ static enum MHD_Result files_download(struct pd_req *r, struct pd_e2b_call *c)
         pd_msg_put_str(&m, PD_A_PATH, path);
         pd_msg_put_u32(&m, PD_A_UID, u.uid);
         pd_msg_put_u32(&m, PD_A_GID, u.gid);
+        pd_msg_put_u32(&m, PD_A_DESCRIBE, 1);
         if (k >= 0) {
                 st->id = pd_conn_new_id(&st->conn);
                 k = pd_conn_queue_msg(&st->conn, PD_T_FILE_READ, st->id, &m);
         }
         pd_msg_free(&m);
-        /* the first frame tells a missing file from a present one */
+        /* the first frame tells a missing file from a present one, and
+         * (FILE_OPENED) how long it is */
         while (k >= 0) {
                 struct pd_frame_hdr h;
                 const uint8_t *p;
@@ -662,7 +676,14 @@ static enum MHD_Result files_download(struct pd_req *r, struct pd_e2b_call *c)
                         k = pd_error_setx(&err, pd_conn_error_errno(h.aux, EIO), "%s", msg);
                         break;
                 }
-                dl_frame(st, &h, p);
+                if (h.type == PD_T_FILE_OPENED) {
+                        uint64_t n;
+                        k = pd_agent_check_file_opened(p, h.len, &n, &err);
+                        if (k == 1)
+                                st->size = n;
+                        break;
+                }
+                dl_frame(st, &h, p);    /* an agent without DESCRIBE: DATA first */
                 break;
         }
         pd_audit(r->srv, st->s->id, st->s->key_id, "file.read",

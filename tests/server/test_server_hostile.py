@@ -358,3 +358,81 @@ def test_code_interpreter_needs_a_credential(srv, live):
                                                       "pgrep -f 'kernel_bridge[.]py' >/dev/null && echo bridge || true"]})
     assert st == 200, body
     assert json.loads(body)["stdout"] == "no\n", body
+
+
+# ---- item 12: downloads are a consistent snapshot or a clean error ----
+
+SIZES = {b"a": 256 << 10, b"b": 512 << 10}
+
+
+def download(srv, sid, path, e2b_token=None):
+    """('ok', body, content-length or None) for a complete answer, ('aborted',)
+    when the server cut the transfer, ('status', n, body) for an error."""
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    try:
+        if e2b_token:
+            conn.request("GET", "/files?path=%s" % path, headers={"E2b-Sandbox-Id": sid,
+                                                                   "X-Access-Token": e2b_token})
+        else:
+            conn.request("GET", "/api/v1/sandboxes/%s/files?path=%s" % (sid, path),
+                         headers={"Authorization": "Bearer " + srv.key})
+        r = conn.getresponse()
+        try:
+            body = r.read()
+        except (http.client.IncompleteRead, ConnectionError):
+            return ("aborted",)
+        if r.status != 200:
+            return ("status", r.status, body)
+        cl = r.getheader("Content-Length")
+        return ("ok", body, int(cl) if cl is not None else None)
+    except (http.client.RemoteDisconnected, ConnectionError):
+        return ("aborted",)
+    finally:
+        conn.close()
+
+
+def consistent(res):
+    if res[0] != "ok":
+        return False
+    body, cl = res[1], res[2]
+    letter = body[:1]
+    return letter in SIZES and len(body) == SIZES[letter] and body.count(letter) == len(body) and \
+        (cl is None or cl == len(body))
+
+
+def test_downloads_of_a_file_being_replaced(srv, live):
+    """Downloads race a loop inside the sandbox that replaces the file by
+    rename, 256 KiB of 'a' and 512 KiB of 'b' in turn: each answer is one
+    of the two whole files, under its own Content-Length."""
+    sid = live["id"]
+    prep = ("cd /tmp && head -c %d /dev/zero | tr '\\0' a > A && head -c %d /dev/zero | tr '\\0' b > B && cp A f"
+            % (SIZES[b"a"], SIZES[b"b"]))
+    st, _h, body = srv.request("POST", "/api/v1/sandboxes/%s/exec" % sid, {"cmd": prep})
+    assert st == 200 and json.loads(body)["exit_code"] == 0, body
+    loop = "cd /tmp && while :; do cp A .n && mv .n f; cp B .n && mv .n f; done"
+    st, _h, body = srv.request("POST", "/api/v1/sandboxes/%s/processes" % sid, {"cmd": loop})
+    assert st == 201, body
+    pid = json.loads(body)["pid"]
+    try:
+        import concurrent.futures
+        with concurrent.futures.ThreadPoolExecutor(12) as ex:
+            native = list(ex.map(lambda _i: download(srv, sid, "/tmp/f"), range(300)))
+            e2b = list(ex.map(lambda _i: download(srv, sid, "/tmp/f", live["envd"]), range(60)))
+    finally:
+        srv.request("POST", "/api/v1/sandboxes/%s/processes/%d/signal" % (sid, pid), {"signal": "KILL"})
+    for name, results in (("native", native), ("e2b", e2b)):
+        bad = [r[:2] if r[0] == "status" else (r[0], len(r[1]) if len(r) > 1 else 0, r[2] if len(r) > 2 else None)
+               for r in results if not consistent(r)]
+        assert not bad, "%s: %d of %d downloads not a whole file: %r" % (name, len(bad), len(results), bad[:5])
+    assert all(r[2] is not None for r in native + e2b), "a regular file's download has a Content-Length"
+
+
+def test_download_of_a_proc_file(srv, live):
+    """procfs reports size 0 for files that have content: they come chunked,
+    read to their end, not as an empty 200."""
+    for token in (None, live["envd"]):
+        res = download(srv, live["id"], "/proc/meminfo", token)
+        assert res[0] == "ok" and b"MemTotal:" in res[1], res[:2]
+        assert res[2] is None, "no Content-Length for a file of unknown length"
+    res = download(srv, live["id"], "/proc/self/status")
+    assert res[0] == "ok" and b"Pid:" in res[1], res[:2]
