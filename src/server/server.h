@@ -8,6 +8,7 @@
  *   routes_files.c      /sandboxes/{id}/files...
  *   audit.c     per-sandbox append-only JSON lines
  *   agentc.c    synchronous agent calls over a fresh connection
+ *   agent_check.c  what an agent answers, checked before it is decoded
  *
  * Threading: libmicrohttpd runs one thread per connection
  * (MHD_USE_THREAD_PER_CONNECTION), so a route handler may block: a streaming
