@@ -279,9 +279,8 @@ static const struct { const char *name; unsigned long flag; } prop_opts[] = {
         { "unbindable", MS_UNBINDABLE }, { "runbindable", MS_UNBINDABLE | MS_REC },
 };
 
-static int parse_mount(json_t *m, size_t idx, struct oci_mount *out, struct pd_error *err)
+static int parse_mount_fields(json_t *m, size_t idx, struct oci_mount *out, struct pd_error *err)
 {
-        memset(out, 0, sizeof *out);
         if (!json_is_object(m))
                 return pd_error_setx(err, EINVAL, "config.json: mounts[%zu] must be an object", idx);
         out->destination = str_or_null(m, "destination");
@@ -347,6 +346,19 @@ static int parse_mount(json_t *m, size_t idx, struct oci_mount *out, struct pd_e
         if (!out->bind && (!out->type || !*out->type))
                 return pd_error_setx(err, EINVAL, "config.json: mount on '%s' has no type", out->destination);
         return 0;
+}
+
+/* One mount; on failure nothing stays allocated: the caller counts only the
+ * mounts that parsed (n_mounts), so oci_config_free never sees this one. */
+static int parse_mount(json_t *m, size_t idx, struct oci_mount *out, struct pd_error *err)
+{
+        memset(out, 0, sizeof *out);
+        int r = parse_mount_fields(m, idx, out, err);
+        if (r < 0) {
+                free(out->data);
+                out->data = NULL;
+        }
+        return r;
 }
 
 static int parse_ids(json_t *a, const char *what, char **out, struct pd_error *err)

@@ -64,7 +64,7 @@ int pd_agentc_call(struct pd_conn *c, uint16_t type, const struct pd_msg *req, u
                 if (h.type == PD_T_ERROR) {
                         char msg[256];
                         pd_conn_error_text(p, h.len, msg, sizeof msg);
-                        return pd_error_setx(err, h.aux ? (int)h.aux : EIO, "%s", msg);
+                        return pd_error_setx(err, pd_conn_error_errno(h.aux, EIO), "%s", msg);
                 }
                 if (reply) {
                         *reply = malloc(h.len ? h.len : 1);

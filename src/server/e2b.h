@@ -82,6 +82,9 @@ struct pd_e2b_stream {
         char *buf;                      /* bytes ready for the client */
         size_t len, pos, cap;
         bool done;                      /* nothing more after buf */
+        bool failed;                    /* with done: the body is incomplete, abort the connection */
+        uint64_t size;                  /* Content-Length; MHD_SIZE_UNKNOWN (default): chunked */
+        uint64_t sent;                  /* body bytes taken in (downloads) */
         int idle_ms;                    /* on_idle after this long without a frame */
         pd_e2b_stream_fn on_frame;
         void (*on_idle)(struct pd_e2b_stream *st);

@@ -28,6 +28,7 @@
 
 #include "e2b.h"
 #include "manager.h"
+#include "ports.h"
 #include "store.h"
 #include "template.h"
 #include "util.h"
@@ -190,13 +191,16 @@ static const char *e2b_template_for(const char *name)
 
 static json_t *create_body(struct pd_server *srv, struct pd_srv_sandbox *s)
 {
-        char token[PD_E2B_TOKEN_LEN + 1];
-        if (pd_e2b_token(srv, s->id, token) < 0)
+        char token[PD_E2B_TOKEN_LEN + 1], traffic[PD_E2B_TOKEN_LEN + 1];
+        if (pd_e2b_token(srv, s->id, token) < 0 || pd_ports_token(srv, s->id, traffic) < 0)
                 return NULL;
-        /* the SDK's getHost(port) is "<port>-<id>.<domain>": our ports */
-        return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "sandboxID", s->id, "templateID", s->template_name,
-                         "clientID", "paddock", "envdVersion", PD_E2B_ENVD_VERSION, "envdAccessToken", token,
-                         "domain", srv->cfg.domain ? srv->cfg.domain : "localhost", "alias", s->template_name);
+        /* the SDK's getHost(port) is "<port>-<id>.<domain>": our ports, which
+         * take the trafficAccessToken (our port token) in
+         * E2B-Traffic-Access-Token; the code-interpreter SDK sends it too */
+        return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "sandboxID", s->id, "templateID",
+                         s->template_name, "clientID", "paddock", "envdVersion", PD_E2B_ENVD_VERSION,
+                         "envdAccessToken", token, "trafficAccessToken", traffic, "domain",
+                         srv->cfg.domain ? srv->cfg.domain : "localhost", "alias", s->template_name);
 }
 
 static json_t *info_body(struct pd_server *srv, struct pd_srv_sandbox *s)
@@ -253,21 +257,19 @@ static enum MHD_Result manager_error(struct pd_req *r, int rc, const struct pd_e
 static enum MHD_Result route_create(struct pd_req *r, const char *chunk, size_t *chunk_len)
 {
         json_error_t je;
-        json_t *body = r->body_len ? json_loadb(r->body, r->body_len, 0, &je) : json_object();
-        if (!json_is_object(body)) {
-                json_decref(body);
+        /* released at return, after the error message quoting the template
+         * or an envVars name (strings the body owns) is formatted */
+        _pd_cleanup_json_ json_t *body = r->body_len ? json_loadb(r->body, r->body_len, 0, &je) : json_object();
+        if (!json_is_object(body))
                 return pd_e2b_reply_error(r, 400, "the body must be a JSON object");
-        }
         struct pd_create_req cr = { 0 };
         pd_spec_defaults(&cr.spec);
         cr.timeout_s = 300;
         const char *tpl = "base";
         json_t *v;
         if ((v = json_object_get(body, "templateID")) && !json_is_null(v)) {
-                if (!json_is_string(v)) {
-                        json_decref(body);
+                if (!json_is_string(v))
                         return pd_e2b_reply_error(r, 400, "templateID must be a string");
-                }
                 tpl = json_string_value(v);
         }
         /* the microvm tier: templateID "microvm" (the SDKs pass no other
@@ -277,68 +279,51 @@ static enum MHD_Result route_create(struct pd_req *r, const char *chunk, size_t 
                 cr.spec.isolation = PD_ISO_MICROVM;
         }
         if ((v = json_object_get(body, "isolation")) && !json_is_null(v) &&
-            (!json_is_string(v) || pd_isolation_parse(json_string_value(v), &cr.spec.isolation) < 0)) {
-                json_decref(body);
+            (!json_is_string(v) || pd_isolation_parse(json_string_value(v), &cr.spec.isolation) < 0))
                 return pd_e2b_reply_error(r, 400, "isolation must be one of process, container, supervised, microvm");
-        }
         const char *real = e2b_template_for(tpl);
         if (pd_template_name_check(real) < 0 ||
-            (strcmp(real, "base") && !pd_store_template_exists(r->srv->store, real))) {
-                json_decref(body);
+            (strcmp(real, "base") && !pd_store_template_exists(r->srv->store, real)))
                 return pd_e2b_reply_error(r, 404, "template '%.64s' not found", tpl);
-        }
         snprintf(cr.template_name, sizeof cr.template_name, "%s", real);
         if ((v = json_object_get(body, "timeout")) && !json_is_null(v)) {
-                if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > E2B_TIMEOUT_MAX) {
-                        json_decref(body);
+                if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > E2B_TIMEOUT_MAX)
                         return pd_e2b_reply_error(r, 400, "timeout must be 0..%d seconds", E2B_TIMEOUT_MAX);
-                }
                 cr.timeout_s = json_integer_value(v) ? (uint32_t)json_integer_value(v) : 1;
         }
         if ((v = json_object_get(body, "metadata")) && !json_is_null(v)) {
-                if (!string_map_ok(v, E2B_META_MAX)) {
-                        json_decref(body);
+                if (!string_map_ok(v, E2B_META_MAX))
                         return pd_e2b_reply_error(r, 400, "metadata must be an object of strings");
-                }
                 cr.metadata = v;
         }
         if ((v = json_object_get(body, "envVars")) && !json_is_null(v)) {
-                if (!string_map_ok(v, E2B_ENV_MAX)) {
-                        json_decref(body);
+                if (!string_map_ok(v, E2B_ENV_MAX))
                         return pd_e2b_reply_error(r, 400, "envVars must be an object of strings");
-                }
                 const char *k;
                 json_t *x;
                 json_object_foreach(v, k, x) {
-                        if (strchr(k, '=')) {
-                                json_decref(body);
+                        if (strchr(k, '='))
                                 return pd_e2b_reply_error(r, 400, "envVars: invalid name '%.64s'", k);
-                        }
                 }
                 cr.env = v;
         }
         /* autoPause: pause at the deadline instead of killing (connect resumes). */
         if ((v = json_object_get(body, "autoPause")) && !json_is_null(v)) {
-                if (!json_is_boolean(v)) {
-                        json_decref(body);
+                if (!json_is_boolean(v))
                         return pd_e2b_reply_error(r, 400, "autoPause must be true or false");
-                }
                 cr.auto_pause = json_is_true(v);
         }
         /* allow_internet_access and network: paddock's policy (e2b_network.c);
          * secure, mcp...: accepted. */
         char why[256];
         json_t *network = pd_e2b_network_policy(r->srv, body, why, sizeof why);
-        if (!network && why[0]) {
-                json_decref(body);
+        if (!network && why[0])
                 return pd_e2b_reply_error(r, 400, "%s", why);
-        }
         cr.network = network;
         struct pd_error err = { 0 };
         struct pd_srv_sandbox *s = NULL;
         int rc = pd_manager_create(r->srv, &r->key, &cr, &s, &err);
         json_decref(network);
-        json_decref(body);
         if (rc < 0) {
                 pd_log("warn", "e2b sandbox create failed key=%s error=\"%s\"", r->key.id, err.msg);
                 return manager_error(r, rc, &err);

@@ -100,7 +100,7 @@ static int wait_reply(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd
                 if (h.type == PD_T_ERROR) {
                         char msg[256];
                         pd_conn_error_text(p, h.len, msg, sizeof msg);
-                        return pd_error_setx(err, h.aux ? (int)h.aux : EIO, "%s", msg);
+                        return pd_error_setx(err, pd_conn_error_errno(h.aux, EIO), "%s", msg);
                 }
                 return 0;
         }

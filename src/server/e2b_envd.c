@@ -29,9 +29,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent_check.h"
 #include "e2b.h"
 #include "manager.h"
+#include "ports.h"
 #include "procs.h"
+#include "store.h"
 #include "spec.h"
 #include "util.h"
 
@@ -153,6 +156,7 @@ struct pd_e2b_stream *pd_e2b_stream_new(struct pd_req *r, struct pd_srv_sandbox 
         st->mc = r->conn;
         st->conn.fd = -1;
         st->idle_ms = KEEPALIVE_DEFAULT_MS;
+        st->size = MHD_SIZE_UNKNOWN;
         return st;
 }
 
@@ -226,7 +230,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
         struct pd_e2b_stream *st = cls;
         while (st->pos == st->len) {
                 if (st->done)
-                        return MHD_CONTENT_READER_END_OF_STREAM;
+                        return st->failed ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
                 if (st->conn.fd < 0) {
                         st->done = true;
                         continue;
@@ -268,7 +272,7 @@ enum MHD_Result pd_e2b_stream_reply(struct pd_req *r, struct pd_e2b_stream *st, 
                                     const char *content_type)
 {
         struct MHD_Response *resp =
-                MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_reader, st, stream_free_cb);
+                MHD_create_response_from_callback(st->size, STREAM_BLOCK, stream_reader, st, stream_free_cb);
         if (!resp) {
                 pd_e2b_stream_free(st);
                 return MHD_NO;
@@ -388,8 +392,8 @@ static bool signature_ok(const char *sig, const char *path, const char *op, cons
         return ok;
 }
 
-/* Check a signed /files URL against the token of sandbox s. */
-static bool signed_url_ok(struct pd_req *r, struct pd_srv_sandbox *s, bool write)
+/* Check a signed /files URL against the token of sandbox id. */
+static bool signed_url_ok(struct pd_req *r, const char *id, bool write)
 {
         const char *sig = pd_req_query(r, "signature");
         if (!sig)
@@ -404,7 +408,7 @@ static bool signed_url_ok(struct pd_req *r, struct pd_srv_sandbox *s, bool write
                         return false;
         }
         char token[PD_E2B_TOKEN_LEN + 1];
-        if (pd_e2b_token(r->srv, s->id, token) < 0)
+        if (pd_e2b_token(r->srv, id, token) < 0)
                 return false;
         const char *op = write ? "write" : "read";
         if (user)
@@ -423,10 +427,40 @@ static struct pd_srv_sandbox *find_by_signature(struct pd_req *r, bool write)
         if (!pd_req_query(r, "signature") || pd_manager_snapshot(r->srv, NULL, &v, &n) < 0)
                 return NULL;
         for (size_t i = 0; i < n && !found; i++)
-                if (signed_url_ok(r, v[i], write))
+                if (signed_url_ok(r, v[i]->id, write))
                         found = pd_server_sandbox_get(r->srv, v[i]->id, NULL);
         pd_manager_snapshot_free(r->srv, v, n);
         return found;
+}
+
+/* The code interpreter (port 49999): the sandbox's envd token is checked
+ * by the caller; here the two other credentials. The code-interpreter SDK
+ * sends X-Access-Token with /execute only; with /contexts it sends
+ * E2B-Traffic-Access-Token, the trafficAccessToken of the create answer
+ * (our port token, e2b_api.c). Other clients may use the owner's API key. */
+static bool ci_auth_ok(struct pd_req *r, const char *id)
+{
+        const char *traffic = hdr(r, "E2B-Traffic-Access-Token");
+        char token[PD_E2B_TOKEN_LEN + 1];
+        if (traffic && pd_ports_token(r->srv, id, token) == 0 && pd_e2b_streq(traffic, token))
+                return true;
+        const char *a = hdr(r, "Authorization"), *k = NULL;
+        if (a && !strncasecmp(a, "Bearer ", 7)) {
+                k = a + 7;
+                while (*k == ' ')
+                        k++;
+        }
+        if (!k || !*k)
+                k = hdr(r, "X-API-Key");
+        struct pd_key key;
+        if (!k || !*k || pd_store_key_lookup(r->srv->store, k, &key) < 0)
+                return false;
+        /* only the owner's key: another key's sandbox is as if unknown */
+        struct pd_srv_sandbox *s = pd_server_sandbox_get(r->srv, id, &key);
+        if (!s)
+                return false;
+        pd_server_sandbox_put(r->srv, s);
+        return true;
 }
 
 static void call_free(struct pd_req *r, struct pd_e2b_call *c)
@@ -476,31 +510,41 @@ static struct pd_e2b_call *call_open(struct pd_req *r)
                 c->signed_ok = true;
                 return c;
         }
-        c->s = pd_server_sandbox_get(r->srv, id, NULL);
-        if (!c->s) {
-                /* E2B answers an unknown sandbox with 502 from its proxy; the
-                 * SDK turns that into "sandbox not found". */
-                pd_deferred_fail(&c->fail, 502, "unavailable", "The sandbox %.64s was not found", id);
-                return c;
-        }
+        /* Whether the caller may use this id is settled before whether it
+         * exists: an unknown id and a live sandbox without the right token
+         * answer the same (401), or the difference would tell a prober
+         * which ids are live. The tokens are HMACs of the id: they can be
+         * checked for any id. */
         char token[PD_E2B_TOKEN_LEN + 1];
         const char *given = hdr(r, "X-Access-Token");
-        if (pd_e2b_token(r->srv, c->s->id, token) < 0) {
+        if (pd_e2b_token(r->srv, id, token) < 0) {
                 pd_deferred_fail(&c->fail, 500, "internal", "cannot compute the access token");
-        } else if (given && pd_e2b_streq(given, token)) {
+                return c;
+        }
+        if (given && pd_e2b_streq(given, token)) {
                 /* fine */
-        } else if (is_files && !given && signed_url_ok(r, c->s, write)) {
+        } else if (is_files && !given && signed_url_ok(r, id, write)) {
                 c->signed_ok = true;
         } else if (is_files && pd_req_query(r, "signature")) {
                 pd_deferred_fail(&c->fail, 403, "permission_denied", "invalid or expired signature");
-        } else if (!given && c->port == PD_E2B_CI_PORT) {
-                /* The code-interpreter SDK sends the token with /execute
-                 * only, not with its /contexts calls: like E2B's public
-                 * sandbox ports, the sandbox id is the capability there. */
-        } else if (strcmp(c->path, "/health")) {
-                pd_deferred_fail(&c->fail, 401, "unauthenticated", "missing or wrong X-Access-Token");
+                return c;
+        } else if (c->port == PD_E2B_CI_PORT && ci_auth_ok(r, id)) {
+                /* fine */
+        } else {
+                pd_deferred_fail(&c->fail, 401, "unauthenticated",
+                                 c->port == PD_E2B_CI_PORT
+                                         ? "missing or wrong X-Access-Token, E2B-Traffic-Access-Token or API key"
+                                         : "missing or wrong X-Access-Token");
+                return c;
         }
-        if (!c->fail.status && !strcmp(c->s->state, "paused"))
+        c->s = pd_server_sandbox_get(r->srv, id, NULL);
+        if (!c->s) {
+                /* E2B answers an unknown sandbox with 502 from its proxy; the
+                 * SDK turns that into "sandbox not found" (isRunning: false). */
+                pd_deferred_fail(&c->fail, 502, "unavailable", "The sandbox %.64s was not found", id);
+                return c;
+        }
+        if (!strcmp(c->s->state, "paused"))
                 pd_deferred_fail(&c->fail, 502, "unavailable", "sandbox %s is paused; connect to resume it", c->s->id);
         return c;
 }
@@ -614,8 +658,12 @@ static int find_proc(struct pd_conn *conn, json_t *selector, struct eproc *out, 
         uint8_t *reply = NULL;
         size_t rlen = 0;
         int k = pd_agentc_call(conn, PD_T_LIST, NULL, &reply, &rlen, CALL_TIMEOUT_MS, err);
-        if (k < 0)
+        if (k >= 0)
+                k = pd_agent_check_procs(reply, rlen, err);
+        if (k < 0) {
+                free(reply);
                 return k;
+        }
         json_t *jpid = json_object_get(selector, "pid"), *jtag = json_object_get(selector, "tag");
         uint32_t want = 0;
         if (json_is_integer(jpid))

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "agent_check.h"
 #include "e2b.h"
 #include "store.h"
 #include "util.h"
@@ -91,6 +92,16 @@ static void audit_fs(struct pd_req *r, struct pd_e2b_call *c, const char *event,
         pd_audit(r->srv, c->s->id, c->s->key_id, event, f);
 }
 
+/* What the agent answered a FILE_* call, checked before it is decoded. */
+static int check_reply(uint16_t type, const uint8_t *reply, size_t rlen, struct pd_error *err)
+{
+        if (type == PD_T_FILE_LIST)
+                return pd_agent_check_entries(reply, rlen, 0, PD_AGENT_ENTRIES_MAX, err);
+        if (type == PD_T_FILE_REMOVE)
+                return 0;
+        return pd_agent_check_entries(reply, rlen, 1, 1, err);
+}
+
 enum MHD_Result pd_e2b_fs_unary(struct pd_req *r, struct pd_e2b_call *c, const char *method, json_t *body)
 {
         struct pd_route_user u;
@@ -144,6 +155,8 @@ enum MHD_Result pd_e2b_fs_unary(struct pd_req *r, struct pd_e2b_call *c, const c
         int k = pd_route_agent(c->s, &conn, &err);
         if (k >= 0) {
                 k = pd_agentc_call(&conn, type, &m, &reply, &rlen, CALL_TIMEOUT_MS, &err);
+                if (k >= 0)
+                        k = check_reply(type, reply, rlen, &err);
                 /* E2B's Move creates the destination's directory */
                 if (k == -ENOENT && type == PD_T_FILE_MOVE && strchr(path2, '/')) {
                         char dir[PATH_MAX];
@@ -161,6 +174,8 @@ enum MHD_Result pd_e2b_fs_unary(struct pd_req *r, struct pd_e2b_call *c, const c
                                 if (pd_agentc_call(&conn, PD_T_FILE_MKDIR, &mk, NULL, NULL, CALL_TIMEOUT_MS, &e2) ==
                                     0)
                                         k = pd_agentc_call(&conn, type, &m, &reply, &rlen, CALL_TIMEOUT_MS, &err);
+                                if (k >= 0)
+                                        k = check_reply(type, reply, rlen, &err);
                                 pd_msg_free(&mk);
                         }
                 }
@@ -216,6 +231,12 @@ static void watch_frame(struct pd_e2b_stream *st, const struct pd_frame_hdr *h, 
 {
         if (h->type != PD_T_WATCH_EVENT)
                 return;
+        struct pd_error err = { 0 };
+        if (pd_agent_check_watch_event(p, h->len, &err) < 0) {
+                /* the agent is not to be trusted any more: end the stream */
+                pd_e2b_stream_end_error(st, "internal", err.msg);
+                return;
+        }
         struct pd_attr a;
         uint32_t ev = 0;
         char name[PATH_MAX];
@@ -366,13 +387,23 @@ static void up_end_file(struct upload *u)
                 if (h.type == PD_T_ERROR) {
                         char m[256];
                         pd_conn_error_text(p, h.len, m, sizeof m);
-                        up_fail(u, -(int)(h.aux ? h.aux : EIO), m);
+                        up_fail(u, -pd_conn_error_errno(h.aux, EIO), m);
+                        return;
+                }
+                struct pd_error cerr = { 0 };
+                if (pd_agent_check_entries(p, h.len, 1, 1, &cerr) < 0) {
+                        up_fail(u, -EPROTO, cerr.msg);
                         return;
                 }
                 json_t *e = reply_entry(p, h.len);
                 json_t *path = json_object_get(e, "path"), *name = json_object_get(e, "name");
-                json_array_append_new(u->results, json_pack("{s:O, s:O, s:s}", "path", path ? path : json_string(u->cur),
-                                                            "name", name ? name : json_string(""), "type", "file"));
+                /* a path or name that is not UTF-8 is left out of the entry */
+                json_t *res = json_pack("{s:s, s:s, s:s}", "path", u->cur, "name", "", "type", "file");
+                if (path)
+                        json_object_set(res, "path", path);
+                if (name)
+                        json_object_set(res, "name", name);
+                json_array_append_new(u->results, res);
                 json_decref(e);
                 pd_audit(u->r->srv, u->c->s->id, u->c->s->key_id, "file.write",
                          json_pack("{s:s, s:s, s:I, s:s}", "path", u->cur, "user", u->u.name, "bytes",
@@ -445,7 +476,7 @@ static void up_data(struct upload *u, const char *data, size_t n)
             h.id == u->wid) {
                 char m[256];
                 pd_conn_error_text(p, h.len, m, sizeof m);
-                up_fail(u, -(int)(h.aux ? h.aux : EIO), m);
+                up_fail(u, -pd_conn_error_errno(h.aux, EIO), m);
                 u->wid = 0;
         }
 }
@@ -572,22 +603,34 @@ static enum MHD_Result files_error(struct pd_req *r, int k, const char *msg)
         return pd_reply_json(r, st, json_pack("{s:i, s:s}", "code", (int)st, "message", msg && *msg ? msg : strerror(-k)));
 }
 
-/* Download: FILE_READ, DATA frames relayed as they come. */
+/* Download: FILE_READ with DESCRIBE, DATA frames relayed as they come,
+ * under the Content-Length the agent announced from the fd it opened (a
+ * file of unknown length, procfs, goes chunked). Anything short of a REPLY
+ * after all the bytes aborts the connection: never a short 200 (see
+ * routes_files.c, route_download). */
 static void dl_frame(struct pd_e2b_stream *st, const struct pd_frame_hdr *h, const uint8_t *p)
 {
         if (h->id != st->id)
                 return;
         if (h->type == PD_T_DATA) {
+                if (st->size != MHD_SIZE_UNKNOWN && h->len > st->size - st->sent) {
+                        st->done = st->failed = true;   /* more than announced */
+                        return;
+                }
+                st->sent += h->len;
                 if (h->len && pd_e2b_stream_put(st, p, h->len) < 0)
-                        st->done = true;
-        } else if (h->type == PD_T_REPLY || h->type == PD_T_ERROR) {
-                st->done = true;        /* an ERROR mid-way: the body is cut short */
+                        st->done = st->failed = true;
+        } else if (h->type == PD_T_REPLY) {
+                st->done = true;
+                st->failed = st->size != MHD_SIZE_UNKNOWN && st->sent != st->size;
+        } else if (h->type == PD_T_ERROR) {
+                st->done = st->failed = true;   /* a read failed midway */
         }
 }
 
 static void dl_fail(struct pd_e2b_stream *st, int k)
 {
-        st->done = true;
+        st->done = st->failed = true;
 }
 
 static enum MHD_Result files_download(struct pd_req *r, struct pd_e2b_call *c)
@@ -609,12 +652,14 @@ static enum MHD_Result files_download(struct pd_req *r, struct pd_e2b_call *c)
         pd_msg_put_str(&m, PD_A_PATH, path);
         pd_msg_put_u32(&m, PD_A_UID, u.uid);
         pd_msg_put_u32(&m, PD_A_GID, u.gid);
+        pd_msg_put_u32(&m, PD_A_DESCRIBE, 1);
         if (k >= 0) {
                 st->id = pd_conn_new_id(&st->conn);
                 k = pd_conn_queue_msg(&st->conn, PD_T_FILE_READ, st->id, &m);
         }
         pd_msg_free(&m);
-        /* the first frame tells a missing file from a present one */
+        /* the first frame tells a missing file from a present one, and
+         * (FILE_OPENED) how long it is */
         while (k >= 0) {
                 struct pd_frame_hdr h;
                 const uint8_t *p;
@@ -628,10 +673,17 @@ static enum MHD_Result files_download(struct pd_req *r, struct pd_e2b_call *c)
                 if (h.type == PD_T_ERROR) {
                         char msg[256];
                         pd_conn_error_text(p, h.len, msg, sizeof msg);
-                        k = pd_error_setx(&err, h.aux ? (int)h.aux : EIO, "%s", msg);
+                        k = pd_error_setx(&err, pd_conn_error_errno(h.aux, EIO), "%s", msg);
                         break;
                 }
-                dl_frame(st, &h, p);
+                if (h.type == PD_T_FILE_OPENED) {
+                        uint64_t n;
+                        k = pd_agent_check_file_opened(p, h.len, &n, &err);
+                        if (k == 1)
+                                st->size = n;
+                        break;
+                }
+                dl_frame(st, &h, p);    /* an agent without DESCRIBE: DATA first */
                 break;
         }
         pd_audit(r->srv, st->s->id, st->s->key_id, "file.read",

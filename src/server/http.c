@@ -8,7 +8,20 @@
  *      before a single body byte is buffered;
  *   2. once per body chunk (*upload_data_size > 0), already de-chunked when
  *      the client sent Transfer-Encoding: chunked;
- *   3. a last time with *upload_data_size == 0: the route answers. */
+ *   3. a last time with *upload_data_size == 0: the route answers.
+ *
+ * The request context (struct req_ctx) is born in the URI callback, before
+ * libmicrohttpd parses the query. Some of its own error paths (a query whose
+ * arguments overflow its per-connection memory pool) close the connection
+ * without the request-completed callback: each connection keeps a pointer to
+ * its request in flight (struct conn_ctx) and frees what is left when the
+ * connection ends, a callback libmicrohttpd never skips.
+ *
+ * Timeouts (idle, in seconds): REQUEST_IDLE_S while a request arrives (a new
+ * connection, then from the request line to the end of its body), so that a
+ * client that stalls (a Content-Length larger than what it sends) does not
+ * hold a thread for long; RESPONSE_IDLE_S from the route's answer on, and
+ * between keep-alive requests. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
@@ -16,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "server.h"
@@ -25,6 +39,9 @@
 #define BODY_MAX_DEFAULT (1u << 20)
 #define PARAM_MAX 256
 #define DISCARD_MAX (64u << 20)
+#define QUERY_ARGS_MAX 128              /* more query arguments: 414 */
+#define REQUEST_IDLE_S 15u
+#define RESPONSE_IDLE_S 60u
 
 void pd_log(const char *level, const char *fmt, ...)
 {
@@ -54,7 +71,33 @@ struct req_ctx {
         bool replied;           /* a response is queued: ignore further body bytes */
         bool too_large;         /* body over the cap: discarding the rest */
         size_t discarded;
+        unsigned query_args;    /* arguments in the raw URI's query */
 };
+
+/* One per connection (MHD_OPTION_NOTIFY_CONNECTION): its request in flight. */
+struct conn_ctx {
+        struct req_ctx *req;
+};
+
+static struct conn_ctx *conn_ctx_of(struct MHD_Connection *conn)
+{
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        return ci ? ci->socket_context : NULL;
+}
+
+static void set_idle_timeout(struct MHD_Connection *conn, unsigned secs)
+{
+        MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, secs);
+}
+
+/* Restart the idle clock: libmicrohttpd counts the time a route's upload
+ * callback spends blocked (a slow sandbox) as the client's idleness; it
+ * resets the clock only when a timeout is set over "none". */
+static void touch_idle_timeout(struct MHD_Connection *conn, unsigned secs)
+{
+        MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+        MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, secs);
+}
 
 static void count_status(struct pd_server *srv, unsigned status)
 {
@@ -243,6 +286,45 @@ static bool authenticate(struct pd_server *srv, struct MHD_Connection *conn, str
         return k && pd_store_key_lookup(srv->store, k, key) == 0;
 }
 
+/* A decoded NUL in the path or the query ("%00"): libmicrohttpd hands
+ * routes C strings, which would end there and name something else
+ * ("/api/v1/sandboxes/%00" would be the list). 1 in the path, 2 in the
+ * query, 0 if none. */
+static int nul_escape(const char *raw)
+{
+        if (!raw)
+                return 0;
+        const char *q = strchr(raw, '?');
+        for (const char *p = raw; (p = strchr(p, '%')); p++)
+                if (p[1] == '0' && p[2] == '0')
+                        return q && p > q ? 2 : 1;
+        return 0;
+}
+
+/* Refusals that do not depend on the route: framing a request smuggler
+ * would play with, too many query arguments. 0 or an HTTP status, with
+ * the message in msg. */
+static unsigned request_refusal(struct MHD_Connection *conn, const struct req_ctx *c, char *msg, size_t msgsz)
+{
+        const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Transfer-Encoding");
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (te && cl) {
+                /* RFC 9112 6.3: a request with both may be a smuggling
+                 * attempt; a proxy in front might frame it the other way */
+                snprintf(msg, msgsz, "a request must not carry both Content-Length and Transfer-Encoding");
+                return 400;
+        }
+        if (te && strcasecmp(te, "chunked")) {
+                snprintf(msg, msgsz, "Transfer-Encoding '%.32s' is not supported (only chunked)", te);
+                return 501;
+        }
+        if (c->query_args > QUERY_ARGS_MAX) {
+                snprintf(msg, msgsz, "too many query arguments (%u; at most %u)", c->query_args, QUERY_ARGS_MAX);
+                return 414;
+        }
+        return 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
@@ -274,9 +356,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                  * path; the handler checks the port token itself. */
                 static const struct pd_route ports = { "*", "*", pd_ports_handle,
                                                        PD_ROUTE_PUBLIC | PD_ROUTE_STREAM_BODY, 0 };
+                char why[160];
+                unsigned refuse = request_refusal(conn, c, why, sizeof why);
+                if (refuse) {
+                        const char *code = refuse == 414 ? "too_many_arguments" : refuse == 501 ? "not_implemented"
+                                                                                               : "bad_request";
+                        return pd_reply_error(&c->r, refuse, code, "%s", why);
+                }
                 bool known = true;
                 if (pd_ports_match(srv, conn, c->raw_url ? c->raw_url : path))
-                        c->route = &ports;
+                        c->route = &ports;      /* relayed as sent: the service decodes it */
+                else if (nul_escape(c->raw_url) == 1)
+                        return pd_reply_error(&c->r, 404, "not_found", "no such route: a NUL byte (%%00) in the path");
+                else if (nul_escape(c->raw_url) == 2)
+                        return pd_reply_error(&c->r, 400, "bad_request", "a NUL byte (%%00) in the query");
                 else if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "E2b-Sandbox-Id"))
                         c->route = &e2b_envd;
                 else
@@ -312,8 +405,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 return MHD_YES;
         }
         if (*upload_data_size) {
-                if (c->route->flags & PD_ROUTE_STREAM_BODY)
-                        return c->route->fn(&c->r, upload_data, upload_data_size);
+                if (c->route->flags & PD_ROUTE_STREAM_BODY) {
+                        enum MHD_Result ret = c->route->fn(&c->r, upload_data, upload_data_size);
+                        touch_idle_timeout(conn, REQUEST_IDLE_S);
+                        return ret;
+                }
                 size_t n = *upload_data_size;
                 *upload_data_size = 0;
                 if (c->too_large || n > c->max - c->len) {
@@ -340,6 +436,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 c->body[c->len] = '\0';
                 return MHD_YES;
         }
+        /* the request is in: the answer may take long (a stream) or be read
+         * slowly; a stalled reader is cut after RESPONSE_IDLE_S */
+        touch_idle_timeout(conn, RESPONSE_IDLE_S);
         size_t zero = 0;
         if (c->too_large)
                 return pd_reply_error(&c->r, 413, "too_large", "request body over %zu bytes", c->max);
@@ -356,9 +455,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return ret;
 }
 
-static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
+static void req_free(struct req_ctx *c)
 {
-        struct req_ctx *c = *con_cls;
         if (!c)
                 return;
         /* A streaming-body route whose request ended early (client gone,
@@ -368,17 +466,73 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         free(c->body);
         free(c->raw_url);
         free(c);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+        struct req_ctx *c = *con_cls;
+        struct conn_ctx *cc = conn_ctx_of(conn);
+        if (cc && cc->req == c)
+                cc->req = NULL;
         *con_cls = NULL;
+        req_free(c);
+        /* between keep-alive requests */
+        set_idle_timeout(conn, RESPONSE_IDLE_S);
+}
+
+/* Arguments in a raw URI's query ("a=1&&b" is 2): counted before
+ * libmicrohttpd stores each in its per-connection pool. */
+static unsigned count_query_args(const char *uri)
+{
+        const char *q = uri ? strchr(uri, '?') : NULL;
+        unsigned n = 0;
+        if (!q)
+                return 0;
+        for (const char *p = q + 1; *p;) {
+                size_t l = strcspn(p, "&");
+                n += l > 0;
+                p += l;
+                if (*p == '&')
+                        p++;
+        }
+        return n;
 }
 
 /* Called before on_request with the URI as sent (query included): the
  * request context starts here so that routes can see the raw URI. */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
+        struct conn_ctx *cc = conn_ctx_of(conn);
+        /* the request line is in: the rest of the request must follow */
+        set_idle_timeout(conn, REQUEST_IDLE_S);
         struct req_ctx *c = calloc(1, sizeof *c);
-        if (c && uri)
-                c->raw_url = strdup(uri);
+        if (c) {
+                c->raw_url = uri ? strdup(uri) : NULL;
+                c->query_args = count_query_args(uri);
+        }
+        if (cc) {
+                /* the last request of this connection never completed (see
+                 * the top of this file) */
+                req_free(cc->req);
+                cc->req = c;
+        }
         return c;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+        if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+                /* NULL on no memory: requests then go untracked, as before */
+                *socket_context = calloc(1, sizeof(struct conn_ctx));
+                return;
+        }
+        struct conn_ctx *cc = *socket_context;
+        if (!cc)
+                return;
+        req_free(cc->req);
+        free(cc);
+        *socket_context = NULL;
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -434,11 +588,12 @@ int pd_http_start(struct pd_server *srv, struct pd_error *err)
         srv->mhd = MHD_start_daemon(flags, port, NULL, NULL, on_request, srv,
                                     MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
                                     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                                    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)60,
+                                    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)REQUEST_IDLE_S,
                                     MHD_OPTION_CONNECTION_LIMIT, (unsigned int)1000,
                                     MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)0,
                                     MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
                                     MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
+                                    MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
                                     MHD_OPTION_END);
         if (!srv->mhd)
                 return pd_error_set(err, errno ? errno : EADDRINUSE, "listen on %s", srv->cfg.listen_addr);

@@ -5,11 +5,18 @@
  *   /api/v1/sandboxes/{id}/ports/{port}/<rest>     relayed as /<rest>
  *
  * Each request is relayed through an agent tunnel (TUNNEL_OPEN port) with
- * the relay of e2b_ci.c. Auth: the sandbox's port token (X-Paddock-Port-Token
- * or ?paddock_port_token=, HMAC of "port:<id>" with the server's secret),
- * or, for the path form, the API key of the sandbox's owner; none when the
- * sandbox's ports are public (POST .../ports/public). Upgrade requests
- * (WebSocket) pass the same checks, then ports_ws.c relays them. */
+ * the relay of e2b_ci.c. Auth: the sandbox's port token (X-Paddock-Port-Token,
+ * ?paddock_port_token= or E2B's E2B-Traffic-Access-Token header, HMAC of
+ * "port:<id>" with the server's secret), or, for the path form, the API key
+ * of the sandbox's owner; none when the sandbox's ports are public (POST
+ * .../ports/public). Upgrade requests (WebSocket) pass the same checks, then
+ * ports_ws.c relays them.
+ *
+ * Nobody learns whether an id exists without the right to use it: without a
+ * key or a valid token, an unknown id and a live sandbox whose ports are not
+ * public get the same 401; with the owner's key, an unknown id and another
+ * key's sandbox the same 404. A token is checked against the id it was
+ * sent for, which needs no sandbox. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -39,7 +46,7 @@ struct port_call {
         struct pd_deferred_error fail;
 };
 
-static int port_token(struct pd_server *srv, const char *id, char out[PD_E2B_TOKEN_LEN + 1])
+int pd_ports_token(struct pd_server *srv, const char *id, char out[PD_E2B_TOKEN_LEN + 1])
 {
         char label[PD_ID_LEN + 16];
         snprintf(label, sizeof label, "port:%s", id);
@@ -158,6 +165,17 @@ static void strip_token(const char *q, char *out, size_t cap)
         }
 }
 
+/* The port token the request carries, if any. */
+static const char *given_token(struct pd_req *r)
+{
+        const char *t = hdr(r->conn, "X-Paddock-Port-Token");
+        if (!t)
+                t = hdr(r->conn, "E2B-Traffic-Access-Token");
+        if (!t)
+                t = pd_req_query(r, "paddock_port_token");
+        return t;
+}
+
 static void call_open(struct pd_req *r, struct port_call *c)
 {
         const char *url = raw_path(r), *rest = "/";
@@ -187,36 +205,42 @@ static void call_open(struct pd_req *r, struct port_call *c)
                 pd_deferred_fail(&c->fail, 400, "bad_request", "bad request target");
                 return;
         }
-        c->s = pd_server_sandbox_get(r->srv, id, NULL);
-        if (!c->s) {
-                pd_deferred_fail(&c->fail, 404, "not_found", "no sandbox %s", id);
-                return;
-        }
-        struct pd_key key;
-        bool key_ok = !c->host_form && api_key(r, &key);
-        if (key_ok && strcmp(key.id, c->s->key_id)) {
-                /* another key's sandbox: as if unknown */
-                pd_deferred_fail(&c->fail, 404, "not_found", "no sandbox %s", id);
-                return;
-        }
         if (!port) {
                 pd_deferred_fail(&c->fail, 400, "bad_request", "port must be 1..65535");
                 return;
         }
-        if (key_ok) {
+        /* 1. the owner's API key (path form only) */
+        struct pd_key key;
+        if (!c->host_form && api_key(r, &key)) {
+                c->s = pd_server_sandbox_get(r->srv, id, &key);
+                if (!c->s) {
+                        /* unknown, or another key's: the same answer */
+                        pd_deferred_fail(&c->fail, 404, "not_found", "no sandbox %s", id);
+                        return;
+                }
                 c->key_used = true;
-        } else if (!__atomic_load_n(&c->s->ports_public, __ATOMIC_RELAXED)) {
+        } else {
+                /* 2. a port token for this id; 3. public ports */
                 char token[PD_E2B_TOKEN_LEN + 1];
-                const char *given = hdr(r->conn, "X-Paddock-Port-Token");
-                if (!given)
-                        given = pd_req_query(r, "paddock_port_token");
-                if (port_token(r->srv, c->s->id, token) < 0)
+                const char *given = given_token(r);
+                if (pd_ports_token(r->srv, id, token) < 0) {
                         pd_deferred_fail(&c->fail, 500, "internal", "cannot compute the port token");
-                else if (!given || !pd_e2b_streq(given, token))
+                        return;
+                }
+                bool token_ok = given && pd_e2b_streq(given, token);
+                c->s = pd_server_sandbox_get(r->srv, id, NULL);
+                if (token_ok && !c->s) {
+                        pd_deferred_fail(&c->fail, 404, "not_found", "no sandbox %s", id);
+                        return;
+                }
+                if (!token_ok && !(c->s && __atomic_load_n(&c->s->ports_public, __ATOMIC_RELAXED))) {
                         pd_deferred_fail(&c->fail, 401, "unauthorized",
-                             "missing or wrong port token (send X-Paddock-Port-Token or ?paddock_port_token=)");
+                                         "missing or wrong port token (send X-Paddock-Port-Token or "
+                                         "?paddock_port_token=)");
+                        return;
+                }
         }
-        if (!c->fail.status && strcmp(c->s->state, "running"))
+        if (strcmp(c->s->state, "running"))
                 pd_deferred_fail(&c->fail, 409, "conflict", "sandbox %s is %s", c->s->id, c->s->state);
 }
 
@@ -237,7 +261,8 @@ static bool skip_header(const char *name, bool key_used, bool upgrade)
 {
         static const char *const hop[] = { "Connection", "Keep-Alive", "Transfer-Encoding", "Content-Length",
                                            "Proxy-Connection", "Upgrade", "TE", "Trailer",
-                                           "X-Paddock-Port-Token", "Host", "Expect" };
+                                           "X-Paddock-Port-Token", "E2B-Traffic-Access-Token", "Host",
+                                           "Expect" };
         /* an upgrade is asked of the service itself: those two go on */
         if (upgrade && (!strcasecmp(name, "Connection") || !strcasecmp(name, "Upgrade")))
                 return false;
@@ -422,7 +447,7 @@ static enum MHD_Result ports_public(struct pd_req *r, const char *chunk, size_t 
                 return ret;
         __atomic_store_n(&s->ports_public, pub, __ATOMIC_RELAXED);
         char token[PD_E2B_TOKEN_LEN + 1];
-        int k = port_token(r->srv, s->id, token);
+        int k = pd_ports_token(r->srv, s->id, token);
         pd_audit(r->srv, s->id, r->key.id, "ports.public", json_pack("{s:b}", "public", pub));
         json_t *o = json_pack("{s:s, s:b, s:s, s:s?}", "id", s->id, "public", pub, "domain",
                               r->srv->cfg.domain ? r->srv->cfg.domain : "localhost", "port_token",
@@ -439,7 +464,7 @@ static enum MHD_Result ports_info(struct pd_req *r, const char *chunk, size_t *c
         if (!s)
                 return ret;
         char token[PD_E2B_TOKEN_LEN + 1];
-        int k = port_token(r->srv, s->id, token);
+        int k = pd_ports_token(r->srv, s->id, token);
         json_t *o = json_pack("{s:s, s:b, s:s, s:s?}", "id", s->id, "public",
                               (int)__atomic_load_n(&s->ports_public, __ATOMIC_RELAXED), "domain",
                               r->srv->cfg.domain ? r->srv->cfg.domain : "localhost", "port_token",

@@ -7,6 +7,10 @@
 
 #include "e2b.h"
 
+/* The sandbox's port token: hex HMAC of "port:<id>" with the server's
+ * secret; E2B clients know it as the trafficAccessToken. */
+int pd_ports_token(struct pd_server *srv, const char *id, char out[PD_E2B_TOKEN_LEN + 1]);
+
 /* The relay of one upgraded connection, kept by the port call until the
  * request is over (see ports_ws.c for who frees it when). */
 struct pd_ports_ws;

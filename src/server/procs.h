@@ -63,6 +63,10 @@ struct pd_proc_info {
  * absent; one->obj referenced); with all, an array of process objects. */
 int pd_procs_list(struct pd_conn *c, uint32_t want_pid, struct pd_proc_info *one, json_t **all,
                   struct pd_error *err);
+/* The same over a LIST reply already received (checked with
+ * agent_check.h first: -EPROTO, nothing decoded, for a hostile one). */
+int pd_procs_list_decode(const uint8_t *reply, size_t rlen, uint32_t want_pid, struct pd_proc_info *one,
+                         json_t **all, struct pd_error *err);
 /* JSON text of bytes that may not be UTF-8 (invalid sequences: U+FFFD). */
 json_t *pd_procs_text_json(const char *buf, size_t len);
 /* An EXIT payload; reason "exit" unless it says otherwise. */

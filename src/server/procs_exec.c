@@ -110,7 +110,7 @@ enum MHD_Result pd_procs_route_exec(struct pd_req *r, const char *chunk, size_t 
         if (h.type == PD_T_ERROR) {
                 char m[PD_ERROR_MSG_MAX];
                 pd_conn_error_text(p, h.len, m, sizeof m);
-                pd_error_setx(&err, h.aux ? (int)h.aux : EIO, "%s", m);
+                pd_error_setx(&err, pd_conn_error_errno(h.aux, EIO), "%s", m);
                 ret = pd_spawn_reply_error(r, -err.code, &err, &sr);
                 goto out;
         }

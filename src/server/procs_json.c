@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent_check.h"
 #include "pool.h"
 #include "procs.h"
 
@@ -137,21 +138,18 @@ static json_t *proc_object(const uint8_t *p, size_t len, struct pd_proc_info *pi
         return o;
 }
 
-/* LIST; with want_pid, fill *one about that pid (one->found false if
- * absent); with all, an array of process objects. */
-int pd_procs_list(struct pd_conn *c, uint32_t want_pid, struct pd_proc_info *one, json_t **all,
-                  struct pd_error *err)
+int pd_procs_list_decode(const uint8_t *reply, size_t rlen, uint32_t want_pid, struct pd_proc_info *one,
+                         json_t **all, struct pd_error *err)
 {
-        struct pd_msg m;
-        uint8_t *reply = NULL;
-        size_t rlen = 0;
-        pd_msg_init(&m);
-        int k = pd_agentc_call(c, PD_T_LIST, &m, &reply, &rlen, PROCS_CALL_TIMEOUT_MS, err);
-        pd_msg_free(&m);
-        if (k < 0)
-                return k;
         if (one)
                 memset(one, 0, sizeof *one);
+        if (all)
+                *all = NULL;
+        /* what a hostile agent may say (a pid twice, no pid, ...) is
+         * refused whole before anything is decoded */
+        int k = pd_agent_check_procs(reply, rlen, err);
+        if (k < 0)
+                return k;
         if (all)
                 *all = json_array();
         struct pd_msg_iter it;
@@ -168,15 +166,30 @@ int pd_procs_list(struct pd_conn *c, uint32_t want_pid, struct pd_proc_info *one
                                                       !strcmp(json_string_value(tag), PD_TEMPLATE_WARMUP));
                 if (all && !warmup)
                         json_array_append(*all, o);
-                if (one && want_pid && pi.pid == want_pid) {
+                if (one && want_pid && pi.pid == want_pid && !one->found) {
                         *one = pi;
                         one->found = true;
                         one->obj = json_incref(o);
                 }
                 json_decref(o);
         }
-        free(reply);
         return 0;
+}
+
+int pd_procs_list(struct pd_conn *c, uint32_t want_pid, struct pd_proc_info *one, json_t **all,
+                  struct pd_error *err)
+{
+        uint8_t *reply = NULL;
+        size_t rlen = 0;
+        if (one)
+                memset(one, 0, sizeof *one);
+        if (all)
+                *all = NULL;
+        int k = pd_agentc_call(c, PD_T_LIST, NULL, &reply, &rlen, PROCS_CALL_TIMEOUT_MS, err);
+        if (k >= 0)
+                k = pd_procs_list_decode(reply, rlen, want_pid, one, all, err);
+        free(reply);
+        return k;
 }
 
 void pd_procs_exit_parse(const uint8_t *p, size_t len, struct pd_proc_exit *x)

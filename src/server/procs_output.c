@@ -19,6 +19,7 @@
 #include "util.h"
 
 #define PROCS_STREAM_BLOCK (128u << 10)
+#define STASH_MAX (16u << 20)          /* 8x the agent's per-connection output buffer */
 
 static bool query_flag(struct pd_req *r, const char *name)
 {
@@ -51,6 +52,7 @@ struct out_stream {
         /* frames that arrived while we waited for an ATTACH's REPLY (output
          * of an earlier ATTACH), replayed first; cur: the one being served */
         struct stashed *stash, **stash_tail, *cur;
+        size_t stashed_bytes;
 };
 
 struct stashed {
@@ -256,7 +258,7 @@ static int out_wait_reply(struct out_stream *o, uint32_t id, uint64_t *first, st
                         if (h.type == PD_T_ERROR) {
                                 char msg[256];
                                 pd_conn_error_text(p, h.len, msg, sizeof msg);
-                                return pd_error_setx(err, h.aux ? (int)h.aux : EIO, "%s", msg);
+                                return pd_error_setx(err, pd_conn_error_errno(h.aux, EIO), "%s", msg);
                         }
                         struct pd_attr a;
                         if (first && (!pd_msg_find(p, h.len, PD_A_OFFSET, &a) || !pd_attr_u64(&a, first)))
@@ -264,7 +266,13 @@ static int out_wait_reply(struct out_stream *o, uint32_t id, uint64_t *first, st
                         return 0;
                 }
                 if (h.type == PD_T_OUTPUT || h.type == PD_T_GAP || h.type == PD_T_EXIT) {
-                        /* output of an earlier ATTACH may overtake this REPLY */
+                        /* output of an earlier ATTACH may overtake this REPLY:
+                         * at most what the agent buffers for one connection,
+                         * not whatever a hostile agent sends instead of it */
+                        if (h.len > STASH_MAX - o->stashed_bytes)
+                                return pd_error_setx(err, EPROTO, "the agent sent over %u bytes of output "
+                                                     "instead of answering ATTACH", STASH_MAX);
+                        o->stashed_bytes += h.len;
                         struct stashed *x = malloc(sizeof *x + h.len);
                         if (!x)
                                 return pd_error_set(err, ENOMEM, "stash a frame");

@@ -128,6 +128,9 @@ enum MHD_Result pd_route_reply_agent_error(struct pd_req *r, int neg_errno, cons
         case ECONNREFUSED:
         case ESHUTDOWN:
                 return pd_reply_error(r, 503, "unavailable", "sandbox agent unreachable: %s", msg);
+        case EPROTO:
+                /* the agent answered something malformed (agent_check.h) */
+                return pd_reply_error(r, 502, "bad_agent_reply", "%s", msg);
         default:
                 return pd_reply_errno(r, neg_errno, msg);
         }

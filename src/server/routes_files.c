@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent_check.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -247,7 +248,7 @@ static int frame_error(struct pd_error *err, const struct pd_frame_hdr *h, const
 {
         char m[256];
         pd_conn_error_text(p, h->len, m, sizeof m);
-        return pd_error_setx(err, h->aux ? (int)h->aux : EIO, "%s", m);
+        return pd_error_setx(err, pd_conn_error_errno(h->aux, EIO), "%s", m);
 }
 
 /* The query argument "path", or a 400 answer in *ret. */
@@ -268,6 +269,8 @@ static json_t *fctx_call_entry(struct fctx *x, uint32_t type, const char *tname,
         uint8_t *reply = NULL;
         size_t rlen = 0;
         *k = pd_agentc_call(&x->c, type, &x->m, &reply, &rlen, FILES_CALL_TIMEOUT_MS, &x->err);
+        if (*k >= 0)
+                *k = pd_agent_check_entries(reply, rlen, 1, 1, &x->err);
         json_t *e = *k < 0 ? NULL : reply_entry(reply, rlen, ei);
         free(reply);
         if (*k >= 0 && !e)
@@ -322,6 +325,8 @@ static enum MHD_Result route_list(struct pd_req *r, const char *chunk, size_t *c
         pd_msg_put_str(&x.m, PD_A_PATH, path);
         pd_msg_put_u32(&x.m, PD_A_DEPTH, depth);
         int k = pd_agentc_call(&x.c, PD_T_FILE_LIST, &x.m, &reply, &rlen, FILES_CALL_TIMEOUT_MS, &x.err);
+        if (k >= 0)
+                k = pd_agent_check_entries(reply, rlen, 0, PD_AGENT_ENTRIES_MAX, &x.err);
         audit_file(r, &x, "file.list", json_pack("{s:s,s:i}", "path", path, "depth", (int)depth), k);
         if (k < 0) {
                 ret = k == -EMSGSIZE ? pd_reply_error(r, 413, "too_large", "%s", x.err.msg) : file_error(r, k, &x.err);
@@ -581,9 +586,11 @@ static enum MHD_Result upload_finish(struct pd_req *r, struct upload *u)
                                 u->err = -u->x.err.code;
                                 break;
                         }
+                        if (pd_agent_check_entries(p, h.len, 1, 1, &u->x.err) < 0) {
+                                u->err = -EPROTO;
+                                break;
+                        }
                         entry = reply_entry(p, h.len, NULL);
-                        if (!entry)
-                                entry = json_pack("{s:s}", "path", u->path);
                         break;
                 }
         }
@@ -672,12 +679,19 @@ static void fstream_release(struct fstream *f)
                 pd_server_sandbox_put(f->srv, f->s);
 }
 
+/* A download is the inode the agent opened, with the length it announced
+ * from that fd (FILE_OPENED): the answer's Content-Length. Fewer bytes than
+ * that (the file truncated meanwhile, the agent's ERROR, the agent gone)
+ * abort the connection: the client sees a failed transfer, never a short
+ * 200. A file of unknown length (procfs) goes chunked; an ERROR then ends
+ * the stream without its last chunk, an error to the client as well. */
 struct download {
         struct fstream f;
-        bool done;
+        uint64_t size;          /* announced, or MHD_SIZE_UNKNOWN */
+        uint64_t sent;
+        enum { DL_MORE, DL_OK, DL_FAILED } end;
         const uint8_t *pend;    /* rest of the current DATA frame (in c's buffer) */
         size_t pend_len;
-        bool pend_end;          /* that frame was the last */
 };
 
 static void download_free(void *cls)
@@ -693,13 +707,23 @@ static ssize_t download_reader(void *cls, uint64_t pos, char *buf, size_t max)
         for (;;) {
                 if (d->pend_len) {
                         size_t n = d->pend_len < max ? d->pend_len : max;
+                        if (d->size != MHD_SIZE_UNKNOWN && n > d->size - d->sent) {
+                                /* more than announced: the agent is not to be trusted */
+                                d->end = DL_FAILED;
+                                d->pend_len = 0;
+                                continue;
+                        }
                         memcpy(buf, d->pend, n);
                         d->pend += n;
                         d->pend_len -= n;
+                        d->sent += n;
                         return (ssize_t)n;
                 }
-                if (d->pend_end || d->done)
-                        return MHD_CONTENT_READER_END_OF_STREAM;
+                if (d->end == DL_FAILED)
+                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                if (d->end == DL_OK)
+                        return d->size == MHD_SIZE_UNKNOWN || d->sent == d->size ? MHD_CONTENT_READER_END_OF_STREAM
+                                                                                  : MHD_CONTENT_READER_END_WITH_ERROR;
                 struct pd_frame_hdr h;
                 const uint8_t *p;
                 int k = pd_route_wait(d->f.srv, &d->f.c, d->f.mc, d->f.s, &h, &p, FILES_CALL_TIMEOUT_MS);
@@ -707,14 +731,15 @@ static ssize_t download_reader(void *cls, uint64_t pos, char *buf, size_t max)
                         return MHD_CONTENT_READER_END_WITH_ERROR;
                 if (h.id != d->f.id)
                         continue;
+                /* after the last DATA comes REPLY (all read) or ERROR (a
+                 * read failed): only REPLY ends the body well */
                 if (h.type == PD_T_ERROR)
-                        return MHD_CONTENT_READER_END_WITH_ERROR;       /* a read failed midway */
-                if (h.type == PD_T_DATA) {
+                        d->end = DL_FAILED;
+                else if (h.type == PD_T_REPLY)
+                        d->end = DL_OK;
+                else if (h.type == PD_T_DATA) {
                         d->pend = p;
                         d->pend_len = h.len;
-                        d->pend_end = h.flags & PD_F_END;
-                } else if (h.type == PD_T_REPLY) {
-                        d->done = true;
                 }
         }
 }
@@ -726,36 +751,22 @@ static enum MHD_Result route_download(struct pd_req *r, const char *chunk, size_
         struct fctx x;
         if (!req_path(r, &path, &ret) || !fctx_open(r, &x, pd_req_query(r, "user"), &ret))
                 return ret;
-        /* FILE_STAT first: the size for Content-Length, and FIFOs, sockets,
-         * devices and directories refused before any read is attempted */
-        struct entry_info ei = { 0 };
-        int k;
+        /* FILE_READ refuses directories, FIFOs, sockets and devices before
+         * it opens anything for reading, and follows a symlink inside the
+         * root; DESCRIBE: the length of what it opened comes first */
         pd_msg_put_str(&x.m, PD_A_PATH, path);
-        json_decref(fctx_call_entry(&x, PD_T_FILE_STAT, "FILE_STAT", &ei, &k));
-        if (k >= 0 && ei.ftype == PD_FT_DIR)
-                k = pd_error_setx(&x.err, EISDIR, "'%s' is a directory", path);
-        if (k >= 0 && ei.ftype == PD_FT_OTHER)
-                k = pd_error_setx(&x.err, EINVAL, "'%s' is not a regular file (FIFOs, sockets and devices are refused)",
-                                  path);
-        struct download *d = NULL;
-        uint32_t id = 0;
+        pd_msg_put_u32(&x.m, PD_A_UID, x.u.uid);
+        pd_msg_put_u32(&x.m, PD_A_GID, x.u.gid);
+        pd_msg_put_u32(&x.m, PD_A_DESCRIBE, 1);
+        uint32_t id = pd_conn_new_id(&x.c);
+        int k = pd_conn_queue_msg(&x.c, PD_T_FILE_READ, id, &x.m);
+        if (k < 0)
+                pd_error_set(&x.err, -k, "queue FILE_READ");
+        uint64_t size = MHD_SIZE_UNKNOWN;
         const uint8_t *p = NULL;
         struct pd_frame_hdr h = { 0 };
-        if (k >= 0) {
-                /* a symlink is followed (inside the root) by FILE_READ: its
-                 * target's size is not known here, so no Content-Length */
-                pd_msg_reset(&x.m);
-                pd_msg_put_str(&x.m, PD_A_PATH, path);
-                pd_msg_put_u32(&x.m, PD_A_UID, x.u.uid);
-                pd_msg_put_u32(&x.m, PD_A_GID, x.u.gid);
-                if (ei.ftype == PD_FT_FILE)
-                        pd_msg_put_u64(&x.m, PD_A_LENGTH, ei.size);
-                id = pd_conn_new_id(&x.c);
-                k = pd_conn_queue_msg(&x.c, PD_T_FILE_READ, id, &x.m);
-                if (k < 0)
-                        pd_error_set(&x.err, -k, "queue FILE_READ");
-        }
-        /* the first frame decides the status: ERROR (open failed) or DATA */
+        /* the first frame decides the status: ERROR (the open failed),
+         * FILE_OPENED, or DATA (an agent that does not know DESCRIBE) */
         while (k >= 0) {
                 k = pd_route_wait(r->srv, &x.c, r->conn, x.s, &h, &p, FILES_CALL_TIMEOUT_MS);
                 if (k < 0) {
@@ -768,24 +779,36 @@ static enum MHD_Result route_download(struct pd_req *r, const char *chunk, size_
                         k = frame_error(&x.err, &h, p);
                         break;
                 }
+                if (h.type == PD_T_FILE_OPENED) {
+                        uint64_t n;
+                        k = pd_agent_check_file_opened(p, h.len, &n, &x.err);
+                        if (k == 1)
+                                size = n;
+                        p = NULL;
+                        h.len = 0;
+                        break;
+                }
                 if (h.type == PD_T_DATA)
                         break;
         }
-        audit_file(r, &x, "file.read", json_pack("{s:s,s:I}", "path", path, "size", (json_int_t)ei.size), k);
+        json_t *fields = json_pack("{s:s}", "path", path);
+        if (size != MHD_SIZE_UNKNOWN)
+                json_object_set_new(fields, "size", json_integer((json_int_t)size));
+        audit_file(r, &x, "file.read", fields, k);
         if (k < 0) {
                 ret = file_error(r, k, &x.err);
                 fctx_close(r, &x);
                 return ret;
         }
-        if (!(d = calloc(1, sizeof *d))) {
+        struct download *d = calloc(1, sizeof *d);
+        if (!d) {
                 fctx_close(r, &x);
                 return pd_reply_error(r, 500, "internal", "out of memory");
         }
         fstream_take(&d->f, r, &x, id);
-        d->pend = p;    /* still in d->f.c's buffer: nothing reads it before the reader */
-        d->pend_len = h.len;
-        d->pend_end = h.flags & PD_F_END;
-        uint64_t size = ei.ftype == PD_FT_FILE ? ei.size : MHD_SIZE_UNKNOWN;
+        d->size = size;
+        d->pend = p;    /* a first DATA, still in d->f.c's buffer: nothing reads it before the reader */
+        d->pend_len = h.type == PD_T_DATA ? h.len : 0;
         struct MHD_Response *resp = MHD_create_response_from_callback(size, FILES_STREAM_BLOCK, download_reader, d,
                                                                       download_free);
         if (!resp) {
@@ -844,6 +867,12 @@ static ssize_t watch_reader(void *cls, uint64_t pos, char *buf, size_t max)
                         return MHD_CONTENT_READER_END_OF_STREAM;       /* sandbox or server gone */
                 if (h.type != PD_T_WATCH_EVENT || h.id != w->f.id)
                         continue;
+                struct pd_error err = { 0 };
+                if (pd_agent_check_watch_event(p, h.len, &err) < 0) {
+                        /* the agent is not to be trusted any more: end the stream */
+                        pd_log("warn", "watch ended sandbox=%s error=\"%s\"", w->f.s->id, err.msg);
+                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                }
                 struct pd_attr a;
                 uint32_t ev = 0;
                 char *name = pd_msg_find(p, h.len, PD_A_NAME, &a) ? pd_attr_strdup(&a) : NULL;

@@ -8,6 +8,7 @@
  *   routes_files.c      /sandboxes/{id}/files...
  *   audit.c     per-sandbox append-only JSON lines
  *   agentc.c    synchronous agent calls over a fresh connection
+ *   agent_check.c  what an agent answers, checked before it is decoded
  *
  * Threading: libmicrohttpd runs one thread per connection
  * (MHD_USE_THREAD_PER_CONNECTION), so a route handler may block: a streaming
@@ -32,6 +33,15 @@ struct pd_key {
         char id[17];            /* public key id (first 16 hex of its hash) */
         char name[65];
 };
+
+/* json_decref when the variable goes out of scope, after a return
+ * statement's expression: a reply formatted there may quote strings that
+ * the document still owns (json_string_value of a request body). */
+static inline void pd_json_decrefp(json_t **j)
+{
+        json_decref(*j);
+}
+#define _pd_cleanup_json_ __attribute__((cleanup(pd_json_decrefp)))
 
 /* One sandbox as the server tracks it. Reference counted: routes take a
  * reference with pd_server_sandbox_get and drop it with _put. */

@@ -68,7 +68,17 @@ static int start_relay(struct pd_sandbox *sb, int timeout_ms, const char *netarg
         _pd_cleanup_close_ int lfd = pd_host_listen_socket(sb, err);
         if (lfd < 0)
                 return lfd;
-        char *argv[] = { "paddock-vm-relay", serial, (char *)netarg, NULL };
+        /* the console log's cap: 1 MiB, or PADDOCK_VM_CONSOLE_MAX (tests) */
+        char cmax[48] = "";
+        const char *ce = getenv("PADDOCK_VM_CONSOLE_MAX");
+        if (ce && *ce && strspn(ce, "0123456789") == strlen(ce) && strlen(ce) < 20)
+                snprintf(cmax, sizeof cmax, "--console-max=%s", ce);
+        char *argv[4] = { "paddock-vm-relay", serial, NULL, NULL };
+        int ac = 2;
+        if (netarg)
+                argv[ac++] = (char *)netarg;
+        if (cmax[0])
+                argv[ac++] = cmax;
         int ready = -1;
         const char *step = "";
         pid_t pid = pd_helper_spawn(relay, argv, sb->dirfd, "relay.log", &lfd, 1, &ready, &step);

@@ -123,7 +123,8 @@ static void build_argv(const struct pd_vm_launch *l, struct argv_buf *a)
                "paddock.disk=%llu paddock.pids=%u",
             tsc, (unsigned long long)l->disk_bytes, l->pids ? l->pids : 512);
         arg(a, "-chardev");
-        arg(a, "file,id=con,path=%s/console.log", l->dir);
+        /* append: the relay truncates the log at its cap (console_cap.c) */
+        arg(a, "file,id=con,path=%s/console.log,append=on", l->dir);
         arg(a, "-serial");
         arg(a, "chardev:con");
         arg(a, "-chardev");

@@ -5,40 +5,68 @@
  * virtio-serial chardev socket. Writes one byte to fd 4 (then closes it)
  * once the guest answered SYNC: the agent is ready. With --net=HEX (the
  * PD_MUX_NETCFG payload in hex) it tells the guest its NIC's settings
- * right after every SYNC.
- *   paddock-vm-relay SERIAL_SOCKET [--net=HEX] */
+ * right after every SYNC. It also keeps the VM's console log (console.log
+ * beside SERIAL_SOCKET) under its cap (console_cap.c; 1 MiB unless
+ * --console-max says otherwise).
+ *   paddock-vm-relay SERIAL_SOCKET [--net=HEX] [--console-max=BYTES] */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "console_cap.h"
 #include "vmmux.h"
 
 int main(int argc, char **argv)
 {
         static uint8_t netcfg[PD_MUX_NETCFG_LEN];
         bool have_net = false;
-        if (argc == 3 && strncmp(argv[2], "--net=", 6) == 0 && strlen(argv[2] + 6) == 2 * PD_MUX_NETCFG_LEN) {
-                for (unsigned i = 0; i < PD_MUX_NETCFG_LEN; i++) {
-                        unsigned v;
-                        if (sscanf(argv[2] + 6 + 2 * i, "%2x", &v) != 1)
+        uint64_t console_max = PD_CONSOLE_LOG_MAX;
+        if (argc < 2)
+                goto usage;
+        for (int a = 2; a < argc; a++) {
+                if (strncmp(argv[a], "--net=", 6) == 0 && strlen(argv[a] + 6) == 2 * PD_MUX_NETCFG_LEN) {
+                        for (unsigned i = 0; i < PD_MUX_NETCFG_LEN; i++) {
+                                unsigned v;
+                                if (sscanf(argv[a] + 6 + 2 * i, "%2x", &v) != 1)
+                                        goto usage;
+                                netcfg[i] = (uint8_t)v;
+                        }
+                        have_net = true;
+                } else if (strncmp(argv[a], "--console-max=", 14) == 0) {
+                        char *end;
+                        errno = 0;
+                        unsigned long long v = strtoull(argv[a] + 14, &end, 10);
+                        if (errno || *end || end == argv[a] + 14 || v < 4096)
                                 goto usage;
-                        netcfg[i] = (uint8_t)v;
-                }
-                have_net = true;
-        } else if (argc != 2) {
+                        console_max = v;
+                } else {
 usage:
-                fprintf(stderr, "usage: paddock-vm-relay SERIAL_SOCKET [--net=HEX] (listener on fd 3, ready fd 4)\n");
-                return 2;
+                        fprintf(stderr, "usage: paddock-vm-relay SERIAL_SOCKET [--net=HEX] [--console-max=BYTES "
+                                        "(>= 4096)] (listener on fd 3, ready fd 4)\n");
+                        return 2;
+                }
         }
         signal(SIGPIPE, SIG_IGN);
+        char dir[PATH_MAX], console[PATH_MAX + 16];
+        snprintf(dir, sizeof dir, "%s", argv[1]);
+        snprintf(console, sizeof console, "%s/console.log", dirname(dir));
+        int k = pd_console_cap_start(console, console_max);
+        if (k < 0) {
+                fprintf(stderr, "paddock-vm-relay: cap %s: %s\n", console, strerror(-k));
+                return 1;
+        }
         struct sockaddr_un a = { .sun_family = AF_UNIX };
         if (strlen(argv[1]) >= sizeof a.sun_path) {
                 fprintf(stderr, "paddock-vm-relay: socket path too long\n");

@@ -2,6 +2,7 @@
  * cgroupsPath rules (src/oci/config.c, src/oci/cgroup.c). TAP. */
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -129,6 +130,44 @@ static void refused(void (*edit)(json_t *), const char *word, const char *what)
         oci_config_free(&c);
 }
 
+/* A mount whose options parse but whose shape is wrong (a bind mount with
+ * no source): the options buffer parse_mount allocated must not leak. */
+static void e_bind_no_source(json_t *j)
+{
+        json_t *m = json_array_get(json_object_get(j, "mounts"), 1);
+        json_object_del(m, "source");
+        json_object_set_new(m, "options", json_pack("[s,s,s]", "rbind", "ro", "mode=755"));
+}
+
+static void e_bad_option(json_t *j)
+{
+        json_t *m = json_array_get(json_object_get(j, "mounts"), 0);
+        json_array_append_new(json_object_get(m, "options"), json_integer(7));
+}
+
+/* Bytes in use on the heap after parsing a refused config and freeing it,
+ * many times over: a leak of even one buffer per parse shows as growth. */
+static void test_refused_mount_frees(void (*edit)(json_t *), const char *what)
+{
+        size_t before = 0;
+        for (int i = 0; i < 2000; i++) {
+                if (i == 100) /* after jansson's and stdio's first allocations */
+                        before = mallinfo2().uordblks;
+                struct oci_config c;
+                struct pd_error err = { 0 };
+                int r = parse_with(edit, &c, &err);
+                oci_config_free(&c);
+                if (r >= 0) {
+                        ok(0, what);
+                        return;
+                }
+        }
+        size_t after = mallinfo2().uordblks;
+        ok(after <= before + 4096, what);
+        if (after > before + 4096)
+                printf("# heap grew by %zu bytes over 1900 refused parses\n", after - before);
+}
+
 static void test_cgroup_paths(void)
 {
         struct oci_config c;
@@ -241,6 +280,10 @@ int main(void)
         refused(e_no_args, "process.args", "empty args refused");
         refused(e_bad_oom, "oomScoreAdj", "oomScoreAdj out of range refused");
         refused(e_no_uts, "uts namespace", "hostname without a uts namespace refused");
+        refused(e_bind_no_source, "has no source", "bind mount without a source refused");
+        refused(e_bad_option, "is not a string", "a mount option that is not a string refused");
+        test_refused_mount_frees(e_bind_no_source, "a refused mount frees its options buffer (bind without source)");
+        test_refused_mount_frees(e_bad_option, "a refused mount frees its options buffer (option not a string)");
         test_cgroup_paths();
         test_sysctls();
         test_signals();
