@@ -147,7 +147,8 @@ def test_audit_records_resolved_open_and_exec(paddock):
 
 @pytest.fixture
 def hostdir():
-    """A host directory for -v (world-readable files), removed after."""
+    """A host directory for -v (world-readable files), removed after; root
+    owns it, so the tests mount it :ro (a root-owned rw volume is refused)."""
     d = tempfile.mkdtemp(prefix="pd-sv-vol-", dir="/tmp")
     os.chmod(d, 0o755)
     yield d
@@ -172,7 +173,7 @@ def test_deny_rule(paddock, hostdir):
         cat /srv/public
         sudo sh -c 'echo >> /etc/host.conf' 2>&1 | grep -o 'Permission denied'
         head -c0 /etc/host.conf && echo ro-read-ok
-        """), "-v", "%s:/srv" % hostdir, policy=policy)
+        """), "-v", "%s:/srv:ro" % hostdir, policy=policy)
     assert r.stdout.split("\n")[:5] == ["Permission denied", "Permission denied", "pub",
                                         "Permission denied", "ro-read-ok"], (r.stdout, r.stderr)
     recs = audit_lines(paddock, j["sandbox"])
@@ -226,7 +227,7 @@ def test_symlink_race_never_yields_denied_content(paddock, hostdir):
         stop = True; t.join()
         print(ok, bad, denied)
     """
-    r, _ = run_sup(paddock, code, "-v", "%s:/srv" % hostdir, policy=policy, lang="python", timeout=120)
+    r, _ = run_sup(paddock, code, "-v", "%s:/srv:ro" % hostdir, policy=policy, lang="python", timeout=120)
     assert r.returncode == 0, r.stderr
     ok, bad, denied = map(int, r.stdout.split())
     assert bad == 0 and ok > 0 and denied > 0, r.stdout
