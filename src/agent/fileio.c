@@ -24,8 +24,8 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "util.h"
+#include "agent/agent.h"
+#include "lib/util.h"
 
 #define PSEUDO_MAX (64u << 20)  /* a procfs file has no size: at most this much */
 #define OPEN_TRIES 3            /* the path replaced between the two opens */

@@ -1,5 +1,5 @@
-#include "openat2.h"
-#include "mount.h"
+#include "lib/openat2.h"
+#include "jail/mount.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,8 +10,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "trace.h"
-#include "util.h"
+#include "lib/trace.h"
+#include "lib/util.h"
 
 #define STAGE_FLAGS (MS_NOSUID | MS_NODEV)
 

@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 #define PD_MAX_GRAFTS 8
 #define PD_MAX_BINDS 40

@@ -23,7 +23,7 @@
  * A rule left to the supervisor is still enforced by it on every brokered
  * call (opens, creates, renames, links, metadata changes); only the
  * kernel-level guarantee is missing (docs). */
-#include "mount.h"
+#include "jail/mount.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -35,8 +35,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "openat2.h"
-#include "util.h"
+#include "lib/openat2.h"
+#include "lib/util.h"
 
 #define R_READ 1
 #define R_WRITE 2

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <linux/filter.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 /* errno for clone/unshare with a namespace flag. The kernel never returns
  * EOPNOTSUPP from clone or unshare, so it means "denied by paddock". */

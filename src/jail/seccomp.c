@@ -3,7 +3,7 @@
 #endif
 /* The sandbox's seccomp filter: policy (with seccomp-list.h), BPF export,
  * on-disk cache, install. The policy in prose is docs/seccomp.md. */
-#include "seccomp-policy.h"
+#include "jail/seccomp-policy.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -22,8 +22,8 @@
 #include <unistd.h>
 #include <linux/netlink.h>
 
-#include "seccomp-list.h"
-#include "util.h"
+#include "jail/seccomp-list.h"
+#include "lib/util.h"
 
 /* Bump whenever the rules in this file or the list in seccomp-list.h
  * change: it is part of the cache key. */

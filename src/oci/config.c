@@ -11,7 +11,7 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 
-#include "oci.h"
+#include "oci/oci.h"
 
 #define CONFIG_MAX_BYTES (4u << 20)
 

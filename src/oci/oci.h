@@ -14,7 +14,7 @@
 
 #include <jansson.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 #define OCI_ROOT_DEFAULT "/run/paddock-oci"
 #define OCI_MAX_NS 8

@@ -20,9 +20,9 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "openat2.h"
-#include "oci.h"
-#include "util.h"
+#include "lib/openat2.h"
+#include "oci/oci.h"
+#include "lib/util.h"
 
 /* Set by create before the clone: the container's cgroup path (for
  * "cgroup" mounts). */

@@ -26,8 +26,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "oci.h"
-#include "util.h"
+#include "oci/oci.h"
+#include "lib/util.h"
 
 static const char *const ipc_sysctls[] = {
         "kernel.msgmax", "kernel.msgmnb", "kernel.msgmni", "kernel.sem", "kernel.shmall",

@@ -23,10 +23,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "conn.h"
-#include "msg.h"
-#include "util.h"
-#include "ocivm.h"
+#include "proto/conn.h"
+#include "proto/msg.h"
+#include "lib/util.h"
+#include "oci/ocivm.h"
 
 #define STDIN_QUEUE_MAX (1u << 20)      /* stop reading stdin while this much waits for the guest */
 #define REPLY_TIMEOUT_MS 60000

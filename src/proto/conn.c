@@ -1,4 +1,4 @@
-#include "conn.h"
+#include "proto/conn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 int pd_conn_init(struct pd_conn *c, int fd)
 {

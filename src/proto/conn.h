@@ -6,9 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "msg.h"
-#include "proto.h"
+#include "lib/error.h"
+#include "proto/msg.h"
+#include "proto/proto.h"
 
 struct pd_conn {
         int fd;

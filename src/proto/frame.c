@@ -1,4 +1,4 @@
-#include "proto.h"
+#include "proto/proto.h"
 
 #include <endian.h>
 #include <errno.h>

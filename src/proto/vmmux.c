@@ -1,7 +1,7 @@
 /* The microvm channel multiplexer (vmmux.h): one poll() loop, used by the
  * host relay and by the guest demux alike. libc only: it links into the
  * static agent. */
-#include "vmmux.h"
+#include "proto/vmmux.h"
 
 #include <endian.h>
 #include <errno.h>

@@ -44,8 +44,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "../lib/openat2.h"
-#include "broker.h"
+#include "lib/openat2.h"
+#include "supervisor/broker.h"
 
 #ifndef PROC_SUPER_MAGIC
 #define PROC_SUPER_MAGIC 0x9fa0

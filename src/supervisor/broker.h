@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "sv.h"
+#include "supervisor/sv.h"
 
 struct broker {
         const struct sv_broker_args *a;

@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "broker.h"
+#include "supervisor/broker.h"
 
 #define WALK_MAX_ENTRIES 50000
 #define WALK_MAX_DEPTH 32

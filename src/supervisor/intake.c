@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include <utime.h>
 
-#include "main.h"
+#include "supervisor/supervisor_main.h"
 
 #define XATTR_VALUE_MAX 65536           /* the kernel's XATTR_SIZE_MAX */
 #define XATTR_NAME_MAX_ 255

@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "broker.h"
+#include "supervisor/broker.h"
 
 #ifndef SYS_fchmodat2
 #define SYS_fchmodat2 452

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy.h"
+#include "supervisor/policy.h"
 
 #define MAX_RULES 256
 

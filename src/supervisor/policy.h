@@ -1,6 +1,6 @@
 /* The supervised tier's per-sandbox policy (policy.c, docs/security.md
  * "`supervised` tier"). Used by the supervisor (every brokered call) and by
- * the sandbox's creator (src/jail/supervisor.c: which rules become mounts,
+ * the sandbox's creator (src/jail/supervisor_launch.c: which rules become mounts,
  * which syscalls the seccomp filter hands to the supervisor). */
 #pragma once
 #include <stdbool.h>

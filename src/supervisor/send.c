@@ -21,7 +21,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "broker.h"
+#include "supervisor/broker.h"
 
 #define PAD8(n) (((size_t)(n) + 7) & ~(size_t)7)
 

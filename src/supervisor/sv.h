@@ -110,7 +110,7 @@ struct sv_job {
 };
 
 /* ---- policy.c ---- */
-#include "policy.h"
+#include "supervisor/policy.h"
 
 /* ---- audit.c ---- */
 struct sv_audit {

@@ -35,22 +35,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agentpath.h"
-#include "caps.h"
-#include "fds.h"
-#include "host.h"
-#include "cgroup.h"
-#include "mount.h"
-#include "sbnet.h"
-#include "sandbox.h"
-#include "seccomp-policy.h"
-#include "snapshot.h"
-#include "supervisor.h"
-#include "template.h"
-#include "trace.h"
-#include "userns.h"
-#include "util.h"
-#include "volume.h"
+#include "lib/agentpath.h"
+#include "jail/caps.h"
+#include "jail/fds.h"
+#include "tiers/host.h"
+#include "jail/cgroup.h"
+#include "jail/mount.h"
+#include "net/sbnet.h"
+#include "lib/sandbox.h"
+#include "jail/seccomp-policy.h"
+#include "tiers/snapshot.h"
+#include "jail/supervisor_launch.h"
+#include "lib/template.h"
+#include "lib/trace.h"
+#include "jail/userns.h"
+#include "lib/util.h"
+#include "lib/volume.h"
 
 /* root and grafts, each with its snapshot layers; volumes; sudo; resolv.conf */
 #define MAX_TREES ((1 + PD_MAX_GRAFTS) * (1 + PD_MAX_STACK) + PD_MAX_VOLUMES + 2)
@@ -462,7 +462,7 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         snprintf(cache, sizeof cache, "%s/cache", sb->state->dir);
         struct pd_seccomp_opts so = { .deny_udp_raw = false, .notify = supervised };
         /* supervised: the policy's path rules as mounts, and what else the
-         * filter hands to the supervisor (src/jail/supervisor.c) */
+         * filter hands to the supervisor (src/jail/supervisor_launch.c) */
         if (supervised && (r = pd_supervisor_plan(sb, &a.plan, &so, err)) < 0)
                 goto out;
         bool paths = so.notify_paths;
@@ -705,7 +705,7 @@ const struct pd_tier_ops pd_tier_container = {
 };
 
 /* supervised: the container tier plus a supervisor brokering opens and
- * connects and auditing execs (src/jail/supervisor.c). */
+ * connects and auditing execs (src/jail/supervisor_launch.c). */
 const struct pd_tier_ops pd_tier_supervised = {
         .name = "supervised",
         .create = supervised_create,

@@ -1,4 +1,4 @@
-#include "host.h"
+#include "tiers/host.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -11,9 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "snapshot.h"
-#include "supervisor.h"
-#include "util.h"
+#include "tiers/snapshot.h"
+#include "jail/supervisor_launch.h"
+#include "lib/util.h"
 
 int pd_host_listen_socket(struct pd_sandbox *sb, struct pd_error *err)
 {

@@ -4,7 +4,7 @@
 #pragma once
 #include <stdbool.h>
 
-#include "sandbox.h"
+#include "lib/sandbox.h"
 
 /* Bind + listen on sb->socket_path; returns the fd (CLOEXEC). */
 int pd_host_listen_socket(struct pd_sandbox *sb, struct pd_error *err);

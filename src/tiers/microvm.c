@@ -21,18 +21,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentpath.h"
-#include "helper_proc.h"
-#include "host.h"
-#include "microvm_int.h"
-#include "conn.h"
-#include "msg.h"
-#include "sandbox.h"
-#include "sbnet.h"
-#include "template.h"
-#include "trace.h"
-#include "util.h"
-#include "vm.h"
+#include "lib/agentpath.h"
+#include "jail/helper_proc.h"
+#include "tiers/host.h"
+#include "tiers/microvm_int.h"
+#include "proto/conn.h"
+#include "proto/msg.h"
+#include "lib/sandbox.h"
+#include "net/sbnet.h"
+#include "lib/template.h"
+#include "lib/trace.h"
+#include "lib/util.h"
+#include "vm/vm.h"
 
 #define VM_BOOT_TIMEOUT_MS 120000       /* TCG on a busy host: a cold boot is seconds */
 #define VM_CLONE_TIMEOUT_MS 30000

@@ -22,8 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "console_cap.h"
-#include "util.h"
+#include "vm/console_cap.h"
+#include "lib/util.h"
 
 struct cap {
         int fd, ino;

@@ -21,8 +21,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "util.h"
-#include "vm.h"
+#include "lib/util.h"
+#include "vm/vm.h"
 
 #define QEMU_BIN "/usr/bin/qemu-system-x86_64"
 #define QEMU_TAP_FD 200         /* the tap's fd number in QEMU (above what QEMU opens first) */

@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "util.h"
-#include "vm.h"
+#include "lib/util.h"
+#include "vm/vm.h"
 
 struct pd_qmp {
         int fd;

@@ -33,9 +33,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "trace.h"
-#include "util.h"
-#include "vm.h"
+#include "lib/trace.h"
+#include "lib/util.h"
+#include "vm/vm.h"
 
 #define PIPE_BYTES (1 << 20)    /* fewer wake-ups than the default 64 KiB */
 #define QUIET_MS 200            /* no data for this long: ask QEMU how it goes */

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 struct pd_state;
 

@@ -1,5 +1,5 @@
 /* Hostile agent replies against the server's checks and decoders
- * (src/server/agent_check.c, the LIST decoder of src/server/procs_json.c).
+ * (src/server/core/agent_check.c, the LIST decoder of src/server/api/procs_json.c).
  * The agent lives in the sandbox: whatever it says must end in a clean
  * -EPROTO, never a leak or a crash. TAP. */
 #include <errno.h>
@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent_check.h"
-#include "msg.h"
-#include "procs.h"
-#include "proto.h"
+#include "server/core/agent_check.h"
+#include "proto/msg.h"
+#include "server/api/procs.h"
+#include "proto/proto.h"
 
 static int n_test, n_fail;
 

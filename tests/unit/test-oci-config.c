@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "oci.h"
+#include "oci/oci.h"
 
 static int n_test, n_fail;
 

@@ -9,7 +9,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "seccomp-policy.h"
+#include "jail/seccomp-policy.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -40,7 +40,7 @@
 #include <unistd.h>
 #include <linux/netlink.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 extern char **environ;
 

@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "vmmux.h"
+#include "proto/vmmux.h"
 
 static int n_test, n_fail;
 
