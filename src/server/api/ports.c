@@ -240,8 +240,9 @@ static void call_open(struct pd_req *r, struct port_call *c)
                         return;
                 }
         }
-        if (strcmp(c->s->state, "running"))
-                pd_deferred_fail(&c->fail, 409, "conflict", "sandbox %s is %s", c->s->id, c->s->state);
+        struct pd_error e2;
+        if (pd_sb_can(c->s->id, pd_srv_sandbox_state(c->s), PD_OP_PORTS, &e2) < 0)
+                pd_deferred_fail(&c->fail, 409, "conflict", "%s", e2.msg);
 }
 
 static void call_free(struct pd_req *r, struct port_call *c)

@@ -362,11 +362,12 @@ static int drain_frames(struct relay *x)
 
 static bool sandbox_stopped(struct relay *x)
 {
-        if (__atomic_load_n(&x->s->deleted, __ATOMIC_RELAXED)) {
+        enum pd_sb_state st = pd_srv_sandbox_state(x->s);
+        if (st == PD_SB_DELETED) {
                 x->why = "sandbox deleted";
                 return true;
         }
-        if (strcmp(x->s->state, "running")) {
+        if (pd_sb_can(x->s->id, st, PD_OP_PORTS, NULL) < 0) {
                 x->why = "sandbox not running";
                 return true;
         }

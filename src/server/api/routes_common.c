@@ -32,7 +32,7 @@ struct pd_srv_sandbox *pd_route_sandbox(struct pd_req *r, enum MHD_Result *ret)
 
 static bool sandbox_gone(const struct pd_srv_sandbox *s)
 {
-        return __atomic_load_n(&s->deleted, __ATOMIC_RELAXED);
+        return pd_srv_sandbox_state(s) == PD_SB_DELETED;
 }
 
 int pd_route_agent(struct pd_srv_sandbox *s, struct pd_conn *c, struct pd_error *err)

@@ -416,7 +416,7 @@ static enum MHD_Result delete_sandbox(struct pd_req *r, const char *chunk, size_
         if (!s)
                 return not_found(r, r->params[0]);
         struct pd_error err = { 0 };
-        int rc = pd_manager_delete(r->srv, s, "sandbox.delete", &err);
+        int rc = pd_manager_delete(r->srv, s, &err);
         pd_server_sandbox_put(r->srv, s);
         if (rc < 0)
                 return rc == -ENOENT ? not_found(r, r->params[0]) : reply_manager_error(r, rc, &err);

@@ -37,9 +37,7 @@ struct entry {
         char isolation[16];
         uint64_t paused_remaining_ms;   /* frozen TTL while paused */
         bool auto_pause;                /* pause at the deadline instead of deleting */
-        bool paused_disk;               /* paused to disk (its memory released) */
         json_t *notes;                  /* array of strings */
-        bool creating;                  /* reserved slot, not visible yet */
 };
 
 struct mgr {
@@ -117,6 +115,7 @@ static struct entry *entry_new(void)
         if (!e)
                 return NULL;
         pthread_mutex_init(&e->s.lock, NULL);
+        e->s.state = PD_SB_CREATING;
         e->notes = json_array();
         e->s.env = json_object();
         e->s.metadata = json_object();
@@ -163,6 +162,12 @@ static void table_remove(struct pd_server *srv, struct pd_srv_sandbox *s)
                 }
 }
 
+/* srv->lock held: in the table and served (not being created or gone). */
+static bool visible(const struct pd_srv_sandbox *s)
+{
+        return s->state != PD_SB_CREATING && s->state != PD_SB_DELETED;
+}
+
 struct pd_srv_sandbox *pd_server_sandbox_get(struct pd_server *srv, const char *id, const struct pd_key *key)
 {
         if (!id || pd_id_check(id) < 0)
@@ -171,7 +176,7 @@ struct pd_srv_sandbox *pd_server_sandbox_get(struct pd_server *srv, const char *
         pthread_mutex_lock(&srv->lock);
         for (size_t i = 0; i < srv->n_sandboxes; i++) {
                 struct pd_srv_sandbox *s = srv->sandboxes[i];
-                if (s->deleted || E(s)->creating || strcmp(s->id, id))
+                if (!visible(s) || strcmp(s->id, id))
                         continue;
                 if (key && strcmp(s->key_id, key->id))
                         break;
@@ -188,7 +193,7 @@ void pd_server_sandbox_put(struct pd_server *srv, struct pd_srv_sandbox *s)
         if (!s)
                 return;
         pthread_mutex_lock(&srv->lock);
-        bool last = --s->refs == 0 && s->deleted;
+        bool last = --s->refs == 0 && s->state == PD_SB_DELETED;
         pthread_mutex_unlock(&srv->lock);
         if (last)
                 entry_free(E(s));
@@ -202,7 +207,7 @@ int pd_manager_snapshot(struct pd_server *srv, const struct pd_key *key, struct 
         if (v)
                 for (size_t i = 0; i < srv->n_sandboxes; i++) {
                         struct pd_srv_sandbox *s = srv->sandboxes[i];
-                        if (s->deleted || E(s)->creating || (key && strcmp(s->key_id, key->id)))
+                        if (!visible(s) || (key && strcmp(s->key_id, key->id)))
                                 continue;
                         s->refs++;
                         v[k++] = s;
@@ -239,11 +244,11 @@ void pd_manager_counts(struct pd_server *srv, struct pd_manager_counts *out)
         pthread_mutex_lock(&srv->lock);
         for (size_t i = 0; i < srv->n_sandboxes; i++) {
                 struct pd_srv_sandbox *s = srv->sandboxes[i];
-                if (s->deleted || E(s)->creating)
+                if (!visible(s))
                         continue;
-                if (!strcmp(s->state, "running"))
+                if (s->state == PD_SB_RUNNING)
                         out->running++;
-                else if (!strcmp(s->state, "paused"))
+                else if (pd_sb_is_paused(s->state))
                         out->paused++;
                 else
                         out->failed++;
@@ -259,25 +264,27 @@ json_t *pd_manager_pool_ready(struct pd_server *srv)
 
 /* ---- persistence ---- */
 
-static json_t *spec_json(const struct entry *e)
+static json_t *spec_json(const struct entry *e, enum pd_sb_state state)
 {
         const struct pd_spec *sp = &e->spec;
         return json_pack("{s:I, s:I, s:I, s:I, s:b, s:b}", "memory_bytes", (json_int_t)sp->memory_bytes,
                          "disk_bytes", (json_int_t)sp->disk_bytes, "pids", (json_int_t)sp->pids, "millicpus",
-                         (json_int_t)sp->millicpus, "auto_pause", e->auto_pause, "paused_disk", e->paused_disk);
+                         (json_int_t)sp->millicpus, "auto_pause", e->auto_pause, "paused_disk",
+                         state == PD_SB_PAUSED_DISK);
 }
 
-/* s->lock held (or s not yet visible). */
-static int persist(struct pd_server *srv, struct entry *e, struct pd_error *err)
+/* The row of e in state (the state it is going to). s->lock held (or s
+ * not yet visible). */
+static int persist(struct pd_server *srv, struct entry *e, enum pd_sb_state state, struct pd_error *err)
 {
         struct pd_store_row row = { 0 };
         snprintf(row.id, sizeof row.id, "%s", e->s.id);
         snprintf(row.key_id, sizeof row.key_id, "%s", e->s.key_id);
         snprintf(row.template_name, sizeof row.template_name, "%s", e->s.template_name);
         snprintf(row.isolation, sizeof row.isolation, "%s", e->isolation);
-        snprintf(row.state, sizeof row.state, "%s", e->s.state);
+        snprintf(row.state, sizeof row.state, "%s", pd_sb_state_store_name(state));
         snprintf(row.boot_id, sizeof row.boot_id, "%s", M(srv)->boot_id);
-        json_t *sj = spec_json(e);
+        json_t *sj = spec_json(e, state);
         row.spec_json = json_dumps(sj, JSON_COMPACT);
         json_decref(sj);
         row.env_json = json_dumps(e->s.env, JSON_COMPACT);
@@ -294,11 +301,74 @@ static int persist(struct pd_server *srv, struct entry *e, struct pd_error *err)
         return r;
 }
 
-static void persist_or_log(struct pd_server *srv, struct entry *e)
+/* ---- transitions (lifecycle.h): the store, the table and the audit log ---- */
+
+struct life_ctx {
+        struct pd_server *srv;
+        struct entry *e;
+        json_t *fields;         /* the audit line's own fields (stolen) */
+};
+
+static int fx_persist(void *c, enum pd_sb_state to, struct pd_error *err)
 {
-        struct pd_error err = { 0 };
-        if (persist(srv, e, &err) < 0)
-                pd_log("warn", "sandbox state not persisted, carrying on sandbox=%s error=\"%s\"", e->s.id, err.msg);
+        struct life_ctx *x = c;
+        return persist(x->srv, x->e, to, err);
+}
+
+static int fx_unpersist(void *c, struct pd_error *err)
+{
+        struct life_ctx *x = c;
+        return pd_store_sandbox_delete(x->srv->store, x->e->s.id, err);
+}
+
+/* Published under srv->lock: the table's readers (get, snapshot, the
+ * reaper, the watcher) see the state and the table change together. */
+static void fx_set_state(void *c, enum pd_sb_state to)
+{
+        struct life_ctx *x = c;
+        struct pd_server *srv = x->srv;
+        pthread_mutex_lock(&srv->lock);
+        __atomic_store_n(&x->e->s.state, to, __ATOMIC_RELEASE);
+        if (to == PD_SB_DELETED)
+                table_remove(srv, &x->e->s);
+        else
+                table_changed(srv);     /* an agent to watch (created, resumed from disk) or not */
+        if (M(srv))
+                pthread_cond_signal(&M(srv)->reaper_cond);
+        pthread_mutex_unlock(&srv->lock);
+}
+
+static void fx_audit(void *c, const char *event)
+{
+        struct life_ctx *x = c;
+        pd_audit(x->srv, x->e->s.id, x->e->s.key_id, event, x->fields ? x->fields : json_object());
+        x->fields = NULL;
+}
+
+static void fx_persist_failed(void *c, const struct pd_error *err)
+{
+        struct life_ctx *x = c;
+        pd_log("warn", "sandbox state not persisted, carrying on sandbox=%s error=\"%s\"", x->e->s.id, err->msg);
+}
+
+static const struct pd_sb_effects effects = {
+        .persist = fx_persist,
+        .unpersist = fx_unpersist,
+        .set_state = fx_set_state,
+        .audit = fx_audit,
+        .persist_failed = fx_persist_failed,
+};
+
+/* The one way a sandbox changes state: s->lock held (or s not visible
+ * yet). fields (the audit line's, stolen) may be NULL. */
+static int transition(struct pd_server *srv, struct entry *e, enum pd_sb_event ev, json_t *fields,
+                      struct pd_error *err)
+{
+        struct life_ctx x = { srv, e, fields };
+        enum pd_sb_state st = e->s.state;
+        int r = pd_sb_apply(e->s.id, &st, ev, &effects, &x, err);
+        json_decref(x.fields);
+        return r;
 }
 
 /* Deadlines change under srv->lock (the reaper reads them there). */
@@ -312,22 +382,24 @@ static void set_deadline(struct pd_server *srv, struct entry *e, uint64_t deadli
 
 /* ---- lifecycle ---- */
 
-static void audit_lifecycle(struct pd_server *srv, struct entry *e, const char *event, json_t *fields)
-{
-        pd_audit(srv, e->s.id, e->s.key_id, event, fields ? fields : json_object());
-}
-
 unsigned pd_manager_slots_free(struct pd_server *srv, const struct pd_key *key)
 {
         pthread_mutex_lock(&srv->lock);
         unsigned mine = 0, all = (unsigned)srv->n_sandboxes;
         for (size_t i = 0; i < srv->n_sandboxes; i++)
-                if (!srv->sandboxes[i]->deleted && !strcmp(srv->sandboxes[i]->key_id, key->id))
+                if (srv->sandboxes[i]->state != PD_SB_DELETED && !strcmp(srv->sandboxes[i]->key_id, key->id))
                         mine++;
         unsigned a = all < srv->cfg.max_sandboxes ? srv->cfg.max_sandboxes - all : 0;
         unsigned k = mine < srv->cfg.max_per_key ? srv->cfg.max_per_key - mine : 0;
         pthread_mutex_unlock(&srv->lock);
         return a < k ? a : k;
+}
+
+/* A create that failed: its reserved slot goes, with the entry. */
+static void abandon(struct pd_server *srv, struct entry *e)
+{
+        (void)transition(srv, e, PD_EV_CREATE_FAILED, NULL, NULL);
+        entry_free(e);
 }
 
 int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const struct pd_create_req *req,
@@ -337,7 +409,6 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
         struct entry *e = entry_new();
         if (!e)
                 return pd_error_set(err, ENOMEM, "allocate sandbox");
-        e->creating = true;
         snprintf(e->s.key_id, sizeof e->s.key_id, "%s", key->id);
         /* Reserve a slot first, so concurrent creates cannot overshoot the limits. */
         pthread_mutex_lock(&srv->lock);
@@ -350,7 +421,7 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
         } else {
                 unsigned mine = 0;
                 for (size_t i = 0; i < srv->n_sandboxes; i++)
-                        if (!srv->sandboxes[i]->deleted && !strcmp(srv->sandboxes[i]->key_id, key->id))
+                        if (srv->sandboxes[i]->state != PD_SB_DELETED && !strcmp(srv->sandboxes[i]->key_id, key->id))
                                 mine++;
                 if (mine >= srv->cfg.max_per_key)
                         r = pd_error_setx(err, EAGAIN, "this API key has its maximum of %u sandboxes",
@@ -376,10 +447,7 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
         struct pd_netpol netpol = { 0 };
         if (req->network && !req->made) {
                 if ((r = pd_netpol_from_json(req->network, &netpol, err)) < 0) {
-                        pthread_mutex_lock(&srv->lock);
-                        table_remove(srv, &e->s);
-                        pthread_mutex_unlock(&srv->lock);
-                        entry_free(e);
+                        abandon(srv, e);
                         return r;
                 }
                 spec.net = netpol.mode == PD_NETPOL_OPEN ? PD_NET_OPEN
@@ -412,17 +480,13 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
                 sb->spec.netpol = NULL;
         pd_netpol_free(&netpol);
         if (r < 0) {
-                pthread_mutex_lock(&srv->lock);
-                table_remove(srv, &e->s);
-                pthread_mutex_unlock(&srv->lock);
-                entry_free(e);
+                abandon(srv, e);
                 return r;
         }
         e->s.sb = sb;
         snprintf(e->s.id, sizeof e->s.id, "%s", sb->id);
         snprintf(e->s.template_name, sizeof e->s.template_name, "%s", req->template_name);
         snprintf(e->isolation, sizeof e->isolation, "%s", pd_isolation_name(spec.isolation));
-        snprintf(e->s.state, sizeof e->s.state, "running");
         e->spec = spec;
         e->spec.template_name = NULL;
         json_decref(e->s.env);
@@ -433,30 +497,27 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
         e->s.timeout_s = req->timeout_s;
         e->auto_pause = req->auto_pause;
         e->s.deadline_boot_ms = pd_boot_ms() + (uint64_t)req->timeout_s * 1000u;
-        r = persist(srv, e, err);
+        /* the caller's reference, taken while nobody else can see it */
+        pthread_mutex_lock(&srv->lock);
+        e->s.refs = 1;
+        pthread_mutex_unlock(&srv->lock);
+        r = transition(srv, e, PD_EV_CREATED,
+                       json_pack("{s:s, s:s, s:I, s:f, s:I, s:I, s:I, s:b}", "template", e->s.template_name,
+                                 "isolation", e->isolation, "memory_mb", (json_int_t)(spec.memory_bytes >> 20),
+                                 "cpus", spec.millicpus / 1000.0, "pids", (json_int_t)spec.pids, "disk_mb",
+                                 (json_int_t)(spec.disk_bytes >> 20), "timeout", (json_int_t)req->timeout_s,
+                                 "pooled", pooled),
+                       err);
         if (r < 0) {
                 pd_error_prefix(err, "sandbox %s", e->s.id);
                 pd_sandbox_destroy(sb, NULL);
                 e->s.sb = NULL;
-                pthread_mutex_lock(&srv->lock);
-                table_remove(srv, &e->s);
-                pthread_mutex_unlock(&srv->lock);
-                entry_free(e);
+                abandon(srv, e);
                 return r;
         }
         pthread_mutex_lock(&srv->lock);
-        e->creating = false;
-        e->s.refs = 1;  /* the caller's */
         m->creates_total++;
-        pthread_cond_signal(&m->reaper_cond);
-        table_changed(srv);     /* its agent now has a pidfd to watch */
         pthread_mutex_unlock(&srv->lock);
-        audit_lifecycle(srv, e, "sandbox.create",
-                        json_pack("{s:s, s:s, s:I, s:f, s:I, s:I, s:I, s:b}", "template", e->s.template_name,
-                                  "isolation", e->isolation, "memory_mb", (json_int_t)(spec.memory_bytes >> 20),
-                                  "cpus", spec.millicpus / 1000.0, "pids", (json_int_t)spec.pids, "disk_mb",
-                                  (json_int_t)(spec.disk_bytes >> 20), "timeout", (json_int_t)req->timeout_s,
-                                  "pooled", pooled));
         pd_log("info", "sandbox created sandbox=%s key=%s template=%s pooled=%s", e->s.id, e->s.key_id,
                e->s.template_name, pooled ? "yes" : "no");
         *out = &e->s;
@@ -465,14 +526,15 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
 
 /* Destroy and forget. only_expired: the reaper's call, which must not act
  * on a deadline that moved meanwhile. Caller holds a reference. */
-static int do_delete(struct pd_server *srv, struct pd_srv_sandbox *s, const char *event, bool only_expired,
+static int do_delete(struct pd_server *srv, struct pd_srv_sandbox *s, enum pd_sb_event ev, bool only_expired,
                      struct pd_error *err)
 {
         struct entry *e = E(s);
         pthread_mutex_lock(&s->lock);
-        if (s->deleted) {
+        int r = pd_sb_next(s->id, s->state, ev, err);
+        if (r < 0) {
                 pthread_mutex_unlock(&s->lock);
-                return pd_error_setx(err, ENOENT, "sandbox %s is gone", s->id);
+                return r;
         }
         if (only_expired) {
                 pthread_mutex_lock(&srv->lock);
@@ -487,32 +549,25 @@ static int do_delete(struct pd_server *srv, struct pd_srv_sandbox *s, const char
         if (s->sb) {
                 /* Frozen tasks cannot die: thaw before the kill (a
                  * sandbox paused to disk has nothing running to thaw). */
-                if (!strcmp(s->state, "paused") && !e->paused_disk)
+                if (s->state == PD_SB_PAUSED)
                         (void)pd_sandbox_resume(s->sb, NULL);
                 if (s->sb->ops->destroy(s->sb, &e2) < 0)
                         pd_log("warn", "sandbox teardown incomplete, `paddock gc` will finish it sandbox=%s "
                                        "error=\"%s\"",
                                s->id, e2.msg);
         }
-        /* deleted before the audit line: a follower that wakes on that line
-         * must see the sandbox gone and end its stream. */
-        pthread_mutex_lock(&srv->lock);
-        s->deleted = true;
-        snprintf(s->state, sizeof s->state, "deleted");
-        table_remove(srv, s);
-        pthread_cond_signal(&M(srv)->reaper_cond);
-        pthread_mutex_unlock(&srv->lock);
-        if (pd_store_sandbox_delete(srv->store, s->id, &e2) < 0)
-                pd_log("warn", "sandbox record not removed sandbox=%s error=\"%s\"", s->id, e2.msg);
+        /* deleted (set_state) before the audit line: a follower that wakes
+         * on that line must see the sandbox gone and end its stream. */
+        r = transition(srv, e, ev, NULL, err);
         pthread_mutex_unlock(&s->lock);
-        audit_lifecycle(srv, e, event, NULL);
-        pd_log("info", "sandbox deleted sandbox=%s reason=%s", s->id, event);
-        return 0;
+        if (r == 0)
+                pd_log("info", "sandbox deleted sandbox=%s reason=%s", s->id, pd_sb_event_name(ev));
+        return r;
 }
 
-int pd_manager_delete(struct pd_server *srv, struct pd_srv_sandbox *s, const char *event, struct pd_error *err)
+int pd_manager_delete(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_error *err)
 {
-        return do_delete(srv, s, event, false, err);
+        return do_delete(srv, s, PD_EV_DELETE, false, err);
 }
 
 int pd_manager_set_timeout(struct pd_server *srv, struct pd_srv_sandbox *s, uint32_t timeout_s,
@@ -520,19 +575,18 @@ int pd_manager_set_timeout(struct pd_server *srv, struct pd_srv_sandbox *s, uint
 {
         struct entry *e = E(s);
         pthread_mutex_lock(&s->lock);
-        if (s->deleted) {
-                pthread_mutex_unlock(&s->lock);
-                return pd_error_setx(err, ENOENT, "sandbox %s is gone", s->id);
+        int r = pd_sb_next(s->id, s->state, PD_EV_SET_TIMEOUT, err);
+        if (r >= 0) {
+                s->timeout_s = timeout_s;
+                if (pd_sb_is_paused(s->state))
+                        e->paused_remaining_ms = (uint64_t)timeout_s * 1000u;
+                else
+                        set_deadline(srv, e, pd_boot_ms() + (uint64_t)timeout_s * 1000u);
+                r = transition(srv, e, PD_EV_SET_TIMEOUT, json_pack("{s:I}", "timeout", (json_int_t)timeout_s),
+                               err);
         }
-        s->timeout_s = timeout_s;
-        if (!strcmp(s->state, "paused"))
-                e->paused_remaining_ms = (uint64_t)timeout_s * 1000u;
-        else
-                set_deadline(srv, e, pd_boot_ms() + (uint64_t)timeout_s * 1000u);
-        persist_or_log(srv, e);
         pthread_mutex_unlock(&s->lock);
-        audit_lifecycle(srv, e, "sandbox.set_timeout", json_pack("{s:I}", "timeout", (json_int_t)timeout_s));
-        return 0;
+        return r < 0 ? r : 0;
 }
 
 int pd_manager_pause(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_error *err)
@@ -545,53 +599,35 @@ int pd_manager_pause_mode(struct pd_server *srv, struct pd_srv_sandbox *s, enum 
 {
         struct entry *e = E(s);
         pthread_mutex_lock(&s->lock);
-        int r = 0;
         bool disk = false;
-        if (s->deleted)
-                r = pd_error_setx(err, ENOENT, "sandbox %s is gone", s->id);
-        else if (strcmp(s->state, "running") || !s->sb)
-                r = pd_error_setx(err, EBUSY, "sandbox %s is %s, not running", s->id, s->state);
-        else if ((r = pd_sandbox_pause_mode(s->sb, mode, &disk, err)) == 0) {
-                e->paused_disk = disk;
+        int r = pd_sb_next(s->id, s->state, PD_EV_PAUSE, err);
+        if (r >= 0 && (r = pd_sandbox_pause_mode(s->sb, mode, &disk, err)) == 0) {
                 uint64_t now = pd_boot_ms();
                 pthread_mutex_lock(&srv->lock);
                 uint64_t d = s->deadline_boot_ms;
                 pthread_mutex_unlock(&srv->lock);
                 e->paused_remaining_ms = d > now ? d - now : 1;
                 set_deadline(srv, e, 0);
-                snprintf(s->state, sizeof s->state, "paused");
-                persist_or_log(srv, e);
+                r = transition(srv, e, disk ? PD_EV_PAUSE_DISK : PD_EV_PAUSE, NULL, err);
         }
         pthread_mutex_unlock(&s->lock);
-        if (r == 0)
-                audit_lifecycle(srv, e, "sandbox.pause", NULL);
-        return r;
+        return r < 0 ? r : 0;
 }
 
 int pd_manager_resume(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_error *err)
 {
         struct entry *e = E(s);
         pthread_mutex_lock(&s->lock);
-        int r = 0;
-        if (s->deleted)
-                r = pd_error_setx(err, ENOENT, "sandbox %s is gone", s->id);
-        else if (strcmp(s->state, "paused") || !s->sb)
-                r = pd_error_setx(err, EBUSY, "sandbox %s is %s, not paused", s->id, s->state);
-        else if ((r = pd_sandbox_resume(s->sb, err)) == 0) {
-                e->paused_disk = false;
-                snprintf(s->state, sizeof s->state, "running");
+        int r = pd_sb_next(s->id, s->state, PD_EV_RESUME, err);
+        if (r >= 0 && (r = pd_sandbox_resume(s->sb, err)) == 0) {
                 set_deadline(srv, e, pd_boot_ms() + e->paused_remaining_ms);
-                /* a resume from disk started a new agent process: watch it */
-                pthread_mutex_lock(&srv->lock);
-                table_changed(srv);
-                pthread_mutex_unlock(&srv->lock);
                 e->paused_remaining_ms = 0;
-                persist_or_log(srv, e);
+                /* (set_state tells the watcher: a resume from disk started
+                 * a new agent process) */
+                r = transition(srv, e, PD_EV_RESUME, NULL, err);
         }
         pthread_mutex_unlock(&s->lock);
-        if (r == 0)
-                audit_lifecycle(srv, e, "sandbox.resume", NULL);
-        return r;
+        return r < 0 ? r : 0;
 }
 
 /* The host's CPU cannot change while we run: read /proc/cpuinfo once, not
@@ -623,13 +659,14 @@ json_t *pd_manager_sandbox_json(struct pd_server *srv, struct pd_srv_sandbox *s)
                 exp = json_string(expires);
         }
         json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:I, s:I, s:f, s:I, s:I, s:O, s:O, s:O}", "id", s->id,
-                              "template", s->template_name, "isolation", e->isolation, "state", s->state,
+                              "template", s->template_name, "isolation", e->isolation, "state",
+                              pd_sb_state_store_name(s->state),
                               "created_at", created, "expires_at", exp, "timeout", (json_int_t)s->timeout_s,
                               "memory_mb", (json_int_t)(e->spec.memory_bytes >> 20), "cpus",
                               e->spec.millicpus / 1000.0, "pids", (json_int_t)e->spec.pids, "disk_mb",
                               (json_int_t)(e->spec.disk_bytes >> 20), "env", s->env, "metadata", s->metadata,
                               "notes", e->notes);
-        if (o && !strcmp(s->state, "paused"))
+        if (o && pd_sb_is_paused(s->state))
                 json_object_set_new(o, "timeout_remaining_ms", json_integer((json_int_t)e->paused_remaining_ms));
         if (o)
                 json_object_set_new(o, "network", pd_manager_network_json(srv, s->id));
@@ -639,8 +676,9 @@ json_t *pd_manager_sandbox_json(struct pd_server *srv, struct pd_srv_sandbox *s)
                 bool disk = s->sb && (s->sb->ops->caps & PD_TIER_PAUSE_DISK);
                 json_object_set_new(o, "pause_mode", json_string(disk ? "disk" : "memory"));
                 /* how this pause was done: "disk" = its memory was released */
-                if (!strcmp(s->state, "paused"))
-                        json_object_set_new(o, "paused_to", json_string(e->paused_disk ? "disk" : "memory"));
+                if (pd_sb_is_paused(s->state))
+                        json_object_set_new(o, "paused_to",
+                                            json_string(s->state == PD_SB_PAUSED_DISK ? "disk" : "memory"));
                 /* a guest's CPU: emulated (tcg) or hardware virtualization (kvm) */
                 if (e->spec.isolation == PD_ISO_MICROVM)
                         json_object_set_new(o, "accel", json_string(have_kvm() ? "kvm" : "tcg"));
@@ -655,12 +693,10 @@ int pd_manager_stats(struct pd_server *srv, struct pd_srv_sandbox *s, json_t **o
         struct pd_sandbox_stats st;
         pthread_mutex_lock(&s->lock);
         int r;
-        if (s->deleted || !s->sb)
+        if (s->state == PD_SB_DELETED || !s->sb)
                 r = pd_error_setx(err, ESRCH, "sandbox %s has no running processes to measure (%s)", s->id,
-                                  s->state);
-        else if (!strcmp(s->state, "failed"))
-                r = pd_error_setx(err, EBUSY, "sandbox %s has failed: nothing left to measure", s->id);
-        else
+                                  pd_sb_state_name(s->state));
+        else if ((r = pd_sb_can(s->id, s->state, PD_OP_STATS, err)) == 0)
                 r = pd_sandbox_stats(s->sb, &st, err);
         uint64_t disk_limit = s->sb && s->sb->writable_bytes ? s->sb->writable_bytes : e->spec.disk_bytes;
         pthread_mutex_unlock(&s->lock);
@@ -687,25 +723,21 @@ static int auto_pause(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd
         pthread_mutex_lock(&srv->lock);
         bool expired = s->deadline_boot_ms && s->deadline_boot_ms <= pd_boot_ms();
         pthread_mutex_unlock(&srv->lock);
-        int r = 0;
-        if (s->deleted || !expired) {
+        if (s->state == PD_SB_DELETED || !expired) {
                 pthread_mutex_unlock(&s->lock);
                 return 0;
         }
-        if (strcmp(s->state, "running") || !s->sb)
-                r = pd_error_setx(err, EBUSY, "sandbox %s is %s", s->id, s->state);
-        else if ((r = pd_sandbox_pause_mode(s->sb, PD_PAUSE_DEFAULT, &e->paused_disk, err)) == 0) {
+        bool disk = false;
+        int r = pd_sb_next(s->id, s->state, PD_EV_AUTO_PAUSE, err);
+        if (r >= 0 && (r = pd_sandbox_pause_mode(s->sb, PD_PAUSE_DEFAULT, &disk, err)) == 0) {
                 e->paused_remaining_ms = (uint64_t)s->timeout_s * 1000u;
                 set_deadline(srv, e, 0);
-                snprintf(s->state, sizeof s->state, "paused");
-                persist_or_log(srv, e);
+                r = transition(srv, e, disk ? PD_EV_AUTO_PAUSE_DISK : PD_EV_AUTO_PAUSE, NULL, err);
         }
         pthread_mutex_unlock(&s->lock);
-        if (r == 0) {
-                audit_lifecycle(srv, e, "sandbox.auto_pause", NULL);
+        if (r >= 0)
                 pd_log("info", "sandbox paused at its deadline (autoPause) sandbox=%s", s->id);
-        }
-        return r;
+        return r < 0 ? r : 0;
 }
 
 static void *reaper_main(void *arg)
@@ -718,7 +750,7 @@ static void *reaper_main(void *arg)
                 struct pd_srv_sandbox *expired = NULL;
                 for (size_t i = 0; i < srv->n_sandboxes; i++) {
                         struct pd_srv_sandbox *s = srv->sandboxes[i];
-                        if (s->deleted || E(s)->creating || !s->deadline_boot_ms)
+                        if (!visible(s) || !s->deadline_boot_ms)
                                 continue;
                         if (s->deadline_boot_ms <= now) {
                                 expired = s;
@@ -733,7 +765,7 @@ static void *reaper_main(void *arg)
                         struct pd_error err = { 0 };
                         if (E(expired)->auto_pause && auto_pause(srv, expired, &err) == 0)
                                 ;       /* paused, or its deadline moved meanwhile */
-                        else if (do_delete(srv, expired, "sandbox.timeout", true, &err) < 0)
+                        else if (do_delete(srv, expired, PD_EV_TIMEOUT, true, &err) < 0)
                                 pd_log("warn", "timeout: %s", err.msg);
                         pd_server_sandbox_put(srv, expired);
                         pthread_mutex_lock(&srv->lock);
@@ -756,15 +788,13 @@ static void *reaper_main(void *arg)
         return NULL;
 }
 
-static void mark_failed(struct entry *e, const char *note);
-
 void pd_manager_agent_died(struct pd_server *srv, struct pd_srv_sandbox *s)
 {
         struct entry *e = E(s);
         pthread_mutex_lock(&s->lock);
-        /* paused to disk: the tier ended its process on purpose */
-        if (s->deleted || !s->sb || !strcmp(s->state, "failed") || pd_agent_alive(s->sb) ||
-            (!strcmp(s->state, "paused") && e->paused_disk)) {
+        /* the table refuses it when paused to disk (the tier ended its
+         * process on purpose), failed already, or gone */
+        if (!s->sb || pd_sb_next(s->id, s->state, PD_EV_AGENT_DIED, NULL) < 0 || pd_agent_alive(s->sb)) {
                 pthread_mutex_unlock(&s->lock);
                 return;
         }
@@ -774,10 +804,9 @@ void pd_manager_agent_died(struct pd_server *srv, struct pd_srv_sandbox *s)
         if (s->sb->ops->destroy(s->sb, &e2) < 0)
                 pd_log("warn", "failed sandbox not fully cleaned up, `paddock gc` will finish it sandbox=%s "
                                "error=\"%s\"", s->id, e2.msg);
-        mark_failed(e, "the sandbox's agent died; its processes are gone");
-        persist_or_log(srv, e);
+        json_array_append_new(e->notes, json_string("the sandbox's agent died; its processes are gone"));
+        (void)transition(srv, e, PD_EV_AGENT_DIED, json_pack("{s:s}", "reason", "agent died"), NULL);
         pthread_mutex_unlock(&s->lock);
-        audit_lifecycle(srv, e, "sandbox.failed", json_pack("{s:s}", "reason", "agent died"));
         pd_log("warn", "sandbox failed: its agent died sandbox=%s", s->id);
 }
 
@@ -826,7 +855,6 @@ static struct entry *entry_from_row(const struct pd_store_row *row)
         snprintf(e->s.key_id, sizeof e->s.key_id, "%s", row->key_id);
         snprintf(e->s.template_name, sizeof e->s.template_name, "%s", row->template_name);
         snprintf(e->isolation, sizeof e->isolation, "%s", row->isolation);
-        snprintf(e->s.state, sizeof e->s.state, "%s", row->state);
         json_decref(e->s.env);
         json_decref(e->s.metadata);
         json_decref(e->notes);
@@ -850,7 +878,8 @@ static struct entry *entry_from_row(const struct pd_store_row *row)
         if ((v = json_integer_value(json_object_get(sp, "millicpus"))) > 0)
                 e->spec.millicpus = (uint32_t)v;
         e->auto_pause = json_is_true(json_object_get(sp, "auto_pause"));
-        e->paused_disk = json_is_true(json_object_get(sp, "paused_disk")) && !strcmp(row->state, "paused");
+        /* the state its record names; adoption then checks it */
+        e->s.state = pd_sb_state_from_store(row->state, json_is_true(json_object_get(sp, "paused_disk")));
         json_decref(sp);
         return e;
 }
@@ -872,10 +901,11 @@ static int hello_check(struct pd_sandbox *sb, struct pd_error *err)
         return r;
 }
 
-static void mark_failed(struct entry *e, const char *note)
+/* Adoption found the sandbox gone or unusable: failed, with a note. */
+static void mark_lost(struct pd_server *srv, struct entry *e, const char *note)
 {
-        snprintf(e->s.state, sizeof e->s.state, "failed");
         json_array_append_new(e->notes, json_string(note));
+        (void)transition(srv, e, PD_EV_LOST, json_pack("{s:s}", "reason", note), NULL);
 }
 
 static void adopt_one(struct pd_server *srv, const struct pd_store_row *row)
@@ -885,7 +915,7 @@ static void adopt_one(struct pd_server *srv, const struct pd_store_row *row)
                 return;
         struct pd_error err = { 0 };
         char note[PD_ERROR_MSG_MAX + 64];
-        if (strcmp(row->state, "failed")) {
+        if (e->s.state != PD_SB_FAILED) {
                 struct pd_sandbox *sb = NULL;
                 bool rebooted = strcmp(row->boot_id, M(srv)->boot_id) != 0, revived = false;
                 int r = rebooted ? -ESRCH : pd_sandbox_load(&srv->state, row->id, &sb, &err);
@@ -896,7 +926,7 @@ static void adopt_one(struct pd_server *srv, const struct pd_store_row *row)
                  * the first resume after one): only what a tier kept on the
                  * state dir's disk is left (a microvm paused to disk), and
                  * its adopt says so. */
-                if (r < 0 && !sb && !strcmp(row->state, "paused") && e->paused_disk &&
+                if (r < 0 && !sb && e->s.state == PD_SB_PAUSED_DISK &&
                     pd_sandbox_revive(&srv->state, row->id, &e->spec, &sb, &err) == 0 &&
                     (r = sb->ops->adopt(sb, &err)) == 0 && sb->paused)
                         revived = true;
@@ -906,24 +936,26 @@ static void adopt_one(struct pd_server *srv, const struct pd_store_row *row)
                         r = 0;
                 if (r == 0) {
                         e->s.sb = sb;
-                        /* adopt found it paused to disk (no process to find) */
-                        if (sb->paused)
-                                e->paused_disk = true;
-                        sb->paused = !strcmp(row->state, "paused");
+                        /* adopt found it paused to disk (no process to find):
+                         * the kernel's facts win over the record's */
+                        if (sb->paused && e->s.state == PD_SB_PAUSED)
+                                e->s.state = PD_SB_PAUSED_DISK;
+                        sb->paused = pd_sb_is_paused(e->s.state);
                         /* A paused sandbox's agent is frozen: no handshake. */
-                        if (strcmp(row->state, "paused") && hello_check(sb, &err) < 0) {
+                        if (!sb->paused && hello_check(sb, &err) < 0) {
                                 snprintf(note, sizeof note, "agent unusable after server restart: %s", err.msg);
-                                mark_failed(e, note);
-                                pd_audit(srv, e->s.id, e->s.key_id, "sandbox.failed",
-                                         json_pack("{s:s}", "reason", note));
+                                mark_lost(srv, e, note);
                                 pd_log("warn", "adopted sandbox unusable, marked failed sandbox=%s error=\"%s\"",
                                        e->s.id, err.msg);
                         } else {
-                                pd_log("info", "sandbox adopted sandbox=%s state=%s", e->s.id, e->s.state);
+                                /* on this boot now: its record says so */
+                                if (revived)
+                                        (void)transition(srv, e, PD_EV_REVIVED, NULL, NULL);
+                                pd_log("info", "sandbox adopted sandbox=%s state=%s", e->s.id,
+                                       pd_sb_state_name(e->s.state));
                         }
                 } else {
                         snprintf(note, sizeof note, "sandbox lost while the server was down: %s", err.msg);
-                        mark_failed(e, note);
                         if (sb) {
                                 struct pd_error e2;
                                 if (pd_sandbox_destroy(sb, &e2) < 0)
@@ -934,14 +966,11 @@ static void adopt_one(struct pd_server *srv, const struct pd_store_row *row)
                                 snprintf(dir, sizeof dir, "%s/sandboxes/%s", srv->state.rundir, row->id);
                                 pd_rm_rf(dir, NULL);
                         }
-                        pd_audit(srv, e->s.id, e->s.key_id, "sandbox.failed", json_pack("{s:s}", "reason", note));
+                        mark_lost(srv, e, note);
                         pd_log("warn", "sandbox lost while the server was down, marked failed sandbox=%s "
                                        "error=\"%s\"",
                                e->s.id, err.msg);
                 }
-                /* failed; or revived on this boot (its record names it) */
-                if (!strcmp(e->s.state, "failed") || revived)
-                        persist_or_log(srv, e);
         }
         pthread_mutex_lock(&srv->lock);
         if (table_add(srv, e) < 0) {
@@ -1077,7 +1106,7 @@ void pd_manager_stop(struct pd_server *srv)
                 return;
         for (size_t i = 0; i < n; i++) {
                 struct pd_error err = { 0 };
-                if (pd_manager_delete(srv, v[i], "sandbox.delete", &err) < 0)
+                if (pd_manager_delete(srv, v[i], &err) < 0)
                         pd_log("warn", "destroy on exit sandbox=%s error=\"%s\"", v[i]->id, err.msg);
         }
         pd_manager_snapshot_free(srv, v, n);

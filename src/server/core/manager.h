@@ -41,8 +41,8 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
                       struct pd_srv_sandbox **out, struct pd_error *err);
 /* How many more sandboxes key may have now (server and key limits). */
 unsigned pd_manager_slots_free(struct pd_server *srv, const struct pd_key *key);
-/* event: "sandbox.delete" (caller) or "sandbox.timeout" (reaper). */
-int pd_manager_delete(struct pd_server *srv, struct pd_srv_sandbox *s, const char *event, struct pd_error *err);
+/* Destroy s and forget it (audited sandbox.delete); -ENOENT if gone. */
+int pd_manager_delete(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_error *err);
 int pd_manager_set_timeout(struct pd_server *srv, struct pd_srv_sandbox *s, uint32_t timeout_s,
                            struct pd_error *err);
 /* -EBUSY when the sandbox is not in a state that allows it. */

@@ -26,6 +26,7 @@
 #include "lib/error.h"
 #include "lib/sandbox.h"
 #include "lib/state.h"
+#include "server/core/lifecycle.h"
 
 struct pd_store;
 
@@ -52,12 +53,13 @@ struct pd_srv_sandbox {
         char template_name[65];
         json_t *env;            /* sandbox-wide env applied to every process */
         json_t *metadata;
-        char state[16];         /* "running", "paused", "failed", "deleted" */
+        /* lifecycle.h; changed only by pd_sb_apply under lock and srv->lock,
+         * read under either or with pd_srv_sandbox_state */
+        enum pd_sb_state state;
         uint64_t created_ms;    /* wall clock, ms since epoch */
         uint64_t deadline_boot_ms;      /* CLOCK_BOOTTIME ms; 0 = none */
         uint32_t timeout_s;
         int refs;
-        bool deleted;
         bool ports_public;      /* ports reachable without a port token (not persisted) */
         pthread_mutex_t lock;   /* serialises lifecycle changes of this sandbox */
 };
@@ -146,6 +148,13 @@ enum MHD_Result pd_reply_response(struct pd_req *r, unsigned status, struct MHD_
 /* Parse r->body as a JSON object; on failure queue a 400 and return NULL. */
 json_t *pd_req_json(struct pd_req *r, enum MHD_Result *ret);
 const char *pd_req_query(struct pd_req *r, const char *name);
+
+/* The state without a lock: an answer that may be stale by the time it is
+ * used (callers that act on it take s->lock, or fail cleanly later). */
+static inline enum pd_sb_state pd_srv_sandbox_state(const struct pd_srv_sandbox *s)
+{
+        return (enum pd_sb_state)__atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+}
 
 /* Sandbox table (manager.c). get: NULL if unknown, deleted, or owned by
  * another key (callers answer 404 either way). */

@@ -16,15 +16,8 @@
 /* s->lock held: a sandbox whose filesystem can be copied. */
 static int check_state(struct pd_srv_sandbox *s, struct pd_error *err)
 {
-        if (s->deleted)
-                return pd_error_setx(err, ENOENT, "sandbox %s is gone", s->id);
-        if (!s->sb || (strcmp(s->state, "running") && strcmp(s->state, "paused")))
-                return pd_error_setx(err, EBUSY, "sandbox %s is %s: only a running or paused sandbox can be "
-                                     "snapshotted or forked", s->id, s->state);
         /* paused to disk: its state is a file, nothing runs to copy */
-        if (s->sb->paused && !pd_agent_alive(s->sb))
-                return pd_error_setx(err, EBUSY, "sandbox %s is paused to disk: resume it first", s->id);
-        return 0;
+        return pd_sb_can(s->id, s->state, PD_OP_SNAPSHOT, err);
 }
 
 int pd_manager_take_snapshot(struct pd_server *srv, const struct pd_key *key, struct pd_srv_sandbox *s,
@@ -113,7 +106,7 @@ int pd_manager_fork(struct pd_server *srv, const struct pd_key *key, struct pd_s
         if (r < 0) {
                 /* all or none: the copies made so far go */
                 for (unsigned i = 0; i < k; i++) {
-                        (void)pd_manager_delete(srv, made[i], "sandbox.delete", NULL);
+                        (void)pd_manager_delete(srv, made[i], NULL);
                         pd_server_sandbox_put(srv, made[i]);
                 }
         } else {

@@ -564,7 +564,7 @@ static enum MHD_Result route_delete(struct pd_req *r, const char *chunk, size_t 
         if (!s)
                 return ret;
         struct pd_error err = { 0 };
-        int rc = pd_manager_delete(r->srv, s, "sandbox.delete", &err);
+        int rc = pd_manager_delete(r->srv, s, &err);
         pd_server_sandbox_put(r->srv, s);
         return rc < 0 ? manager_error(r, rc, &err) : pd_reply_empty(r, 204);
 }
@@ -602,9 +602,9 @@ static enum MHD_Result route_connect(struct pd_req *r, const char *chunk, size_t
         struct pd_error err = { 0 };
         unsigned status = 200;
         int rc = 0;
-        if (!strcmp(s->state, "paused")) {
+        if (pd_sb_is_paused(pd_srv_sandbox_state(s))) {
                 rc = pd_manager_resume(r->srv, s, &err);
-                if (rc == -EBUSY && strcmp(s->state, "paused"))
+                if (rc == -EBUSY && !pd_sb_is_paused(pd_srv_sandbox_state(s)))
                         rc = 0; /* resumed by a concurrent connect */
                 else if (rc == 0)
                         status = 201;

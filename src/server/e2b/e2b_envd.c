@@ -544,7 +544,7 @@ static struct pd_e2b_call *call_open(struct pd_req *r)
                 pd_deferred_fail(&c->fail, 502, "unavailable", "The sandbox %.64s was not found", id);
                 return c;
         }
-        if (!strcmp(c->s->state, "paused"))
+        if (pd_sb_is_paused(pd_srv_sandbox_state(c->s)))
                 pd_deferred_fail(&c->fail, 502, "unavailable", "sandbox %s is paused; connect to resume it", c->s->id);
         return c;
 }
