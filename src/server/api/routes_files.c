@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "server/core/agent_check.h"
-#include "server/core/server.h"
+#include "server/api/api.h"
 #include "server/core/store.h"
 #include "lib/util.h"
 
@@ -112,35 +112,6 @@ static const char *ftype_name(uint32_t t)
         case PD_FT_DIR: return "dir";
         case PD_FT_SYMLINK: return "symlink";
         default: return "other";
-        }
-}
-
-static json_t *str_json(const struct pd_attr *a)
-{
-        char *s = pd_attr_strdup(a);
-        json_t *j = s ? json_string(s) : NULL;
-        free(s);
-        return j ? j : json_string("");
-}
-
-void pd_file_entry_decode(const uint8_t *p, size_t len, json_t *o, const char *link_key, struct pd_file_entry *e)
-{
-        struct pd_msg_iter it;
-        struct pd_attr a;
-        *e = (struct pd_file_entry){ .ftype = PD_FT_OTHER };
-        pd_msg_iter_init(&it, p, len);
-        while (pd_msg_next(&it, &a)) {
-                switch (a.tag) {
-                case PD_A_NAME: json_object_set_new(o, "name", str_json(&a)); break;
-                case PD_A_PATH: json_object_set_new(o, "path", str_json(&a)); break;
-                case PD_A_LINK: json_object_set_new(o, link_key, str_json(&a)); break;
-                case PD_A_FTYPE: pd_attr_u32(&a, &e->ftype); break;
-                case PD_A_SIZE: pd_attr_u64(&a, &e->size); break;
-                case PD_A_MODE: pd_attr_u32(&a, &e->mode); break;
-                case PD_A_UID: pd_attr_u32(&a, &e->uid); break;
-                case PD_A_GID: pd_attr_u32(&a, &e->gid); break;
-                case PD_A_MTIME_NS: pd_attr_u64(&a, &e->mtime_ns); break;
-                }
         }
 }
 

@@ -6,28 +6,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/core/manager.h"
 #include "net/policy.h"
 #include "net/router.h"
 #include "net/sbnet.h"
-#include "server/core/server.h"
-
-json_t *pd_manager_network_json(struct pd_server *srv, const char *id)
-{
-        char *text = NULL;
-        if (pd_router_policy_json(&srv->state, id, &text) < 0)
-                return json_pack("{s:s}", "mode", "none");
-        json_t *o = json_loads(text, 0, NULL);
-        free(text);
-        return o ? o : json_pack("{s:s}", "mode", "none");
-}
+#include "server/api/api.h"
 
 static enum MHD_Result get_network(struct pd_req *r, const char *chunk, size_t *chunk_len)
 {
         struct pd_srv_sandbox *s = pd_server_sandbox_get(r->srv, r->params[0], &r->key);
         if (!s)
                 return pd_reply_error(r, 404, "not_found", "no sandbox '%.64s'", r->params[0]);
-        json_t *o = pd_manager_network_json(r->srv, s->id);
+        json_t *o = pd_api_network_json(r->srv, s->id);
         /* what the kernel dropped so far (counted, for audit) */
         uint64_t pk = 0, by = 0;
         struct pd_error err = { 0 };
@@ -86,7 +75,7 @@ static enum MHD_Result put_network(struct pd_req *r, const char *chunk, size_t *
         }
         pd_audit(r->srv, s->id, r->key.id, "sandbox.network", text ? json_loads(text, 0, NULL) : json_object());
         free(text);
-        json_t *o = pd_manager_network_json(r->srv, s->id);
+        json_t *o = pd_api_network_json(r->srv, s->id);
         pd_server_sandbox_put(r->srv, s);
         return pd_reply_json(r, 200, o);
 }

@@ -10,8 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "server/core/manager.h"
-#include "server/core/server.h"
+#include "server/api/api.h"
 #include "lib/state.h"
 #include "server/core/store.h"
 #include "net/policy.h"
@@ -264,7 +263,7 @@ static enum MHD_Result create_sandbox(struct pd_req *r, const char *chunk, size_
                 pd_log("warn", "sandbox create failed key=%s error=\"%s\"", r->key.id, err.msg);
                 return reply_manager_error(r, rc, &err);
         }
-        json_t *o = pd_manager_sandbox_json(r->srv, s);
+        json_t *o = pd_api_sandbox_json(r->srv, s);
         pd_server_sandbox_put(r->srv, s);
         return pd_reply_json(r, 201, o);
 }
@@ -372,7 +371,7 @@ static enum MHD_Result list_sandboxes(struct pd_req *r, const char *chunk, size_
                 struct pd_srv_sandbox *s = v[i];
                 if (cursor && *cursor && strcmp(s->id, cursor) <= 0)
                         continue;
-                json_t *o = pd_manager_sandbox_json(r->srv, s);
+                json_t *o = pd_api_sandbox_json(r->srv, s);
                 if (!o)
                         continue;
                 const char *st = json_string_value(json_object_get(o, "state"));
@@ -405,7 +404,7 @@ static enum MHD_Result get_sandbox(struct pd_req *r, const char *chunk, size_t *
         struct pd_srv_sandbox *s = pd_server_sandbox_get(r->srv, r->params[0], &r->key);
         if (!s)
                 return not_found(r, r->params[0]);
-        json_t *o = pd_manager_sandbox_json(r->srv, s);
+        json_t *o = pd_api_sandbox_json(r->srv, s);
         pd_server_sandbox_put(r->srv, s);
         return pd_reply_json(r, 200, o);
 }
@@ -459,7 +458,7 @@ static enum MHD_Result set_timeout(struct pd_req *r, const char *chunk, size_t *
                 pd_server_sandbox_put(r->srv, s);
                 return reply_manager_error(r, rc, &err);
         }
-        json_t *o = pd_manager_sandbox_json(r->srv, s);
+        json_t *o = pd_api_sandbox_json(r->srv, s);
         pd_server_sandbox_put(r->srv, s);
         return pd_reply_json(r, 200, o);
 }
@@ -515,7 +514,7 @@ static enum MHD_Result pause_resume(struct pd_req *r, bool pause)
                 pd_server_sandbox_put(r->srv, s);
                 return reply_manager_error(r, rc, &err);
         }
-        json_t *o = pd_manager_sandbox_json(r->srv, s);
+        json_t *o = pd_api_sandbox_json(r->srv, s);
         pd_server_sandbox_put(r->srv, s);
         return pd_reply_json(r, 200, o);
 }
@@ -536,13 +535,13 @@ static enum MHD_Result sandbox_metrics(struct pd_req *r, const char *chunk, size
         if (!s)
                 return not_found(r, r->params[0]);
         struct pd_error err = { 0 };
-        json_t *o = NULL;
-        int rc = pd_manager_stats(r->srv, s, &o, &err);
+        struct pd_sandbox_metrics m;
+        int rc = pd_manager_stats(r->srv, s, &m, &err);
         pd_server_sandbox_put(r->srv, s);
         if (rc < 0)
                 return rc == -ESRCH ? pd_reply_error(r, 409, "conflict", "%s", err.msg)
                                     : pd_reply_errno(r, rc, err.msg);
-        return pd_reply_json(r, 200, o);
+        return pd_reply_json(r, 200, pd_api_metrics_json(&m));
 }
 
 static enum MHD_Result sandbox_audit(struct pd_req *r, const char *chunk, size_t *chunk_len)
@@ -624,23 +623,37 @@ static enum MHD_Result prom_metrics(struct pd_req *r, const char *chunk, size_t 
                 c.creates_total);
         appendf(&b, &len, &cap, "# HELP paddock_pool_ready Warm sandboxes ready, by template.\n"
                                 "# TYPE paddock_pool_ready gauge\n");
-        json_t *pools = pd_manager_pool_ready(srv);
-        const char *k, *iso;
-        json_t *v, *n;
-        json_object_foreach(pools, k, v) {
+        struct pd_pool_count pools[PD_POOL_CLASSES_MAX];
+        size_t np = pd_manager_pool_ready(srv, pools, PD_ARRAY_SIZE(pools));
+        for (size_t i = 0; i < np; i++) {
+                bool seen = false;      /* one line per template, its classes summed */
+                for (size_t j = 0; j < i && !seen; j++)
+                        seen = !strcmp(pools[j].template_name, pools[i].template_name);
+                if (seen)
+                        continue;
                 long long sum = 0;
-                json_object_foreach(v, iso, n)
-                        sum += json_integer_value(n);
-                appendf(&b, &len, &cap, "paddock_pool_ready{template=\"%s\"} %lld\n", k, sum);
+                for (size_t j = i; j < np; j++)
+                        if (!strcmp(pools[j].template_name, pools[i].template_name))
+                                sum += pools[j].ready;
+                appendf(&b, &len, &cap, "paddock_pool_ready{template=\"%s\"} %lld\n", pools[i].template_name, sum);
         }
         appendf(&b, &len, &cap, "# HELP paddock_pool_ready_isolation Warm sandboxes ready, by template and "
                                 "isolation tier.\n# TYPE paddock_pool_ready_isolation gauge\n");
-        json_object_foreach(pools, k, v) {
-                json_object_foreach(v, iso, n)
-                        appendf(&b, &len, &cap, "paddock_pool_ready_isolation{template=\"%s\",isolation=\"%s\"} %lld\n",
-                                k, iso, (long long)json_integer_value(n));
+        for (size_t i = 0; i < np; i++) {
+                bool seen = false;      /* classes of one template and tier differ in limits only */
+                for (size_t j = 0; j < i && !seen; j++)
+                        seen = !strcmp(pools[j].template_name, pools[i].template_name) &&
+                               !strcmp(pools[j].isolation, pools[i].isolation);
+                if (seen)
+                        continue;
+                long long sum = 0;
+                for (size_t j = i; j < np; j++)
+                        if (!strcmp(pools[j].template_name, pools[i].template_name) &&
+                            !strcmp(pools[j].isolation, pools[i].isolation))
+                                sum += pools[j].ready;
+                appendf(&b, &len, &cap, "paddock_pool_ready_isolation{template=\"%s\",isolation=\"%s\"} %lld\n",
+                        pools[i].template_name, pools[i].isolation, sum);
         }
-        json_decref(pools);
         appendf(&b, &len, &cap, "# HELP paddock_http_requests_total HTTP responses by status class.\n"
                                 "# TYPE paddock_http_requests_total counter\n");
         static const char *const cls[] = { "1xx", "2xx", "3xx", "4xx", "5xx", "other" };

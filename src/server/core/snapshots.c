@@ -21,7 +21,7 @@ static int check_state(struct pd_srv_sandbox *s, struct pd_error *err)
 }
 
 int pd_manager_take_snapshot(struct pd_server *srv, const struct pd_key *key, struct pd_srv_sandbox *s,
-                             const char *name, json_t **out, struct pd_error *err)
+                             const char *name, struct pd_snapshot_info *out, struct pd_error *err)
 {
         int r = pd_snapshot_name_check(name, err);
         if (r < 0)
@@ -41,12 +41,16 @@ int pd_manager_take_snapshot(struct pd_server *srv, const struct pd_key *key, st
         }
         pd_audit(srv, s->id, s->key_id, "sandbox.snapshot", json_pack("{s:s}", "name", name));
         pd_log("info", "snapshot taken sandbox=%s snapshot=%s", s->id, name);
-        *out = json_pack("{s:s, s:s, s:s, s:s}", "name", name, "source", s->id, "template", tpl, "isolation", iso);
-        return *out ? 0 : pd_error_set(err, ENOMEM, "snapshot reply");
+        memset(out, 0, sizeof *out);
+        snprintf(out->name, sizeof out->name, "%s", name);
+        snprintf(out->source, sizeof out->source, "%s", s->id);
+        snprintf(out->template_name, sizeof out->template_name, "%s", tpl);
+        snprintf(out->isolation, sizeof out->isolation, "%s", iso);
+        return 0;
 }
 
 int pd_manager_fork(struct pd_server *srv, const struct pd_key *key, struct pd_srv_sandbox *s, unsigned n,
-                    json_t *out, struct pd_error *err)
+                    struct pd_srv_sandbox **made, struct pd_error *err)
 {
         if (n == 0 || n > PD_FORK_MAX)
                 return pd_error_setx(err, EINVAL, "'count' must be 1..%d", PD_FORK_MAX);
@@ -89,7 +93,6 @@ int pd_manager_fork(struct pd_server *srv, const struct pd_key *key, struct pd_s
                         r = pd_error_setx(err, EIO, "the network policy of %s is not readable", s->id);
                 free(text);
         }
-        struct pd_srv_sandbox *made[PD_FORK_MAX];
         unsigned k = 0;
         for (; r == 0 && k < n; k++) {
                 req.made = dst[k];
@@ -107,11 +110,6 @@ int pd_manager_fork(struct pd_server *srv, const struct pd_key *key, struct pd_s
                 /* all or none: the copies made so far go */
                 for (unsigned i = 0; i < k; i++) {
                         (void)pd_manager_delete(srv, made[i], NULL);
-                        pd_server_sandbox_put(srv, made[i]);
-                }
-        } else {
-                for (unsigned i = 0; i < k; i++) {
-                        json_array_append_new(out, pd_manager_sandbox_json(srv, made[i]));
                         pd_server_sandbox_put(srv, made[i]);
                 }
         }
