@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 #include "lib/error.h"
+#include "lib/template.h"       /* PD_MAX_GRAFTS */
 
-#define PD_MAX_GRAFTS 8
 #define PD_MAX_BINDS 40
 
 /* A directory grafted at `target` of the rootfs with an overlay of its own

@@ -6,9 +6,12 @@
 #pragma once
 #include <limits.h>
 
-#include "jail/mount.h"
 #include "lib/spec.h"
 #include "lib/state.h"
+
+/* Host directories grafted into a template's tree, at most (the base
+ * template takes the host's /usr, /bin, /lib* this way). */
+#define PD_MAX_GRAFTS 8
 
 struct pd_template_graft {
         char target[64];                /* inside the sandbox, no leading '/' */

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "lib/template.h"
+#include "tiers/host.h"
 #include "lib/util.h"
 
 #define MAX_DEPTH 256
@@ -244,7 +245,7 @@ static int copy_layers(struct pd_sandbox *sb, const char *tmp, int stagefd, stru
         if (tpl.n_stack + 1 > PD_MAX_STACK)
                 return pd_error_setx(err, ELOOP, "sandbox %s runs on %u stacked snapshots; at most %d can stack",
                                      sb->id, tpl.n_stack, PD_MAX_STACK);
-        struct copy c = { .base = sb->uids.base };
+        struct copy c = { .base = pd_host(sb)->uids.base };
         char dst[PATH_MAX];
         snprintf(dst, sizeof dst, "%s/rootfs", tmp);
         if ((r = copy_layer(&c, stagefd, "upper", dst, err)) < 0)
@@ -295,11 +296,11 @@ int pd_container_snapshot(struct pd_sandbox *sb, const char *name, struct pd_err
         int r = 0;
         _pd_cleanup_close_ int tfd = -1;
         struct pd_record rec;
-        if (froze && (r = pd_cgroup_freeze(&sb->cg, true, err)) < 0)
+        if (froze && (r = pd_cgroup_freeze(&pd_host(sb)->cg, true, err)) < 0)
                 goto fail;
         r = copy_layers(sb, tmp, stagefd, err);
         if (froze)
-                (void)pd_cgroup_freeze(&sb->cg, false, NULL);
+                (void)pd_cgroup_freeze(&pd_host(sb)->cg, false, NULL);
         if (r < 0)
                 goto fail;
         pd_record_init(&rec);

@@ -24,8 +24,9 @@ extern const struct pd_route_matcher pd_ports_matcher;
 
 /* The sandbox object (GET /sandboxes/{id}). */
 json_t *pd_api_sandbox_json(struct pd_server *srv, struct pd_srv_sandbox *s);
-/* The network policy a sandbox runs with ({"mode":"none"} without one). */
-json_t *pd_api_network_json(struct pd_server *srv, const char *id);
+/* The network policy a sandbox runs with ({"mode":"none"} without one);
+ * drops: with what the kernel dropped so far. */
+json_t *pd_api_network_json(struct pd_server *srv, struct pd_srv_sandbox *s, bool drops);
 /* GET .../metrics */
 json_t *pd_api_metrics_json(const struct pd_sandbox_metrics *m);
 

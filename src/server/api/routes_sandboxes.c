@@ -105,20 +105,23 @@ static int int_field(json_t *v, const char *name, json_int_t lo, json_int_t hi, 
         return 0;
 }
 
-/* Was snapshot name (a checked template name) taken on the microvm tier? */
-static bool snapshot_is_microvm(struct pd_server *srv, const char *name)
+/* The tier snapshot name (a checked template name) was taken on, when its
+ * snapshots carry memory: a saved guest starts on that tier only. false
+ * for a template or a filesystem snapshot, which any tier can start. */
+static bool snapshot_tier(struct pd_server *srv, const char *name, enum pd_isolation *iso)
 {
-        char dir[96], iso[32] = "";
+        char dir[96], word[32] = "";
         snprintf(dir, sizeof dir, "templates/%s", name);
         if (!strcmp(name, "base") || !pd_snapshot_is(&srv->state, name))
                 return false;
         int d = openat(srv->state.dirfd, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         struct pd_record rec;
-        bool vm = d >= 0 && pd_record_read(d, "snapshot", &rec, NULL) == 0 &&
-                  pd_record_get(&rec, "isolation", iso, sizeof iso) >= 0 && !strcmp(iso, "microvm");
+        bool own = d >= 0 && pd_record_read(d, "snapshot", &rec, NULL) == 0 &&
+                   pd_record_get(&rec, "isolation", word, sizeof word) >= 0 && pd_isolation_parse(word, iso) == 0 &&
+                   (pd_tier_caps(*iso) & PD_TIER_SNAPSHOT_MEMORY);
         if (d >= 0)
                 close(d);
-        return vm;
+        return own;
 }
 
 static int parse_create(struct pd_server *srv, const char *key_id, json_t *body, struct pd_create_req *cr,
@@ -170,21 +173,24 @@ static int parse_create(struct pd_server *srv, const char *key_id, json_t *body,
         }
         if ((v = json_object_get(body, "isolation"))) {
                 if (!json_is_string(v) || pd_isolation_parse(json_string_value(v), &cr->spec.isolation) < 0) {
-                        snprintf(why, whysz, "'isolation' must be one of process, container, supervised, microvm");
+                        snprintf(why, whysz, "'isolation' must be one of %s", pd_isolation_names());
                         return -1;
                 }
         }
-        /* a microvm snapshot is a saved guest: it starts on that tier only */
-        if (snapshot_is_microvm(srv, cr->template_name)) {
-                if (v && cr->spec.isolation != PD_ISO_MICROVM) {
-                        snprintf(why, whysz, "snapshot '%s' is a microvm guest: it starts with isolation microvm only",
-                                 cr->template_name);
+        /* a snapshot that carries memory (a microvm's) is a saved guest: it
+         * starts on its own tier only */
+        enum pd_isolation own;
+        if (snapshot_tier(srv, cr->template_name, &own)) {
+                if (v && cr->spec.isolation != own) {
+                        snprintf(why, whysz, "snapshot '%s' is a %s guest: it starts with isolation %s only",
+                                 cr->template_name, pd_isolation_name(own), pd_isolation_name(own));
                         return -1;
                 }
-                cr->spec.isolation = PD_ISO_MICROVM;
-        } else if (cr->spec.isolation == PD_ISO_MICROVM && strcmp(cr->template_name, "base")) {
-                snprintf(why, whysz, "the microvm tier starts from its base template or a microvm snapshot, "
-                                     "not '%s'", cr->template_name);
+                cr->spec.isolation = own;
+        } else if ((pd_tier_caps(cr->spec.isolation) & PD_TIER_OWN_TEMPLATES) && strcmp(cr->template_name, "base")) {
+                snprintf(why, whysz, "the %s tier starts from its base template or a %s snapshot, not '%s'",
+                         pd_isolation_name(cr->spec.isolation), pd_isolation_name(cr->spec.isolation),
+                         cr->template_name);
                 return -1;
         }
         if ((v = json_object_get(body, "memory_mb"))) {

@@ -4,8 +4,6 @@
  * says which) and failed. */
 #include <stdlib.h>
 
-#include "net/policy.h"
-#include "net/router.h"
 #include "server/api/api.h"
 #include "server/core/store.h"
 
@@ -21,13 +19,17 @@ static const char *native_state(enum pd_sb_state s)
         }
 }
 
-json_t *pd_api_network_json(struct pd_server *srv, const char *id)
+json_t *pd_api_network_json(struct pd_server *srv, struct pd_srv_sandbox *s, bool drops)
 {
-        char *text = NULL;
-        if (pd_router_policy_json(&srv->state, id, &text) < 0)
-                return json_pack("{s:s}", "mode", "none");
-        json_t *o = json_loads(text, 0, NULL);
-        free(text);
+        struct pd_net_info ni;
+        json_t *o = NULL;
+        if (pd_manager_net_info(srv, s, &ni, NULL) == 0)
+                o = json_loads(ni.policy_json, 0, NULL);
+        if (o && drops && ni.have_drops) {
+                json_object_set_new(o, "dropped_packets", json_integer((json_int_t)ni.dropped_packets));
+                json_object_set_new(o, "dropped_bytes", json_integer((json_int_t)ni.dropped_bytes));
+        }
+        pd_net_info_clear(&ni);
         return o ? o : json_pack("{s:s}", "mode", "none");
 }
 
@@ -52,7 +54,7 @@ json_t *pd_api_sandbox_json(struct pd_server *srv, struct pd_srv_sandbox *s)
         if (o && paused)
                 json_object_set_new(o, "timeout_remaining_ms", json_integer((json_int_t)i.timeout_remaining_ms));
         if (o)
-                json_object_set_new(o, "network", pd_api_network_json(srv, i.id));
+                json_object_set_new(o, "network", pd_api_network_json(srv, s, false));
         if (o) {
                 json_object_set_new(o, "auto_pause", json_boolean(i.auto_pause));
                 /* What pausing does on this tier (the freezer keeps memory). */

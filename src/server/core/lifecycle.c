@@ -17,7 +17,6 @@
 #include "server/core/pool.h"
 #include "server/core/store.h"
 #include "lib/util.h"
-#include "vm/vm.h"
 
 /* ---- the store ---- */
 
@@ -371,19 +370,6 @@ int pd_manager_resume(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd
 
 /* ---- what the API layers read ---- */
 
-/* The host's CPU cannot change while we run: read /proc/cpuinfo once, not
- * for every sandbox object (a benign race sets the same value twice). */
-static bool have_kvm(void)
-{
-        static int kvm = -1;
-        int k = __atomic_load_n(&kvm, __ATOMIC_RELAXED);
-        if (k < 0) {
-                k = pd_vm_have_kvm();
-                __atomic_store_n(&kvm, k, __ATOMIC_RELAXED);
-        }
-        return k;
-}
-
 void pd_manager_sandbox_info(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_sandbox_info *out)
 {
         struct entry *e = E(s);
@@ -410,9 +396,11 @@ void pd_manager_sandbox_info(struct pd_server *srv, struct pd_srv_sandbox *s, st
         out->millicpus = e->spec.millicpus;
         out->auto_pause = e->auto_pause;
         out->tier_pauses_to_disk = s->sb && (s->sb->ops->caps & PD_TIER_PAUSE_DISK);
-        /* a guest's CPU: emulated (tcg) or hardware virtualization (kvm) */
-        if (e->spec.isolation == PD_ISO_MICROVM)
-                snprintf(out->accel, sizeof out->accel, "%s", have_kvm() ? "kvm" : "tcg");
+        if (s->sb) {
+                struct pd_tier_info ti;
+                pd_sandbox_describe(s->sb, &ti);
+                snprintf(out->accel, sizeof out->accel, "%s", ti.accel);
+        }
         out->env = json_incref(s->env);
         out->metadata = json_incref(s->metadata);
         out->notes = json_incref(e->notes);

@@ -117,6 +117,13 @@ int pd_manager_stats(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_
 int pd_manager_snapshot(struct pd_server *srv, const struct pd_key *key, struct pd_srv_sandbox ***out, size_t *n);
 void pd_manager_snapshot_free(struct pd_server *srv, struct pd_srv_sandbox **v, size_t n);
 void pd_manager_counts(struct pd_server *srv, struct pd_manager_counts *out);
+/* network.c: the network s runs with, as its tier reports it (-ENOENT: it
+ * has none, mode none); a live change of its policy, audited as
+ * sandbox.network for key (-ENOENT: it has none to change). */
+int pd_manager_net_info(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_net_info *out,
+                        struct pd_error *err);
+int pd_manager_net_update(struct pd_server *srv, struct pd_srv_sandbox *s, const struct pd_key *key,
+                          const struct pd_netpol *pol, struct pd_error *err);
 /* The warm pools' classes (at most max), with their ready counts. */
 size_t pd_manager_pool_ready(struct pd_server *srv, struct pd_pool_count *out, size_t max);
 /* watcher.c: the thread that notices a sandbox's agent dying (pidfds) and

@@ -7,6 +7,8 @@
  *                each through one transition of lifecycle.h
  *   reaper.c     the TTL thread (deletes, or pauses with autoPause)
  *   adopt.c      re-adoption of an earlier server's sandboxes, strays
+ *   network.c    a sandbox's network, through its tier
+ *   snapshots.c  snapshots and forks
  *
  * Locking: s->lock (one sandbox's lifecycle) may be taken before srv->lock
  * (the table, deadlines, refs), never the other way round. */

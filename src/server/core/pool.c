@@ -200,7 +200,7 @@ static void *filler_main(void *arg)
                                 sb = NULL;
                         }
                 }
-                if (r == 0 && spec.isolation == PD_ISO_MICROVM && pool_warm(sb, &err) < 0)
+                if (r == 0 && (pd_tier_caps(spec.isolation) & PD_TIER_POOL_WARMUP) && pool_warm(sb, &err) < 0)
                         pd_log("warn", "warm pool: warm-up command failed, the sandbox is pooled cold sandbox=%s "
                                        "error=\"%s\"", sb->id, err.msg);
                 pthread_mutex_lock(&m->lock);

@@ -8,7 +8,8 @@
  *   reply.c     JSON replies and errors, request bodies and queries
  *   log.c       structured log lines
  *   store.c     SQLite (WAL): sandboxes, keys, templates, snapshots
- *   manager.c   the sandbox manager (mgr_int.h lists its files); pools: pool.c
+ *   manager.c   the sandbox manager (mgr_int.h lists its files); pools: pool.c,
+ *               the agent watcher: watcher.c
  *   lifecycle_table.c  the states and the one transition table (lifecycle.h)
  *   audit_log.c per-sandbox append-only JSON lines
  *   agentc.c    synchronous agent calls over a fresh connection

@@ -9,7 +9,6 @@
 
 #include "server/core/manager.h"
 #include "server/core/pool.h"
-#include "net/router.h"
 #include "server/core/store.h"
 #include "lib/template.h"
 
@@ -87,11 +86,10 @@ int pd_manager_fork(struct pd_server *srv, const struct pd_key *key, struct pd_s
          * live change included), each with its own address; the router
          * keeps the policy, not the spec */
         if (r == 0 && !tier_fork && req.spec.net != PD_NET_NONE) {
-                char *text = NULL;
-                if (pd_router_policy_json(&srv->state, s->id, &text) < 0 ||
-                    !(req.network = json_loads(text, 0, NULL)))
+                struct pd_net_info ni;
+                if (pd_manager_net_info(srv, s, &ni, NULL) < 0 || !(req.network = json_loads(ni.policy_json, 0, NULL)))
                         r = pd_error_setx(err, EIO, "the network policy of %s is not readable", s->id);
-                free(text);
+                pd_net_info_clear(&ni);
         }
         unsigned k = 0;
         for (; r == 0 && k < n; k++) {

@@ -216,15 +216,14 @@ static enum MHD_Result route_create(struct pd_req *r, const char *chunk, size_t 
                         return pd_e2b_reply_error(r, 400, "templateID must be a string");
                 tpl = json_string_value(v);
         }
-        /* the microvm tier: templateID "microvm" (the SDKs pass no other
-         * field through), or an "isolation" field from other clients */
-        if (!strcmp(tpl, "microvm")) {
+        /* another tier: a templateID that names it ("microvm": the SDKs
+         * pass no other field through; its base template), or an
+         * "isolation" field from other clients */
+        if (pd_isolation_parse(tpl, &cr.spec.isolation) == 0)
                 tpl = "base";
-                cr.spec.isolation = PD_ISO_MICROVM;
-        }
         if ((v = json_object_get(body, "isolation")) && !json_is_null(v) &&
             (!json_is_string(v) || pd_isolation_parse(json_string_value(v), &cr.spec.isolation) < 0))
-                return pd_e2b_reply_error(r, 400, "isolation must be one of process, container, supervised, microvm");
+                return pd_e2b_reply_error(r, 400, "isolation must be one of %s", pd_isolation_names());
         const char *real = e2b_template_for(tpl);
         if (pd_template_name_check(real) < 0 ||
             (strcmp(real, "base") && !pd_store_template_exists(r->srv->store, real)))
