@@ -42,6 +42,8 @@ for s in integration security server sdk network oci microvm; do
     --junitxml="$results/$s.xml"
 done
 suite scripts 60 "$py" -m pytest -q -rs -p no:cacheprovider tests/scripts --junitxml="$results/scripts.xml"
+# architecture rules (tests/arch: the include graph), seconds
+suite arch 60 "$py" -m pytest -q -rs -p no:cacheprovider tests/arch --junitxml="$results/arch.xml"
 
 # The official E2B SDKs against paddock serve (Node 20 from the npm registry).
 if ./scripts/setup-node.sh; then
