@@ -108,3 +108,22 @@ int pd_template_lock(struct pd_state *st, struct pd_error *err);
 int pd_template_user(struct pd_state *st, const char *name, char *who, size_t size);
 /* Where layer graft (NULL = the root tree) of snapshot name lives. */
 void pd_snapshot_layer_path(struct pd_state *st, const char *name, const char *graft, char *out, size_t size);
+
+/* What an image template asks of the processes started in it (its OCI
+ * config, templates.md "What runs"): environment, working directory,
+ * default user, default command. All empty for other templates. */
+struct pd_template_run {
+        char **env;             /* "K=V" */
+        unsigned n_env;
+        char *workdir;          /* NULL: the user's home */
+        bool has_user;
+        char *user;             /* account name */
+        uint32_t uid, gid;
+        char *home;
+        char **argv;            /* Entrypoint then Cmd; NULL-terminated, NULL if none */
+};
+/* For template (or snapshot) name, the defaults of the image template at
+ * its bottom (name may be NULL or "base": none). */
+int pd_template_run_defaults(struct pd_state *st, const char *name, struct pd_template_run *out,
+                             struct pd_error *err);
+void pd_template_run_free(struct pd_template_run *r);
