@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "error.h"
 #include "state.h"
@@ -85,6 +86,26 @@ int pd_image_register(struct pd_state *st, const char *name, char (*layers)[65],
 json_t *pd_image_config(struct pd_state *st, const char *name);
 void pd_image_emit(const struct pd_image_opts *o, enum pd_image_event_kind kind, const char *text,
                    const char *layer, uint64_t done, uint64_t total);
+/* Copy ref and unpack its layers into the store (no template): the layer
+ * ids bottom first, the whole OCI config, the manifest digest. The caller
+ * holds the store's shared lock until it registers them. */
+struct pd_image_fetched {
+        char (*layers)[65];
+        unsigned n;
+        json_t *config;
+        char digest[80];
+};
+int pd_image_fetch(struct pd_state *st, const char *ref, const struct pd_image_opts *o, struct pd_image_fetched *f,
+                   struct pd_error *err);
+void pd_image_fetched_free(struct pd_image_fetched *f);
+/* What path (relative) is in the merged view of store layers (top first):
+ * an fd (O_RDONLY for files, O_PATH else) and its stat, or -ENOENT. */
+int pd_image_lookup(struct pd_state *st, char (*top_first)[65], unsigned n, const char *path, struct stat *out);
+/* An image user spec ("name", "uid", "name:group", "uid:gid") against
+ * passwd and group texts: {name, uid, gid, home}. */
+int pd_image_resolve_user(const char *spec, const char *passwd, const char *group, json_t **out, struct pd_error *err);
+/* A small file of the merged view, malloc'd, or NULL. */
+char *pd_image_read_file(struct pd_state *st, char (*top_first)[65], unsigned n, const char *path);
 /* Merge layers (bottom first) into one new store layer (whiteouts applied):
  * hex of the result in out. */
 int pd_image_flatten(struct pd_state *st, char (*layers)[65], unsigned n, char out[65], struct pd_error *err);

@@ -120,15 +120,22 @@ static void on_unpack(uint64_t done, uint64_t total, void *arg)
         pd_image_emit(lp->o, PD_IMAGE_EV_LAYER, NULL, lp->hex, done, total);
 }
 
-/* Unpack the layers of the copied image and register it. */
-static int from_layout(struct pd_state *st, const char *name, const char *ref, const char *layout,
-                       const char *blobs, const struct pd_image_opts *o, struct pd_error *err)
+void pd_image_fetched_free(struct pd_image_fetched *f)
+{
+        free(f->layers);
+        json_decref(f->config);
+        memset(f, 0, sizeof *f);
+}
+
+/* Unpack the layers of the copied image into the store. */
+static int from_layout(struct pd_state *st, const char *ref, const char *layout, const char *blobs,
+                       const struct pd_image_opts *o, struct pd_image_fetched *f, struct pd_error *err)
 {
         char p[PATH_MAX + 16];
         snprintf(p, sizeof p, "%s/index.json", layout);
         json_error_t je;
         json_t *index = json_load_file(p, 0, &je);
-        json_t *manifest = NULL, *config = NULL, *meta = NULL;
+        json_t *manifest = NULL, *config = NULL;
         char(*ids)[65] = NULL;
         int r = 0;
         const char *md = json_string_value(json_object_get(json_array_get(json_object_get(index, "manifests"), 0),
@@ -218,12 +225,14 @@ static int from_layout(struct pd_state *st, const char *name, const char *ref, c
                         pd_image_emit(o, PD_IMAGE_EV_LINE, msg, ids[i], 0, 0);
                 }
         }
-        meta = json_pack("{s:s, s:s, s:s}", "kind", "image", "source", ref, "digest", md);
-        pd_image_emit(o, PD_IMAGE_EV_STEP, "registering", NULL, 0, 0);
-        r = pd_image_register(st, name, ids, (unsigned)n, json_object_get(config, "config"), meta, o, err);
+        f->layers = ids;
+        f->n = (unsigned)n;
+        f->config = config;
+        snprintf(f->digest, sizeof f->digest, "%s", md);
+        ids = NULL;
+        config = NULL;
 out:
         free(ids);
-        json_decref(meta);
         json_decref(config);
         json_decref(manifest);
         json_decref(index);
@@ -236,9 +245,6 @@ int pd_image_pull(struct pd_state *st, const char *name, const char *ref, const 
         int r = pd_image_name_check(name, err);
         if (r < 0)
                 return r;
-        char src[2048];
-        if ((r = source_of(ref, o->allow_local, src, sizeof src, err)) < 0)
-                return r;
         if (!o->replace) {
                 char p[PATH_MAX];
                 snprintf(p, sizeof p, "templates/%s", name);
@@ -246,6 +252,29 @@ int pd_image_pull(struct pd_state *st, const char *name, const char *ref, const 
                         return pd_error_setx(err, EEXIST, "template '%s' exists already (`paddock template rm %s` "
                                              "first, or --replace)", name, name);
         }
+        /* prune waits until the layers are registered */
+        _pd_cleanup_close_ int gc = pd_layers_lock(st, false, err);
+        if (gc < 0)
+                return gc;
+        struct pd_image_fetched f = { 0 };
+        if ((r = pd_image_fetch(st, ref, o, &f, err)) < 0)
+                return r;
+        json_t *meta = json_pack("{s:s, s:s, s:s}", "kind", "image", "source", ref, "digest", f.digest);
+        pd_image_emit(o, PD_IMAGE_EV_STEP, "registering", NULL, 0, 0);
+        r = pd_image_register(st, name, f.layers, f.n, json_object_get(f.config, "config"), meta, o, err);
+        json_decref(meta);
+        pd_image_fetched_free(&f);
+        return r < 0 ? pd_error_prefix(err, "pull '%.200s'", ref) : 0;
+}
+
+int pd_image_fetch(struct pd_state *st, const char *ref, const struct pd_image_opts *o, struct pd_image_fetched *f,
+                   struct pd_error *err)
+{
+        memset(f, 0, sizeof *f);
+        char src[2048];
+        int r;
+        if ((r = source_of(ref, o->allow_local, src, sizeof src, err)) < 0)
+                return r;
         char images[PATH_MAX], blobs[PATH_MAX + 8], locks[PATH_MAX + 8];
         snprintf(images, sizeof images, "%s/images", st->dir);
         snprintf(blobs, sizeof blobs, "%s/blobs", images);
@@ -297,7 +326,7 @@ int pd_image_pull(struct pd_state *st, const char *name, const char *ref, const 
         struct pd_tool_out out;
         r = pd_tool_run(argv, o, &out, err);
         if (r == 0)
-                r = from_layout(st, name, ref, layout, blobs, o, err);
+                r = from_layout(st, ref, layout, blobs, o, f, err);
         pd_rm_rf(layout, NULL);
         if (r < 0)
                 return pd_error_prefix(err, "pull '%.200s'", ref);

@@ -66,7 +66,7 @@ static bool is_opaque(int dfd)
 
 /* What path (relative, no symlinks followed) is in the merged image: an
  * O_RDONLY fd (O_PATH for non-files) and its stat, or -ENOENT. */
-static int lookup(struct pd_state *st, char (*top_first)[65], unsigned n, const char *path, struct stat *out)
+int pd_image_lookup(struct pd_state *st, char (*top_first)[65], unsigned n, const char *path, struct stat *out)
 {
         for (unsigned l = 0; l < n; l++) {
                 int d = tree_fd(st, top_first[l]);
@@ -118,7 +118,7 @@ static int lookup(struct pd_state *st, char (*top_first)[65], unsigned n, const 
 static bool exists(struct pd_state *st, char (*top_first)[65], unsigned n, const char *path)
 {
         struct stat s;
-        int fd = lookup(st, top_first, n, path, &s);
+        int fd = pd_image_lookup(st, top_first, n, path, &s);
         if (fd < 0)
                 return false;
         close(fd);
@@ -126,10 +126,10 @@ static bool exists(struct pd_state *st, char (*top_first)[65], unsigned n, const
 }
 
 /* A small text file of the image (passwd, group) into a malloc'd string. */
-static char *read_image_file(struct pd_state *st, char (*top_first)[65], unsigned n, const char *path)
+char *pd_image_read_file(struct pd_state *st, char (*top_first)[65], unsigned n, const char *path)
 {
         struct stat s;
-        int fd = lookup(st, top_first, n, path, &s);
+        int fd = pd_image_lookup(st, top_first, n, path, &s);
         if (fd < 0)
                 return NULL;
         char *buf = NULL;
@@ -180,7 +180,7 @@ static bool all_digits(const char *s)
 
 /* The image's User ("name", "uid", "name:group", "uid:gid") as ids and a
  * home, against its own passwd and group. */
-static int resolve_user(const char *spec, const char *passwd, const char *group, json_t **out, struct pd_error *err)
+int pd_image_resolve_user(const char *spec, const char *passwd, const char *group, json_t **out, struct pd_error *err)
 {
         char u[256], g[256] = "";
         snprintf(u, sizeof u, "%s", spec);
@@ -265,8 +265,8 @@ static int own_layer(struct pd_state *st, int rootfd, char (*tf)[65], unsigned n
         _pd_cleanup_close_ int etc = openat(rootfd, "etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (etc < 0)
                 return pd_error_set(err, errno, "open the template's etc");
-        _pd_cleanup_free_ char *passwd = read_image_file(st, tf, n, "etc/passwd");
-        _pd_cleanup_free_ char *group = read_image_file(st, tf, n, "etc/group");
+        _pd_cleanup_free_ char *passwd = pd_image_read_file(st, tf, n, "etc/passwd");
+        _pd_cleanup_free_ char *group = pd_image_read_file(st, tf, n, "etc/group");
         const char *shell = exists(st, tf, n, "bin/bash") ? "/bin/bash" : "/bin/sh";
         char f[7][256], line[512];
         /* passwd and group: the image's, plus `user` (uid 1000) when it
@@ -310,7 +310,7 @@ static int own_layer(struct pd_state *st, int rootfd, char (*tf)[65], unsigned n
         /* the default user: the image's User, else paddock's `user` */
         const char *user = json_string_value(json_object_get(config, "User"));
         if (user && *user)
-                return resolve_user(user, np, ng, run, err);
+                return pd_image_resolve_user(user, np, ng, run, err);
         *run = json_pack("{s:s, s:I, s:I, s:s}", "name", "user", "uid", (json_int_t)PD_USER_UID, "gid",
                          (json_int_t)PD_USER_UID, "home", "/home/user");
         return 0;
