@@ -1,0 +1,165 @@
+"""Fixtures of the templates suite (docs/templates.md): a state dir of its
+own, a local registry (Debian's docker-registry, run by us on a free
+loopback port with our own config: never the packaged service on :5000),
+a registries.conf marking it insecure (plain HTTP), and images pushed there."""
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+import importlib.util
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _oci  # noqa: E402
+
+# tests/conftest.py (its fixtures pytest already has; its classes we load
+# under another module name: "conftest" is this file's)
+_spec = importlib.util.spec_from_file_location(
+    "pd_tests_conftest", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conftest.py"))
+_top = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_top)
+Paddock, child_env, leftovers = _top.Paddock, _top.child_env, _top.leftovers
+
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_http(url, proc, deadline_s=30):
+    """Until url answers (the registry is up) or its process died."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError("docker-registry exited: %s" % proc.stderr.read())
+        try:
+            urllib.request.urlopen(url, timeout=1).read()
+            return
+        except OSError:
+            # connection refused: it has not bound yet; block on its
+            # output briefly instead of spinning
+            try:
+                proc.wait(timeout=0.05)
+            except subprocess.TimeoutExpired:
+                pass
+    raise RuntimeError("docker-registry did not answer at %s" % url)
+
+
+class Registry:
+    def __init__(self, root, htpasswd=None):
+        if not shutil.which("docker-registry"):
+            pytest.skip("docker-registry (Debian package docker-registry) is not installed")
+        self.root = root
+        self.port = free_port()
+        self.host = "127.0.0.1:%d" % self.port
+        cfg = os.path.join(root, "config.yml")
+        auth = ""
+        if htpasswd:
+            auth = "auth:\n  htpasswd:\n    realm: test\n    path: %s\n" % htpasswd
+        with open(cfg, "w") as f:
+            f.write("version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: %s/data\n"
+                    "  delete:\n    enabled: true\nhttp:\n  addr: %s\n%s" % (root, self.host, auth))
+        self.proc = subprocess.Popen(["docker-registry", "serve", cfg], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_http("http://%s/v2/" % self.host if not htpasswd else "http://%s/" % self.host, self.proc)
+        except Exception:
+            self.stop()
+            raise
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def work(state_root):
+    d = tempfile.mkdtemp(prefix="pd-templates-", dir="/tmp")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def registry(work):
+    root = os.path.join(work, "registry")
+    os.makedirs(root)
+    r = Registry(root)
+    yield r
+    r.stop()
+
+
+@pytest.fixture(scope="session")
+def regenv(work, registry):
+    """The environment paddock and skopeo run with: our registries.conf."""
+    conf = os.path.join(work, "registries.conf")
+    with open(conf, "w") as f:
+        f.write('[[registry]]\nlocation = "%s"\ninsecure = true\n' % registry.host)
+    return {"CONTAINERS_REGISTRIES_CONF": conf}
+
+
+class TP(Paddock):
+    def __init__(self, state, env):
+        super().__init__(state)
+        self.env = env
+
+    def tpl(self, *args, timeout=180, check=False):
+        r = self.run(list(args), verb="template", timeout=timeout, env=self.env)
+        if check:
+            assert r.returncode == 0, r.stderr
+        return r
+
+    def sandbox(self, template, *cmd, opts=(), timeout=120):
+        return self.run(["--template", template] + list(opts) + (["--"] + list(cmd) if cmd else []),
+                        timeout=timeout, env=self.env)
+
+    def template_dirs(self):
+        d = os.path.join(self.state, "templates")
+        return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+    def layer_dirs(self):
+        d = os.path.join(self.state, "layers")
+        return sorted(n for n in os.listdir(d) if not n.startswith(".gc")) if os.path.isdir(d) else []
+
+    def debris(self):
+        """Half-made things a failed pull or build must not leave."""
+        out = [n for n in self.template_dirs() if n.startswith(".") and not n.endswith(".lock")]
+        out += [n for n in self.template_dirs() if n.startswith("paddock-build-")]
+        out += [n for n in self.layer_dirs() if n.startswith(".tmp")]
+        img = os.path.join(self.state, "images")
+        if os.path.isdir(img):
+            out += [n for n in os.listdir(img) if n.startswith("tmp-")]
+        return out
+
+
+@pytest.fixture(scope="session")
+def tp(state_root, regenv):
+    p = TP(os.path.join(state_root, "templates"), regenv)
+    os.makedirs(p.state, exist_ok=True)
+    yield p
+    r = p.gc()
+    assert r.returncode == 0, r.stderr
+    assert leftovers(p.state) == {}
+    shutil.rmtree(p.state, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def bb_image(work, registry, regenv):
+    """busybox in one layer, pushed as bb:1 (a plain image)."""
+    lay = os.path.join(work, "bb")
+    digest = _oci.write_layout(lay, [_oci.busybox_layer().bytes()],
+                               config={"Env": ["PATH=/bin", "FROM_IMAGE=yes"]})
+    _oci.push(lay, registry.host + "/bb:1", regenv)
+    return registry.host + "/bb:1"
+
+
