@@ -104,9 +104,18 @@ static void cache_put(struct build *b, const char *hex)
         char p[128], line[80];
         (void)mkdirat(b->st->dirfd, "images", 0700);
         (void)mkdirat(b->st->dirfd, "images/steps", 0700);
+        /* written whole, then renamed: a reader sees a full entry or none */
+        char tmp[160];
         snprintf(p, sizeof p, "images/steps/%s", b->key);
+        snprintf(tmp, sizeof tmp, "images/steps/.%s.%d", b->key, (int)getpid());
         snprintf(line, sizeof line, "%s\n", hex);
-        (void)pd_write_file_at(b->st->dirfd, p, line, NULL);
+        int fd = openat(b->st->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return;
+        bool ok = pd_write_all(fd, line, strlen(line)) == 0;
+        close(fd);
+        if (!ok || renameat(b->st->dirfd, tmp, b->st->dirfd, p) < 0)
+                (void)unlinkat(b->st->dirfd, tmp, 0);
 }
 
 /* ---- variables ---- */

@@ -130,10 +130,9 @@ static int open_dir(int rootfd, const char *dir, bool create, uint32_t base, str
         int fd = pd_openat2(rootfd, dir, &how);
         if (fd >= 0)
                 return fd;
-        if (errno == ELOOP)
-                return pd_error_setx(err, EPERM, "'%.200s' passes through a symlink (refused: never followed)", dir);
-        if (errno == ENOTDIR)
-                return pd_error_setx(err, ENOTDIR, "'%.200s' is not a directory in this layer", dir);
+        if (errno == ELOOP || errno == ENOTDIR)
+                return pd_error_setx(err, EPERM, "'%.200s' is a symlink or not a directory in this layer "
+                                     "(refused: symlinks are never followed)", dir);
         if (errno != ENOENT || !create)
                 return pd_error_set(err, errno, "open directory '%.200s'", dir);
         char buf[MAX_PATH_LEN];
@@ -155,9 +154,10 @@ static int open_dir(int rootfd, const char *dir, bool create, uint32_t base, str
                         }
                 }
                 if (q < 0)
-                        return errno == ELOOP ? pd_error_setx(err, EPERM, "'%.200s' passes through a symlink "
-                                                              "(refused: never followed)", buf)
-                                              : pd_error_set(err, errno, "open directory '%.200s'", buf);
+                        return errno == ELOOP || errno == ENOTDIR
+                                       ? pd_error_setx(err, EPERM, "'%.200s' is a symlink or not a directory in this "
+                                                       "layer (refused: symlinks are never followed)", buf)
+                                       : pd_error_set(err, errno, "open directory '%.200s'", buf);
                 *p = c;
                 if (c == '\0')
                         return q;
