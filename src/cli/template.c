@@ -37,6 +37,7 @@ struct display {
         uint64_t t0_ns, last_ns;
         char layer[13];
         uint64_t layer_t0;
+        bool layer_done;
 };
 
 static void human(uint64_t b, char *out, size_t size)
@@ -88,8 +89,12 @@ static void on_progress(const struct pd_image_event *ev, void *arg)
                 if (strncmp(d->layer, ev->layer, 12)) {
                         snprintf(d->layer, sizeof d->layer, "%.12s", ev->layer);
                         d->layer_t0 = now;
+                        d->layer_done = false;
                 }
                 bool done = ev->total && ev->done >= ev->total;
+                if (d->layer_done)
+                        break;          /* said once */
+                d->layer_done = done;
                 char a[32], b[32], rate[32] = "";
                 human(ev->done, a, sizeof a);
                 human(ev->total, b, sizeof b);

@@ -100,8 +100,29 @@ def test_server_starts_a_template_by_name(tp, cfg_image):
         try:
             st, out = call("POST", "/api/v1/sandboxes/%s/exec" % sb["id"], {"cmd": ["cat", "/etc/motd"]}, key)
             assert st == 200 and out["stdout"] == "from the image\n", out
+            # while it runs, the template is in use
+            r = tp.tpl("rm", cfg_image)
+            assert r.returncode == 125 and "in use by sandbox" in r.stderr, r.stderr
+            # a snapshot of it stacks on the image template
+            assert call("POST", "/api/v1/sandboxes/%s/exec" % sb["id"],
+                        {"cmd": ["sh", "-c", "echo mine > /app/state"], "user": "root"}, key)[0] == 200
+            st, j = call("POST", "/api/v1/sandboxes/%s/snapshots" % sb["id"], {"name": "cfgsnap"}, key)
+            assert st in (200, 201), j
         finally:
             call("DELETE", "/api/v1/sandboxes/%s" % sb["id"], None, key)
+        st, sb2 = call("POST", "/api/v1/sandboxes", {"template": "cfgsnap"}, key)
+        assert st == 201, sb2
+        try:
+            st, out = call("POST", "/api/v1/sandboxes/%s/exec" % sb2["id"],
+                           {"cmd": ["cat", "/app/state", "/etc/motd"]}, key)
+            assert out["stdout"] == "mine\nfrom the image\n", out
+        finally:
+            call("DELETE", "/api/v1/sandboxes/%s" % sb2["id"], None, key)
+        ls = {t["name"]: t for t in json.loads(tp.tpl("ls", "--json", check=True).stdout)}
+        assert ls["cfgsnap"]["kind"] == "snapshot" and ls["cfgsnap"]["source"] == cfg_image
+        r = tp.tpl("rm", cfg_image)
+        assert r.returncode == 125 and "snapshot 'cfgsnap' stacks on it" in r.stderr, r.stderr
+        assert call("DELETE", "/api/v1/snapshots/cfgsnap", None, key)[0] == 204
         st, err = call("POST", "/api/v1/sandboxes", {"template": "/tmp"}, key)
         assert st == 400
     finally:
