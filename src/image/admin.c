@@ -233,6 +233,18 @@ int pd_image_prune(struct pd_state *st, struct pd_prune_result *res, struct pd_e
         snprintf(p, sizeof p, "%s/templates", st->dir);
         rm_entries(p, ".new-", NULL);
         rm_entries(p, ".deleted-", NULL);
+        /* the image-so-far templates of builds that died (none runs now:
+         * builds hold the store's lock) */
+        DIR *td = opendir(p);
+        if (td) {
+                struct dirent *de;
+                while ((de = readdir(td)))
+                        if (!strncmp(de->d_name, "paddock-build-", 14)) {
+                                struct pd_error e2;
+                                (void)pd_image_remove(st, de->d_name, &e2);
+                        }
+                closedir(td);
+        }
         snprintf(p, sizeof p, "%s/images/blobs/sha256", st->dir);
         rm_entries(p, NULL, &res->blobs);
         snprintf(p, sizeof p, "%s/images", st->dir);

@@ -429,8 +429,10 @@ static int run_step(struct build *b, char **argv, struct pd_error *err)
         b->tail[0] = '\0';
         if ((r = pd_sandbox_new(b->st, &spec, &sb, err)) < 0)
                 goto out;
-        /* not one-shot: the host keeps a view of its writable layer */
-        sb->die_with_parent = false;
+        /* it dies with us (a killed build leaves no sandbox), and the host
+         * keeps a view of its writable layer to copy */
+        sb->die_with_parent = true;
+        sb->keep_stage = true;
         if ((r = pd_sandbox_create(sb, err)) < 0 || (r = run_in(b, sb, argv, uid, gid, home, &code, err)) < 0)
                 goto out;
         if (code != 0) {

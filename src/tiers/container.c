@@ -502,7 +502,7 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
                 pd_trace("network slot");
         }
         a.n_trees = (1 + a.plan.n_grafts) * (1 + tpl.n_stack) + (tpl.image ? tpl.n_layers : 0) + a.plan.n_binds;
-        a.keep_stage = !sb->die_with_parent;
+        a.keep_stage = !sb->die_with_parent || sb->keep_stage;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0) {
                 r = pd_error_set(err, errno, "socketpair");
                 goto out;
