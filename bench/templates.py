@@ -98,7 +98,9 @@ def make_image(path):
         descs.append({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": "sha256:" + sha(z),
                       "size": len(z)})
     cfg = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Env": ["PATH=/bin:/usr/bin"]},
-                      "rootfs": {"type": "layers", "diff_ids": diffs}}).encode()
+                      "rootfs": {"type": "layers", "diff_ids": diffs},
+                      # buildah wants one history entry per layer
+                      "history": [{"created_by": "bench layer %d" % i} for i in range(len(layers))]}).encode()
     with open(os.path.join(blobs, sha(cfg)), "wb") as f:
         f.write(cfg)
     man = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
