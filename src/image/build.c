@@ -46,6 +46,7 @@ struct build {
         int ctxfd;
         unsigned step;
         char tail[RUN_TAIL];            /* last output of a RUN */
+        char *vbuf[2 * MAX_VARS];       /* vars()'s answer */
 };
 
 static void chain(struct build *b, const char *what, const char *text)
@@ -123,7 +124,7 @@ static void cache_put(struct build *b, const char *hex)
 /* args then env: ENV wins over ARG of the same name */
 static char **vars(struct build *b, unsigned *n)
 {
-        static char *v[2 * MAX_VARS];
+        char **v = b->vbuf;
         unsigned k = 0;
         for (unsigned i = 0; i < b->n_args && k < MAX_VARS; i++)
                 v[k++] = b->args[i];
@@ -632,10 +633,6 @@ static int workdir_step(struct build *b, const char *dir, struct pd_error *err)
         if (r < 0)
                 return r;
         snprintf(tree, sizeof tree, "%s/tree", tmp);
-        char d[PATH_MAX];
-        snprintf(d, sizeof d, "%s/x", dir);     /* dest_parent makes every component of "dir" */
-        struct pd_copyin c = { .st = b->st, .dest = d, .top_first = tf, .n = b->n };
-        (void)c;
         char p[PATH_MAX * 2];
         snprintf(p, sizeof p, "%s%s", tree, dir);
         if (pd_mkdir_p(p, 0755, err) < 0) {

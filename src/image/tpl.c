@@ -75,14 +75,13 @@ int pd_image_lookup(struct pd_state *st, char (*top_first)[65], unsigned n, cons
                 char buf[PATH_MAX];
                 snprintf(buf, sizeof buf, "%s", path);
                 char *save = NULL;
-                bool hidden = false, next_layer = false;
+                bool hidden = false;
                 for (char *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
                         bool last = !save || !*save;
                         struct stat s;
                         if (fstatat(d, c, &s, AT_SYMLINK_NOFOLLOW) < 0) {
                                 /* absent here: an opaque directory hides the rest */
                                 hidden = is_opaque(d);
-                                next_layer = true;
                                 break;
                         }
                         if (is_whiteout(&s)) {
@@ -110,7 +109,6 @@ int pd_image_lookup(struct pd_state *st, char (*top_first)[65], unsigned n, cons
                         close(d);
                 if (hidden)
                         return -ENOENT;
-                (void)next_layer;
         }
         return -ENOENT;
 }

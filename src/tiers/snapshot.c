@@ -54,9 +54,7 @@ static uint32_t unshift(const struct copy *c, uint32_t id)
         return c->to + (id >= c->base && id - c->base < RANGE ? id - c->base : 65534u);
 }
 
-static _Thread_local const struct copy *cur_copy;     /* copy_xattrs's view of the copy (one at a time per thread) */
-
-static int copy_xattrs(int sfd, int dfd, const char *what, struct pd_error *err)
+static int copy_xattrs(const struct copy *c, int sfd, int dfd, const char *what, struct pd_error *err)
 {
         char names[4096], value[4096];
         ssize_t n = flistxattr(sfd, names, sizeof names);
@@ -69,7 +67,7 @@ static int copy_xattrs(int sfd, int dfd, const char *what, struct pd_error *err)
                         continue;
                 /* a store layer keeps overlay's opaque mark only (origin,
                  * impure... describe this sandbox's layers, not the store's) */
-                if (cur_copy && cur_copy->store && !strncmp(names + i, "user.overlay.", 13) &&
+                if (c->store && !strncmp(names + i, "user.overlay.", 13) &&
                     strcmp(names + i, "user.overlay.opaque"))
                         continue;
                 ssize_t v = fgetxattr(sfd, names + i, value, sizeof value);
@@ -147,7 +145,7 @@ static int copy_entry(struct copy *c, int sdir, int ddir, const char *name, unsi
                 int r = copy_dir(c, s, d, depth + 1, err);
                 if (r < 0)
                         return pd_error_prefix(err, "%s", name);
-                if ((r = copy_xattrs(s, d, name, err)) < 0)
+                if ((r = copy_xattrs(c, s, d, name, err)) < 0)
                         return r;
                 return finish(c, d, &st, true, name, err);
         }
@@ -162,7 +160,7 @@ static int copy_entry(struct copy *c, int sdir, int ddir, const char *name, unsi
                 if (d < 0)
                         return pd_error_set(err, errno, "create '%s'", name);
                 int r;
-                if ((r = copy_data(s, d, name, err)) < 0 || (r = copy_xattrs(s, d, name, err)) < 0)
+                if ((r = copy_data(s, d, name, err)) < 0 || (r = copy_xattrs(c, s, d, name, err)) < 0)
                         return r;
                 return finish(c, d, &st, false, name, err);
         }
@@ -237,7 +235,7 @@ static int copy_layer(struct copy *c, int stagefd, const char *upper, const char
         int r;
         if (fstat(s, &st) < 0)
                 return pd_error_set(err, errno, "stat writable layer '%s'", upper);
-        if ((r = copy_dir(c, s, d, 0, err)) < 0 || (r = copy_xattrs(s, d, upper, err)) < 0 ||
+        if ((r = copy_dir(c, s, d, 0, err)) < 0 || (r = copy_xattrs(c, s, d, upper, err)) < 0 ||
             (r = finish(c, d, &st, true, upper, err)) < 0)
                 return r;
         return 0;
@@ -288,16 +286,14 @@ int pd_container_copy_upper(struct pd_sandbox *sb, const char *dst, uint32_t to,
         int r = 0;
         if (froze && (r = pd_cgroup_freeze(&sb->cg, true, err)) < 0)
                 return r;
-        cur_copy = &c;
         /* dst exists (the store made it): copy into it */
         _pd_cleanup_close_ int s = openat(stagefd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         _pd_cleanup_close_ int d = open(dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         struct stat st;
         if (s < 0 || d < 0 || fstat(s, &st) < 0)
                 r = pd_error_set(err, errno, "open the writable layer of sandbox %s", sb->id);
-        else if ((r = copy_dir(&c, s, d, 0, err)) == 0 && (r = copy_xattrs(s, d, "upper", err)) == 0)
+        else if ((r = copy_dir(&c, s, d, 0, err)) == 0 && (r = copy_xattrs(&c, s, d, "upper", err)) == 0)
                 r = finish(&c, d, &st, true, "upper", err);
-        cur_copy = NULL;
         if (froze)
                 (void)pd_cgroup_freeze(&sb->cg, false, NULL);
         return r;
