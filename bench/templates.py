@@ -243,7 +243,9 @@ def main():
             for k in keys[i % len(keys):] + keys[:i % len(keys)]:
                 st[k].append(timed(starts[k], pm_env if k.startswith("podman") else env))
 
-        # ---- report
+        # ---- report (the raw figures first: a formatting slip loses nothing)
+        with open(os.path.join(ROOT, "bench", "reports", "templates.json"), "w") as f:
+            json.dump({"pull": pulls, "pull_warm": warm, "build": builds, "start": st}, f)
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         ver = lambda argv: subprocess.run(argv, capture_output=True, text=True).stdout.strip().splitlines()[0]
         lines = ["# Templates benchmark", "",
@@ -270,7 +272,7 @@ def main():
                        "paddock run, base")
         r_img = med(st["paddock run, image template"]) / med(st["paddock run, base"])
         r_pm = med(st["paddock run, image template"]) / med(st["podman run --rm (runc)"])
-        lines += ["Targets: an image template starts within 10 % of `base` (here %.2fx) and faster than podman "
+        lines += ["Targets: an image template starts within 10 %% of `base` (here %.2fx) and faster than podman "
                   "(here %.2fx of podman's time)." % (r_img, r_pm), ""]
         text = "\n".join(lines)
         print(text)
