@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from _reg import Registry, free_port
+from _tplfix import *  # noqa: F401,F403  (the suite's fixtures)
 
 
 def refused(tp, args, want, name=None):

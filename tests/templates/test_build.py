@@ -5,6 +5,7 @@ import os
 import shutil
 
 import pytest
+from _tplfix import *  # noqa: F401,F403  (the suite's fixtures)
 
 
 @pytest.fixture

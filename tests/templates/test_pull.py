@@ -11,6 +11,7 @@ import tarfile
 
 import _oci
 from _oci import STORE_UID_BASE, store_owned_by_root
+from _tplfix import *  # noqa: F401,F403  (the suite's fixtures)
 
 
 def test_pull_by_tag_runs_and_store_has_no_root_files(tp, bb_image):

@@ -11,6 +11,7 @@ import urllib.request
 import pytest
 
 import _oci
+from _tplfix import *  # noqa: F401,F403  (the suite's fixtures)
 
 CHECK = "id -u; pwd; echo $GREETING; cat /etc/motd"
 

@@ -9,6 +9,7 @@ import tarfile
 import pytest
 
 import _oci
+from _tplfix import *  # noqa: F401,F403  (the suite's fixtures)
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Fixtures of the templates suite (docs/templates.md): a state dir of its
+"""Fixtures of the templates suite (each test module imports them: a
+conftest.py here would shadow tests/conftest.py for suites run together) (docs/templates.md): a state dir of its
 own, a local registry (Debian's docker-registry, run by us on a free
 loopback port with our own config: never the packaged service on :5000),
 a registries.conf marking it insecure (plain HTTP), and images pushed there."""
@@ -29,14 +30,14 @@ Paddock, child_env, leftovers = _top.Paddock, _top.child_env, _top.leftovers
 
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def work(state_root):
     d = tempfile.mkdtemp(prefix="pd-templates-", dir="/tmp")
     yield d
     shutil.rmtree(d, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def registry(work):
     root = os.path.join(work, "registry")
     os.makedirs(root)
@@ -45,7 +46,7 @@ def registry(work):
     r.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def regenv(work, registry):
     """The environment paddock and skopeo run with: our registries.conf."""
     conf = os.path.join(work, "registries.conf")
@@ -88,7 +89,7 @@ class TP(Paddock):
         return out
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def tp(state_root, regenv):
     p = TP(os.path.join(state_root, "templates"), regenv)
     os.makedirs(p.state, exist_ok=True)
@@ -99,7 +100,7 @@ def tp(state_root, regenv):
     shutil.rmtree(p.state, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def bb_image(work, registry, regenv):
     """busybox in one layer, pushed as bb:1 (a plain image)."""
     lay = os.path.join(work, "bb")
