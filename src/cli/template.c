@@ -38,6 +38,7 @@ struct display {
         char layer[13];
         uint64_t layer_t0;
         bool layer_done;
+        uint64_t dl_t0, dl_first;       /* the download's first report */
 };
 
 static void human(uint64_t b, char *out, size_t size)
@@ -56,13 +57,13 @@ static void on_progress(const struct pd_image_event *ev, void *arg)
 {
         struct display *d = arg;
         if (d->json) {
-                static const char *const kinds[] = { "step", "line", "layer", "cached" };
+                static const char *const kinds[] = { "step", "line", "layer", "cached", "download" };
                 json_t *j = json_pack("{s:s}", "event", kinds[ev->kind]);
                 if (ev->text)
                         json_object_set_new(j, "text", json_string(ev->text));
                 if (ev->layer)
                         json_object_set_new(j, "layer", json_string(ev->layer));
-                if (ev->kind == PD_IMAGE_EV_LAYER) {
+                if (ev->kind == PD_IMAGE_EV_LAYER || ev->kind == PD_IMAGE_EV_DOWNLOAD) {
                         json_object_set_new(j, "done", json_integer((json_int_t)ev->done));
                         json_object_set_new(j, "total", json_integer((json_int_t)ev->total));
                 }
@@ -84,6 +85,25 @@ static void on_progress(const struct pd_image_event *ev, void *arg)
                 fprintf(stderr, "    %.12s%s%s: cached\n", ev->layer ? ev->layer : "", ev->layer && ev->text ? " " : "",
                         ev->layer ? "" : (ev->text ? ev->text : ""));
                 break;
+        case PD_IMAGE_EV_DOWNLOAD: {
+                /* live on a terminal only: the blobs under way and the rate */
+                if (!d->tty)
+                        break;
+                uint64_t now = pd_now_ns();
+                if (!d->dl_t0)
+                        d->dl_t0 = now;
+                char a[32], rate[32] = "";
+                human(ev->done, a, sizeof a);
+                double secs = (double)(now - d->dl_t0) / 1e9;
+                if (secs > 0.2 && ev->done > d->dl_first) {
+                        human((uint64_t)((double)(ev->done - d->dl_first) / secs), rate, sizeof rate);
+                        strcat(rate, "/s");
+                }
+                if (now == d->dl_t0)
+                        d->dl_first = ev->done;
+                fprintf(stderr, "\r\033[K    downloading %s (%s)  %s", a, ev->text, rate);
+                break;
+        }
         case PD_IMAGE_EV_LAYER: {
                 uint64_t now = pd_now_ns();
                 if (strncmp(d->layer, ev->layer, 12)) {

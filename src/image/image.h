@@ -25,6 +25,7 @@ enum pd_image_event_kind {
         PD_IMAGE_EV_LINE,       /* text: a line of a tool's or a RUN step's output */
         PD_IMAGE_EV_LAYER,      /* layer, done/total bytes: unpacking (done == total: finished) */
         PD_IMAGE_EV_CACHED,     /* layer or step text: already there, nothing to do */
+        PD_IMAGE_EV_DOWNLOAD,   /* done: bytes of the blobs being downloaded; text: each one's */
 };
 
 struct pd_image_event {

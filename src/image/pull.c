@@ -324,7 +324,7 @@ int pd_image_fetch(struct pd_state *st, const char *ref, const struct pd_image_o
         for (size_t i = 0; i < PD_ARRAY_SIZE(rest); i++)
                 argv[a++] = rest[i];
         struct pd_tool_out out;
-        r = pd_tool_run(argv, o, &out, err);
+        r = pd_tool_run(argv, layout, o, &out, err);
         if (r == 0)
                 r = from_layout(st, ref, layout, blobs, o, f, err);
         pd_rm_rf(layout, NULL);

@@ -2,11 +2,14 @@
  * to the progress callback, the last few are kept for the error message. */
 #include "skopeo.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,7 +37,35 @@ static void keep_line(struct pd_tool_out *t, const char *line)
         t->tail[t->len] = '\0';
 }
 
-int pd_tool_run(char *const argv[], const struct pd_image_opts *o, struct pd_tool_out *out, struct pd_error *err)
+/* skopeo writes each blob to <layout>/oci-put-blob* before it renames it
+ * into the cache: their sizes are the download's progress. */
+static void downloads(const char *dir, const struct pd_image_opts *o)
+{
+        DIR *d = opendir(dir);
+        if (!d)
+                return;
+        char text[256] = "";
+        size_t tl = 0;
+        uint64_t sum = 0;
+        unsigned k = 0;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                struct stat st;
+                if (strncmp(de->d_name, "oci-put-blob", 12) || fstatat(dirfd(d), de->d_name, &st, 0) < 0)
+                        continue;
+                sum += (uint64_t)st.st_size;
+                if (tl + 32 < sizeof text)
+                        tl += (size_t)snprintf(text + tl, sizeof text - tl, "%s%.1f MiB", k ? ", " : "",
+                                               (double)st.st_size / (1 << 20));
+                k++;
+        }
+        closedir(d);
+        if (k)
+                pd_image_emit(o, PD_IMAGE_EV_DOWNLOAD, text, NULL, sum, 0);
+}
+
+int pd_tool_run(char *const argv[], const char *watch_dir, const struct pd_image_opts *o, struct pd_tool_out *out,
+                struct pd_error *err)
 {
         memset(out, 0, sizeof *out);
         int p[2];
@@ -59,9 +90,22 @@ int pd_tool_run(char *const argv[], const struct pd_image_opts *o, struct pd_too
         char buf[4096], line[1024];
         size_t ll = 0;
         ssize_t n;
-        while ((n = read(p[0], buf, sizeof buf)) != 0) {
+        uint64_t last_tick = 0;
+        for (;;) {
+                /* the output, and now and then the blobs under way */
+                struct pollfd pf = { .fd = p[0], .events = POLLIN };
+                int pr = poll(&pf, 1, watch_dir ? 250 : -1);
+                if (watch_dir && pd_now_ns() - last_tick >= 250000000ull) {
+                        last_tick = pd_now_ns();
+                        downloads(watch_dir, o);
+                }
+                if (pr == 0 || (pr < 0 && errno == EINTR))
+                        continue;
+                n = read(p[0], buf, sizeof buf);
+                if (n == 0)
+                        break;
                 if (n < 0) {
-                        if (errno == EINTR)
+                        if (errno == EINTR || errno == EAGAIN)
                                 continue;
                         break;
                 }
