@@ -206,3 +206,49 @@ def test_large_sparse_layer_streams_in_bounded_memory(tp, work):
             st = os.lstat(os.path.join(dirpath, "sparse"))
             assert st.st_blocks * 512 < (16 << 20)          # holes stayed holes
     assert tp.tpl("rm", "sparse").returncode == 0
+
+
+def test_images_from_podman_and_buildah(tp, work, registry):
+    """Images the usual tools make: podman import of a busybox rootfs, then
+    buildah (RUN with --isolation chroot) deleting a file (a whiteout it
+    writes) and adding one; both pushed to the registry and pulled."""
+    import shutil as sh
+    if not sh.which("podman") or not sh.which("buildah"):
+        import pytest
+        pytest.skip("podman or buildah (Debian packages) is not installed")
+    st = os.path.join(work, "containers")
+    common = ["--root", st + "/g", "--runroot", st + "/rr", "--storage-driver", "vfs"]
+    env = dict(os.environ, CONTAINERS_REGISTRIES_CONF=tp.env["CONTAINERS_REGISTRIES_CONF"])
+    tarp = os.path.join(work, "bbroot.tar")
+    with open(tarp, "wb") as f:
+        f.write(_oci.busybox_layer().bytes())
+
+    def run(argv):
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, (argv, r.stderr)
+        return r.stdout.strip()
+    try:
+        run(["podman"] + common + ["import", "--quiet", "--change", "ENV TOOL=podman", tarp, "localhost/bbimp:1"])
+        run(["podman"] + common + ["push", "--quiet", "--tls-verify=false", "localhost/bbimp:1",
+                                   registry.host + "/bbimp:1"])
+        c = run(["buildah"] + common + ["from", "--quiet", "localhost/bbimp:1"])
+        run(["buildah"] + common + ["run", "--isolation", "chroot", c, "--", "/bin/rm", "/bin/echo"])
+        run(["buildah"] + common + ["run", "--isolation", "chroot", c, "--", "/bin/sh", "-c",
+                                    "mkdir /made && echo by-buildah > /made/f"])
+        run(["buildah"] + common + ["config", "--env", "TOOL=buildah", "--workingdir", "/made", c])
+        run(["buildah"] + common + ["commit", "--quiet", c, "localhost/bbbuilt:1"])
+        run(["buildah"] + common + ["push", "--quiet", "--tls-verify=false", "localhost/bbbuilt:1",
+                                    "docker://" + registry.host + "/bbbuilt:1"])
+    finally:
+        subprocess.run(["buildah"] + common + ["rm", "--all"], capture_output=True, env=env)
+        subprocess.run(["podman"] + common + ["rmi", "--all", "--force"], capture_output=True, env=env)
+        subprocess.run(["buildah"] + common + ["rmi", "--all", "--force"], capture_output=True, env=env)
+    r = tp.tpl("pull", "bbimp", registry.host + "/bbimp:1", "--replace")
+    assert r.returncode == 0, r.stderr
+    assert tp.sandbox("bbimp", "sh", "-c", "echo $TOOL").stdout == "podman\n"
+    r = tp.tpl("pull", "bbbuilt", registry.host + "/bbbuilt:1", "--replace")
+    assert r.returncode == 0, r.stderr
+    r = tp.sandbox("bbbuilt", "sh", "-c", "test -e /bin/echo && echo present; cat f; echo $TOOL; pwd")
+    assert r.stdout.split() == ["by-buildah", "buildah", "/made"], (r.stdout, r.stderr)
+    for n in ("bbimp", "bbbuilt"):
+        assert tp.tpl("rm", n).returncode == 0
