@@ -232,18 +232,21 @@ _san_seen = set()
 
 
 def san_reports():
-    """The sanitizer reports not seen before, oldest first, as (path, text)."""
+    """The sanitizer reports not seen before, oldest first, as (path, text).
+    Each is renamed to *.reported, so scripts/san-junit.py (which fails the
+    suite for reports no test claimed) does not count it twice."""
     if not SAN_LOG_DIR or not os.path.isdir(SAN_LOG_DIR):
         return []
     new = []
     for name in sorted(os.listdir(SAN_LOG_DIR)):
         path = os.path.join(SAN_LOG_DIR, name)
-        if path in _san_seen or not os.path.isfile(path):
+        if name.endswith(".reported") or path in _san_seen or not os.path.isfile(path):
             continue
         _san_seen.add(path)
         with open(path, errors="replace") as f:
             text = f.read()
         if text.strip():
+            os.rename(path, path + ".reported")
             new.append((path, text))
     return new
 

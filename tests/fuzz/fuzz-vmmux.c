@@ -12,6 +12,7 @@
  * mux returns. */
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -31,6 +32,7 @@ static socklen_t addr_len;
 struct run {
         struct pd_mux_cfg cfg;
         atomic_bool done;
+        int done_fd;            /* written when the mux returned */
 };
 
 static void *mux_thread(void *p)
@@ -39,6 +41,7 @@ static void *mux_thread(void *p)
         struct pd_error err = { 0 };
         (void)pd_mux_run(&r->cfg, &err);
         atomic_store(&r->done, true);
+        (void)!write(r->done_fd, "x", 1);
         return NULL;
 }
 
@@ -49,7 +52,7 @@ static bool read_n(int fd, uint8_t *buf, size_t n)
         size_t got = 0;
         while (got < n) {
                 struct pollfd p = { .fd = fd, .events = POLLIN };
-                if (poll(&p, 1, 5000) <= 0)
+                if (poll(&p, 1, 30000) <= 0)
                         return false;
                 ssize_t k = read(fd, buf + got, n - got);
                 if (k <= 0)
@@ -105,12 +108,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                                             10, 0, 0, 1, 24, 0x05, 0xdc };
         struct run r = { .cfg = { .guest = false, .trunk_fd = sv[0], .listen_fd = listen_fd,
                                   .hup_wait_fd = -1, .ready_fd = -1, .netcfg = netcfg } };
+        int dp[2];
+        if (pipe2(dp, O_CLOEXEC) < 0)
+                abort();
+        r.done_fd = dp[1];
         pthread_t t;
         if (pthread_create(&t, NULL, mux_thread, &r) != 0)
                 abort();
-        uint8_t type, p[256];
-        uint32_t len;
+        uint8_t type = 0, p[256];
+        uint32_t len = 0;
         bool ok = read_frame(sv[1], &type, p, sizeof p, &len) && type == PD_MUX_SYNC && len == PD_MUX_SYNC_LEN;
+        int step = 1;
         if (ok) {
                 uint8_t ack[PD_MUX_HDR + PD_MUX_NONCE] = { 0 };
                 uint32_t bl = htobe32(PD_MUX_NONCE);
@@ -121,23 +129,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         /* NETCFG, then one OPEN per client */
         for (int opens = 0; ok && opens < 2;) {
+                step++;
                 ok = read_frame(sv[1], &type, p, sizeof p, &len);
                 if (ok && type == PD_MUX_OPEN)
                         opens++;
         }
         if (!ok) {
-                fprintf(stderr, "fuzz-vmmux: the host did not start as expected\n");
+                fprintf(stderr, "fuzz-vmmux: the host did not start as expected (step %d, frame type %u len %u, mux %s)\n",
+                        step, type, len, atomic_load(&r.done) ? "returned" : "running");
                 abort();
         }
         /* the guest's side of the trunk: the input, then the end */
         size_t off = 0;
-        struct pollfd pf = { .fd = sv[1] };
+        struct pollfd pfs[2] = { { .fd = sv[1] }, { .fd = dp[0], .events = POLLIN } }, *pf = &pfs[0];
         uint8_t sink[65536];
         while (!atomic_load(&r.done)) {
-                pf.events = POLLIN | (off < size ? POLLOUT : 0);
-                if (poll(&pf, 1, 20) < 0 && errno != EINTR)
+                pf->events = POLLIN | (off < size ? POLLOUT : 0);
+                /* the clients' sockets are not polled: a full one only makes
+                 * the host keep bytes, and the deadline drains them */
+                if (poll(pfs, 2, 20) < 0 && errno != EINTR)
                         abort();
-                if (pf.revents & POLLOUT && off < size) {
+                if (pf->revents & POLLOUT && off < size) {
                         ssize_t k = send(sv[1], data + off, size - off, MSG_DONTWAIT);
                         if (k > 0)
                                 off += (size_t)k;
@@ -146,7 +158,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         if (off == size)
                                 shutdown(sv[1], SHUT_WR);
                 }
-                if (pf.revents & POLLIN)
+                if (pf->revents & POLLIN)
                         (void)!read(sv[1], sink, sizeof sink);
                 if (size == 0 && off == 0) {
                         shutdown(sv[1], SHUT_WR);
@@ -161,5 +173,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         close(sv[1]);
         close(cl[0]);
         close(cl[1]);
+        close(dp[0]);
+        close(dp[1]);
         return 0;
 }
