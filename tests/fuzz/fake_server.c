@@ -350,9 +350,14 @@ int pd_manager_resume(struct pd_server *s, struct pd_srv_sandbox *sb, struct pd_
 
 json_t *pd_manager_sandbox_json(struct pd_server *s, struct pd_srv_sandbox *sb)
 {
-        return json_pack("{s:s, s:s, s:s, s:s, s:I, s:O, s:O}", "id", sb->id, "template", sb->template_name,
-                         "isolation", "container", "state", sb->state, "timeout", (json_int_t)sb->timeout_s,
-                         "env", sb->env, "metadata", sb->metadata);
+        /* the fields manager.c's has, with fixed values */
+        return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:f, s:I, s:I, s:O, s:O, s:[], s:o, s:b, s:s}",
+                         "id", sb->id, "template", sb->template_name, "isolation", "container", "state",
+                         sb->state, "created_at", "2026-01-01T00:00:00.000Z", "expires_at",
+                         "2026-01-01T00:05:00.000Z", "timeout", (json_int_t)sb->timeout_s, "memory_mb",
+                         (json_int_t)512, "cpus", 1.0, "pids", (json_int_t)512, "disk_mb", (json_int_t)1024,
+                         "env", sb->env, "metadata", sb->metadata, "notes", "network",
+                         pd_manager_network_json(s, sb->id), "auto_pause", 0, "pause_mode", "memory");
 }
 
 int pd_manager_stats(struct pd_server *s, struct pd_srv_sandbox *sb, json_t **out, struct pd_error *err)

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +180,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* send while reading (a server may answer early and stop reading) */
         size_t off = 0;
         char sink[16384];
+        static int show = -1;
+        bool shown = false;
+        if (show < 0)
+                show = getenv("FUZZ_HTTP_SHOW") != NULL;
         for (;;) {
                 struct pollfd p = { .fd = s, .events = POLLIN | (off < req.len ? POLLOUT : 0) };
                 /* a streaming answer (follow=1, watches) may go on as long as
@@ -196,9 +201,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                 off = req.len;  /* the server closed: it answered or refused */
                 }
                 if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
-                        ssize_t r = read(s, sink, sizeof sink);
+                        ssize_t r = read(s, sink, sizeof sink - 1);
                         if (r <= 0)
                                 break;  /* the server closed (Connection: close) */
+                        if (show && !shown) {
+                                /* FUZZ_HTTP_SHOW=1: each answer's status line, to check seeds */
+                                sink[r] = '\0';
+                                fprintf(stderr, "fuzz-http: %.*s\n", (int)strcspn(sink, "\r\n"), sink);
+                                shown = true;
+                        }
                 }
         }
         close(s);
