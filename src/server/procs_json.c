@@ -168,7 +168,9 @@ int pd_procs_list(struct pd_conn *c, uint32_t want_pid, struct pd_proc_info *one
                                                       !strcmp(json_string_value(tag), PD_TEMPLATE_WARMUP));
                 if (all && !warmup)
                         json_array_append(*all, o);
-                if (one && want_pid && pi.pid == want_pid) {
+                /* the first entry of a pid: an agent that lists it twice
+                 * (a hostile one may) would leak the first's object */
+                if (one && want_pid && pi.pid == want_pid && !one->found) {
                         *one = pi;
                         one->found = true;
                         one->obj = json_incref(o);
