@@ -2,6 +2,7 @@
 # Run one libFuzzer target (tests/fuzz/fuzz-TARGET.c) for SECONDS:
 #   scripts/fuzz.sh TARGET SECONDS [libFuzzer options...]
 #   scripts/fuzz.sh list
+#   scripts/fuzz.sh build           (every target; scripts/test.sh does this)
 # Builds build-fuzz/ first if needed (clang, ASan+UBSan, -Dfuzz=true). New
 # inputs go to build-fuzz/corpus/TARGET (not in git; copy the good ones into
 # tests/fuzz/corpus/TARGET by hand), crashes to build-fuzz/artifacts/TARGET/.
@@ -45,7 +46,7 @@ fuzz_run() {
   case $t in http-*|e2b-connect|multipart) extra=(-detect_leaks=0) ;; esac
   mkdir -p "build-fuzz/corpus/$t" "build-fuzz/artifacts/$t"
   fuzz_env
-  "build-fuzz/tests/fuzz/fuzz-$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+  "build-fuzz/tests/fuzz/fuzz-$t" -max_total_time="$secs" -timeout=30 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="build-fuzz/artifacts/$t/" "${extra[@]}" "$@" \
     "build-fuzz/corpus/$t" "tests/fuzz/corpus/$t"
 }
@@ -54,6 +55,7 @@ fuzz_run() {
 
 case "${1:-}" in
   list) targets ;;
+  build) mapfile -t all < <(targets); fuzz_build "${all[@]}" ;;
   ""|-h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
   *)
     t=$1 secs=${2:?usage: scripts/fuzz.sh TARGET SECONDS}; shift 2

@@ -41,6 +41,9 @@ t0=$SECONDS
   -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
 ninja -C build-san >/dev/null || echo "build-san: build failed"
 echo "=== build-san (sanitizers) built in $((SECONDS - t0))s"
+t0=$SECONDS
+scripts/fuzz.sh build || echo "build-fuzz: build failed"
+echo "=== build-fuzz (clang, libFuzzer targets) built in $((SECONDS - t0))s"
 export PADDOCK_SAN_DIR="$results/san"
 sanitized=" unit server network "
 
@@ -58,8 +61,8 @@ for s in integration security server sdk network oci microvm; do
   [ ${#san[@]} -gt 0 ] && "$py" scripts/san-junit.py "$results/$s.xml" "$results/san/$s"
 done
 
-# libFuzzer targets (tests/fuzz/): 120 s of fuzzing in all, plus their build.
-suite fuzz 420 scripts/fuzz-ci.sh "$results/fuzz.xml" 120
+# libFuzzer targets (tests/fuzz/, built above): 120 s of fuzzing in all.
+suite fuzz 240 scripts/fuzz-ci.sh "$results/fuzz.xml" 120
 
 # The official E2B SDKs against paddock serve (Node 20 from the npm registry).
 if ./scripts/setup-node.sh; then
