@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "fake_server.h"
+#include "util.h"
 
 #define MODE_RAW 0
 #define MODE_CONNECT 1
@@ -39,6 +40,13 @@
 static struct fake_server_info info;
 static unsigned port;
 static char state_dir[64];
+
+/* the state dir (a sqlite file, the e2b secret), at exit: the server's
+ * threads use it until then */
+static void rm_state(void)
+{
+        pd_rm_rf(state_dir, NULL);
+}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -54,8 +62,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         snprintf(state_dir, sizeof state_dir, "/tmp/paddock-fuzz-http.XXXXXX");
         if (!mkdtemp(state_dir) || fake_server_start(state_dir, port, &info) < 0)
                 exit(1);
-        /* the state dir (a sqlite file, the e2b secret) is left in /tmp:
-         * the server's threads use it until the process ends */
+        atexit(rm_state);
         return 0;
 }
 
