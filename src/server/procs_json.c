@@ -168,9 +168,7 @@ int pd_procs_list(struct pd_conn *c, uint32_t want_pid, struct pd_proc_info *one
                                                       !strcmp(json_string_value(tag), PD_TEMPLATE_WARMUP));
                 if (all && !warmup)
                         json_array_append(*all, o);
-                /* the first entry of a pid: an agent that lists it twice
-                 * (a hostile one may) would leak the first's object */
-                if (one && want_pid && pi.pid == want_pid && !one->found) {
+                if (one && want_pid && pi.pid == want_pid) {
                         *one = pi;
                         one->found = true;
                         one->obj = json_incref(o);
