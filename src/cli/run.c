@@ -15,12 +15,13 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "conn.h"
-#include "policy.h"
-#include "sandbox.h"
-#include "trace.h"
-#include "util.h"
+#include "cli/cli.h"
+#include "proto/conn.h"
+#include "net/policy.h"
+#include "lib/sandbox.h"
+#include "lib/trace.h"
+#include "lib/util.h"
+#include "lib/volume.h"
 
 #define MAX_ENV 256
 #define STDIN_QUEUE_MAX (1u << 20)
@@ -65,7 +66,11 @@ static void usage(FILE *f)
                 "  -e, --env K=V      set an environment variable (K alone: take it from here)\n"
                 "  -w, --workdir DIR  working directory inside (default: the user's home)\n"
                 "  -u, --user USER    user or root (default user, uid 1000)\n"
-                "  -v, --volume HOST:SANDBOX[:ro]  bind a host path into the sandbox\n"
+                "  -v, --volume HOST:SANDBOX[:OPTIONS]  bind a host path into the sandbox (container,\n"
+                "                     supervised); OPTIONS, comma-separated: ro, rw (default),\n"
+                "                     uid=N, gid=N (host ids `user` writes as; default: the\n"
+                "                     path's owner, never root), map=sandbox with ro (no host\n"
+                "                     account: every id is the sandbox's own); docs/security.md\n"
                 "  -t, --tty          give the command a terminal\n"
                 "  --net MODE         none (default: loopback only), open (the public internet,\n"
                 "                     never metadata, LAN or host) or policy (only what --allow\n"
@@ -87,32 +92,13 @@ static void usage(FILE *f)
 
 static int parse_volume(char *arg, struct pd_spec *spec)
 {
+        struct pd_error err = { 0 };
         if (spec->n_volumes >= PD_MAX_VOLUMES) {
                 pd_cli_error("too many volumes (at most %d)", PD_MAX_VOLUMES);
                 return -1;
         }
-        struct pd_volume *v = &spec->volumes[spec->n_volumes];
-        char *colon = strchr(arg, ':');
-        if (!colon || colon == arg || colon[1] != '/') {
-                pd_cli_error("invalid volume '%s' (expected HOST:/SANDBOX[:ro])", arg);
-                return -1;
-        }
-        *colon = '\0';
-        v->host = arg;
-        v->target = colon + 1;
-        char *mode = strchr(colon + 1, ':');
-        if (mode) {
-                *mode++ = '\0';
-                if (strcmp(mode, "ro") && strcmp(mode, "rw")) {
-                        pd_cli_error("invalid volume mode '%s' (ro or rw)", mode);
-                        return -1;
-                }
-                v->readonly = !strcmp(mode, "ro");
-        }
-        if (strstr(v->target, "/../") || !strcmp(v->target, "/") ||
-            (strlen(v->target) >= 3 && !strcmp(v->target + strlen(v->target) - 3, "/..")) ||
-            strlen(v->target) >= 250) {
-                pd_cli_error("invalid volume target '%s'", v->target);
+        if (pd_volume_parse(arg, &spec->volumes[spec->n_volumes], &err) < 0) {
+                pd_cli_error("-v: %s", err.msg);
                 return -1;
         }
         spec->n_volumes++;

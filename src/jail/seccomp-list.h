@@ -17,7 +17,9 @@
  *                                no capabilities, so they cannot reach it
  *
  * Syscalls with argument rules (clone, clone3, unshare, ioctl, socket,
- * personality, seccomp) are NOT here: seccomp.c adds them.
+ * personality, seccomp) are NOT here: seccomp.c adds them. The process tier
+ * takes some entries out again (deny_ipc: SysV IPC and mq_*; deny_unix_names:
+ * bind, and socketpair then gets argument rules): see seccomp.c.
  *
  * Each entry is X(name); SCMP_SYS(name) checks the name at compile time.
  * Changing this list changes the cache key by itself (the names are hashed),

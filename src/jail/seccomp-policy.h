@@ -8,13 +8,14 @@
 #include <stdbool.h>
 #include <linux/filter.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 /* errno for clone/unshare with a namespace flag. The kernel never returns
  * EOPNOTSUPP from clone or unshare, so it means "denied by paddock". */
 #define PD_SECCOMP_NS_ERRNO EOPNOTSUPP
 /* errno for the other argument-level denials (ioctl TIOCSTI/TIOCLINUX,
- * socket families, personality, seccomp listeners), as Docker does. */
+ * socket families, personality, seccomp listeners), as Docker does, and for
+ * the process tier's bind() and unix sockets (deny_unix_names). */
 #define PD_SECCOMP_DENY_ERRNO EPERM
 /* Every syscall not allowed (including numbers libseccomp does not know)
  * returns ENOSYS, so programs take their "old kernel" fallback paths. */
@@ -28,10 +29,31 @@ struct pd_seccomp_opts {
          * cannot stop listen() on an unbound socket, MPTCP or TCP Fast Open
          * from reaching the host's network). */
         bool deny_inet;
+        /* The process tier, which shares the host's ipc namespace: SysV IPC
+         * (shm*, msg*, sem*) and POSIX message queues (mq_*) are left out of
+         * the allowlist, so they answer ENOSYS, as on a kernel built without
+         * them. Host objects stay out of reach and nothing the sandbox could
+         * create outlives it (docs/seccomp.md). */
+        bool deny_ipc;
+        /* The process tier, which shares the host's network namespace and so
+         * its abstract unix socket names: no socket(AF_UNIX), no bind() (any
+         * family) and socketpair(AF_UNIX) of SOCK_STREAM or SOCK_SEQPACKET
+         * only; the rest EPERM. seccomp cannot read bind()'s address, so no
+         * socket of the sandbox may be named at all: none can squat an
+         * abstract name a host client connects to, or reach a host socket. */
+        bool deny_unix_names;
         /* supervised tier: open, openat, openat2, creat, connect, execve and
          * execveat return SCMP_ACT_NOTIFY (a supervisor decides) instead of
          * being allowed. Install with pd_seccomp_install_listener. */
         bool notify;
+        /* with notify: also the calls that create, remove, rename, link
+         * or change the metadata of a path or of an fd's file (the
+         * supervisor performs them under the policy's path rules). */
+        bool notify_paths;
+        /* with notify: sendmsg and sendmmsg, and sendto with an address
+         * (the supervisor performs them under the connect rules); sendto
+         * without one (every send on a connected socket) stays allowed. */
+        bool notify_sends;
 };
 
 /* A filter as raw BPF, owned by whoever holds it: free with pd_bpf_free. */

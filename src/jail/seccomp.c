@@ -3,7 +3,7 @@
 #endif
 /* The sandbox's seccomp filter: policy (with seccomp-list.h), BPF export,
  * on-disk cache, install. The policy in prose is docs/seccomp.md. */
-#include "seccomp-policy.h"
+#include "jail/seccomp-policy.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -22,12 +22,12 @@
 #include <unistd.h>
 #include <linux/netlink.h>
 
-#include "seccomp-list.h"
-#include "util.h"
+#include "jail/seccomp-list.h"
+#include "lib/util.h"
 
 /* Bump whenever the rules in this file or the list in seccomp-list.h
  * change: it is part of the cache key. */
-#define PD_SECCOMP_POLICY_VERSION 1u
+#define PD_SECCOMP_POLICY_VERSION 3u
 
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
@@ -226,7 +226,8 @@ static int add_socket_rules(scmp_filter_ctx ctx, const struct pd_seccomp_opts *o
         r.action = deny;
         if ((ret = rule_complement(&r, 32, families, PD_ARRAY_SIZE(families))) < 0)
                 return ret;
-        r.action = SCMP_ACT_ALLOW;
+        /* deny_unix_names: the sandbox shares the host's abstract names. */
+        r.action = o->deny_unix_names ? deny : SCMP_ACT_ALLOW;
         if ((ret = rule_cube(&r, 0xffffffffu, AF_UNIX)) < 0)
                 return ret;
 
@@ -265,6 +266,42 @@ static int add_socket_rules(scmp_filter_ctx ctx, const struct pd_seccomp_opts *o
         return rule_complement(&r, 32, route, 1);
 }
 
+/* deny_unix_names (the process tier, in the host's network namespace).
+ * An abstract name is squatted by bind(), whose address seccomp cannot
+ * read, so no socket of the sandbox may be named: bind() is refused for
+ * every family (inet sockets are refused anyway; glibc's getifaddrs() binds
+ * its netlink socket and fails with it), socket(AF_UNIX) is refused in
+ * add_socket_rules (it would also reach host daemons' pathname sockets,
+ * which Landlock ABI 7 does not govern), and socketpair() keeps what
+ * programs need (asyncio, subprocess and libuv pipes, multiprocessing):
+ * AF_UNIX stream and seqpacket pairs. Not datagram pairs: a datagram socket
+ * can be disconnected (connect AF_UNSPEC) and then sendmsg() to any
+ * pathname socket its uid may write (/dev/log, a journal). A connected
+ * stream or seqpacket socket cannot connect again (EISCONN), has no accept
+ * queue (listen() is EINVAL) and sends only to its peer. */
+static int add_unix_name_rules(scmp_filter_ctx ctx)
+{
+        static const uint32_t unix_family[] = { AF_UNIX };
+        static const uint32_t pair_types[] = { SOCK_STREAM, SOCK_SEQPACKET };
+        const uint32_t deny = SCMP_ACT_ERRNO(PD_SECCOMP_DENY_ERRNO);
+        int ret = seccomp_rule_add_exact(ctx, deny, SCMP_SYS(bind), 0);
+        if (ret < 0)
+                return ret;
+        struct pd_rule r = { .ctx = ctx, .nr = SCMP_SYS(socketpair), .arg = 0, .action = deny };
+        if ((ret = rule_complement(&r, 32, unix_family, 1)) < 0)
+                return ret;
+        /* The type under the kernel's SOCK_TYPE_MASK (0xf): SOCK_CLOEXEC and
+         * SOCK_NONBLOCK do not matter. */
+        r.cmp[0] = A32(0, AF_UNIX);
+        r.ncmp = 1;
+        r.arg = 1;
+        r.action = SCMP_ACT_ALLOW;
+        if ((ret = rule_points(&r, 0xf, pair_types, PD_ARRAY_SIZE(pair_types))) < 0)
+                return ret;
+        r.action = deny;
+        return rule_complement(&r, 4, pair_types, PD_ARRAY_SIZE(pair_types));
+}
+
 /* ---- build ---------------------------------------------------------------- */
 
 #define PD_ALLOW_NR(name) SCMP_SYS(name),
@@ -276,6 +313,26 @@ static const int pd_allow_nrs[] = {
 /* Part of the cache key: a list edit invalidates old cache files. */
 static const char pd_allow_names[] =
         PD_SECCOMP_ALLOW_COMMON(PD_ALLOW_STR) PD_SECCOMP_ALLOW_ARCH(PD_ALLOW_STR);
+
+/* deny_ipc: left out of the allowlist, so they get the default ENOSYS. No
+ * ipc() multiplexer exists on x86_64 or aarch64 (the i386 entry, which has
+ * one, is killed by the architecture check). */
+static const int pd_ipc_nrs[] = {
+        SCMP_SYS(shmget), SCMP_SYS(shmat), SCMP_SYS(shmctl), SCMP_SYS(shmdt),
+        SCMP_SYS(msgget), SCMP_SYS(msgsnd), SCMP_SYS(msgrcv), SCMP_SYS(msgctl),
+        SCMP_SYS(semget), SCMP_SYS(semop), SCMP_SYS(semtimedop), SCMP_SYS(semctl),
+        SCMP_SYS(mq_open), SCMP_SYS(mq_unlink), SCMP_SYS(mq_timedsend), SCMP_SYS(mq_timedreceive),
+        SCMP_SYS(mq_notify), SCMP_SYS(mq_getsetattr),
+};
+
+/* Is nr on the allowlist but left out (or given argument rules) under o? */
+static bool left_out(const struct pd_seccomp_opts *o, int nr)
+{
+        for (size_t i = 0; o->deny_ipc && i < PD_ARRAY_SIZE(pd_ipc_nrs); i++)
+                if (pd_ipc_nrs[i] == nr)
+                        return true;
+        return o->deny_unix_names && (nr == SCMP_SYS(bind) || nr == SCMP_SYS(socketpair));
+}
 
 static int build_rules(scmp_filter_ctx ctx, const struct pd_seccomp_opts *o, struct pd_error *err)
 {
@@ -306,11 +363,52 @@ static int build_rules(scmp_filter_ctx ctx, const struct pd_seccomp_opts *o, str
 #endif
                 SCMP_SYS(openat), SCMP_SYS(openat2), SCMP_SYS(connect), SCMP_SYS(execve), SCMP_SYS(execveat),
         };
+        /* ... when the policy has ro or deny rules: every call that
+         * creates, removes, renames or links a name, or changes a file's
+         * size, mode, owner, extended attributes or times, by path or by fd
+         * (bind: a unix socket's path is a new name). */
+        const int notified_paths[] = {
+#if defined(__x86_64__)
+                SCMP_SYS(mknod), SCMP_SYS(mkdir), SCMP_SYS(rmdir), SCMP_SYS(unlink), SCMP_SYS(symlink),
+                SCMP_SYS(link), SCMP_SYS(rename), SCMP_SYS(chmod), SCMP_SYS(chown), SCMP_SYS(lchown),
+                SCMP_SYS(utime), SCMP_SYS(utimes), SCMP_SYS(futimesat),
+#endif
+                SCMP_SYS(truncate), SCMP_SYS(ftruncate), SCMP_SYS(fallocate), SCMP_SYS(mknodat),
+                SCMP_SYS(mkdirat), SCMP_SYS(unlinkat), SCMP_SYS(symlinkat), SCMP_SYS(linkat), SCMP_SYS(renameat),
+                SCMP_SYS(renameat2), SCMP_SYS(fchmod), SCMP_SYS(fchmodat), SCMP_SYS(fchown), SCMP_SYS(fchownat),
+                SCMP_SYS(setxattr), SCMP_SYS(lsetxattr), SCMP_SYS(fsetxattr), SCMP_SYS(removexattr),
+                SCMP_SYS(lremovexattr), SCMP_SYS(fremovexattr), SCMP_SYS(utimensat), SCMP_SYS(bind),
+        };
+        /* ... when the policy has connect rules: the sends that may carry
+         * an address in memory (sendto's is a register: below). */
+        const int notified_sends[] = { SCMP_SYS(sendmsg), SCMP_SYS(sendmmsg) };
         for (size_t i = 0; i < PD_ARRAY_SIZE(pd_allow_nrs); i++) {
                 uint32_t action = SCMP_ACT_ALLOW;
+                if (left_out(o, pd_allow_nrs[i]))
+                        continue;
                 for (size_t j = 0; o->notify && j < PD_ARRAY_SIZE(notified); j++)
                         if (notified[j] == pd_allow_nrs[i])
                                 action = SCMP_ACT_NOTIFY;
+                for (size_t j = 0; o->notify && o->notify_paths && j < PD_ARRAY_SIZE(notified_paths); j++)
+                        if (notified_paths[j] == pd_allow_nrs[i])
+                                action = SCMP_ACT_NOTIFY;
+                for (size_t j = 0; o->notify && o->notify_sends && j < PD_ARRAY_SIZE(notified_sends); j++)
+                        if (notified_sends[j] == pd_allow_nrs[i])
+                                action = SCMP_ACT_NOTIFY;
+                if (o->notify && o->notify_sends && pd_allow_nrs[i] == SCMP_SYS(sendto)) {
+                        /* sendto(fd, buf, len, flags, addr, addrlen): a NULL
+                         * addr (a connected socket's send) is the kernel's
+                         * alone; any other goes to the supervisor, which
+                         * sends a copy itself (UDP, MSG_FASTOPEN). */
+                        ret = seccomp_rule_add_exact(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendto), 1,
+                                                     SCMP_A4_64(SCMP_CMP_EQ, 0));
+                        if (ret >= 0)
+                                ret = seccomp_rule_add_exact(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendto), 1,
+                                                             SCMP_A4_64(SCMP_CMP_NE, 0));
+                        if (ret < 0)
+                                return pd_error_set(err, -ret, "seccomp: sendto rules");
+                        continue;
+                }
                 ret = seccomp_rule_add(ctx, action, pd_allow_nrs[i], 0);
                 if (ret < 0) {
                         const char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, pd_allow_nrs[i]);
@@ -337,6 +435,8 @@ static int build_rules(scmp_filter_ctx ctx, const struct pd_seccomp_opts *o, str
                 return pd_error_set(err, -ret, "seccomp: seccomp rules");
         if ((ret = add_socket_rules(ctx, o)) < 0)
                 return pd_error_set(err, -ret, "seccomp: socket rules");
+        if (o->deny_unix_names && (ret = add_unix_name_rules(ctx)) < 0)
+                return pd_error_set(err, -ret, "seccomp: bind and socketpair rules");
         return 0;
 }
 
@@ -400,11 +500,14 @@ _Static_assert(sizeof(struct pd_cache_trailer) == sizeof(struct sock_filter), "t
 static void cache_path(char *buf, size_t size, const char *dir, const struct pd_seccomp_opts *o)
 {
         const struct scmp_version *v = seccomp_version();
-        char key[128];
-        int n = snprintf(key, sizeof key, "paddock-seccomp policy=%u libseccomp=%u.%u.%u arch=%u udp_raw=%d inet=%d notify=%d",
+        char key[192];
+        int n = snprintf(key, sizeof key,
+                         "paddock-seccomp policy=%u libseccomp=%u.%u.%u arch=%u udp_raw=%d inet=%d notify=%d "
+                         "ipc=%d unix_names=%d paths=%d sends=%d",
                          PD_SECCOMP_POLICY_VERSION, v ? v->major : 0, v ? v->minor : 0,
                          v ? v->micro : 0, seccomp_arch_native(), o->deny_udp_raw ? 1 : 0, o->deny_inet ? 1 : 0,
-                         o->notify ? 1 : 0);
+                         o->notify ? 1 : 0, o->deny_ipc ? 1 : 0, o->deny_unix_names ? 1 : 0,
+                         o->notify_paths ? 1 : 0, o->notify_sends ? 1 : 0);
         uint64_t h = hash64(HASH64_INIT, key, n > 0 ? (size_t)n : 0);
         h = hash64(h, pd_allow_names, sizeof pd_allow_names);
         snprintf(buf, size, "%s/seccomp-%016llx.bpf", dir, (unsigned long long)h);

@@ -1,11 +1,11 @@
-#include "msg.h"
+#include "proto/msg.h"
 
 #include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto.h"
+#include "proto/proto.h"
 
 void pd_msg_init(struct pd_msg *m)
 {

@@ -1,8 +1,9 @@
 /* The process tier (DESIGN §1, docs/security.md "`process` tier"): for hosts
  * that forbid namespaces (an unprivileged Docker container, a Kubernetes
  * pod). The agent and everything it starts run in the host's namespaces,
- * enclosed by Landlock, the container tier's seccomp allowlist (plus UDP
- * and raw sockets denied), rlimits, no_new_privs, one host uid of its own
+ * enclosed by Landlock, the container tier's seccomp allowlist (minus inet
+ * sockets, SysV IPC, POSIX message queues, bind() and unix sockets other
+ * than stream and seqpacket pairs), rlimits, no_new_privs, one host uid of its own
  * (when paddock runs as root) and a cgroup when one can be made.
  *
  * There is no mount namespace: the sandbox's home, working directory and
@@ -41,17 +42,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentpath.h"
-#include "caps.h"
-#include "fds.h"
-#include "host.h"
-#include "cgroup.h"
-#include "landlock.h"
-#include "lsm_audit.h"
-#include "sandbox.h"
-#include "seccomp-policy.h"
-#include "trace.h"
-#include "util.h"
+#include "lib/agentpath.h"
+#include "jail/caps.h"
+#include "jail/fds.h"
+#include "tiers/host.h"
+#include "jail/cgroup.h"
+#include "jail/landlock.h"
+#include "jail/lsm_audit.h"
+#include "lib/sandbox.h"
+#include "jail/seccomp-policy.h"
+#include "lib/trace.h"
+#include "lib/util.h"
 
 /* Supplementary group of every process-tier sandbox uid: the one group
  * allowed to search (never list) the state dir, so a sandbox can reach its
@@ -357,9 +358,17 @@ static int process_create(struct pd_sandbox *sb, struct pd_error *err)
         char cache[PATH_MAX];
         snprintf(cache, sizeof cache, "%s/cache", sb->state->dir);
         /* Network none in the host's network namespace: no inet sockets at
-         * all (a listen() without bind() would expose a port otherwise). */
+         * all (a listen() without bind() would expose a port otherwise).
+         * The host's ipc namespace: no SysV IPC or POSIX message queues
+         * (host objects readable, the sandbox's outliving it). The host's
+         * abstract unix names: no named unix socket (a sandbox could squat
+         * a name a host client connects to; Landlock's scope only stops
+         * the sandbox connecting out). The agent needs none of these: its
+         * socket is made and bound here, before the filter. */
         struct pd_seccomp_opts so = { .deny_udp_raw = sb->spec.net == PD_NET_NONE,
-                                      .deny_inet = sb->spec.net == PD_NET_NONE };
+                                      .deny_inet = sb->spec.net == PD_NET_NONE,
+                                      .deny_ipc = true,
+                                      .deny_unix_names = true };
         if ((r = pd_seccomp_load(cache, &so, &a.filter, err)) < 0)
                 goto out;
         if (sb->have_cgroup) {

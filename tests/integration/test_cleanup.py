@@ -114,6 +114,8 @@ def test_two_state_dirs_side_by_side(paddock, fresh_paddock, tmp_path):
     for name in ("a", "b"):
         outs[name] = tmp_path / name
         outs[name].mkdir()
+        # a volume owned by root is never writable from inside (docs/security.md, Volumes)
+        os.chown(outs[name], 1000, 1000)
     pa = a.popen(["-u", "root", "-v", "%s:/out" % outs["a"], "--", "bash", "-c", LISTER, "marker-aaa"],
                  stdin=subprocess.PIPE)
     pb = b.popen(["-u", "root", "-v", "%s:/out" % outs["b"], "--", "bash", "-c", LISTER, "marker-bbb"],

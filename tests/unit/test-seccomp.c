@@ -9,7 +9,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "seccomp-policy.h"
+#include "jail/seccomp-policy.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -26,6 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/ipc.h>
+#include <sys/msg.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -36,7 +40,7 @@
 #include <unistd.h>
 #include <linux/netlink.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 extern char **environ;
 
@@ -239,6 +243,41 @@ static int do_socket(void *p)
                 return errno;
         close(fd);
         return 0;
+}
+
+static int do_socketpair(void *p)
+{
+        const struct sock_args *s = p;
+        int fds[2];
+        if (socketpair(s->family, s->type, s->protocol, fds) < 0)
+                return errno;
+        close(fds[0]);
+        close(fds[1]);
+        return 0;
+}
+
+/* A private SysV object of each kind, removed at once (the unfiltered
+ * child must leave nothing on the host). */
+static int do_sysv(void *p)
+{
+        int id;
+        switch ((int)(intptr_t)p) {
+        case 0:
+                if ((id = shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600)) < 0)
+                        return errno;
+                shmctl(id, IPC_RMID, NULL);
+                return 0;
+        case 1:
+                if ((id = msgget(IPC_PRIVATE, IPC_CREAT | 0600)) < 0)
+                        return errno;
+                msgctl(id, IPC_RMID, NULL);
+                return 0;
+        default:
+                if ((id = semget(IPC_PRIVATE, 1, IPC_CREAT | 0600)) < 0)
+                        return errno;
+                semctl(id, 0, IPC_RMID);
+                return 0;
+        }
 }
 
 static int do_x32_getpid(void *p)
@@ -463,6 +502,80 @@ static void test_socket(const struct pd_bpf *f, const struct pd_bpf *f_udp)
         }
 }
 
+/* The process tier's options (src/tiers/process.c): no inet sockets, no
+ * SysV IPC or POSIX queues (ENOSYS), no named unix socket (EPERM). The
+ * plain filter f allows what they take away. */
+static void test_process_tier(const struct pd_bpf *f, const struct pd_bpf *fp)
+{
+        static const char *const sysv[] = { "shmget", "msgget", "semget" };
+        for (int i = 0; i < 3; i++) {
+                char desc[96];
+                snprintf(desc, sizeof desc, "%s(IPC_PRIVATE) works", sysv[i]);
+                expect(f, do_sysv, (void *)(intptr_t)i, 0, desc);
+                snprintf(desc, sizeof desc, "process tier: %s(IPC_PRIVATE) -> ENOSYS", sysv[i]);
+                expect(fp, do_sysv, (void *)(intptr_t)i, ENOSYS, desc);
+        }
+        struct sc s = SC(SYS_shmat, 0, 0, 0, 0);
+        expect(fp, do_syscall, &s, ENOSYS, "process tier: shmat -> ENOSYS");
+        s = SC(SYS_semtimedop, 0, 0, 0, 0);
+        expect(fp, do_syscall, &s, ENOSYS, "process tier: semtimedop -> ENOSYS");
+        /* The raw call takes the name without glibc's leading slash. */
+        s = SC(SYS_mq_open, (unsigned long)"paddock-unit-none", O_RDONLY, 0, 0);
+        expect(f, do_syscall, &s, ENOENT, "mq_open of a missing queue -> ENOENT (reaches the kernel)");
+        expect(fp, do_syscall, &s, ENOSYS, "process tier: mq_open -> ENOSYS");
+        s = SC(SYS_mq_unlink, (unsigned long)"paddock-unit-none", 0, 0, 0);
+        expect(fp, do_syscall, &s, ENOSYS, "process tier: mq_unlink -> ENOSYS");
+
+        s = SC(SYS_bind, (unsigned long)-1, 0, 0, 0);
+        expect(f, do_syscall, &s, EBADF, "bind(-1) -> EBADF (reaches the kernel)");
+        expect(fp, do_syscall, &s, EPERM, "process tier: bind -> EPERM");
+        s = SC(SYS_connect, (unsigned long)-1, 0, 0, 0);
+        expect(fp, do_syscall, &s, EBADF, "process tier: connect(-1) -> EBADF (reaches the kernel)");
+
+        static const struct {
+                struct sock_args a;
+                int plain, proc;
+                const char *desc;
+        } sockets[] = {
+                { { AF_UNIX, SOCK_STREAM, 0 }, 0, EPERM, "socket(AF_UNIX, SOCK_STREAM)" },
+                { { AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0 }, 0, EPERM, "socket(AF_UNIX, SOCK_DGRAM|SOCK_CLOEXEC)" },
+                { { AF_INET, SOCK_STREAM, 0 }, 0, EPERM, "socket(AF_INET, SOCK_STREAM)" },
+                { { AF_INET6, SOCK_STREAM, 0 }, 0, EPERM, "socket(AF_INET6, SOCK_STREAM)" },
+                { { AF_NETLINK, SOCK_RAW, NETLINK_ROUTE }, 0, 0, "socket(AF_NETLINK, NETLINK_ROUTE)" },
+        };
+        for (size_t i = 0; i < PD_ARRAY_SIZE(sockets); i++) {
+                char desc[128];
+                snprintf(desc, sizeof desc, "process tier: %s -> %s", sockets[i].desc,
+                         sockets[i].proc ? strerrorname_np(sockets[i].proc) : "works");
+                expect(fp, do_socket, (void *)&sockets[i].a, sockets[i].proc, desc);
+        }
+        static const struct {
+                struct sock_args a;
+                int plain, proc;
+                const char *desc;
+        } pairs[] = {
+                { { AF_UNIX, SOCK_STREAM, 0 }, 0, 0, "socketpair(AF_UNIX, SOCK_STREAM)" },
+                { { AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0 }, 0, 0,
+                  "socketpair(AF_UNIX, SOCK_STREAM|SOCK_CLOEXEC|SOCK_NONBLOCK)" },
+                { { AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0 }, 0, 0, "socketpair(AF_UNIX, SOCK_SEQPACKET|SOCK_CLOEXEC)" },
+                { { AF_UNIX, SOCK_DGRAM, 0 }, 0, EPERM, "socketpair(AF_UNIX, SOCK_DGRAM)" },
+                { { AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0 }, 0, EPERM, "socketpair(AF_UNIX, SOCK_DGRAM|SOCK_CLOEXEC)" },
+                { { AF_INET, SOCK_STREAM, 0 }, EOPNOTSUPP, EPERM, "socketpair(AF_INET, SOCK_STREAM)" },
+        };
+        for (size_t i = 0; i < PD_ARRAY_SIZE(pairs); i++) {
+                char desc[128];
+                snprintf(desc, sizeof desc, "%s -> %s", pairs[i].desc,
+                         pairs[i].plain ? strerrorname_np(pairs[i].plain) : "works");
+                expect(f, do_socketpair, (void *)&pairs[i].a, pairs[i].plain, desc);
+                snprintf(desc, sizeof desc, "process tier: %s -> %s", pairs[i].desc,
+                         pairs[i].proc ? strerrorname_np(pairs[i].proc) : "works");
+                expect(fp, do_socketpair, (void *)&pairs[i].a, pairs[i].proc, desc);
+        }
+        /* What the tier keeps of the common list. */
+        expect(fp, do_getpid, NULL, 0, "process tier: getpid works");
+        expect(fp, do_raw_clone_ns, NULL, EOPNOTSUPP, "process tier: clone(CLONE_NEWNET) -> EOPNOTSUPP");
+}
+
 static void test_seccomp_personality(const struct pd_bpf *f)
 {
         expect(f, do_second_filter, (void *)1, EPERM, "seccomp(SET_MODE_FILTER, NEW_LISTENER) -> EPERM");
@@ -555,6 +668,14 @@ static void test_cache(const struct pd_bpf *built)
         int r = pd_seccomp_load(dir, &udp, &c, &err);
         ok(r == 0 && !same_bpf(&c, built), "deny_udp_raw has its own cache entry");
         pd_bpf_free(&c);
+        struct pd_seccomp_opts ipc = { .deny_ipc = true }, names = { .deny_unix_names = true };
+        struct pd_bpf by_ipc = { 0 }, by_names = { 0 };
+        r = pd_seccomp_load(dir, &ipc, &by_ipc, &err);
+        int r_names = pd_seccomp_load(dir, &names, &by_names, &err);
+        ok(r == 0 && r_names == 0 && !same_bpf(&by_ipc, built) && !same_bpf(&by_names, built) &&
+           !same_bpf(&by_ipc, &by_names), "deny_ipc and deny_unix_names have their own cache entries");
+        pd_bpf_free(&by_ipc);
+        pd_bpf_free(&by_names);
 
         /* Timing: average of a few builds vs a few cached loads. */
         enum { N = 10 };
@@ -590,14 +711,20 @@ int main(void)
         }
 
         struct pd_error err = { 0 };
-        struct pd_bpf f = { 0 }, f_udp = { 0 };
+        struct pd_bpf f = { 0 }, f_udp = { 0 }, f_proc = { 0 };
         struct pd_seccomp_opts udp = { .deny_udp_raw = true };
+        /* What src/tiers/process.c asks for (network none). */
+        struct pd_seccomp_opts proc = { .deny_udp_raw = true, .deny_inet = true, .deny_ipc = true,
+                                        .deny_unix_names = true };
         int r = pd_seccomp_build(NULL, &f, &err);
         ok(r == 0 && f.len > 0, "build the filter (%u instructions) %s", f.len, r ? err.msg : "");
         r = pd_seccomp_build(&udp, &f_udp, &err);
         ok(r == 0 && f_udp.len > 0, "build the deny_udp_raw filter (%u instructions) %s", f_udp.len,
            r ? err.msg : "");
-        if (!f.len || !f_udp.len) {
+        r = pd_seccomp_build(&proc, &f_proc, &err);
+        ok(r == 0 && f_proc.len > 0, "build the process tier's filter (%u instructions) %s", f_proc.len,
+           r ? err.msg : "");
+        if (!f.len || !f_udp.len || !f_proc.len) {
                 printf("1..%d\n", n_tests);
                 return 1;
         }
@@ -613,11 +740,13 @@ int main(void)
         test_denied(&f);
         test_arch(&f);
         test_socket(&f, &f_udp);
+        test_process_tier(&f, &f_proc);
         test_seccomp_personality(&f);
         test_cache(&f);
 
         pd_bpf_free(&f);
         pd_bpf_free(&f_udp);
+        pd_bpf_free(&f_proc);
         printf("1..%d\n", n_tests);
         return n_failed ? 1 : 0;
 }

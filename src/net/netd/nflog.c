@@ -19,8 +19,8 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_log.h>
 
-#include "netd.h"
-#include "util.h"
+#include "net/netd/netd.h"
+#include "lib/util.h"
 
 struct nflog_ev {
         struct netd_ev ev;

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "sni.h"
+#include "net/netd/sni.h"
 
 #define TLS_RECORD_MAX (16384 + 2048)
 

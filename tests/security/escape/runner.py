@@ -22,7 +22,10 @@ host pids). Header comments of an attack file say how to run it:
     # killed: SIGSYS=blocked:how; SIGKILL=...   (what a kill by the kernel means)
     # timeout: seconds
     # host-check: a check the runner does on the host after the sandbox ended
+    # policy: a supervised-tier policy (JSON, isolated only; the other tiers
+    #         run the attack without one)
 """
+import functools
 import glob
 import hashlib
 import json
@@ -35,15 +38,19 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
+
+import hostipc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 TIERS = ["container", "process", "supervised", "microvm"]
 CATEGORIES = ["fs", "proc", "kernel", "net", "supervised"]
 DEFAULT_TIMEOUT = 30
+VOLUME_OWNER = 4242        # the volumes' owner: a host account, in no sandbox's range
 
 
 class Attack:
@@ -60,6 +67,7 @@ class Attack:
         self.opts = shlex.split(meta.get("opts", ""))
         self.timeout = int(meta.get("timeout", DEFAULT_TIMEOUT))
         self.host_checks = meta.get("host-check", "").split()
+        self.policy = json.loads(meta["policy"]) if "policy" in meta else None
         self.killed = {}
         for part in meta.get("killed", "").split(";"):
             if "=" in part:
@@ -138,12 +146,30 @@ class Host:
         os.chmod(self.canary, 0o644)
         with open(self.canary, "rb") as f:
             self.canary_sha = _sha(f.read())
+        # Both volumes belong to a host account (VOLUME_OWNER, `user`
+        # inside), with host root's bait in them (docs/security.md, Volumes).
+        # The read-only volume's 0666 canary is the account's: only the
+        # read-only mount keeps root inside from writing it.
         self.ro_dir = os.path.join(self.dir, "ro")
         os.mkdir(self.ro_dir)
+        os.chown(self.ro_dir, VOLUME_OWNER, VOLUME_OWNER)
         self.ro_file = os.path.join(self.ro_dir, "ro-canary")
         with open(self.ro_file, "w") as f:
             f.write("read-only volume canary\n")
         os.chmod(self.ro_file, 0o666)
+        os.chown(self.ro_file, VOLUME_OWNER, VOLUME_OWNER)
+        self.ro_secret = os.path.join(self.ro_dir, "root-secret")
+        self.rw_dir = os.path.join(self.dir, "rw")
+        os.mkdir(self.rw_dir)
+        os.chown(self.rw_dir, VOLUME_OWNER, VOLUME_OWNER)
+        self.rw_secret = os.path.join(self.rw_dir, "root-secret")
+        self.rw_root_file = os.path.join(self.rw_dir, "root-file")
+        self.volume_bait = {}
+        for path, mode in ((self.ro_secret, 0o600), (self.rw_secret, 0o600), (self.rw_root_file, 0o644)):
+            with open(path, "w") as f:
+                f.write("host root's %s\n" % os.path.basename(path))
+            os.chmod(path, mode)
+            self.volume_bait[path] = (_read(path), mode)
         self.bait_fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)     # inheritable: the leak bait
         os.set_inheritable(self.bait_fd, True)
         self.tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -173,6 +199,29 @@ class Host:
         os.chmod(self.unix_path, 0o777)
         self.unix.listen(16)
         self.unix.setblocking(False)
+        # The host's ipc namespace: SysV objects and a POSIX queue anyone may
+        # open (mode 0666), each holding a canary or a message.
+        self.pid = os.getpid()
+        self.ipc_ns = os.readlink("/proc/self/ns/ipc")
+        self.net_ns = os.readlink("/proc/self/ns/net")
+        self.sysv = []
+        while True:
+            self.sysv_key = int.from_bytes(os.urandom(4), "little") & 0x7fffffff
+            if self.sysv_key and not hostipc.find("shm", key=self.sysv_key) and \
+                    not hostipc.find("msg", key=self.sysv_key) and not hostipc.find("sem", key=self.sysv_key):
+                break
+        self.shm_canary = ("paddock escape shm canary %s" % uuid.uuid4()).encode()
+        self.mq_name = "/pd-esc-" + uuid.uuid4().hex
+        self.mq_fd = -1
+        try:
+            self.shm_id = hostipc.shm_create(self.sysv_key, self.shm_canary)
+            self.sysv.append(("shm", self.shm_id))
+            self.sysv.append(("msg", hostipc.msg_create(self.sysv_key, b"paddock escape message")))
+            self.sysv.append(("sem", hostipc.sem_create(self.sysv_key)))
+            self.mq_fd = hostipc.mq_create(self.mq_name, b"paddock escape message")
+        except OSError:
+            self._close_ipc()
+            raise
         self.shadow_lines = [_sha(l.encode()) for l in _read("/etc/shadow").splitlines()
                              if l.split(":")[1:2] not in (["*"], ["!"], ["!*"], [""], ["x"])]
         self.root_names = sorted(os.listdir("/root")) if os.path.isdir("/root") else []
@@ -199,7 +248,22 @@ class Host:
             if s:
                 s.close()
         os.close(self.bait_fd)
+        self._close_ipc()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _close_ipc(self):
+        for kind, ident in self.sysv:
+            hostipc.remove(kind, ident)
+        self.sysv = []
+        if self.mq_fd >= 0:
+            os.close(self.mq_fd)
+            self.mq_fd = -1
+        hostipc.mq_unlink(self.mq_name)
+
+    @staticmethod
+    def marker_ipc_key(marker):
+        """The SysV key an attack of the run marked `marker` uses."""
+        return 0x50000000 | int(marker[-7:], 16)
 
     def context(self, tier, marker, host_pids):
         return {
@@ -213,8 +277,14 @@ class Host:
             "abstract_name": self.abstract_name, "unix_socket": self.unix_path,
             "ro_volume": "/ro" if tier not in ("process", "microvm") else None,
             "ro_volume_file": "/ro/ro-canary" if tier not in ("process", "microvm") else None,
+            "ro_volume_secret": "/ro/root-secret" if tier not in ("process", "microvm") else None,
+            "rw_volume": "/rw" if tier not in ("process", "microvm") else None,
+            "rw_volume_secret": "/rw/root-secret" if tier not in ("process", "microvm") else None,
+            "rw_volume_root_file": "/rw/root-file" if tier not in ("process", "microvm") else None,
             "host_pids": host_pids, "fill_cap_mb": 512 if tier != "process" else 96,
             "inode_cap": 300000 if tier != "process" else 20000,
+            "host_ipc_ns": self.ipc_ns, "host_net_ns": self.net_ns, "sysv_key": self.sysv_key,
+            "marker_ipc_key": self.marker_ipc_key(marker), "mq_name": self.mq_name,
         }
 
     # --- host-side checks after a run: name -> failure message or None
@@ -251,6 +321,20 @@ class Host:
             if _read(self.ro_file) != "read-only volume canary\n":
                 return "the read-only volume's file changed on the host"
             return None
+        if name == "volume-root-files-intact":
+            bad = []
+            for path, (text, mode) in self.volume_bait.items():
+                try:
+                    st = os.lstat(path)
+                except OSError:
+                    bad.append(path + " (gone)")
+                    continue
+                if _read(path) != text or (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) != (0, 0, mode):
+                    bad.append(path)
+            bad += glob.glob(os.path.join(self.rw_dir, "*-" + marker))
+            return "host root's files in the volumes changed: %s" % bad if bad else None
+        if name.startswith("volume-no-host-root:"):
+            return volume_host_root(self.rw_dir, marker + "-" + name.split(":", 1)[1])
         if name == "no-marker-files":
             found = [p for p in ("/usr/bin/" + marker, "/etc/" + marker, "/tmp/" + marker) if os.path.lexists(p)]
             for p in found:
@@ -280,9 +364,53 @@ class Host:
                         pass
                 return "still running on the host after teardown: %s" % desc
             return None
+        if name == "sysv-untouched":
+            shm = hostipc.find("shm", key=self.sysv_key)
+            msg = hostipc.find("msg", key=self.sysv_key)
+            if not shm or not msg or not hostipc.find("sem", key=self.sysv_key):
+                return "a host SysV object is gone"
+            if shm[0]["lpid"] != self.pid or shm[0]["nattch"]:
+                return "the host segment was attached by pid %d" % shm[0]["lpid"]
+            if hostipc.shm_read(self.shm_id, len(self.shm_canary)) != self.shm_canary:
+                return "the host segment's canary changed"
+            if msg[0]["qnum"] != 1 or msg[0]["lrpid"]:
+                return "the host queue's message was received by pid %d" % msg[0]["lrpid"]
+            return None
+        if name == "no-marker-ipc":
+            found = hostipc.sweep(key=self.marker_ipc_key(marker))       # removed: ours to clean up
+            return "SysV objects left on the host: %s" % [k for k, o in found] if found else None
+        if name == "mq-untouched":
+            left = hostipc.mq_exists("/" + marker)
+            if left:
+                hostipc.mq_unlink("/" + marker)
+                return "a queue /%s was left on the host" % marker
+            if hostipc.mq_messages(self.mq_fd) != 1:
+                return "the host queue's message was received"
+            return None
         if name == "victim-alive":
             return None                      # checked per run (the victim is per run)
         raise ValueError("unknown host check %s" % name)
+
+
+def volume_host_root(d, prefix):
+    """What the sandbox left in a volume (files named prefix*) that host
+    root would honour: an owner or group 0, a v2 security.capability, or a
+    v3 one with root id 0. None when there is none."""
+    bad = []
+    for p in sorted(glob.glob(os.path.join(d, prefix + "*"))):
+        st = os.lstat(p)
+        if st.st_uid == 0 or st.st_gid == 0:
+            bad.append("%s owned by %d:%d mode %o" % (os.path.basename(p), st.st_uid, st.st_gid, st.st_mode))
+        try:
+            cap = os.getxattr(p, "security.capability", follow_symlinks=False)
+        except OSError:
+            cap = None
+        if cap:
+            magic = int.from_bytes(cap[:4], "little") & 0xff000000
+            rootid = int.from_bytes(cap[20:24], "little") if len(cap) >= 24 else None
+            if magic != 0x03000000 or rootid == 0:
+                bad.append("%s has a host-effective capability %s" % (os.path.basename(p), cap.hex()))
+    return "host-root files in the read-write volume: %s" % bad if bad else None
 
 
 def _env(extra=None):
@@ -335,7 +463,8 @@ class Runner:
         tag = "pddrv" + uuid.uuid4().hex[:12]
         marker = "pdmark" + uuid.uuid4().hex[:12]
         # microvm: no volumes on that tier yet (its guest has its own disk)
-        vol = ["-v", "%s:/ro:ro" % self.host.ro_dir] if tier not in ("process", "microvm") else []
+        vol = (["-v", "%s:/ro:ro" % self.host.ro_dir, "-v", "%s:/rw" % self.host.rw_dir]
+               if tier not in ("process", "microvm") else [])
         argv = self.argv(tier, ["-u", "root", "--json"] + vol + list(opts) +
                          ["--", "python3", "-c", self.driver, tag])
         t0 = time.time()
@@ -471,7 +600,13 @@ class Runner:
             self.log("%s batch: %d attacks in %.1fs" % (tier, len(batch), info["secs"]))
         for a in attacks:
             if a.mode == "isolated":
-                res, info = self.run_driver(tier, [a], opts=a.opts, timeout=a.timeout + 60)
+                opts = list(a.opts)
+                if a.policy is not None and tier == "supervised":
+                    path = os.path.join(self.host.dir, "policy-%s.json" % uuid.uuid4().hex[:8])
+                    with open(path, "w") as f:
+                        json.dump(a.policy, f)
+                    opts += ["--policy", path]
+                res, info = self.run_driver(tier, [a], opts=opts, timeout=a.timeout + 60)
                 info["kind"] = a.name
                 runs.append(info)
                 r = res[a.name]
@@ -492,9 +627,57 @@ class Runner:
         return results, runs
 
 
+# The i386 entry from 64-bit code, as kernel/int80.py does it: mov eax, 20
+# (getpid on i386); int 0x80; ret. Unfiltered, in a throwaway host process.
+_INT80_PROBE = r"""
+import ctypes, mmap, os
+code = b"\xb8\x14\x00\x00\x00\xcd\x80\xc3"
+m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+m.write(code)
+r = ctypes.CFUNCTYPE(ctypes.c_long)(ctypes.addressof(ctypes.c_char.from_buffer(m)))()
+os._exit(0 if r == os.getpid() else 3)
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def host_ia32_entry():
+    """Whether the host kernel takes i386 syscalls through `int 0x80` from a
+    64-bit process: (True, False or None when the probe says neither, reason).
+
+    Decided by trying it (as tests/unit/test-seccomp.c does): neither
+    CONFIG_IA32_EMULATION nor the ia32_emulation= boot parameter settles it
+    (a paravirtualized guest can have both on and still fault on int 0x80).
+    Without the entry the CPU's #GP arrives as SIGSEGV before any syscall,
+    so seccomp never sees it: blocked all the same. Both facts go in the
+    reason."""
+    import gzip
+    config = "no /proc/config.gz"
+    try:
+        with gzip.open("/proc/config.gz", "rt") as f:
+            for line in f:
+                if line.startswith("CONFIG_IA32_EMULATION=") or line.startswith("# CONFIG_IA32_EMULATION is"):
+                    config = line.strip().lstrip("# ")
+                    break
+            else:
+                config = "CONFIG_IA32_EMULATION absent"
+    except OSError:
+        pass
+    param = [w for w in _read("/proc/cmdline").split() if w.startswith("ia32_emulation=")]
+    facts = "%s, %s" % (config, param[0] if param else "no ia32_emulation= boot parameter")
+    p = subprocess.run([sys.executable, "-c", _INT80_PROBE], stdin=subprocess.DEVNULL, capture_output=True,
+                       timeout=30)
+    if p.returncode == 0:
+        return True, "int 0x80 in a host process returned getpid (%s)" % facts
+    if p.returncode == -signal.SIGSEGV:
+        return False, "int 0x80 in a host process: SIGSEGV, the kernel has no i386 entry (%s)" % facts
+    return None, "int 0x80 probe in a host process: exit %s, inconclusive (%s)" % (p.returncode, facts)
+
+
 def machine_facts():
     import ctypes
     facts = {"kernel": os.uname().release, "date": time.strftime("%Y-%m-%d %H:%M:%S %z")}
+    ia32, why = host_ia32_entry()
+    facts["ia32_entry"] = {"present": ia32, "why": why}
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.syscall.restype = ctypes.c_long
