@@ -18,12 +18,12 @@
 #include <unistd.h>
 
 #include "fake_server.h"
-#include "e2b.h"
-#include "manager.h"
-#include "pool.h"
-#include "msg.h"
-#include "store.h"
-#include "tier.h"
+#include "server/e2b/e2b.h"
+#include "server/core/manager.h"
+#include "server/core/pool.h"
+#include "proto/msg.h"
+#include "server/core/store.h"
+#include "lib/tier.h"
 
 static struct pd_server srv;
 static struct pd_srv_sandbox fake;      /* the one sandbox; never freed */

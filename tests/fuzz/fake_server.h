@@ -1,8 +1,8 @@
 /* The in-process server of the HTTP fuzz targets (fake_server.c). */
 #pragma once
-#include "server.h"
-#include "e2b.h"
-#include "store.h"
+#include "server/core/server.h"
+#include "server/e2b/e2b.h"
+#include "server/core/store.h"
 
 struct fake_server_info {
         char key[PD_KEY_TEXT_MAX];              /* the API key */

@@ -13,9 +13,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "conn.h"
-#include "msg.h"
-#include "proto.h"
+#include "proto/conn.h"
+#include "proto/msg.h"
+#include "proto/proto.h"
 
 #define CHECK(c) do { if (!(c)) abort(); } while (0)
 

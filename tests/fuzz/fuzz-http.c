@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "fake_server.h"
-#include "util.h"
+#include "lib/util.h"
 
 #define MODE_RAW 0
 #define MODE_CONNECT 1

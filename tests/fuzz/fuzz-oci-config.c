@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "oci.h"
+#include "oci/oci.h"
 
 static char bundle[64];
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy.h"
+#include "net/policy.h"
 
 #define CHECK(c) do { if (!(c)) abort(); } while (0)
 

@@ -23,7 +23,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "vmmux.h"
+#include "proto/vmmux.h"
 
 static int listen_fd = -1;
 static struct sockaddr_un addr;
