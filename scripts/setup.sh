@@ -19,6 +19,10 @@ packages=(
   qemu-system-x86 erofs-utils busybox-static cpio xz-utils liblzma-dev
   # OCI runtime: the engines the tests drive, and the validation suite's toolchain
   podman containerd golang-go
+  # the libFuzzer targets (tests/fuzz/, scripts/fuzz.sh): clang with its
+  # runtimes (libclang-rt is only a recommendation of clang), and
+  # llvm-symbolizer for readable reports
+  clang libclang-rt-14-dev llvm
 )
 missing=()
 for p in "${packages[@]}"; do
