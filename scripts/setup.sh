@@ -22,6 +22,10 @@ packages=(
   # templates from images and recipes (docs/templates.md): skopeo pulls,
   # libarchive unpacks; the tests' local registry and the benchmark's peers
   skopeo libarchive-dev docker-registry buildah
+  # the libFuzzer targets (tests/fuzz/, scripts/fuzz.sh): clang with its
+  # runtimes (libclang-rt is only a recommendation of clang), and
+  # llvm-symbolizer for readable reports
+  clang libclang-rt-14-dev llvm
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -8,10 +8,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "error.h"
-#include "msg.h"
-#include "proto.h"
-#include "ring.h"
+#include "lib/error.h"
+#include "proto/msg.h"
+#include "proto/proto.h"
+#include "agent/ring.h"
 
 #define AG_MAX_CONNS 256     /* host connections at once; each costs a few KiB */
 #define AG_MAX_EXITED 64

@@ -25,9 +25,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "util.h"
-#include "vmmux.h"
+#include "agent/agent.h"
+#include "lib/util.h"
+#include "proto/vmmux.h"
 
 #define GUEST_SOCK "/run/paddock/agent.sock"
 #define PORT_NAME "agent"

@@ -12,10 +12,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "openat2.h"
-#include "agent.h"
-#include "spec.h"
-#include "util.h"
+#include "lib/openat2.h"
+#include "agent/agent.h"
+#include "lib/spec.h"
+#include "lib/util.h"
 
 static gid_t saved_groups[256];
 static int nsaved = -1;

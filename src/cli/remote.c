@@ -11,9 +11,9 @@
 
 #include <curl/curl.h>
 
-#include "cli.h"
-#include "remote.h"
-#include "util.h"
+#include "cli/cli.h"
+#include "cli/remote.h"
+#include "lib/util.h"
 
 #define MAX_KV 256
 

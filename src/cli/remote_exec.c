@@ -20,9 +20,9 @@
 
 #include <openssl/evp.h>
 
-#include "cli.h"
-#include "remote.h"
-#include "util.h"
+#include "cli/cli.h"
+#include "cli/remote.h"
+#include "lib/util.h"
 
 #define LINE_MAX_BYTES (16u << 20)
 #define RECONNECT_TRIES 8

@@ -15,14 +15,14 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "conn.h"
-#include "policy.h"
-#include "sandbox.h"
-#include "template.h"
-#include "trace.h"
-#include "util.h"
-#include "volume.h"
+#include "cli/cli.h"
+#include "proto/conn.h"
+#include "net/policy.h"
+#include "lib/sandbox.h"
+#include "lib/template.h"
+#include "lib/trace.h"
+#include "lib/util.h"
+#include "lib/volume.h"
 
 #define MAX_ENV 256
 #define STDIN_QUEUE_MAX (1u << 20)

@@ -16,12 +16,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "manager.h"
-#include "server.h"
-#include "store.h"
-#include "template.h"
-#include "util.h"
+#include "cli/cli.h"
+#include "server/core/manager.h"
+#include "server/core/server.h"
+#include "server/core/store.h"
+#include "lib/template.h"
+#include "lib/util.h"
 
 extern char **environ;
 

@@ -14,11 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "image.h"
-#include "store.h"
-#include "template.h"
-#include "util.h"
+#include "cli/cli.h"
+#include "image/image.h"
+#include "server/core/store.h"
+#include "lib/template.h"
+#include "lib/util.h"
 
 extern char **environ;
 

@@ -8,10 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "image.h"
-#include "layers.h"
-#include "template.h"
-#include "util.h"
+#include "image/image.h"
+#include "image/layers.h"
+#include "lib/template.h"
+#include "lib/util.h"
 
 /* Live users of a template or snapshot (the same rule as snapshot.c:
  * a sandbox whose runtime dir exists, a snapshot that exists). */

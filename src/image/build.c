@@ -15,17 +15,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "conn.h"
-#include "copyin.h"
-#include "digest.h"
-#include "image.h"
-#include "layers.h"
-#include "msg.h"
-#include "recipe.h"
-#include "sandbox.h"
-#include "snapshot.h"
-#include "template.h"
-#include "util.h"
+#include "proto/conn.h"
+#include "image/copyin.h"
+#include "image/digest.h"
+#include "image/image.h"
+#include "image/layers.h"
+#include "proto/msg.h"
+#include "image/recipe.h"
+#include "lib/sandbox.h"
+#include "tiers/snapshot.h"
+#include "lib/template.h"
+#include "lib/util.h"
 
 #define MAX_VARS 256
 #define RUN_TAIL 2048

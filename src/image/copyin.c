@@ -13,10 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "copyin.h"
-#include "openat2.h"
-#include "template.h"
-#include "util.h"
+#include "image/copyin.h"
+#include "lib/openat2.h"
+#include "lib/template.h"
+#include "lib/util.h"
 
 #define MAX_DEPTH 256
 

@@ -2,9 +2,9 @@
 #pragma once
 #include <stdint.h>
 
-#include "digest.h"
-#include "image.h"
-#include "unpack.h"
+#include "image/digest.h"
+#include "image/image.h"
+#include "image/unpack.h"
 
 struct pd_copyin {
         struct pd_state *st;

@@ -1,4 +1,4 @@
-#include "digest.h"
+#include "image/digest.h"
 
 #include <errno.h>
 #include <openssl/evp.h>

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 #define PD_DIGEST_HEX 64
 

@@ -13,11 +13,11 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "digest.h"
-#include "image.h"
-#include "layers.h"
-#include "unpack.h"
-#include "util.h"
+#include "image/digest.h"
+#include "image/image.h"
+#include "image/layers.h"
+#include "image/unpack.h"
+#include "lib/util.h"
 
 #define MAX_DEPTH 512
 

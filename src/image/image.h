@@ -16,8 +16,8 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "error.h"
-#include "state.h"
+#include "lib/error.h"
+#include "lib/state.h"
 
 /* What a pull or build reports while it works. */
 enum pd_image_event_kind {

@@ -1,4 +1,4 @@
-#include "layers.h"
+#include "image/layers.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,8 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "template.h"
-#include "util.h"
+#include "lib/template.h"
+#include "lib/util.h"
 
 int pd_layers_dir(struct pd_state *st, struct pd_error *err)
 {

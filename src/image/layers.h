@@ -13,8 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "state.h"
-#include "unpack.h"
+#include "lib/state.h"
+#include "image/unpack.h"
 
 /* The store's directory fd (made 0700 if missing). */
 int pd_layers_dir(struct pd_state *st, struct pd_error *err);

@@ -15,12 +15,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "digest.h"
-#include "image.h"
-#include "skopeo.h"
-#include "layers.h"
-#include "template.h"
-#include "util.h"
+#include "image/digest.h"
+#include "image/image.h"
+#include "image/skopeo.h"
+#include "image/layers.h"
+#include "lib/template.h"
+#include "lib/util.h"
 
 #define MAX_META_BYTES (4u << 20)       /* manifest, config, index */
 

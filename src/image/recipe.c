@@ -1,6 +1,6 @@
 /* The recipe parser (recipe.h). Input is a user's file: every length is
  * capped and every error names its line. */
-#include "recipe.h"
+#include "image/recipe.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 static const char *const names[] = {
         [PD_R_FROM] = "FROM",   [PD_R_RUN] = "RUN",         [PD_R_COPY] = "COPY", [PD_R_ADD] = "ADD",

@@ -5,7 +5,7 @@
 #pragma once
 #include <stdbool.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 enum pd_recipe_op {
         PD_R_FROM, PD_R_RUN, PD_R_COPY, PD_R_ADD, PD_R_ENV, PD_R_WORKDIR, PD_R_USER, PD_R_ARG, PD_R_LABEL,

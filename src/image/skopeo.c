@@ -1,6 +1,6 @@
 /* Running a helper tool (skopeo) with its output as lines: each line goes
  * to the progress callback, the last few are kept for the error message. */
-#include "skopeo.h"
+#include "image/skopeo.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 extern char **environ;
 

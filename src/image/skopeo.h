@@ -1,7 +1,7 @@
 /* Helper tools run as subprocesses (skopeo: every transport, auth,
  * mirrors, registries.conf, signatures policy; containers/image). */
 #pragma once
-#include "image.h"
+#include "image/image.h"
 
 struct pd_tool_out {
         char tail[2048];        /* its last lines */

@@ -12,11 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "image.h"
-#include "openat2.h"
-#include "layers.h"
-#include "template.h"
-#include "util.h"
+#include "image/image.h"
+#include "lib/openat2.h"
+#include "image/layers.h"
+#include "lib/template.h"
+#include "lib/util.h"
 
 #define S PD_STORE_UID_BASE
 

@@ -3,7 +3,7 @@
  * one undoes the compression ("raw" format: one entry, the decompressed
  * stream), the inner one reads the tar from it; each read callback hashes
  * what passes, so the blob digest and the diff_id cost no second pass. */
-#include "unpack.h"
+#include "image/unpack.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -18,8 +18,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "openat2.h"
-#include "util.h"
+#include "lib/openat2.h"
+#include "lib/util.h"
 
 #define IO_BUF (64u << 10)
 #define MAX_PATH_LEN 4096

@@ -23,8 +23,8 @@
 #pragma once
 #include <stdint.h>
 
-#include "digest.h"
-#include "error.h"
+#include "image/digest.h"
+#include "lib/error.h"
 
 struct pd_unpack_opts {
         uint32_t id_base;                       /* PD_STORE_UID_BASE */

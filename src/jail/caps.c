@@ -1,4 +1,4 @@
-#include "caps.h"
+#include "jail/caps.h"
 
 #include <errno.h>
 #include <linux/capability.h>
@@ -7,7 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 #define CAP(c) (1ull << (c))
 

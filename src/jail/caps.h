@@ -3,7 +3,7 @@
 #pragma once
 #include <stdint.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 /* Docker's default capability set: what root inside the sandbox keeps, and
  * only within the sandbox's own user namespace (none in the host's view). */

@@ -1,4 +1,4 @@
-#include "cgroup.h"
+#include "jail/cgroup.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include <linux/magic.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 #define CG_ROOT "/sys/fs/cgroup"
 

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 #define PD_CG_MAX_CTRL 6
 #define PD_AGENT_MEMORY (256ull << 20)

@@ -1,5 +1,5 @@
-#include "openat2.h"
-#include "mount.h"
+#include "lib/openat2.h"
+#include "jail/mount.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,8 +10,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "trace.h"
-#include "util.h"
+#include "lib/trace.h"
+#include "lib/util.h"
 
 #define STAGE_FLAGS (MS_NOSUID | MS_NODEV)
 
@@ -268,7 +268,7 @@ int pd_mount_stage(const struct pd_mount_plan *p, struct pd_error *err)
         return fd;
 }
 
-int pd_mount_build(const struct pd_mount_plan *p, int stagefd, struct pd_error *err)
+int pd_mount_build(struct pd_mount_plan *p, int stagefd, struct pd_error *err)
 {
         int r;
         if (fchdir(stagefd) < 0)
@@ -306,6 +306,16 @@ int pd_mount_build(const struct pd_mount_plan *p, int stagefd, struct pd_error *
         if ((r = build_sys(rootfd, err)) < 0)
                 return r;
         pd_trace("child: sys");
+        if (p->n_rules) {
+                if ((r = pd_mount_policy(p, stagefd, err)) < 0)
+                        return r;
+                /* "/" itself may now be covered by a policy mount. */
+                close(rootfd);
+                rootfd = openat(stagefd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (rootfd < 0)
+                        return pd_error_set(err, errno, "reopen new root");
+                pd_trace("child: policy mounts");
+        }
         /* pivot_root(".", "."): the old root ends up stacked under the new
          * one and is detached at once; no directory for it is needed. */
         if (fchdir(rootfd) < 0)

@@ -1,4 +1,4 @@
-#include "userns.h"
+#include "jail/userns.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 static int registry_open(struct pd_error *err)
 {

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 #define PD_UID_BASE 1000000000u
 #define PD_UID_RANGE 65536u

@@ -7,11 +7,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "cgroup.h"
-#include "spec.h"
-#include "state.h"
-#include "tier.h"
-#include "userns.h"
+#include "jail/cgroup.h"
+#include "lib/spec.h"
+#include "lib/state.h"
+#include "lib/tier.h"
+#include "jail/userns.h"
 
 struct pd_sandbox {
         char id[PD_ID_LEN + 1];

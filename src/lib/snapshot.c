@@ -6,7 +6,7 @@
  * change that sandbox's files. So every user is recorded as an empty file
  * users/<id> (a sandbox of this state dir) or users/@<name> (a snapshot
  * stacked on this one) in each layer it stacks on, all under one lock. */
-#include "template.h"
+#include "lib/template.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 #define FORK_PREFIX "fork-"
 

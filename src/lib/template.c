@@ -1,4 +1,4 @@
-#include "template.h"
+#include "lib/template.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 /* Bump when the base template's contents change: old ones are rebuilt. */
 #define PD_BASE_VERSION "3"

@@ -6,9 +6,9 @@
 #pragma once
 #include <limits.h>
 
-#include "mount.h"
-#include "spec.h"
-#include "state.h"
+#include "jail/mount.h"
+#include "lib/spec.h"
+#include "lib/state.h"
 
 struct pd_template_graft {
         char target[64];                /* inside the sandbox, no leading '/' */

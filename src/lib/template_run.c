@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "template.h"
-#include "util.h"
+#include "lib/template.h"
+#include "lib/util.h"
 
 static char **strv(json_t *a, unsigned *n)
 {

@@ -1,4 +1,4 @@
-#include "util.h"
+#include "lib/util.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -7,7 +7,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 static inline void pd_closep(int *fd)
 {

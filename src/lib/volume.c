@@ -1,12 +1,12 @@
 /* Volume options and the host ids a volume's idmapping gives the sandbox
  * (volume.h; docs/security.md, "Volumes"). */
-#include "volume.h"
+#include "lib/volume.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "userns.h"
+#include "jail/userns.h"
 
 #define VOLUME_SYNTAX "HOST:/SANDBOX[:OPTIONS], OPTIONS from ro, rw, uid=N, gid=N, map=owner, map=sandbox"
 

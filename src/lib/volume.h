@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "spec.h"
+#include "lib/error.h"
+#include "lib/spec.h"
 
 /* Parse "HOST:/SANDBOX[:OPT[,OPT]...]" (OPT: ro, rw, uid=N, gid=N,
  * map=owner, map=sandbox; ':' also separates options) into *v. arg is

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "nlsock.h"
+#include "net/nlsock.h"
 
 int pd_nlsock_open(int netns_fd, int bus, const char *what, struct mnl_socket **out, struct pd_error *err)
 {

@@ -16,8 +16,8 @@
 #include <unistd.h>
 #include <linux/magic.h>
 
-#include "oci.h"
-#include "util.h"
+#include "oci/oci.h"
+#include "lib/util.h"
 
 #define MAX_HIER 16
 

@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "oci.h"
-#include "util.h"
+#include "oci/oci.h"
+#include "lib/util.h"
 
 static bool get_i64(json_t *o, const char *key, int64_t *out)
 {

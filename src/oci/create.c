@@ -22,11 +22,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "helper_proc.h"
-#include "init.h"
-#include "oci.h"
-#include "util.h"
-#include "ocivm.h"
+#include "jail/helper_proc.h"
+#include "oci/init.h"
+#include "oci/oci.h"
+#include "lib/util.h"
+#include "oci/ocivm.h"
 
 extern const char *oci_rootfs_cgroup;
 

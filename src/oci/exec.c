@@ -18,11 +18,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "init.h"
-#include "seccomp-policy.h"
-#include "oci.h"
-#include "util.h"
-#include "ocivm.h"
+#include "oci/init.h"
+#include "jail/seccomp-policy.h"
+#include "oci/oci.h"
+#include "lib/util.h"
+#include "oci/ocivm.h"
 
 struct exec_opts {
         const char *process, *pid_file, *console_socket, *cwd, *user;

@@ -14,7 +14,7 @@
 
 #include <jansson.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 #define OCI_ROOT_DEFAULT "/run/paddock-oci"
 #define OCI_MAX_NS 8
@@ -113,6 +113,10 @@ int oci_ns_flag(const struct oci_config *c, int flag);   /* index in c->ns, or -
 const char *oci_ns_name(int flag);
 int oci_cap_from_name(const char *name);
 int oci_signal_parse(const char *s);
+
+/* ---- sysctl.c: linux.sysctl, only of namespaces the container owns ---- */
+int oci_sysctl_check(const struct oci_config *c, struct pd_error *err);   /* at create, before anything exists */
+int oci_sysctl_apply(const struct oci_config *c, struct pd_error *err);   /* in the init, after pivot_root */
 
 /* ---- state.c: <root>/<id>/ ---- */
 enum oci_status { OCI_CREATING, OCI_CREATED, OCI_RUNNING, OCI_PAUSED, OCI_STOPPED };

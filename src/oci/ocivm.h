@@ -4,8 +4,8 @@
  * (vm_shim.c) that runs the process through the agent, forwards every
  * signal to it and exits with its status. */
 #pragma once
-#include "init.h"
-#include "oci.h"
+#include "oci/init.h"
+#include "oci/oci.h"
 
 /* true if a config (or its saved copy) asks for microvm isolation */
 bool oci_vm_is(json_t *config);

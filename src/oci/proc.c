@@ -19,8 +19,8 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "oci.h"
-#include "util.h"
+#include "oci/oci.h"
+#include "lib/util.h"
 
 int oci_proc_apply_rlimits(const struct oci_process *p, struct pd_error *err)
 {

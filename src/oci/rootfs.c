@@ -20,9 +20,9 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "openat2.h"
-#include "oci.h"
-#include "util.h"
+#include "lib/openat2.h"
+#include "oci/oci.h"
+#include "lib/util.h"
 
 /* Set by create before the clone: the container's cgroup path (for
  * "cgroup" mounts). */
@@ -459,16 +459,8 @@ int oci_rootfs_finish(const struct oci_config *c, struct pd_error *err)
         size_t i;
         json_t *e;
         int r;
-        const char *k;
-        json_object_foreach(c->sysctl, k, e) {
-                char path[PATH_MAX] = "/proc/sys/";
-                size_t n = strlen(path);
-                for (const char *s = k; *s && n < sizeof path - 1; s++)
-                        path[n++] = *s == '.' ? '/' : *s;
-                path[n] = '\0';
-                if ((r = pd_write_file_at(AT_FDCWD, path, json_string_value(e), err)) < 0)
-                        return pd_error_prefix(err, "sysctl %s", k);
-        }
+        if ((r = oci_sysctl_apply(c, err)) < 0)
+                return r;
         json_array_foreach(c->readonly_paths, i, e)
                 if (json_is_string(e) && (r = readonly_path(json_string_value(e), err)) < 0)
                         return r;

@@ -16,8 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "oci.h"
-#include "util.h"
+#include "oci/oci.h"
+#include "lib/util.h"
 
 int oci_id_check(const char *id, struct pd_error *err)
 {

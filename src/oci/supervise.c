@@ -7,10 +7,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agentpath.h"
-#include "helper_proc.h"
-#include "init.h"
-#include "util.h"
+#include "lib/agentpath.h"
+#include "jail/helper_proc.h"
+#include "oci/init.h"
+#include "lib/util.h"
 
 /* A datagram from the init, with an fd if one is attached. */
 ssize_t oci_recv_msg(int sock, struct oci_sync_msg *m, int *fd)

@@ -25,13 +25,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentpath.h"
-#include "helper_proc.h"
-#include "state.h"
-#include "userns.h"
-#include "util.h"
-#include "ocivm.h"
-#include "vm.h"
+#include "lib/agentpath.h"
+#include "jail/helper_proc.h"
+#include "lib/state.h"
+#include "jail/userns.h"
+#include "lib/util.h"
+#include "oci/ocivm.h"
+#include "vm/vm.h"
 
 #define VM_BOOT_TIMEOUT_MS 180000       /* a cold boot under TCG on a busy host */
 #define VM_DEFAULT_MEMORY (512ull << 20)

@@ -23,10 +23,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "conn.h"
-#include "msg.h"
-#include "util.h"
-#include "ocivm.h"
+#include "proto/conn.h"
+#include "proto/msg.h"
+#include "lib/util.h"
+#include "oci/ocivm.h"
 
 #define STDIN_QUEUE_MAX (1u << 20)      /* stop reading stdin while this much waits for the guest */
 #define REPLY_TIMEOUT_MS 60000
@@ -109,7 +109,7 @@ static int request(struct pd_conn *c, uint16_t type, const struct pd_msg *m, uin
                         uint32_t ee = 0;
                         if (pd_msg_find(p, h.len, PD_A_EXEC_ERRNO, &a))
                                 pd_attr_u32(&a, &ee);
-                        return pd_error_setx(err, ee ? (int)ee : (h.aux ? (int)h.aux : EIO), "%s", msg);
+                        return pd_error_setx(err, pd_conn_error_errno(ee, pd_conn_error_errno(h.aux, EIO)), "%s", msg);
                 }
                 size_t n = h.len < rsize ? h.len : rsize;
                 if (reply)

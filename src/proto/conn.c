@@ -1,4 +1,4 @@
-#include "conn.h"
+#include "proto/conn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 int pd_conn_init(struct pd_conn *c, int fd)
 {
@@ -215,6 +215,11 @@ void pd_conn_error_text(const uint8_t *payload, size_t len, char *buf, size_t si
                 snprintf(buf, size, "(no message)");
 }
 
+int pd_conn_error_errno(uint32_t aux, int dflt)
+{
+        return aux > 0 && aux < 4096 ? (int)aux : dflt;
+}
+
 int pd_conn_hello(struct pd_conn *c, const char *client, char *agent, size_t agent_size, struct pd_error *err)
 {
         struct pd_msg m;
@@ -233,7 +238,7 @@ int pd_conn_hello(struct pd_conn *c, const char *client, char *agent, size_t age
         if (h.type == PD_T_ERROR) {
                 char msg[256];
                 pd_conn_error_text(p, h.len, msg, sizeof msg);
-                return pd_error_setx(err, h.aux ? (int)h.aux : EPROTO, "agent refused the handshake: %s", msg);
+                return pd_error_setx(err, pd_conn_error_errno(h.aux, EPROTO), "agent refused the handshake: %s", msg);
         }
         if (h.type != PD_T_HELLO)
                 return pd_error_setx(err, EPROTO, "agent answered HELLO with frame type %u", h.type);

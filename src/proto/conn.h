@@ -6,9 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "msg.h"
-#include "proto.h"
+#include "lib/error.h"
+#include "proto/msg.h"
+#include "proto/proto.h"
 
 struct pd_conn {
         int fd;
@@ -47,3 +47,7 @@ int pd_conn_wait(struct pd_conn *c, struct pd_frame_hdr *h, const uint8_t **payl
 int pd_conn_hello(struct pd_conn *c, const char *client, char *agent, size_t agent_size, struct pd_error *err);
 /* Error text of an ERROR frame payload. */
 void pd_conn_error_text(const uint8_t *payload, size_t len, char *buf, size_t size);
+/* The errno an ERROR frame carries in aux, or dflt when it is none (0) or
+ * not an errno at all: a hostile peer's 0x80000000 must not become
+ * -INT_MIN on the way up. */
+int pd_conn_error_errno(uint32_t aux, int dflt);

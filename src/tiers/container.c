@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -34,22 +35,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agentpath.h"
-#include "caps.h"
-#include "fds.h"
-#include "host.h"
-#include "cgroup.h"
-#include "mount.h"
-#include "sbnet.h"
-#include "sandbox.h"
-#include "seccomp-policy.h"
-#include "snapshot.h"
-#include "supervisor.h"
-#include "template.h"
-#include "trace.h"
-#include "userns.h"
-#include "util.h"
-#include "volume.h"
+#include "lib/agentpath.h"
+#include "jail/caps.h"
+#include "jail/fds.h"
+#include "tiers/host.h"
+#include "jail/cgroup.h"
+#include "jail/mount.h"
+#include "net/sbnet.h"
+#include "lib/sandbox.h"
+#include "jail/seccomp-policy.h"
+#include "tiers/snapshot.h"
+#include "jail/supervisor_launch.h"
+#include "lib/template.h"
+#include "lib/trace.h"
+#include "jail/userns.h"
+#include "lib/util.h"
+#include "lib/volume.h"
 
 /* root and grafts, each with its snapshot layers (an image template's
  * root: its store layers too); volumes; sudo; resolv.conf */
@@ -63,6 +64,7 @@ struct child_args {
         int cg_fds[PD_CG_MAX_CTRL];
         int n_cg;
         struct pd_bpf filter;
+        struct pd_bpf filter_paths;     /* supervised: also the calls that change paths (plan.need_broker) */
         struct pd_mount_plan plan;      /* tree fds filled in after the parent's message */
         unsigned n_trees;
         pid_t parent;
@@ -224,14 +226,42 @@ static _Noreturn void child_main(struct child_args *a)
         if (a->supervised) {
                 /* From here on our own opens and execs wait for the
                  * supervisor: hand the listener to the parent first. */
-                int lfd = pd_seccomp_install_listener(&a->filter);
+                /* The policy's mounts enforce its ro and deny rules, or
+                 * the supervisor must see the calls that change paths. */
+                const struct pd_bpf *f = a->plan.need_broker && a->filter_paths.insns ? &a->filter_paths
+                                                                                      : &a->filter;
+                int lfd = pd_seccomp_install_listener(f);
                 if (lfd < 0) {
                         pd_error_set(&err, -lfd, "install seccomp filter with a listener");
                         child_fail(a, &err);
                 }
-                if ((r = send_fds(a->sync_fd, 'L', &lfd, 1, &err)) < 0)
+                /* With it, the identities of the files the policy's deny
+                 * mounts cover: the supervisor refuses them under any other
+                 * name (src/jail/policy_mounts.c). Their numbers go as plain
+                 * bytes and the host takes the fds with pidfd_getfd: the
+                 * filter now hands sendmsg to the supervisor (a policy with
+                 * connect rules), which is not running yet. We keep them
+                 * open meanwhile: our execveat waits for the supervisor,
+                 * which the host starts with them. */
+                int lfds[2] = { lfd, -1 };
+                if (a->plan.n_deny_inodes || a->plan.deny_inodes_truncated) {
+                        /* a record of all ones: the walk was cut short */
+                        static const struct pd_deny_inode cut = { UINT64_MAX, UINT64_MAX };
+                        lfds[1] = memfd_create("pd-deny-inodes", MFD_CLOEXEC);
+                        size_t len = a->plan.n_deny_inodes * sizeof a->plan.deny_inodes[0];
+                        if (lfds[1] < 0 || pd_write_all(lfds[1], a->plan.deny_inodes, len) < 0 ||
+                            (a->plan.deny_inodes_truncated && pd_write_all(lfds[1], &cut, sizeof cut) < 0)) {
+                                pd_error_set(&err, errno, "record the denied files");
+                                child_fail(a, &err);
+                        }
+                }
+                char msg[1 + sizeof lfds];
+                msg[0] = 'L';
+                memcpy(msg + 1, lfds, sizeof lfds);
+                if (pd_write_all(a->sync_fd, msg, sizeof msg) < 0) {
+                        pd_error_set(&err, errno, "hand the listener to the host");
                         child_fail(a, &err);
-                close(lfd);
+                }
         } else {
                 r = pd_seccomp_install(&a->filter);
                 if (r < 0) {
@@ -459,7 +489,16 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         char cache[PATH_MAX];
         snprintf(cache, sizeof cache, "%s/cache", sb->state->dir);
         struct pd_seccomp_opts so = { .deny_udp_raw = false, .notify = supervised };
+        /* supervised: the policy's path rules as mounts, and what else the
+         * filter hands to the supervisor (src/jail/supervisor_launch.c) */
+        if (supervised && (r = pd_supervisor_plan(sb, &a.plan, &so, err)) < 0)
+                goto out;
+        bool paths = so.notify_paths;
+        so.notify_paths = false;
         if ((r = pd_seccomp_load(cache, &so, &a.filter, err)) < 0)
+                goto out;
+        so.notify_paths = true;
+        if (paths && (r = pd_seccomp_load(cache, &so, &a.filter_paths, err)) < 0)
                 goto out;
         /* The cgroups themselves are made while the child builds its mounts;
          * the child needs only their count now. */
@@ -654,6 +693,7 @@ out:
         if (a.agent_fd >= 0)
                 close(a.agent_fd);
         pd_bpf_free(&a.filter);
+        pd_bpf_free(&a.filter_paths);
         return r < 0 ? r : 0;
 }
 
@@ -715,7 +755,7 @@ const struct pd_tier_ops pd_tier_container = {
 };
 
 /* supervised: the container tier plus a supervisor brokering opens and
- * connects and auditing execs (src/jail/supervisor.c). */
+ * connects and auditing execs (src/jail/supervisor_launch.c). */
 const struct pd_tier_ops pd_tier_supervised = {
         .name = "supervised",
         .create = supervised_create,

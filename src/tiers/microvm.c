@@ -21,18 +21,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentpath.h"
-#include "helper_proc.h"
-#include "host.h"
-#include "microvm_int.h"
-#include "conn.h"
-#include "msg.h"
-#include "sandbox.h"
-#include "sbnet.h"
-#include "template.h"
-#include "trace.h"
-#include "util.h"
-#include "vm.h"
+#include "lib/agentpath.h"
+#include "jail/helper_proc.h"
+#include "tiers/host.h"
+#include "tiers/microvm_int.h"
+#include "proto/conn.h"
+#include "proto/msg.h"
+#include "lib/sandbox.h"
+#include "net/sbnet.h"
+#include "lib/template.h"
+#include "lib/trace.h"
+#include "lib/util.h"
+#include "vm/vm.h"
 
 #define VM_BOOT_TIMEOUT_MS 120000       /* TCG on a busy host: a cold boot is seconds */
 #define VM_CLONE_TIMEOUT_MS 30000
@@ -68,7 +68,17 @@ static int start_relay(struct pd_sandbox *sb, int timeout_ms, const char *netarg
         _pd_cleanup_close_ int lfd = pd_host_listen_socket(sb, err);
         if (lfd < 0)
                 return lfd;
-        char *argv[] = { "paddock-vm-relay", serial, (char *)netarg, NULL };
+        /* the console log's cap: 1 MiB, or PADDOCK_VM_CONSOLE_MAX (tests) */
+        char cmax[48] = "";
+        const char *ce = getenv("PADDOCK_VM_CONSOLE_MAX");
+        if (ce && *ce && strspn(ce, "0123456789") == strlen(ce) && strlen(ce) < 20)
+                snprintf(cmax, sizeof cmax, "--console-max=%s", ce);
+        char *argv[4] = { "paddock-vm-relay", serial, NULL, NULL };
+        int ac = 2;
+        if (netarg)
+                argv[ac++] = (char *)netarg;
+        if (cmax[0])
+                argv[ac++] = cmax;
         int ready = -1;
         const char *step = "";
         pid_t pid = pd_helper_spawn(relay, argv, sb->dirfd, "relay.log", &lfd, 1, &ready, &step);
@@ -146,7 +156,9 @@ static int open_qmp(struct pd_sandbox *sb, struct pd_qmp **q, struct pd_error *e
 }
 
 /* Save the running guest's device state into fd (RAM stays in its file
- * when x-ignore-shared is on). The guest is stopped first. */
+ * when x-ignore-shared is on). The guest is stopped first. paddock writes
+ * fd, not QEMU (src/vm/savefile.c): the save never counts against QEMU's
+ * own memory limit, also when the state dir is on a tmpfs. */
 static int save_state(struct pd_qmp *q, int fd, bool ignore_shared, struct pd_error *err)
 {
         /* a clone was restored with x-ignore-shared, and the capability
@@ -157,11 +169,9 @@ static int save_state(struct pd_qmp *q, int fd, bool ignore_shared, struct pd_er
                        err) < 0 ||
             pd_qmp_cmd(q, "stop", NULL, err) < 0 ||
             /* 7.2 caps migration at 128 MiB/s by default */
-            pd_qmp_cmd(q, "migrate-set-parameters", "{\"max-bandwidth\":17179869184}", err) < 0 ||
-            pd_qmp_getfd(q, "save", fd, err) < 0 ||
-            pd_qmp_cmd(q, "migrate", "{\"uri\":\"fd:save\"}", err) < 0)
+            pd_qmp_cmd(q, "migrate-set-parameters", "{\"max-bandwidth\":17179869184}", err) < 0)
                 return -1;
-        return pd_qmp_wait_migration(q, 600000, err);
+        return pd_vm_migrate_to_file(q, fd, 600000, err);
 }
 
 static int restore_state(struct pd_qmp *q, int fd, bool ignore_shared, struct pd_error *err)
@@ -370,6 +380,11 @@ static int build_template(struct pd_sandbox *sb, const struct pd_vm_assets *as, 
         if ((r = save_state(q, sfd, true, err)) < 0 || (r = fsync(sfd)) < 0)
                 goto out;
         pd_host_kill_agent(sb);
+        /* QEMU filled the RAM file through its shared mapping: on a tmpfs
+         * its pages would stay charged to this sandbox for as long as the
+         * template lives */
+        if ((r = pd_vm_recharge_file(mem, err)) < 0)
+                goto out;
         char st[256];
         if ((r = tpl_stamp(mem, st, sizeof st, err)) < 0)
                 goto out;

@@ -42,17 +42,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentpath.h"
-#include "caps.h"
-#include "fds.h"
-#include "host.h"
-#include "cgroup.h"
-#include "landlock.h"
-#include "lsm_audit.h"
-#include "sandbox.h"
-#include "seccomp-policy.h"
-#include "trace.h"
-#include "util.h"
+#include "lib/agentpath.h"
+#include "jail/caps.h"
+#include "jail/fds.h"
+#include "tiers/host.h"
+#include "jail/cgroup.h"
+#include "jail/landlock.h"
+#include "jail/lsm_audit.h"
+#include "lib/sandbox.h"
+#include "jail/seccomp-policy.h"
+#include "lib/trace.h"
+#include "lib/util.h"
 
 /* Supplementary group of every process-tier sandbox uid: the one group
  * allowed to search (never list) the state dir, so a sandbox can reach its

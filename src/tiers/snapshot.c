@@ -9,7 +9,7 @@
  * bits and security.* xattrs are not copied. Owners are shifted from the
  * sandbox's host uid range back to 0..65535, as template trees are stored
  * (they are idmapped into each new sandbox's range). */
-#include "snapshot.h"
+#include "tiers/snapshot.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -25,8 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "template.h"
-#include "util.h"
+#include "lib/template.h"
+#include "lib/util.h"
 
 #define MAX_DEPTH 256
 #define RANGE 65536u

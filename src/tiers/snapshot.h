@@ -3,7 +3,7 @@
  * with the sandbox frozen, into <state>/templates/<name>/ as layers that
  * stack on the sandbox's own template (template.h). */
 #pragma once
-#include "sandbox.h"
+#include "lib/sandbox.h"
 
 int pd_container_snapshot(struct pd_sandbox *sb, const char *name, struct pd_error *err);
 /* Attach the setup child's clone of the writable layer's mount at

@@ -26,11 +26,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agentpath.h"
-#include "state.h"
-#include "template.h"
-#include "util.h"
-#include "vm.h"
+#include "lib/agentpath.h"
+#include "lib/state.h"
+#include "lib/template.h"
+#include "lib/util.h"
+#include "vm/vm.h"
 
 static int xfsopen(const char *fs)
 {

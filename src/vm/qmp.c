@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "util.h"
-#include "vm.h"
+#include "lib/util.h"
+#include "vm/vm.h"
 
 struct pd_qmp {
         int fd;
@@ -157,21 +157,29 @@ int pd_qmp_getfd(struct pd_qmp *q, const char *name, int fd, struct pd_error *er
         return command(q, "getfd", args, fd, NULL, err);
 }
 
+int pd_qmp_migration_status(struct pd_qmp *q, char *st, size_t size, struct pd_error *err)
+{
+        json_t *j = NULL;
+        if (command(q, "query-migrate", NULL, -1, &j, err) < 0)
+                return -1;
+        const char *s = json_string_value(json_object_get(json_object_get(j, "return"), "status"));
+        snprintf(st, size, "%s", s ? s : "");
+        json_decref(j);
+        if (strcmp(st, "completed") == 0)
+                return 1;
+        if (strcmp(st, "failed") == 0 || strcmp(st, "cancelled") == 0)
+                return pd_error_setx(err, EIO, "migration %s", st);
+        return 0;
+}
+
 int pd_qmp_wait_migration(struct pd_qmp *q, int timeout_ms, struct pd_error *err)
 {
         long long end = now_ms() + timeout_ms;
         for (;;) {
-                json_t *j = NULL;
-                if (command(q, "query-migrate", NULL, -1, &j, err) < 0)
-                        return -1;
-                const char *s = json_string_value(json_object_get(json_object_get(j, "return"), "status"));
                 char st[32];
-                snprintf(st, sizeof st, "%s", s ? s : "");
-                json_decref(j);
-                if (strcmp(st, "completed") == 0)
-                        return 0;
-                if (strcmp(st, "failed") == 0 || strcmp(st, "cancelled") == 0)
-                        return pd_error_setx(err, EIO, "migration %s", st);
+                int r = pd_qmp_migration_status(q, st, sizeof st, err);
+                if (r != 0)
+                        return r < 0 ? r : 0;
                 if (now_ms() > end)
                         return pd_error_setx(err, ETIMEDOUT, "migration still '%s'", st);
                 /* QMP has no blocking wait for this in 7.2; the save takes ms */

@@ -9,7 +9,7 @@ whole-line comments); it refuses anything else rather than misread it.
 
 Checks:
   - the spec is well formed: OpenAPI 3.0.3, every $ref resolves;
-  - its paths+methods are exactly the native routes of src/server/routes_*.c;
+  - its paths+methods are exactly the native routes of src/server/api/routes_*.c;
   - on a running `paddock serve`, every path+method answers something other
     than 404 "no such route" or 405, and the public ones need no key;
   - a created sandbox has exactly the Sandbox schema's required properties,
@@ -244,7 +244,7 @@ def server_routes():
     out = set()
     for name in ("routes_sandboxes.c", "routes_procs.c", "routes_files.c", "routes_snapshots.c",
                  "routes_network.c"):
-        with open(os.path.join(REPO, "src", "server", name)) as f:
+        with open(os.path.join(REPO, "src", "server", "api", name)) as f:
             for m in re.finditer(r'\{\s*"([A-Z]+)",\s*"(/[^"]*)"', f.read()):
                 out.add((m.group(1).lower(), m.group(2)))
     return out
@@ -254,8 +254,8 @@ def test_spec_lists_exactly_the_native_routes(spec):
     routes = server_routes()
     assert len(routes) > 20
     documented = {(method, path) for path, method, _ in operations(spec)}
-    assert documented - routes == set(), "in the spec, not in src/server/routes_*.c"
-    assert routes - documented == set(), "in src/server/routes_*.c, not in the spec"
+    assert documented - routes == set(), "in the spec, not in src/server/api/routes_*.c"
+    assert routes - documented == set(), "in src/server/api/routes_*.c, not in the spec"
 
 
 # ---- against a running server ----

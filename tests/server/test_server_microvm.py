@@ -72,9 +72,16 @@ def wait_for(pred, limit=60, step=0.2):
     return None
 
 
+CONSOLE_MAX = 65536     # the console log's cap for this module's server (the default is 1 MiB)
+
+
 @pytest.fixture(scope="module")
 def srv(tmproot):
-    s = Server(os.path.join(tmproot, "microvm"), "--pool", "0").start()
+    os.environ["PADDOCK_VM_CONSOLE_MAX"] = str(CONSOLE_MAX)
+    try:
+        s = Server(os.path.join(tmproot, "microvm"), "--pool", "0").start()
+    finally:
+        del os.environ["PADDOCK_VM_CONSOLE_MAX"]
     try:
         yield s
     finally:
@@ -103,6 +110,28 @@ def test_create_reports_tier_accel_and_pause_mode(srv, vm):
     # the guest runs its own kernel, the one of the guest package
     guest = {os.path.basename(k)[len("vmlinuz-"):] for k in glob.glob(os.path.join(GUEST_DIR, "boot", "vmlinuz-*"))}
     assert sh(srv, vm["id"], "uname -r").strip() in guest
+
+
+def test_console_log_is_capped(srv, vm):
+    """Root in the guest floods its serial console (the guest's kernel and
+    anything with /dev/console write there): the host's console.log, on the
+    runtime dir's tmpfs, stays under its cap and says it was truncated."""
+    log = os.path.join(rundir(srv.state), "sandboxes", vm["id"], "vm", "console.log")
+    assert os.path.exists(log)
+    sh(srv, vm["id"], "head -c 400000 /dev/zero | tr '\\0' x > /dev/console; "
+                      "echo done > /dev/console; echo done > /dev/console", user="root")
+    biggest = [0]
+
+    def drained():
+        # QEMU may still be writing what the guest's tty buffered
+        biggest[0] = max(biggest[0], os.path.getsize(log))
+        with open(log, errors="replace") as f:
+            return "done" in f.read()[-4096:]
+    wait_for(drained, limit=60)
+    assert biggest[0] <= 2 * CONSOLE_MAX, biggest[0]
+    with open(log, errors="replace") as f:
+        text = f.read()
+    assert "[paddock: console log over %d bytes, truncated" % CONSOLE_MAX in text, text[:300]
 
 
 def test_exec_exit_code_and_env(srv, vm):

@@ -202,8 +202,9 @@ def test_bad_ports_and_unknown_sandboxes(srv, web):
         assert st == 400, p
     st, _h, _b = srv.raw("GET", "/api/v1/sandboxes/%s/ports/8000/" % ("z" * 20), headers=auth)
     assert st == 404
+    # without a token an unknown id is refused like a live one (no probing)
     st, _h, _b = srv.raw("GET", "/", headers={"Host": "8000-%s.%s" % ("z" * 20, DOMAIN)})
-    assert st == 404
+    assert st == 401
     # another domain is not a port host
     st, _h, _b = srv.raw("GET", "/api/v1/health", headers={"Host": "8000-%s.example.com" % web})
     assert st == 200

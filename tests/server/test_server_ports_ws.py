@@ -316,8 +316,9 @@ def test_auth_rules(srv, echo):
 
 def test_unknown_sandbox_and_closed_port(srv, echo):
     sid, token = echo
+    # a token made for another id is no token: refused like a live sandbox
     ws = WS(srv, "nosuchsandbox", token=token)
-    assert ws.status == 404
+    assert ws.status == 401
     ws.close()
     # nothing listens on 9001
     for host_form in (True, False):

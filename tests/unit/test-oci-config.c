@@ -2,8 +2,10 @@
  * cgroupsPath rules (src/oci/config.c, src/oci/cgroup.c). TAP. */
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "oci.h"
+#include "oci/oci.h"
 
 static int n_test, n_fail;
 
@@ -128,6 +130,44 @@ static void refused(void (*edit)(json_t *), const char *word, const char *what)
         oci_config_free(&c);
 }
 
+/* A mount whose options parse but whose shape is wrong (a bind mount with
+ * no source): the options buffer parse_mount allocated must not leak. */
+static void e_bind_no_source(json_t *j)
+{
+        json_t *m = json_array_get(json_object_get(j, "mounts"), 1);
+        json_object_del(m, "source");
+        json_object_set_new(m, "options", json_pack("[s,s,s]", "rbind", "ro", "mode=755"));
+}
+
+static void e_bad_option(json_t *j)
+{
+        json_t *m = json_array_get(json_object_get(j, "mounts"), 0);
+        json_array_append_new(json_object_get(m, "options"), json_integer(7));
+}
+
+/* Bytes in use on the heap after parsing a refused config and freeing it,
+ * many times over: a leak of even one buffer per parse shows as growth. */
+static void test_refused_mount_frees(void (*edit)(json_t *), const char *what)
+{
+        size_t before = 0;
+        for (int i = 0; i < 2000; i++) {
+                if (i == 100) /* after jansson's and stdio's first allocations */
+                        before = mallinfo2().uordblks;
+                struct oci_config c;
+                struct pd_error err = { 0 };
+                int r = parse_with(edit, &c, &err);
+                oci_config_free(&c);
+                if (r >= 0) {
+                        ok(0, what);
+                        return;
+                }
+        }
+        size_t after = mallinfo2().uordblks;
+        ok(after <= before + 4096, what);
+        if (after > before + 4096)
+                printf("# heap grew by %zu bytes over 1900 refused parses\n", after - before);
+}
+
 static void test_cgroup_paths(void)
 {
         struct oci_config c;
@@ -141,6 +181,63 @@ static void test_cgroup_paths(void)
         ok(oci_cgroup_path(&g, &c, "id1", p, sizeof p, &err) == 0 && strcmp(p, "/machine.slice/libpod-abc.scope") == 0,
            "systemd slice:prefix:name becomes a cgroupfs path");
         oci_config_free(&c);
+}
+
+/* linux.sysctl against base (new uts, network joined at the runtime's own
+ * /proc/self/ns/net, no ipc), optionally with a new ipc and network. */
+static const char *sysctl_key;
+static bool sysctl_own_ns;
+static void e_sysctl(json_t *j)
+{
+        json_t *l = json_object_get(j, "linux");
+        json_object_set_new(l, "sysctl", json_pack("{s:s}", sysctl_key, "1"));
+        if (sysctl_own_ns) {
+                json_t *nss = json_object_get(l, "namespaces");
+                json_array_remove(nss, 3);      /* network joined by path */
+                json_array_append_new(nss, json_pack("{s:s}", "type", "network"));
+                json_array_append_new(nss, json_pack("{s:s}", "type", "ipc"));
+        }
+}
+
+static void sysctl_case(const char *key, bool own_ns, const char *word)
+{
+        struct oci_config c;
+        struct pd_error err = { 0 };
+        sysctl_key = key;
+        sysctl_own_ns = own_ns;
+        int r = parse_with(e_sysctl, &c, &err);
+        char what[256];
+        snprintf(what, sizeof what, "sysctl %s (%s): %s", key, own_ns ? "own net and ipc" : "host net, no ipc",
+                 word ? "refused" : "accepted");
+        bool good = word ? r < 0 && strstr(err.msg, word) != NULL : r == 0;
+        ok(good, what);
+        if (!good)
+                printf("# r=%d msg=%s\n", r, err.msg);
+        oci_config_free(&c);
+}
+
+static void test_sysctls(void)
+{
+        sysctl_case("vm.swappiness", true, "not namespaced");
+        sysctl_case("kernel.core_pattern", true, "not namespaced");
+        sysctl_case("fs.file-max", true, "not namespaced");
+        sysctl_case("vm/swappiness", true, "not namespaced");
+        sysctl_case("kernel.hostname", true, "'hostname' field");
+        sysctl_case("net.ipv4.ip_forward", false, "network namespace");
+        sysctl_case("net/ipv4/ip_forward", false, "network namespace");
+        sysctl_case("kernel.shmmax", false, "ipc namespace");
+        sysctl_case("fs.mqueue.msg_max", false, "ipc namespace");
+        sysctl_case("net.ipv4.ip_forward", true, NULL);
+        sysctl_case("net/ipv4/ip_forward", true, NULL);
+        sysctl_case("kernel.shmmax", true, NULL);
+        sysctl_case("kernel.sem", true, NULL);
+        sysctl_case("fs.mqueue.msg_max", true, NULL);
+        sysctl_case("kernel.domainname", false, NULL);   /* base has a new uts namespace */
+        sysctl_case("net.ipv4..ip_forward", true, "bad sysctl");
+        sysctl_case("net/../vm/swappiness", true, "bad sysctl");
+        sysctl_case("net/./ipv4/ip_forward", true, "bad sysctl");
+        sysctl_case("/net/ipv4/ip_forward", true, "bad sysctl");
+        sysctl_case("", true, "bad sysctl");
 }
 
 static void test_signals(void)
@@ -183,7 +280,12 @@ int main(void)
         refused(e_no_args, "process.args", "empty args refused");
         refused(e_bad_oom, "oomScoreAdj", "oomScoreAdj out of range refused");
         refused(e_no_uts, "uts namespace", "hostname without a uts namespace refused");
+        refused(e_bind_no_source, "has no source", "bind mount without a source refused");
+        refused(e_bad_option, "is not a string", "a mount option that is not a string refused");
+        test_refused_mount_frees(e_bind_no_source, "a refused mount frees its options buffer (bind without source)");
+        test_refused_mount_frees(e_bad_option, "a refused mount frees its options buffer (option not a string)");
         test_cgroup_paths();
+        test_sysctls();
         test_signals();
         test_ids();
         rmdir(rootfs);

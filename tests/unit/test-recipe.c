@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "digest.h"
-#include "recipe.h"
+#include "image/digest.h"
+#include "image/recipe.h"
 
 static int n_test, n_fail;
 

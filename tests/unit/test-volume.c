@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "userns.h"
-#include "volume.h"
+#include "jail/userns.h"
+#include "lib/volume.h"
 
 static int n_test, n_fail;
 
