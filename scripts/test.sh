@@ -65,6 +65,11 @@ suite scripts 60 "$py" -m pytest -q -rs -p no:cacheprovider tests/scripts --juni
 # libFuzzer targets (tests/fuzz/, built above): 120 s of fuzzing in all.
 suite fuzz 240 scripts/fuzz-ci.sh "$results/fuzz.xml" 120
 
+# Templates from images and recipes: a local registry, crafted images,
+# builds and every tier (a few minutes; the slow cases are in bench/).
+suite templates 420 "$py" -m pytest -q -rs -p no:cacheprovider tests/templates \
+  --junitxml="$results/templates.xml"
+
 # The official E2B SDKs against paddock serve (Node 20 from the npm registry).
 if ./scripts/setup-node.sh; then
   PADDOCK_JUNIT="$results/e2b.xml" suite e2b 600 tests/compat/e2b/run.sh
