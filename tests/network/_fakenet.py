@@ -211,7 +211,7 @@ def host_canary():
 
 def net_dir(p):
     """The router's files of a Paddock (tests/conftest.py) state dir."""
-    from conftest import runtime_dir
+    from pdtest import runtime_dir
     return os.path.join(runtime_dir(p.state), "net")
 
 
