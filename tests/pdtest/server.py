@@ -233,9 +233,11 @@ class Server:
         """End of the server's life, also when the test failed: SIGTERM it,
         end children stuck between clone and exec (they show the server's
         command line and may hold host-wide locks), `paddock gc` the state
-        dir, remove the instance's runtime dir and cgroup parents and (for
-        a state dir of its own) the state. With check, gc must succeed and
-        nothing of the instance may remain; returns gc's result."""
+        dir, remove the instance's cgroup parents and (for a state dir of
+        its own) the state. The instance's runtime dir stays until the test
+        process exits, for tests that look at what gc left in it. With
+        check, gc must succeed and nothing of the instance may remain;
+        returns gc's result."""
         try:
             self.stop()
         finally:
@@ -243,10 +245,8 @@ class Server:
             gc = self.gc()
             left = self.leftovers()
             remove_cgroup_parents(self.state)
-            if not keep():
-                shutil.rmtree(self.rundir, ignore_errors=True)
-                if self.tmp:
-                    shutil.rmtree(self.tmp, ignore_errors=True)
+            if self.tmp and not keep():
+                shutil.rmtree(self.tmp, ignore_errors=True)
         if check:
             assert gc.returncode == 0, "paddock gc: %s %s" % (gc.stdout, gc.stderr)
             assert left == {}, left
