@@ -13,16 +13,7 @@
 #include "proto/msg.h"
 #include "server/api/procs.h"
 #include "proto/proto.h"
-
-static int n_test, n_fail;
-
-static void ok(int cond, const char *what)
-{
-        n_test++;
-        if (!cond)
-                n_fail++;
-        printf("%sok %d - %s\n", cond ? "" : "not ", n_test, what);
-}
+#include "tap.h"
 
 /* procs_json.c's pd_procs_list makes the agent call; the decoder under
  * test does not. */
@@ -318,6 +309,5 @@ int main(void)
         test_procs_decode();
         test_entries();
         test_watch();
-        printf("1..%d\n", n_test);
-        return n_fail ? 1 : 0;
+        return tap_done();
 }

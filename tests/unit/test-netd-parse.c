@@ -7,16 +7,7 @@
 
 #include "net/netd/dns.h"
 #include "net/netd/sni.h"
-
-static int n_test, n_fail;
-
-static void ok(int cond, const char *what)
-{
-        n_test++;
-        if (!cond)
-                n_fail++;
-        printf("%sok %d - %s\n", cond ? "" : "not ", n_test, what);
-}
+#include "tap.h"
 
 static const uint8_t hdr_q[12] = { 0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0 };
 
@@ -323,6 +314,5 @@ int main(void)
         test_responses();
         test_sni();
         test_http();
-        printf("1..%d\n", n_test);
-        return n_fail ? 1 : 0;
+        return tap_done();
 }

@@ -15,16 +15,7 @@
 #include <unistd.h>
 
 #include "oci/oci.h"
-
-static int n_test, n_fail;
-
-static void ok(int cond, const char *what)
-{
-        n_test++;
-        if (!cond)
-                n_fail++;
-        printf("%sok %d - %s\n", cond ? "" : "not ", n_test, what);
-}
+#include "tap.h"
 
 static char bundle[PATH_MAX];
 
@@ -124,7 +115,7 @@ static void refused(void (*edit)(json_t *), const char *word, const char *what)
         struct oci_config c;
         struct pd_error err = { 0 };
         int r = parse_with(edit, &c, &err);
-        ok(r < 0 && strstr(err.msg, word) != NULL, what);
+        ok(r < 0 && strstr(err.msg, word) != NULL, "%s", what);
         if (r >= 0 || !strstr(err.msg, word))
                 printf("# r=%d msg=%s\n", r, err.msg);
         oci_config_free(&c);
@@ -158,12 +149,12 @@ static void test_refused_mount_frees(void (*edit)(json_t *), const char *what)
                 int r = parse_with(edit, &c, &err);
                 oci_config_free(&c);
                 if (r >= 0) {
-                        ok(0, what);
+                        ok(0, "%s", what);
                         return;
                 }
         }
         size_t after = mallinfo2().uordblks;
-        ok(after <= before + 4096, what);
+        ok(after <= before + 4096, "%s", what);
         if (after > before + 4096)
                 printf("# heap grew by %zu bytes over 1900 refused parses\n", after - before);
 }
@@ -210,7 +201,7 @@ static void sysctl_case(const char *key, bool own_ns, const char *word)
         snprintf(what, sizeof what, "sysctl %s (%s): %s", key, own_ns ? "own net and ipc" : "host net, no ipc",
                  word ? "refused" : "accepted");
         bool good = word ? r < 0 && strstr(err.msg, word) != NULL : r == 0;
-        ok(good, what);
+        ok(good, "%s", what);
         if (!good)
                 printf("# r=%d msg=%s\n", r, err.msg);
         oci_config_free(&c);
@@ -290,6 +281,5 @@ int main(void)
         test_ids();
         rmdir(rootfs);
         rmdir(tmpl);
-        printf("1..%d\n", n_test);
-        return n_fail ? 1 : 0;
+        return tap_done();
 }

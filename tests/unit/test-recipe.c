@@ -7,16 +7,8 @@
 
 #include "image/digest.h"
 #include "image/recipe.h"
+#include "tap.h"
 
-static int n_test, n_fail;
-
-static void ok(int cond, const char *what)
-{
-        n_test++;
-        if (!cond)
-                n_fail++;
-        printf("%sok %d - %s\n", cond ? "" : "not ", n_test, what);
-}
 
 static void refused(const char *text, const char *want)
 {
@@ -25,7 +17,7 @@ static void refused(const char *text, const char *want)
         int rc = pd_recipe_parse(text, r, &err);
         char what[300];
         snprintf(what, sizeof what, "refused with '%s'", want);
-        ok(rc < 0 && strstr(err.msg, want) && r->n == 0, what);
+        ok(rc < 0 && strstr(err.msg, want) && r->n == 0, "%s", what);
         if (rc == 0 || !strstr(err.msg, want))
                 printf("# got rc=%d msg=%s\n", rc, err.msg);
         pd_recipe_free(r);
@@ -39,7 +31,7 @@ static void expands(const char *in, const char *want)
         char *out = pd_recipe_expand(in, vars, 4, &err);
         char what[300];
         snprintf(what, sizeof what, "'%s' -> '%s'", in, want);
-        ok(out && !strcmp(out, want), what);
+        ok(out && !strcmp(out, want), "%s", what);
         if (!out || strcmp(out, want))
                 printf("# got '%s' (%s)\n", out ? out : "(null)", err.msg);
         free(out);
@@ -106,6 +98,5 @@ int main(void)
         ok(pd_digest_parse("sha512:ab", hex) < 0 && pd_digest_parse("sha256:ABCD", hex) < 0 &&
            pd_digest_parse("sha256:../../etc/passwd", hex) < 0, "other algorithms, upper case and paths refused");
 
-        printf("1..%d\n", n_test);
-        return n_fail ? 1 : 0;
+        return tap_done();
 }

@@ -1,33 +1,47 @@
 """A small client for the paddock agent protocol (src/proto/proto.h), for tests."""
 import os
+import re
 import socket
 import struct
 import subprocess
 import tempfile
 
-HDR = struct.Struct(">IHHII")
-F_END = 1
+from . import cheader
+from .env import PADDOCK_AGENT
 
-T = dict(HELLO=1, REPLY=2, ERROR=3, LIST=10, SPAWN=11, SIGNAL=12, STDIN_CLOSE=13, RESIZE=14,
-         ATTACH=15, DETACH=16, PING=17, FILE_STAT=20, FILE_LIST=21, FILE_MKDIR=22,
-         FILE_MOVE=23, FILE_REMOVE=24, FILE_READ=25, FILE_WRITE=26, WATCH=27, UNWATCH=28,
-         TUNNEL_OPEN=30, TUNNEL_CLOSE=31, SHUTDOWN=32, DATA=40, STDIN=41, OUTPUT=50, GAP=51,
-         EXIT=52, WATCH_EVENT=53)
+# Every number comes from src/proto/proto.h, read when this module is
+# imported: a frame type or attribute added there needs no edit here.
+# tests/integration/agent/test_proto_header.py checks the reading against
+# the C compiler.
+PROTO_H = "src/proto/proto.h"
+_ENUMS = cheader.enums(PROTO_H)
+_DEFS = cheader.defines(PROTO_H)
+
+HDR = struct.Struct(">IHHII")
+assert HDR.size == _DEFS["PD_FRAME_HDR_LEN"]
+VERSION = _DEFS["PD_PROTO_VERSION"]
+FRAME_MAX = _DEFS["PD_FRAME_MAX"]
+F_END = cheader.enum_values(PROTO_H, "pd_frame_flags", "PD_F_")["END"]
+
+T = cheader.enum_values(PROTO_H, "pd_frame_type", "PD_T_")
 TN = {v: k for k, v in T.items()}
-A = dict(VERSION=1, CLIENT=2, AGENT=3, MESSAGE=4, ARG=10, ENV=11, CWD=12, UID=13, GID=14,
-         GROUPS=15, PTY_ROWS=16, PTY_COLS=17, STDIN=18, TAG=19, TIMEOUT_MS=20, PID=21,
-         SIGNO=22, GROUP=23, STREAM=24, OFFSET=25, FOLLOW=26, EXIT_CODE=27, REASON=28,
-         STATE=29, PROC=30, END_OUT=31, END_ERR=32, START_OUT=33, START_ERR=34, PATH=40,
-         PATH2=41, MODE=42, PARENTS=43, DEPTH=44, LENGTH=45, SIZE=46, APPEND=47, ENTRY=48,
-         NAME=49, FTYPE=50, MTIME_NS=51, LINK=52, RECURSIVE=53, EVENT=54, PORT=55,
-         TIME_NS=56, EXEC_ERRNO=57)
+A = cheader.enum_values(PROTO_H, "pd_attr_tag", "PD_A_")
 AN = {v: k for k, v in A.items()}
-U64 = {"TIMEOUT_MS", "OFFSET", "END_OUT", "END_ERR", "START_OUT", "START_ERR", "LENGTH",
-       "SIZE", "MTIME_NS", "TIME_NS"}
-STR = {"CLIENT", "AGENT", "MESSAGE", "ARG", "ENV", "CWD", "TAG", "REASON", "STATE", "PATH",
-       "PATH2", "NAME", "LINK"}
-NESTED = {"PROC", "ENTRY"}
-STDOUT, STDERR, PTY = 1, 2, 3
+
+
+def attr_kind(comment):
+    """An attribute's kind, the first word of its comment in proto.h:
+    "u32", "u64", "string" or "nested"."""
+    words = re.split(r"[\s:,]+", comment.strip(), maxsplit=1)
+    return words[0] if words and words[0] in ("u32", "u64", "string", "nested") else None
+
+
+KIND = {e.name[len("PD_A_"):]: attr_kind(e.comment) for e in _ENUMS["pd_attr_tag"]}
+U64 = {n for n, k in KIND.items() if k == "u64"}
+STR = {n for n, k in KIND.items() if k == "string"}
+NESTED = {n for n, k in KIND.items() if k == "nested"}
+_STREAMS = cheader.enum_values(PROTO_H, "pd_stream", "PD_STREAM_")
+STDOUT, STDERR, PTY = _STREAMS["STDOUT"], _STREAMS["STDERR"], _STREAMS["PTY"]
 
 
 def attr(tag, data):
@@ -153,7 +167,7 @@ class Conn:
         assert f.type in (T["REPLY"], T["HELLO"]), f"{typ} failed: {f.aux} {f.attrs}"
         return f.attrs
 
-    def hello(self, version=1):
+    def hello(self, version=VERSION):
         return self.call("HELLO", [("VERSION", version), ("CLIENT", "pytest")])
 
     def spawn(self, argv, env=None, **kw):
@@ -185,11 +199,7 @@ class Conn:
 
 
 def agent_path():
-    p = os.environ.get("PADDOCK_AGENT")
-    if p:
-        return p
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    return os.path.join(root, "build", "src", "agent", "paddock-agent")
+    return PADDOCK_AGENT
 
 
 class Agent:
