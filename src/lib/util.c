@@ -167,6 +167,20 @@ uint64_t pd_now_ns(void)
         return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t pd_wall_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+struct pd_fd_path pd_fd_path(int fd)
+{
+        struct pd_fd_path p;
+        snprintf(p.s, sizeof p.s, "/proc/self/fd/%d", fd);
+        return p;
+}
+
 int pd_mkdir_p(const char *path, mode_t mode, struct pd_error *err)
 {
         char buf[4096];

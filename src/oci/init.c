@@ -134,9 +134,7 @@ __attribute__((noreturn)) void oci_init_main(struct oci_init_args *a)
          * does not block) and wait for `start` to write to it instead. */
         int fifo_rw = -1;
         if (a->notify) {
-                char path[64];
-                snprintf(path, sizeof path, "/proc/self/fd/%d", a->fifo);
-                fifo_rw = open(path, O_RDWR | O_CLOEXEC);
+                fifo_rw = open(pd_fd_path(a->fifo).s, O_RDWR | O_CLOEXEC);
                 if (fifo_rw < 0) {
                         pd_error_set(&err, errno, "open exec.fifo");
                         fail(a, &err);
@@ -171,11 +169,10 @@ __attribute__((noreturn)) void oci_init_main(struct oci_init_args *a)
                         _exit(127);
                 close(fifo_rw);
         } else {
-                char fifo[64];
-                snprintf(fifo, sizeof fifo, "/proc/self/fd/%d", a->fifo);
+                struct pd_fd_path fifo = pd_fd_path(a->fifo);
                 int fd;
                 do
-                        fd = open(fifo, O_WRONLY | O_CLOEXEC);
+                        fd = open(fifo.s, O_WRONLY | O_CLOEXEC);
                 while (fd < 0 && errno == EINTR);
                 if (fd < 0 || write(fd, "0", 1) != 1) {
                         fprintf(stderr, "paddock-oci: init: open exec.fifo: %m\n");
