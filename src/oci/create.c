@@ -253,7 +253,7 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
                 goto fail;
         if (cfg->gid_map && (r = write_map(pid, "gid_map", cfg->gid_map, err)) < 0)
                 goto fail;
-        if ((r = oci_cgroup_setup(st.cgroup, cfg->resources, pid, err)) < 0)
+        if ((r = oci_cgroup_setup(st.cgroup, &cfg->res.lim, pid, err)) < 0)
                 goto fail;
         if (cfg->proc.has_oom_score_adj) {
                 char p[64], v[16];

@@ -118,7 +118,7 @@ __attribute__((noreturn)) void oci_init_main(struct oci_init_args *a)
                 fail(a, &err);
         if (p->terminal && oci_proc_console(a->console, p, &err) < 0)
                 fail(a, &err);
-        if (oci_proc_apply_rlimits(p, &err) < 0)
+        if (pd_rlimits_set(p->rlimits, p->n_rlimits, &err) < 0)
                 fail(a, &err);
         if (p->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
                 pd_error_set(&err, errno, "set no_new_privs");
@@ -142,7 +142,7 @@ __attribute__((noreturn)) void oci_init_main(struct oci_init_args *a)
                 if (oci_hand_listener(a->sync, a->notify, &err) < 0)
                         fail(a, &err);
         }
-        if (oci_proc_drop_bounding(p, &err) < 0 || oci_proc_set_user(p, &err) < 0 || oci_proc_set_caps(p, &err) < 0)
+        if (oci_proc_become(p, &err) < 0)
                 fail(a, &err);
         if (chdir(p->cwd) < 0) {
                 pd_error_set(&err, errno, "chdir to process.cwd '%s'", p->cwd);

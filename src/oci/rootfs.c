@@ -155,26 +155,21 @@ static int mount_cgroup(const struct oci_mount *m, int tfd, struct pd_error *err
         if (nfd < 0)
                 return nfd;
         t = pd_fd_path(nfd);
-        FILE *f = fopen("/proc/self/mountinfo", "re");
-        char line[1024];
-        while (f && fgets(line, sizeof line, f)) {
-                char *sep = strstr(line, " - ");
-                char fstype[32], mnt[256];
-                if (!sep || sscanf(sep + 3, "%31s", fstype) != 1 || strcmp(fstype, "cgroup") != 0 ||
-                    sscanf(line, "%*s %*s %*s %*s %255s", mnt) != 1 || strncmp(mnt, "/sys/fs/cgroup/", 15) != 0)
+        const struct pd_cg_hier *h;
+        unsigned n = oci_cgroup_hierarchies(&h);
+        for (unsigned i = 0; i < n; i++) {
+                if (strncmp(h[i].mnt, "/sys/fs/cgroup/", 15) != 0)
                         continue;
-                const char *name = mnt + 15;
+                const char *name = h[i].mnt + 15;
                 char dst[PATH_MAX], src[PATH_MAX];
                 snprintf(dst, sizeof dst, "%s/%s", t.s, name);
-                snprintf(src, sizeof src, "%s%s", mnt, cg);
+                snprintf(src, sizeof src, "%s%s", h[i].mnt, cg);
                 if (mkdir(dst, 0755) < 0 && errno != EEXIST)
                         continue;
                 if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
-                        continue;       /* a hierarchy we did not join (e.g. unified) */
+                        continue;       /* a hierarchy we did not join */
                 remount_bind(dst, (m->flags & MS_RDONLY) | MS_NOSUID | MS_NODEV | MS_NOEXEC, 0, NULL);
         }
-        if (f)
-                fclose(f);
         if (m->flags & MS_RDONLY)
                 return remount_bind(t.s, MS_RDONLY, 0, err);
         return 0;
