@@ -74,6 +74,14 @@ static int wait_events(int dirfd, const char *key, long long want, uint64_t dead
         }
 }
 
+/* path as openat takes it below the hierarchy's root. */
+static const char *rel(const char *path)
+{
+        while (*path == '/')
+                path++;
+        return *path ? path : ".";
+}
+
 int pd_cg_freeze(const struct pd_cg_hier *h, const char *path, bool frozen, int timeout_ms, struct pd_error *err)
 {
         const char *file = h->v2 ? "cgroup.freeze" : "freezer.state";
@@ -84,8 +92,7 @@ int pd_cg_freeze(const struct pd_cg_hier *h, const char *path, bool frozen, int 
                 return r;
         uint64_t deadline = pd_now_ms() + (uint64_t)timeout_ms;
         if (h->v2) {
-                _pd_cleanup_close_ int dfd = openat(h->rootfd, *path == '/' ? path + 1 : path,
-                                                    O_PATH | O_DIRECTORY | O_CLOEXEC);
+                _pd_cleanup_close_ int dfd = openat(h->rootfd, rel(path), O_PATH | O_DIRECTORY | O_CLOEXEC);
                 r = dfd < 0 ? -errno : wait_events(dfd, "frozen", 1, deadline);
                 if (r == -ETIMEDOUT)
                         return pd_error_setx(err, ETIMEDOUT, "cgroup '%s' did not freeze within %d ms", path, timeout_ms);

@@ -167,13 +167,6 @@ uint64_t pd_now_ns(void)
         return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t pd_wall_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 struct pd_fd_path pd_fd_path(int fd)
 {
         struct pd_fd_path p;

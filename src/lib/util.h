@@ -50,8 +50,6 @@ int pd_parse_cpus(const char *s, uint64_t *out_millicpus, struct pd_error *err);
 /* CLOCK_MONOTONIC in nanoseconds / milliseconds: deadlines and durations. */
 uint64_t pd_now_ns(void);
 static inline uint64_t pd_now_ms(void) { return pd_now_ns() / 1000000u; }
-/* CLOCK_REALTIME in milliseconds since the epoch: timestamps for people. */
-uint64_t pd_wall_ms(void);
 
 /* "/proc/self/fd/<fd>": a path to what fd refers to, for the calls that take
  * a path only (mount(2) targets and sources, reopening with other flags). A

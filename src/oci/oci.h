@@ -156,7 +156,6 @@ const char *oci_status_name(enum oci_status s);
 json_t *oci_state_json(const struct oci_state *st, enum oci_status s);
 void oci_now_rfc3339(char *buf, size_t n);
 int oci_write_pid_file(const char *path, pid_t pid, struct pd_error *err);
-uint64_t oci_pid_starttime(pid_t pid);
 bool oci_pid_alive(pid_t pid, uint64_t start);
 /* Wait (on a pidfd) up to timeout_ms for pid to exit. 0, or -ETIMEDOUT. */
 int oci_pid_wait_gone(pid_t pid, uint64_t start, int timeout_ms);

@@ -343,7 +343,7 @@ static int start_vm(const char *id, struct pd_state *ps, const struct oci_config
         if ((r = pd_vm_qemu_start(&l, &v->qemu, &pidfd, err)) < 0)
                 return r;
         close(pidfd);
-        v->qemu_start = oci_pid_starttime(v->qemu);
+        v->qemu_start = pd_proc_starttime(v->qemu);
         /* before the guest touches its memory: QEMU under the config's cgroup */
         if ((r = oci_cgroup_setup(cgroup, &pl->limits, v->qemu, err)) < 0)
                 return r;
@@ -371,7 +371,7 @@ static int start_vm(const char *id, struct pd_state *ps, const struct oci_config
         if (pid < 0)
                 return pd_error_set(err, (int)-pid, "start paddock-vm-relay (%s)", step);
         v->relay = pid;
-        v->relay_start = oci_pid_starttime(pid);
+        v->relay_start = pd_proc_starttime(pid);
         (void)oci_cgroup_enter(cgroup, pid, NULL);
         oci_info("container '%s' (microvm): booting the guest (%" PRIu64 " MiB, %u vCPU, %s)", id, pl->memory >> 20,
                  pl->vcpus, pd_vm_have_kvm() ? "kvm" : "tcg");
@@ -470,7 +470,7 @@ int oci_vm_create(const struct oci_global *g, const char *id, const struct creat
         if (shim == 0)
                 oci_vm_shim_init(st.dir, sock, &cfg->proc);     /* never returns */
         st.pid = shim;
-        st.pid_start = oci_pid_starttime(shim);
+        st.pid_start = pd_proc_starttime(shim);
         if ((r = oci_cgroup_enter(st.cgroup, shim, err)) < 0)
                 goto fail;
         if ((r = oci_hooks_run_create(cfg->hooks, &st, err)) < 0)

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -268,6 +270,67 @@ static void test_waits(void)
         pd_cg_close(hs, (unsigned)n);
 }
 
+/* v2 on this host: /sys/fs/cgroup itself, or the cgroup2 mount beside v1
+ * (hybrid; freeze, kill and cgroup.events are cgroup2's core, there without
+ * any controller). */
+static bool v2_hier(struct pd_cg_hier *h)
+{
+        static const char *const mnts[] = { "/sys/fs/cgroup", "/sys/fs/cgroup/unified" };
+        for (size_t i = 0; i < sizeof mnts / sizeof mnts[0]; i++) {
+                struct statfs sf;
+                if (statfs(mnts[i], &sf) < 0 || sf.f_type != CGROUP2_SUPER_MAGIC)
+                        continue;
+                *h = (struct pd_cg_hier){ .ctrls = PD_CG_ALL, .v2 = true };
+                snprintf(h->mnt, sizeof h->mnt, "%s", mnts[i]);
+                h->rootfd = open(mnts[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+                return h->rootfd >= 0;
+        }
+        return false;
+}
+
+static void test_waits_v2(void)
+{
+        struct pd_cg_hier h;
+        if (geteuid() != 0 || !v2_hier(&h)) {
+                const char *why = geteuid() ? "not root" : "no cgroup2 mount";
+                skip("v2: freeze waits for cgroup.events", why);
+                skip("v2: remove kills through cgroup.kill and waits for populated 0", why);
+                return;
+        }
+        struct pd_error err = { 0 };
+        char path[64], child[96];
+        snprintf(path, sizeof path, "pd-unit-%d", (int)getpid());
+        snprintf(child, sizeof child, "%s/sub", path);
+        int go;
+        pid_t busy = spawn(0, &go);
+        bool made = pd_cg_mkdir(&h, path, NULL, &err) == 0 && pd_cg_attach(&h, path, busy, &err) == 0;
+        made = made && write(go, "g", 1) == 1;
+        close(go);
+        int r = made ? pd_cg_freeze(&h, path, true, 10000, &err) : -1;
+        char ev[256] = "";
+        pd_cg_read(&h, path, "cgroup.events", ev, sizeof ev);
+        ok(r == 0 && strstr(ev, "frozen 1") && pd_cg_frozen(&h, path), "v2: freeze waits for cgroup.events");
+        if (r < 0)
+                printf("# %s\n", err.msg);
+        ok(pd_cg_remove(&h, path, 10000, &err) == 0 && gone(&h, path), "v2: remove kills a frozen cgroup");
+        int st = 0;
+        ok(waitpid(busy, &st, 0) == busy && WIFSIGNALED(st), "v2: the process was killed");
+
+        pid_t tree = spawn(1, &go);
+        made = pd_cg_mkdir(&h, child, NULL, &err) == 0 && pd_cg_attach(&h, child, tree, &err) == 0;
+        made = made && write(go, "g", 1) == 1;
+        close(go);
+        r = made ? pd_cg_remove(&h, path, 10000, &err) : -1;
+        ok(r == 0 && gone(&h, path), "v2: remove kills through cgroup.kill and waits for populated 0");
+        if (r < 0)
+                printf("# %s\n", err.msg);
+        ok(waitpid(tree, &st, 0) == tree && WIFSIGNALED(st), "v2: the tree's root was killed");
+        kill(busy, SIGKILL);
+        kill(tree, SIGKILL);
+        (void)pd_cg_remove(&h, path, 1000, NULL);
+        pd_cg_close(&h, 1);
+}
+
 static void rm_tree(const char *dir)
 {
         char cmd[PATH_MAX + 16];
@@ -287,6 +350,7 @@ int main(void)
         test_writer_v2();
         rm_tree(tmp);
         test_waits();
+        test_waits_v2();
         printf("1..%d\n", n_test);
         return n_fail ? 1 : 0;
 }
