@@ -19,6 +19,7 @@
 #include "proto/conn.h"
 #include "net/policy.h"
 #include "lib/sandbox.h"
+#include "lib/template.h"
 #include "lib/trace.h"
 #include "lib/util.h"
 #include "lib/volume.h"
@@ -38,6 +39,8 @@ struct run_opts {
         uint64_t timeout_ms;
         char **argv;
         struct pd_netpol netpol;        /* --net open|policy, --allow, --deny */
+        /* an image template's Env, WorkingDir, User and command */
+        struct pd_template_run img;
 };
 
 struct run_result {
@@ -64,8 +67,9 @@ static void usage(FILE *f)
                 "  --disk SIZE        writable layer size (default 1G; tmpfs, capped below --memory)\n"
                 "  --timeout DURATION kill the sandbox after this long (exit 124)\n"
                 "  -e, --env K=V      set an environment variable (K alone: take it from here)\n"
-                "  -w, --workdir DIR  working directory inside (default: the user's home)\n"
-                "  -u, --user USER    user or root (default user, uid 1000)\n"
+                "  -w, --workdir DIR  working directory inside (default: the image's WorkingDir,\n"
+                "                     else the user's home)\n"
+                "  -u, --user USER    user or root (default: the image's User, else user, uid 1000)\n"
                 "  -v, --volume HOST:SANDBOX[:OPTIONS]  bind a host path into the sandbox (container,\n"
                 "                     supervised); OPTIONS, comma-separated: ro, rw (default),\n"
                 "                     uid=N, gid=N (host ids `user` writes as; default: the\n"
@@ -267,11 +271,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
                         return -1;
                 }
         }
-        if (optind >= argc) {
-                pd_cli_error("run: no command given (usage: paddock run [OPTIONS] -- CMD [ARGS...])");
-                return -1;
-        }
-        o->argv = argv + optind;
+        /* no command: an image template's own, checked once it is known */
+        o->argv = optind < argc ? argv + optind : NULL;
         /* rules need a mode that takes them (pd_netpol_finish says so) */
         if (o->netpol.mode == PD_NETPOL_NONE && (o->netpol.conn_per_sec || o->netpol.bytes_per_sec)) {
                 pd_cli_error("--net-conns-per-sec and --net-bytes-per-sec need --net open or policy");
@@ -300,8 +301,13 @@ struct run_user {
         unsigned n_groups;
 };
 
-static int resolve_user(const char *u, struct run_user *out)
+static int resolve_user(const char *u, const struct pd_template_run *img, struct run_user *out)
 {
+        /* an image template's User (docs/templates.md "Users") */
+        if (img && img->has_user && (!u || !strcmp(u, img->user))) {
+                *out = (struct run_user){ img->uid, img->gid, img->home, img->user, { img->gid }, 1 };
+                return 0;
+        }
         if (!u || !strcmp(u, "user")) {
                 *out = (struct run_user){ PD_USER_UID, PD_USER_UID, "/home/user", "user", { PD_USER_UID, 27, 100 }, 3 };
                 return 0;
@@ -310,7 +316,8 @@ static int resolve_user(const char *u, struct run_user *out)
                 *out = (struct run_user){ 0, 0, "/root", "root", { 0 }, 1 };
                 return 0;
         }
-        pd_cli_error("-u: unknown user '%s' (user or root)", u);
+        pd_cli_error("-u: unknown user '%s' (user or root%s%s)", u, img && img->has_user ? ", or the image's " : "",
+                     img && img->has_user ? img->user : "");
         return -1;
 }
 
@@ -320,6 +327,7 @@ static void build_spawn(const struct run_opts *o, const struct run_user *u, stru
         for (char **a = o->argv; *a; a++)
                 pd_msg_put_str(m, PD_A_ARG, *a);
         char buf[512];
+        const struct pd_template_run *img = &o->img;
         const char *defaults[][2] = {
                 { "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" },
                 { "HOME", u->home }, { "USER", u->name }, { "LOGNAME", u->name },
@@ -334,10 +342,24 @@ static void build_spawn(const struct run_opts *o, const struct run_user *u, stru
                 for (unsigned j = 0; j < o->n_env; j++)
                         if (!strncmp(o->env[j], defaults[i][0], kl) && (o->env[j][kl] == '=' || !o->env[j][kl]))
                                 overridden = true;
+                for (unsigned j = 0; j < img->n_env; j++)
+                        if (!strncmp(img->env[j], defaults[i][0], kl) && img->env[j][kl] == '=')
+                                overridden = true;
                 if (overridden)
                         continue;
                 snprintf(buf, sizeof buf, "%s=%s", defaults[i][0], defaults[i][1]);
                 pd_msg_put_str(m, PD_A_ENV, buf);
+        }
+        /* the image's Env, unless -e names the variable */
+        for (unsigned j = 0; j < img->n_env; j++) {
+                const char *eq = strchr(img->env[j], '=');
+                size_t kl = eq ? (size_t)(eq - img->env[j]) : 0;
+                bool overridden = !eq;
+                for (unsigned k = 0; eq && k < o->n_env; k++)
+                        if (!strncmp(o->env[k], img->env[j], kl) && (o->env[k][kl] == '=' || !o->env[k][kl]))
+                                overridden = true;
+                if (!overridden)
+                        pd_msg_put_str(m, PD_A_ENV, img->env[j]);
         }
         for (unsigned j = 0; j < o->n_env; j++) {
                 if (strchr(o->env[j], '=')) {
@@ -347,7 +369,7 @@ static void build_spawn(const struct run_opts *o, const struct run_user *u, stru
                         pd_msg_put_str(m, PD_A_ENV, buf);
                 }
         }
-        pd_msg_put_str(m, PD_A_CWD, o->workdir ? o->workdir : u->home);
+        pd_msg_put_str(m, PD_A_CWD, o->workdir ? o->workdir : img->workdir ? img->workdir : u->home);
         pd_msg_put_u32(m, PD_A_UID, u->uid);
         pd_msg_put_u32(m, PD_A_GID, u->gid);
         for (unsigned i = 0; i < u->n_groups; i++)
@@ -572,7 +594,7 @@ static int start_command(struct pd_sandbox *sb, const struct run_opts *o, struct
         if (pd_conn_init(&s->conn, fd) < 0)
                 return pd_error_set(err, errno, "agent connection");
         struct run_user u;
-        if (resolve_user(o->user, &u) < 0)
+        if (resolve_user(o->user, &o->img, &u) < 0)
                 return pd_error_setx(err, EINVAL, "bad user");
         struct winsize ws = { .ws_row = 24, .ws_col = 80 };
         /* A terminal that reports no size (script(1), some CI ptys) gets 24x80. */
@@ -657,9 +679,6 @@ int pd_cmd_run(int argc, char **argv)
         pd_spec_defaults(&o.spec);
         if (parse(argc, argv, &o) < 0)
                 return PD_EXIT_PADDOCK;
-        struct run_user u;
-        if (resolve_user(o.user, &u) < 0)
-                return PD_EXIT_PADDOCK;
         if (o.spec.policy_file && o.spec.isolation != PD_ISO_SUPERVISED) {
                 pd_cli_error("--policy applies to --isolation supervised only");
                 return PD_EXIT_PADDOCK;
@@ -688,6 +707,25 @@ int pd_cmd_run(int argc, char **argv)
         if (pd_state_open(o.state_dir, &st, &err) < 0) {
                 pd_cli_error("%s", err.msg);
                 return PD_EXIT_PADDOCK;
+        }
+        /* an image template's defaults (none for others) */
+        if (pd_template_run_defaults(&st, o.spec.template_dir ? NULL : o.spec.template_name, &o.img, &err) < 0) {
+                pd_cli_error("%s", err.msg);
+                pd_state_close(&st);
+                return PD_EXIT_PADDOCK;
+        }
+        struct run_user u;
+        if (resolve_user(o.user, &o.img, &u) < 0) {
+                pd_state_close(&st);
+                return PD_EXIT_PADDOCK;
+        }
+        if (!o.argv) {
+                if (!o.img.argv) {
+                        pd_cli_error("run: no command given (usage: paddock run [OPTIONS] -- CMD [ARGS...])");
+                        pd_state_close(&st);
+                        return PD_EXIT_PADDOCK;
+                }
+                o.argv = o.img.argv;
         }
         struct pd_sandbox *sb = NULL;
         if (pd_sandbox_new(&st, &o.spec, &sb, &err) < 0) {
