@@ -56,9 +56,7 @@ static int copy_file(struct walk *w, int sfd, int dparent, const char *name, con
         char buf[65536];
         /* sfd is an O_PATH fd of a regular file we resolved: reopen it
          * for reading through its magic link (the one link we follow) */
-        char p[64];
-        snprintf(p, sizeof p, "/proc/self/fd/%d", sfd);
-        _pd_cleanup_close_ int in = open(p, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        _pd_cleanup_close_ int in = open(pd_fd_path(sfd).s, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
         struct stat now;
         if (in >= 0 && (fstat(in, &now) < 0 || !S_ISREG(now.st_mode) || now.st_ino != s->st_ino)) {
                 close(in);

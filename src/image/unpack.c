@@ -429,9 +429,7 @@ static int entry(struct ctx *c, struct archive_entry *e, struct pd_error *err)
                 uint32_t uid, gid;
                 if (fd < 0 || (r = owner(c, e, &uid, &gid, err)) < 0)
                         return fd < 0 ? pd_error_set(err, errno, "open fifo '%.200s'", c->path) : r;
-                char p[64];
-                snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
-                if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0 || chmod(p, archive_entry_mode(e) & 0777) < 0)
+                if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0 || chmod(pd_fd_path(fd).s, archive_entry_mode(e) & 0777) < 0)
                         return pd_error_set(err, errno, "set owner and mode of fifo '%.200s'", c->path);
                 return 0;
         }

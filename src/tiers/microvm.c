@@ -753,9 +753,7 @@ static int microvm_fork(struct pd_sandbox *src, struct pd_sandbox *const *dst, u
         for (unsigned i = 0; i < n; i++) {
                 struct pd_sandbox *d = dst[i];
                 d->die_with_parent = src->die_with_parent;
-                char self[64];
-                snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
-                int dfd = open(self, O_RDONLY | O_CLOEXEC);     /* own file offset per restore */
+                int dfd = open(pd_fd_path(fd).s, O_RDONLY | O_CLOEXEC);     /* own file offset per restore */
                 if (dfd < 0)
                         return pd_error_set(err, errno, "reopen the fork's state");
                 r = host_setup(d, err);

@@ -91,12 +91,11 @@ static _Noreturn void child(int go, char (*paths)[PATH_MAX], unsigned n, int out
                 fprintf(stderr, "paddock: attach the template's layers: %s\n", strerror(errno));
                 _exit(124);
         }
-        char out[64];
-        snprintf(out, sizeof out, "/proc/self/fd/%d", outfd);
+        struct pd_fd_path out = pd_fd_path(outfd);
         char src[] = "/tmp/root";
         /* the image's fd must survive the exec */
         (void)fcntl(outfd, F_SETFD, 0);
-        char *argv[] = { "mkfs.erofs", "--quiet", "-T0", out, src, NULL };
+        char *argv[] = { "mkfs.erofs", "--quiet", "-T0", out.s, src, NULL };
         execvp(argv[0], argv);
         _exit(127);
 }

@@ -1,12 +1,12 @@
 /* POST /sandboxes/{id}/exec: spawn with FOLLOW, feed stdin_data, collect
  * both streams (capped), wait for the exit, answer it all in one JSON. */
 #include <errno.h>
-#include <openssl/evp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "server/api/procs.h"
+#include "lib/base64.h"
 #include "lib/util.h"
 
 #define EXEC_OUTPUT_CAP (1u << 20)
@@ -28,28 +28,6 @@ static void exec_append(struct exec_buf *b, const uint8_t *p, size_t n)
                 return;
         memcpy(b->data + b->len, p, take);
         b->len += take;
-}
-
-static int b64_decode(const char *in, size_t inlen, uint8_t **out, size_t *outlen)
-{
-        if (inlen % 4 || inlen > (size_t)INT32_MAX)
-                return -EINVAL;
-        uint8_t *buf = malloc(inlen / 4 * 3 + 1);
-        if (!buf)
-                return -ENOMEM;
-        int n = inlen ? EVP_DecodeBlock(buf, (const unsigned char *)in, (int)inlen) : 0;
-        if (n < 0) {
-                free(buf);
-                return -EINVAL;
-        }
-        /* EVP_DecodeBlock counts padding as zero bytes */
-        if (inlen && in[inlen - 1] == '=')
-                n--;
-        if (inlen > 1 && in[inlen - 2] == '=')
-                n--;
-        *out = buf;
-        *outlen = (size_t)n;
-        return 0;
 }
 
 enum MHD_Result pd_procs_route_exec(struct pd_req *r, const char *chunk, size_t *chunk_len)
@@ -78,7 +56,7 @@ enum MHD_Result pd_procs_route_exec(struct pd_req *r, const char *chunk, size_t 
         }
         json_t *jin = json_object_get(body, "stdin_data");
         if (jin && !json_is_null(jin) &&
-            (!json_is_string(jin) || b64_decode(json_string_value(jin), json_string_length(jin), &in, &inlen) < 0)) {
+            (!json_is_string(jin) || pd_b64_decode_alloc(json_string_value(jin), json_string_length(jin), PD_B64_STRICT, &in, &inlen) < 0)) {
                 ret = pd_reply_error(r, 400, "bad_request", "stdin_data must be base64");
                 goto out;
         }

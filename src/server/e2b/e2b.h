@@ -29,8 +29,6 @@ int pd_e2b_token(struct pd_server *srv, const char *sandbox_id, char out[PD_E2B_
 bool pd_e2b_streq(const char *a, const char *b);
 /* Standard base64 (with padding) of len bytes into a new string. */
 char *pd_e2b_b64(const void *data, size_t len);
-/* Decode standard or url-safe base64 (padding optional). -EINVAL if bad. */
-int pd_e2b_b64_decode(const char *in, size_t inlen, uint8_t **out, size_t *outlen);
 
 /* ---- envd (e2b_envd.c) ---- */
 

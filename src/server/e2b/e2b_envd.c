@@ -36,6 +36,7 @@
 #include "server/api/procs.h"
 #include "server/core/store.h"
 #include "lib/spec.h"
+#include "lib/base64.h"
 #include "lib/util.h"
 
 #define CALL_TIMEOUT_MS 30000
@@ -347,7 +348,7 @@ static void parse_basic_user(struct pd_req *r, struct pd_e2b_call *c)
                 a++;
         uint8_t *dec = NULL;
         size_t n = 0;
-        if (pd_e2b_b64_decode(a, strlen(a), &dec, &n) < 0)
+        if (pd_b64_decode_alloc(a, strlen(a), PD_B64_LENIENT, &dec, &n) < 0)
                 return;
         size_t ul = 0;
         while (ul < n && dec[ul] != ':')
@@ -983,7 +984,7 @@ static enum MHD_Result proc_unary(struct pd_req *r, struct pd_e2b_call *c, const
                 uint8_t *bytes = NULL;
                 size_t n = 0;
                 if (!json_is_string(data) ||
-                    pd_e2b_b64_decode(json_string_value(data), json_string_length(data), &bytes, &n) < 0) {
+                    pd_b64_decode_alloc(json_string_value(data), json_string_length(data), PD_B64_LENIENT, &bytes, &n) < 0) {
                         pd_conn_close(&conn);
                         return pd_e2b_connect_error(r, 400, "invalid_argument", "input must hold base64 stdin or pty");
                 }
