@@ -36,7 +36,7 @@ py=/usr/bin/python3
 suite unit 300 meson test -C build --suite unit --print-errorlogs --logbase unit \
   --num-processes 2
 cp build/meson-logs/unit.junit.xml "$results/unit.xml" 2>/dev/null || true
-for s in integration security server sdk network oci microvm; do
+for s in arch integration security server sdk network oci microvm; do
   [ -d "tests/$s" ] || continue
   suite "$s" 600 "$py" -m pytest -q -rs -p no:cacheprovider "tests/$s" \
     --junitxml="$results/$s.xml"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/core/agent_check.h"
+#include "proto/agent_check.h"
 #include "proto/msg.h"
 #include "proto/proto.h"
 
