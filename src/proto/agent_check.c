@@ -1,4 +1,4 @@
-/* Checks of agent payloads before the server decodes them (agent_check.h).
+/* Checks of agent payloads before the client decodes them (agent_check.h).
  * A table of rules per nested list; one walk per payload. */
 #include <errno.h>
 #include <limits.h>

@@ -94,7 +94,8 @@ enum MHD_Result pd_procs_route_exec(struct pd_req *r, const char *chunk, size_t 
         json_t *exitj = NULL;
         int k = pd_spawn_build(s, body, true, &sr, msg, sizeof msg);
         if (k < 0) {
-                ret = pd_reply_error(r, 400, "bad_request", "%s", msg);
+                ret = k == -ENOMEM ? pd_reply_error(r, 500, "internal", "%s", msg)
+                                   : pd_reply_error(r, 400, "bad_request", "%s", msg);
                 goto out;
         }
         json_t *jin = json_object_get(body, "stdin_data");

@@ -69,7 +69,8 @@ static enum MHD_Result route_start(struct pd_req *r, const char *chunk, size_t *
         uint32_t pid = 0;
         int k = pd_spawn_build(s, body, false, &sr, msg, sizeof msg);
         if (k < 0) {
-                ret = pd_reply_error(r, 400, "bad_request", "%s", msg);
+                ret = k == -ENOMEM ? pd_reply_error(r, 500, "internal", "%s", msg)
+                                   : pd_reply_error(r, 400, "bad_request", "%s", msg);
                 goto out;
         }
         if ((k = pd_route_agent(s, &c, &err)) < 0) {

@@ -722,6 +722,12 @@ static void estart_free(struct estart *x)
         pd_strv_free(&x->env);
 }
 
+static int refuse(char *why, size_t whysz, int k, const char *msg)
+{
+        snprintf(why, whysz, "%s", msg);
+        return k;
+}
+
 static int estart_build(struct pd_req *r, struct pd_e2b_call *c, json_t *body, struct estart *x, char *why,
                         size_t whysz)
 {
@@ -729,20 +735,20 @@ static int estart_build(struct pd_req *r, struct pd_e2b_call *c, json_t *body, s
         json_t *proc = json_object_get(body, "process");
         json_t *cmd = json_object_get(proc, "cmd"), *args = json_object_get(proc, "args");
         if (!pd_json_clean_str(cmd, 4096) || !json_string_length(cmd))
-                return snprintf(why, whysz, "process.cmd must be a non-empty string"), -EINVAL;
+                return refuse(why, whysz, -EINVAL, "process.cmd must be a non-empty string");
         if (!pd_e2b_call_user(c, &x->u))
-                return snprintf(why, whysz, "unknown user"), -EINVAL;
+                return refuse(why, whysz, -EINVAL, "unknown user");
         if (args && !json_is_array(args))
-                return snprintf(why, whysz, "process.args must be a list of strings"), -EINVAL;
+                return refuse(why, whysz, -EINVAL, "process.args must be a list of strings");
         if (pd_strv_add(&x->args, json_string_value(cmd)) < 0)
-                return snprintf(why, whysz, "out of memory"), -ENOMEM;
+                return refuse(why, whysz, -ENOMEM, "out of memory");
         size_t i;
         json_t *a;
         json_array_foreach(args, i, a) {
                 if (!pd_json_clean_str(a, 1u << 19))
-                        return snprintf(why, whysz, "process.args must be strings"), -EINVAL;
+                        return refuse(why, whysz, -EINVAL, "process.args must be strings");
                 if (pd_strv_add(&x->args, json_string_value(a)) < 0)
-                        return snprintf(why, whysz, "out of memory"), -ENOMEM;
+                        return refuse(why, whysz, -ENOMEM, "out of memory");
         }
         json_t *jpty = json_object_get(body, "pty");
         json_t *size = json_object_get(jpty, "size");
@@ -753,7 +759,7 @@ static int estart_build(struct pd_req *r, struct pd_e2b_call *c, json_t *body, s
         if (json_is_integer(json_object_get(size, "cols")) && json_integer_value(json_object_get(size, "cols")) > 0)
                 cols = (uint32_t)json_integer_value(json_object_get(size, "cols"));
         if (rows > 65535 || cols > 65535)
-                return snprintf(why, whysz, "pty size out of range"), -EINVAL;
+                return refuse(why, whysz, -EINVAL, "pty size out of range");
         if (pty) {
                 o->pty_rows = (uint16_t)rows;
                 o->pty_cols = (uint16_t)cols;
@@ -777,13 +783,13 @@ static int estart_build(struct pd_req *r, struct pd_e2b_call *c, json_t *body, s
                 return k;
         json_t *jcwd = json_object_get(proc, "cwd");
         if (jcwd && !json_is_null(jcwd) && (!pd_json_clean_str(jcwd, PATH_MAX - 1)))
-                return snprintf(why, whysz, "process.cwd must be a path without NUL bytes"), -EINVAL;
+                return refuse(why, whysz, -EINVAL, "process.cwd must be a path without NUL bytes");
         if (json_string_length(jcwd)) {
                 const char *cw = json_string_value(jcwd);
                 int n = cw[0] == '/' ? snprintf(x->cwd, sizeof x->cwd, "%s", cw)
                                      : snprintf(x->cwd, sizeof x->cwd, "%s/%s", x->u.home, cw);
                 if (n < 0 || (size_t)n >= sizeof x->cwd)
-                        return snprintf(why, whysz, "process.cwd too long"), -EINVAL;
+                        return refuse(why, whysz, -EINVAL, "process.cwd too long");
         } else {
                 snprintf(x->cwd, sizeof x->cwd, "%s", x->u.home);
         }
@@ -797,7 +803,7 @@ static int estart_build(struct pd_req *r, struct pd_e2b_call *c, json_t *body, s
         o->stdin_open = !pty && !json_is_false(json_object_get(body, "stdin"));
         json_t *jtag = json_object_get(body, "tag");
         if (jtag && !json_is_null(jtag) && !pd_json_clean_str(jtag, 255))
-                return snprintf(why, whysz, "tag must be a string of at most 255 bytes"), -EINVAL;
+                return refuse(why, whysz, -EINVAL, "tag must be a string of at most 255 bytes");
         if (json_string_length(jtag))
                 o->tag = json_string_value(jtag);
         const char *tmo = hdr(r, "Connect-Timeout-Ms");
@@ -813,7 +819,7 @@ static int estart_build(struct pd_req *r, struct pd_e2b_call *c, json_t *body, s
         o->env = (const char *const *)x->env.v;
         o->envc = x->env.n;
         if (pd_spawn_check(o) < 0)
-                return snprintf(why, whysz, "request too large"), -EINVAL;
+                return refuse(why, whysz, -EINVAL, "request too large");
         return 0;
 }
 
@@ -824,7 +830,8 @@ static enum MHD_Result proc_start(struct pd_req *r, struct pd_e2b_call *c, json_
         int k = estart_build(r, c, body, &x, why, sizeof why);
         if (k < 0) {
                 estart_free(&x);
-                return pd_e2b_connect_error(r, 400, "invalid_argument", "%s", why);
+                return k == -ENOMEM ? pd_e2b_connect_error(r, 500, "internal", "%s", why)
+                                    : pd_e2b_connect_error(r, 400, "invalid_argument", "%s", why);
         }
         struct pd_e2b_stream *st = pd_e2b_stream_new(r, c->s);
         if (!st) {
