@@ -217,3 +217,49 @@ def fresh_paddock(state_root):
             os.rmdir(parent)
         except OSError:
             pass
+
+
+# ---- sanitizer reports (scripts/test.sh runs some suites on build-san/) ----
+#
+# In the sanitizer build every ASan/UBSan/LSan report goes to a file under
+# $PADDOCK_SAN_LOG_DIR (ASAN_OPTIONS/UBSAN_OPTIONS log_path, set by
+# scripts/sanitize-env.sh), whichever process wrote it: the server, netd, the
+# supervisor, paddock-oci, a forked helper. A report fails the test during
+# which it appeared (its call or its teardown, where a module's server is
+# stopped and LSan runs at its exit), and the failure names and shows it.
+SAN_LOG_DIR = os.environ.get("PADDOCK_SAN_LOG_DIR")
+_san_seen = set()
+
+
+def san_reports():
+    """The sanitizer reports not seen before, oldest first, as (path, text).
+    Each is renamed to *.reported, so scripts/san-junit.py (which fails the
+    suite for reports no test claimed) does not count it twice."""
+    if not SAN_LOG_DIR or not os.path.isdir(SAN_LOG_DIR):
+        return []
+    new = []
+    for name in sorted(os.listdir(SAN_LOG_DIR)):
+        path = os.path.join(SAN_LOG_DIR, name)
+        if name.endswith(".reported") or path in _san_seen or not os.path.isfile(path):
+            continue
+        _san_seen.add(path)
+        with open(path, errors="replace") as f:
+            text = f.read()
+        if text.strip():
+            os.rename(path, path + ".reported")
+            new.append((path, text))
+    return new
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    found = san_reports()
+    if not found:
+        return
+    rep = outcome.get_result()
+    msg = "\n".join("sanitizer report %s:\n%s" % (p, t[-6000:]) for p, t in found)
+    if rep.failed and rep.longrepr is not None:
+        msg = "%s\n\n%s" % (rep.longreprtext, msg)
+    rep.outcome = "failed"
+    rep.longrepr = msg

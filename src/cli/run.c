@@ -19,6 +19,7 @@
 #include "proto/client.h"
 #include "net/policy.h"
 #include "lib/sandbox.h"
+#include "lib/template.h"
 #include "lib/trace.h"
 #include "lib/util.h"
 #include "lib/volume.h"
@@ -38,6 +39,8 @@ struct run_opts {
         uint64_t timeout_ms;
         char **argv;
         struct pd_netpol netpol;        /* --net open|policy, --allow, --deny */
+        /* an image template's Env, WorkingDir, User and command */
+        struct pd_template_run img;
 };
 
 struct run_result {
@@ -64,8 +67,9 @@ static void usage(FILE *f)
                 "  --disk SIZE        writable layer size (default 1G; tmpfs, capped below --memory)\n"
                 "  --timeout DURATION kill the sandbox after this long (exit 124)\n"
                 "  -e, --env K=V      set an environment variable (K alone: take it from here)\n"
-                "  -w, --workdir DIR  working directory inside (default: the user's home)\n"
-                "  -u, --user USER    user or root (default user, uid 1000)\n"
+                "  -w, --workdir DIR  working directory inside (default: the image's WorkingDir,\n"
+                "                     else the user's home)\n"
+                "  -u, --user USER    user or root (default: the image's User, else user, uid 1000)\n"
                 "  -v, --volume HOST:SANDBOX[:OPTIONS]  bind a host path into the sandbox (container,\n"
                 "                     supervised); OPTIONS, comma-separated: ro, rw (default),\n"
                 "                     uid=N, gid=N (host ids `user` writes as; default: the\n"
@@ -267,11 +271,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
                         return -1;
                 }
         }
-        if (optind >= argc) {
-                pd_cli_error("run: no command given (usage: paddock run [OPTIONS] -- CMD [ARGS...])");
-                return -1;
-        }
-        o->argv = argv + optind;
+        /* no command: an image template's own, checked once it is known */
+        o->argv = optind < argc ? argv + optind : NULL;
         /* rules need a mode that takes them (pd_netpol_finish says so) */
         if (o->netpol.mode == PD_NETPOL_NONE && (o->netpol.conn_per_sec || o->netpol.bytes_per_sec)) {
                 pd_cli_error("--net-conns-per-sec and --net-bytes-per-sec need --net open or policy");
@@ -300,8 +301,13 @@ struct run_user {
         unsigned n_groups;
 };
 
-static int resolve_user(const char *u, struct run_user *out)
+static int resolve_user(const char *u, const struct pd_template_run *img, struct run_user *out)
 {
+        /* an image template's User (docs/templates.md "Users") */
+        if (img && img->has_user && (!u || !strcmp(u, img->user))) {
+                *out = (struct run_user){ img->uid, img->gid, img->home, img->user, { img->gid }, 1 };
+                return 0;
+        }
         if (!u || !strcmp(u, "user")) {
                 *out = (struct run_user){ PD_USER_UID, PD_USER_UID, "/home/user", "user", { PD_USER_UID, 27, 100 }, 3 };
                 return 0;
@@ -310,14 +316,17 @@ static int resolve_user(const char *u, struct run_user *out)
                 *out = (struct run_user){ 0, 0, "/root", "root", { 0 }, 1 };
                 return 0;
         }
-        pd_cli_error("-u: unknown user '%s' (user or root)", u);
+        pd_cli_error("-u: unknown user '%s' (user or root%s%s)", u, img && img->has_user ? ", or the image's " : "",
+                     img && img->has_user ? img->user : "");
         return -1;
 }
 
 /* The command's environment: the defaults a login would give (each unless
- * -e names it), then every -e: K=V, or K alone taken from here. */
+ * -e or the image's Env names it), the image's Env (unless -e names it),
+ * then every -e: K=V, or K alone taken from here. */
 static int build_env(const struct run_opts *o, const struct run_user *u, struct pd_strv *env)
 {
+        const struct pd_template_run *img = &o->img;
         const char *defaults[][2] = {
                 { "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" },
                 { "HOME", u->home }, { "USER", u->name }, { "LOGNAME", u->name },
@@ -332,7 +341,21 @@ static int build_env(const struct run_opts *o, const struct run_user *u, struct 
                 for (unsigned j = 0; j < o->n_env; j++)
                         if (!strncmp(o->env[j], defaults[i][0], kl) && (o->env[j][kl] == '=' || !o->env[j][kl]))
                                 overridden = true;
+                for (unsigned j = 0; j < img->n_env; j++)
+                        if (!strncmp(img->env[j], defaults[i][0], kl) && img->env[j][kl] == '=')
+                                overridden = true;
                 if (!overridden && pd_strv_add_kv(env, defaults[i][0], defaults[i][1]) < 0)
+                        return -ENOMEM;
+        }
+        /* the image's Env, unless -e names the variable */
+        for (unsigned j = 0; j < img->n_env; j++) {
+                const char *eq = strchr(img->env[j], '=');
+                size_t kl = eq ? (size_t)(eq - img->env[j]) : 0;
+                bool overridden = !eq;
+                for (unsigned k = 0; eq && k < o->n_env; k++)
+                        if (!strncmp(o->env[k], img->env[j], kl) && (o->env[k][kl] == '=' || !o->env[k][kl]))
+                                overridden = true;
+                if (!overridden && pd_strv_add(env, img->env[j]) < 0)
                         return -ENOMEM;
         }
         for (unsigned j = 0; j < o->n_env; j++) {
@@ -532,7 +555,7 @@ static int start_command(struct pd_sandbox *sb, const struct run_opts *o, struct
                          struct pd_error *err)
 {
         struct run_user u;
-        if (resolve_user(o->user, &u) < 0)
+        if (resolve_user(o->user, &o->img, &u) < 0)
                 return pd_error_setx(err, EINVAL, "bad user");
         struct winsize ws = { .ws_row = 24, .ws_col = 80 };
         /* A terminal that reports no size (script(1), some CI ptys) gets 24x80. */
@@ -541,8 +564,10 @@ static int start_command(struct pd_sandbox *sb, const struct run_opts *o, struct
                 ws.ws_col = 80;
         }
         struct pd_strv env = { 0 };
-        if (build_env(o, &u, &env) < 0)
+        if (build_env(o, &u, &env) < 0) {
+                pd_strv_free(&env);
                 return pd_error_set(err, ENOMEM, "environment");
+        }
         size_t argc = 0;
         while (o->argv[argc])
                 argc++;
@@ -551,7 +576,7 @@ static int start_command(struct pd_sandbox *sb, const struct run_opts *o, struct
         const struct pd_spawn_opts so = {
                 .argv = (const char *const *)o->argv, .argc = argc,
                 .env = (const char *const *)env.v, .envc = env.n,
-                .cwd = o->workdir ? o->workdir : u.home,
+                .cwd = o->workdir ? o->workdir : o->img.workdir ? o->img.workdir : u.home,
                 .uid = u.uid, .gid = u.gid, .groups = u.groups, .n_groups = u.n_groups,
                 .pty_rows = o->tty ? ws.ws_row : 0, .pty_cols = o->tty ? ws.ws_col : 0,
                 .stdin_open = true, .follow = true,
@@ -563,6 +588,7 @@ static int start_command(struct pd_sandbox *sb, const struct run_opts *o, struct
         }
         uint32_t pid;
         bool refused;
+        /* HELLO and SPAWN pipelined: one round trip less */
         int r = pd_client_connect_spawn(&s->cl, fd, "paddock-run " PD_VERSION, &so, &pid, &refused, err);
         pd_strv_free(&env);
         if (r < 0 && !refused) {
@@ -608,9 +634,6 @@ int pd_cmd_run(int argc, char **argv)
         pd_spec_defaults(&o.spec);
         if (parse(argc, argv, &o) < 0)
                 return PD_EXIT_PADDOCK;
-        struct run_user u;
-        if (resolve_user(o.user, &u) < 0)
-                return PD_EXIT_PADDOCK;
         if (o.spec.policy_file && o.spec.isolation != PD_ISO_SUPERVISED) {
                 pd_cli_error("--policy applies to --isolation supervised only");
                 return PD_EXIT_PADDOCK;
@@ -639,6 +662,25 @@ int pd_cmd_run(int argc, char **argv)
         if (pd_state_open(o.state_dir, &st, &err) < 0) {
                 pd_cli_error("%s", err.msg);
                 return PD_EXIT_PADDOCK;
+        }
+        /* an image template's defaults (none for others) */
+        if (pd_template_run_defaults(&st, o.spec.template_dir ? NULL : o.spec.template_name, &o.img, &err) < 0) {
+                pd_cli_error("%s", err.msg);
+                pd_state_close(&st);
+                return PD_EXIT_PADDOCK;
+        }
+        struct run_user u;
+        if (resolve_user(o.user, &o.img, &u) < 0) {
+                pd_state_close(&st);
+                return PD_EXIT_PADDOCK;
+        }
+        if (!o.argv) {
+                if (!o.img.argv) {
+                        pd_cli_error("run: no command given (usage: paddock run [OPTIONS] -- CMD [ARGS...])");
+                        pd_state_close(&st);
+                        return PD_EXIT_PADDOCK;
+                }
+                o.argv = o.img.argv;
         }
         struct pd_sandbox *sb = NULL;
         if (pd_sandbox_new(&st, &o.spec, &sb, &err) < 0) {

@@ -97,7 +97,7 @@ static int mount_at_fd(const char *src, int fd, const char *type, unsigned long 
 static int overlay(int stagefd, const char *prefix, const struct pd_mount_layer *l, int target_fd,
                    struct pd_error *err)
 {
-        char d[96], opts[512];
+        char d[96], opts[1024];
         int tree_fd = l->tree_fd;
         /* The overlay's layers live on the staging tmpfs; paths are relative
          * to it (we chdir'ed there), which keeps the option string short. */

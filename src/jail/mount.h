@@ -19,7 +19,8 @@
 
 /* A directory grafted at `target` of the rootfs with an overlay of its own
  * (the base template takes the host's /usr this way). */
-#define PD_MOUNT_MAX_STACK 8
+/* snapshots (8), an image template's own layer and its store layers (40) */
+#define PD_MOUNT_MAX_STACK 49
 
 struct pd_mount_layer {
         int tree_fd;            /* detached (open_tree) idmapped tree from the host */

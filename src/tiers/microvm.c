@@ -185,13 +185,13 @@ static int restore_state(struct pd_qmp *q, int fd, bool ignore_shared, struct pd
         return pd_qmp_cmd(q, "cont", NULL, err);
 }
 
-static void tpl_paths(struct pd_sandbox *sb, const struct pd_vm_assets *as, struct vm_tpl *t)
+static void tpl_paths(struct pd_sandbox *sb, const struct pd_vm_assets *as, const char *vmdir, struct vm_tpl *t)
 {
         /* the guest's kernel command line (disk, pids) is in the snapshot */
         /* and its devices: a guest with a network has a NIC from the start
          * (a restore needs the same devices), unconfigured until a clone's
          * agent gets its NETCFG */
-        snprintf(t->dir, sizeof t->dir, "%s/vm/tpl-%s-m%" PRIu64 "-d%" PRIu64 "-c%u-p%u%s", sb->state->dir, as->key,
+        snprintf(t->dir, sizeof t->dir, "%s/tpl-%s-m%" PRIu64 "-d%" PRIu64 "-c%u-p%u%s", vmdir, as->key,
                  sb->spec.memory_bytes >> 20, sb->writable_bytes >> 20, sb->spec.millicpus, sb->spec.pids,
                  sb->spec.net != PD_NET_NONE ? "-net" : "");
         snprintf(t->mem, sizeof t->mem, "%s/mem", t->dir);
@@ -310,7 +310,7 @@ static void drop_stale_templates(struct pd_sandbox *sb, const struct pd_vm_asset
  * save the device state beside it. Runs as this sandbox (its QEMU, relay,
  * cgroup), then tears them down. */
 static int build_template(struct pd_sandbox *sb, const struct pd_vm_assets *as, const struct vm_tpl *t,
-                          struct pd_error *err)
+                          bool image, struct pd_error *err)
 {
         char tmp[PATH_MAX + 8];
         snprintf(tmp, sizeof tmp, "%s.tmp", t->dir);
@@ -372,7 +372,10 @@ static int build_template(struct pd_sandbox *sb, const struct pd_vm_assets *as, 
                 r = pd_error_set(err, errno, "install template '%s'", t->dir);
                 goto out;
         }
-        drop_stale_templates(sb, as);
+        /* an image template's snapshots live in its own directory and go
+         * with it; these are the base template's */
+        if (!image)
+                drop_stale_templates(sb, as);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         fprintf(stderr, "paddock: microvm template ready (%.1f s)\n",
                 (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
@@ -488,23 +491,42 @@ static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
         if (sb->spec.template_dir || sb->spec.n_volumes)
                 return pd_error_setx(err, ENOTSUP, "the microvm tier runs its own base template and its own "
                                                    "snapshots only (no --template DIR or volumes yet)");
+        /* an image template (docs/templates.md): its own root image */
+        bool image = sb->spec.template_name && pd_template_is_image(sb->state, sb->spec.template_name);
         /* snapshots are of guests without a NIC (pd_microvm_refuse_with_network) */
-        if (sb->spec.net != PD_NET_NONE && sb->spec.template_name && strcmp(sb->spec.template_name, "base") != 0)
+        if (sb->spec.net != PD_NET_NONE && sb->spec.template_name && strcmp(sb->spec.template_name, "base") != 0 &&
+            !image)
                 return pd_error_setx(err, ENOTSUP, "a microvm snapshot starts with network none only "
                                                    "(template '%s')", sb->spec.template_name);
         /* a named snapshot of a guest (microvm_snap.c): a full restore */
         int s = pd_microvm_create_from_snapshot(sb, err);
         if (s != 0)
                 return s < 0 ? s : 0;
-        if (sb->spec.template_name && strcmp(sb->spec.template_name, "base") != 0)
-                return pd_error_setx(err, ENOTSUP, "the microvm tier runs its own base template and its own "
-                                                   "snapshots only, not template '%s'", sb->spec.template_name);
+        if (sb->spec.template_name && strcmp(sb->spec.template_name, "base") != 0 && !image)
+                return pd_error_setx(err, ENOTSUP, "the microvm tier runs its own base template, image templates "
+                                                   "and its own snapshots, not template '%s' (a snapshot of "
+                                                   "another tier or a directory copy)", sb->spec.template_name);
         struct pd_vm_assets as;
         int r;
-        if ((r = pd_vm_assets_get(sb->state, &as, err)) < 0 || (r = host_setup(sb, err)) < 0)
+        char vmdir[PATH_MAX];
+        snprintf(vmdir, sizeof vmdir, "%s/vm", sb->state->dir);
+        if (image) {
+                struct pd_template it;
+                if ((r = pd_template_resolve(sb->state, &sb->spec, &it, err)) < 0 ||
+                    (r = pd_vm_image_assets(sb->state, &it, &as, vmdir, sizeof vmdir, err)) < 0)
+                        return r;
+                /* it may not be removed while this guest runs (destroy
+                 * drops the entry) */
+                snprintf(sb->template_buf, sizeof sb->template_buf, "%s", it.bottom);
+                if ((r = pd_snapshot_use(sb->state, &it, sb->id, err)) < 0)
+                        return r;
+        } else if ((r = pd_vm_assets_get(sb->state, &as, err)) < 0) {
+                return r;
+        }
+        if ((r = host_setup(sb, err)) < 0)
                 return r;
         struct vm_tpl t;
-        tpl_paths(sb, &as, &t);
+        tpl_paths(sb, &as, vmdir, &t);
         /* one template builder per state dir at a time */
         char lockp[PATH_MAX + 16];
         snprintf(lockp, sizeof lockp, "%s/vm/lock", sb->state->dir);
@@ -520,7 +542,7 @@ static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
                         return pd_error_set(err, errno, "lock '%s'", lockp);
                 if ((r = tpl_check(&t, &gid, err)) < 0)
                         return r;
-                if (r == 0 && ((r = build_template(sb, &as, &t, err)) < 0 || (r = tpl_check(&t, &gid, err)) < 0))
+                if (r == 0 && ((r = build_template(sb, &as, &t, image, err)) < 0 || (r = tpl_check(&t, &gid, err)) < 0))
                         return r;
                 if (r == 0)
                         return pd_error_setx(err, EIO, "microvm template '%s' changed while it was built", t.dir);

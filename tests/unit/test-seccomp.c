@@ -299,6 +299,11 @@ static long int80_getpid(void)
 static int do_int80(void *p)
 {
         (void)p;
+        /* Where the kernel has no ia32 entry, int 0x80 faults: that is the
+         * probe's answer, not a bug. Under ASan (build-san/) the runtime's
+         * SEGV handler would report it as one, so the probing child dies
+         * the plain way. */
+        signal(SIGSEGV, SIG_DFL);
         long r = int80_getpid();
         return r == getpid() ? 0 : 153;
 }

@@ -183,9 +183,10 @@ static int parse_create(struct pd_server *srv, const char *key_id, json_t *body,
                         return -1;
                 }
                 cr->spec.isolation = PD_ISO_MICROVM;
-        } else if (cr->spec.isolation == PD_ISO_MICROVM && strcmp(cr->template_name, "base")) {
-                snprintf(why, whysz, "the microvm tier starts from its base template or a microvm snapshot, "
-                                     "not '%s'", cr->template_name);
+        } else if (cr->spec.isolation == PD_ISO_MICROVM && strcmp(cr->template_name, "base") &&
+                   !pd_template_is_image(&srv->state, cr->template_name)) {
+                snprintf(why, whysz, "the microvm tier starts from its base template, an image template or a "
+                                     "microvm snapshot, not '%s'", cr->template_name);
                 return -1;
         }
         if ((v = json_object_get(body, "memory_mb"))) {
