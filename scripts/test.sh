@@ -52,7 +52,7 @@ suite unit 300 scripts/san-run.sh unit meson test -C build-san --suite unit --pr
   --logbase unit --num-processes 2
 cp build-san/meson-logs/unit.junit.xml "$results/unit.xml" 2>/dev/null || true
 "$py" scripts/san-junit.py "$results/unit.xml" "$results/san/unit"
-for s in integration security server sdk network oci microvm; do
+for s in arch integration security server sdk network oci microvm; do
   [ -d "tests/$s" ] || continue
   san=()
   [[ $sanitized == *" $s "* ]] && san=(scripts/san-run.sh "$s")

@@ -15,12 +15,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proto/conn.h"
+#include "proto/client.h"
 #include "image/copyin.h"
 #include "image/digest.h"
 #include "image/image.h"
 #include "image/layers.h"
-#include "proto/msg.h"
 #include "image/recipe.h"
 #include "lib/sandbox.h"
 #include "tiers/snapshot.h"
@@ -278,27 +277,40 @@ static void keep_tail(struct build *b, const char *p, size_t n)
         b->tail[have + n] = '\0';
 }
 
+/* A RUN's output as lines (and its tail kept for the error message). */
+struct run_out {
+        struct build *b;
+        char line[1024];
+        size_t ll;
+};
+
+static void run_output(void *ctx, uint32_t stream, uint64_t offset, const uint8_t *data, size_t n)
+{
+        struct run_out *o = ctx;
+        keep_tail(o->b, (const char *)data, n);
+        for (size_t i = 0; i < n; i++) {
+                char ch = (char)data[i];
+                if (ch == '\n' || o->ll + 1 == sizeof o->line) {
+                        o->line[o->ll] = '\0';
+                        pd_image_emit(o->b->o, PD_IMAGE_EV_LINE, o->line, NULL, 0, 0);
+                        o->ll = 0;
+                        if (ch == '\n')
+                                continue;
+                }
+                o->line[o->ll++] = ch;
+        }
+}
+
 /* Spawn argv in sb as the step's user, stream its output as lines; its
  * exit code in *code (-1: killed by a signal). */
 static int run_in(struct build *b, struct pd_sandbox *sb, char **argv, uint32_t uid, uint32_t gid, const char *home,
                   int *code, struct pd_error *err)
 {
-        int fd = pd_sandbox_connect(sb, err);
-        if (fd < 0)
-                return fd;
-        struct pd_conn c;
-        if (pd_conn_init(&c, fd) < 0)
-                return pd_error_set(err, ENOMEM, "connection");
-        char agent[128];
-        int r = pd_conn_hello(&c, "paddock-build", agent, sizeof agent, err);
-        struct pd_msg m;
-        pd_msg_init(&m);
-        for (char **a = argv; *a; a++)
-                pd_msg_put_str(&m, PD_A_ARG, *a);
         /* defaults, then ARGs, then ENV: the agent takes the first of a
          * name, so each name once, the last word winning */
         char *env[2 * MAX_VARS + 4];
-        unsigned ne = 0;
+        const char *keep[2 * MAX_VARS + 4];
+        unsigned ne = 0, nk = 0;
         char path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
         char homev[PATH_MAX + 8];
         snprintf(homev, sizeof homev, "HOME=%s", home);
@@ -314,72 +326,39 @@ static int run_in(struct build *b, struct pd_sandbox *sb, char **argv, uint32_t 
                 for (unsigned j = i + 1; j < ne && !later; j++)
                         later = !strncmp(env[j], env[i], kl) && env[j][kl] == '=';
                 if (!later)
-                        pd_msg_put_str(&m, PD_A_ENV, env[i]);
+                        keep[nk++] = env[i];
         }
+        size_t argc = 0;
+        while (argv[argc])
+                argc++;
         const char *wd = json_string_value(json_object_get(b->config, "WorkingDir"));
-        pd_msg_put_str(&m, PD_A_CWD, wd && *wd ? wd : "/");
-        pd_msg_put_u32(&m, PD_A_UID, uid);
-        pd_msg_put_u32(&m, PD_A_GID, gid);
-        pd_msg_put_u32(&m, PD_A_GROUPS, gid);
-        pd_msg_put_u32(&m, PD_A_FOLLOW, 1);
-        uint32_t id = pd_conn_new_id(&c);
-        if (r == 0 && (pd_conn_queue_msg(&c, PD_T_SPAWN, id, &m) < 0 || pd_conn_flush_all(&c, 10000) < 0))
-                r = pd_error_set(err, EIO, "send the RUN command");
-        pd_msg_free(&m);
-        char line[1024];
-        size_t ll = 0;
-        uint32_t pid = 0;
+        const struct pd_spawn_opts o = { .argv = (const char *const *)argv, .argc = argc, .env = keep, .envc = nk,
+                                         .cwd = wd && *wd ? wd : "/", .uid = uid, .gid = gid, .groups = &gid,
+                                         .n_groups = 1 };
+        struct run_out out = { .b = b };
+        /* a RUN takes as long as it takes */
+        const struct pd_run_io io = { .on_output = run_output, .ctx = &out, .timeout_ms = -1 };
         *code = -1;
-        while (r == 0) {
-                struct pd_frame_hdr h;
-                const uint8_t *p;
-                /* a RUN takes as long as it takes */
-                int w = pd_conn_wait(&c, &h, &p, 60000);
-                if (w == -ETIMEDOUT)
-                        continue;
-                if (w < 0) {
-                        r = pd_error_set(err, -w, "RUN: the sandbox's agent");
-                        break;
-                }
-                if (h.type == PD_T_ERROR && h.id == id) {
-                        char msg[256];
-                        pd_conn_error_text(p, h.len, msg, sizeof msg);
-                        r = pd_error_setx(err, h.aux ? (int)h.aux : EIO, "RUN: cannot start '%.100s': %s", argv[0], msg);
-                        break;
-                }
-                if (h.type == PD_T_REPLY && h.id == id) {
-                        struct pd_attr a;
-                        if (pd_msg_find(p, h.len, PD_A_PID, &a))
-                                (void)pd_attr_u32(&a, &pid);
-                } else if (h.type == PD_T_OUTPUT && h.len >= 8) {
-                        keep_tail(b, (const char *)p + 8, h.len - 8);
-                        for (uint32_t i = 8; i < h.len; i++) {
-                                char ch = (char)p[i];
-                                if (ch == '\n' || ll + 1 == sizeof line) {
-                                        line[ll] = '\0';
-                                        pd_image_emit(b->o, PD_IMAGE_EV_LINE, line, NULL, 0, 0);
-                                        ll = 0;
-                                        if (ch == '\n')
-                                                continue;
-                                }
-                                line[ll++] = ch;
-                        }
-                } else if (h.type == PD_T_EXIT && (!pid || h.id == pid)) {
-                        struct pd_msg_iter it;
-                        struct pd_attr a;
-                        uint32_t v32;
-                        pd_msg_iter_init(&it, p, h.len);
-                        while (pd_msg_next(&it, &a))
-                                if (a.tag == PD_A_EXIT_CODE && pd_attr_u32(&a, &v32))
-                                        *code = (int)v32;
-                        break;
-                }
+        int fd = pd_sandbox_connect(sb, err);
+        if (fd < 0)
+                return fd;
+        struct pd_client c;
+        uint32_t pid = 0;
+        struct pd_exit x;
+        int r = pd_client_connect(&c, fd, "paddock-build", err);
+        if (r == 0)
+                r = pd_client_run(&c, &o, &io, &pid, &x, err);
+        if (r < 0 && c.refused)
+                pd_error_prefix(err, "RUN: cannot start '%.100s'", argv[0]);
+        else if (r < 0)
+                pd_error_prefix(err, "RUN");
+        if (r == 0 && x.has_code)
+                *code = (int)x.code;
+        if (out.ll) {
+                out.line[out.ll] = '\0';
+                pd_image_emit(b->o, PD_IMAGE_EV_LINE, out.line, NULL, 0, 0);
         }
-        if (ll) {
-                line[ll] = '\0';
-                pd_image_emit(b->o, PD_IMAGE_EV_LINE, line, NULL, 0, 0);
-        }
-        pd_conn_close(&c);
+        pd_client_close(&c);
         return r;
 }
 

@@ -25,8 +25,7 @@
 #include "jail/helper_proc.h"
 #include "tiers/host.h"
 #include "tiers/microvm_int.h"
-#include "proto/conn.h"
-#include "proto/msg.h"
+#include "proto/client.h"
 #include "lib/sandbox.h"
 #include "net/sbnet.h"
 #include "lib/template.h"
@@ -269,45 +268,19 @@ static int warm_template(struct pd_sandbox *sb, struct pd_error *err)
         int fd = pd_host_connect(sb, err);
         if (fd < 0)
                 return fd;
-        struct pd_conn c;
-        if (pd_conn_init(&c, fd) < 0)
-                return pd_error_set(err, ENOMEM, "connection");
-        char agent[128];
-        int r = pd_conn_hello(&c, "paddock-template", agent, sizeof agent, err);
-        struct pd_msg m;
-        pd_msg_init(&m);
-        const char *argv[] = { "/bin/sh", "-c", script };
-        for (size_t i = 0; i < PD_ARRAY_SIZE(argv); i++)
-                pd_msg_put_str(&m, PD_A_ARG, argv[i]);
-        pd_msg_put_str(&m, PD_A_CWD, "/");
-        pd_msg_put_u32(&m, PD_A_UID, 0);
-        pd_msg_put_u32(&m, PD_A_GID, 0);
+        struct pd_client c;
+        static const char *const argv[] = { "/bin/sh", "-c", script };
         /* its entry is in every clone's process table: the server hides it by this tag */
-        pd_msg_put_str(&m, PD_A_TAG, "paddock-template-warmup");
-        pd_msg_put_u32(&m, PD_A_FOLLOW, 1);
-        uint32_t id = pd_conn_new_id(&c);
-        if (r == 0 && (pd_conn_queue_msg(&c, PD_T_SPAWN, id, &m) < 0 || pd_conn_flush_all(&c, 10000) < 0))
-                r = pd_error_set(err, EIO, "warm-up: send SPAWN");
-        pd_msg_free(&m);
-        /* until the EXIT frame of that process (output is discarded) */
-        while (r == 0) {
-                struct pd_frame_hdr h;
-                const uint8_t *p;
-                int w = pd_conn_wait(&c, &h, &p, 120000);
-                if (w < 0) {
-                        r = pd_error_set(err, -w, "warm-up: wait");
-                        break;
-                }
-                uint16_t type = h.type;
-                if (type == PD_T_ERROR) {
-                        r = pd_error_setx(err, EIO, "warm-up refused by the agent");
-                        break;
-                }
-                if (type == PD_T_EXIT)
-                        break;
-        }
-        pd_conn_close(&c);
-        return r;
+        const struct pd_spawn_opts o = { .argv = argv, .argc = PD_ARRAY_SIZE(argv), .cwd = "/",
+                                         .tag = "paddock-template-warmup" };
+        const struct pd_run_io io = { .timeout_ms = 120000 };    /* until its EXIT; output dropped */
+        uint32_t pid;
+        struct pd_exit x;
+        int r = pd_client_connect(&c, fd, "paddock-template", err);
+        if (r == 0)
+                r = pd_client_run(&c, &o, &io, &pid, &x, err);
+        pd_client_close(&c);
+        return r < 0 ? pd_error_prefix(err, "warm-up") : 0;
 }
 
 /* Templates of older boot assets (another agent, kernel or package set):

@@ -343,3 +343,49 @@ def test_download_of_a_proc_file(srv, live):
         assert res[2] is None, "no Content-Length for a file of unknown length"
     res = download(srv, live["id"], "/proc/self/status")
     assert res[0] == "ok" and b"Pid:" in res[1], res[:2]
+
+
+# ---- issue 13: E2B's Start checks its input as the native API does ----
+
+def test_e2b_start_refuses_bad_input(srv, live):
+    """envd's Start used to drop what it could not use (an env name with '=',
+    a value with a NUL byte, a cwd with one, a tag over 255 bytes) and start
+    the command anyway, without it. Now it is invalid_argument, and nothing
+    runs; proto3's empty values (cwd "", tag "") still mean "not set"."""
+    h = {k: v.format(id=live["id"]) for k, v in ENVD.items()}
+    h["X-Access-Token"] = live["envd"]
+    marker = "bad-input-%d" % os.getpid()
+    for why, proc, extra in (("env name with '='", {"envs": {"A=B": "1"}}, {}),
+                             ("empty env name", {"envs": {"": "1"}}, {}),
+                             ("env value with NUL", {"envs": {"A": "x\u0000y"}}, {}),
+                             ("envs not an object", {"envs": ["A=1"]}, {}),
+                             ("cwd with NUL", {"cwd": "/tmp\u0000/etc"}, {}),
+                             ("cwd too long", {"cwd": "/" + "d" * 5000}, {}),
+                             ("tag over 255 bytes", {}, {"tag": "t" * 300})):
+        body = dict({"process": dict({"cmd": "/bin/echo", "args": [marker]}, **proc)}, **extra)
+        st, hd, b = srv.request("POST", "/process.Process/Start", body, key=None, headers=h)
+        assert st == 400, (why, st, b)
+        assert json.loads(b)["code"] == "invalid_argument", (why, b)
+    # nothing was started
+    st, _h, body = srv.request("GET", "/api/v1/sandboxes/%s/processes" % live["id"])
+    assert st == 200, body
+    assert not [p for p in json.loads(body)["processes"] if marker in p["cmd"]], body
+    # empty cwd and tag: not set (home, no tag); the command runs
+    body = {"process": {"cmd": "/bin/sh", "args": ["-c", "pwd"], "cwd": ""}, "tag": ""}
+    st, hd, b = srv.request("POST", "/process.Process/Start", body, key=None, headers=h)
+    assert st == 200 and b'"end"' in b and b"/home/user" in base64_events(b), (st, b)
+
+
+def base64_events(stream):
+    """The stdout bytes of a Connect stream of process events (JSON lines in
+    5-byte-header envelopes)."""
+    import base64
+    out, i = b"", 0
+    while i + 5 <= len(stream):
+        n = int.from_bytes(stream[i + 1:i + 5], "big")
+        msg = json.loads(stream[i + 5:i + 5 + n] or b"{}")
+        data = msg.get("event", {}).get("data", {})
+        if "stdout" in data:
+            out += base64.b64decode(data["stdout"])
+        i += 5 + n
+    return out

@@ -1,12 +1,11 @@
 /* The small helpers every agent-backed route shares (declared in server.h):
- * the sandbox of a request, an agent connection with retries, waiting for a
- * frame while watching the sandbox, the client and the server, mapping
- * agent errors to HTTP, and the two sandbox users.
+ * the sandbox of a request, an agent connection with retries, what else
+ * ends its waits (the sandbox, the HTTP client, the server), mapping agent
+ * errors to HTTP, and the two sandbox users.
  *
  * Used by routes_procs.c, procs_*.c, routes_files.c and the e2b_*.c files. */
 #include <errno.h>
 #include <stdarg.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,7 +14,6 @@
 #include "lib/spec.h"
 #include "lib/util.h"
 
-#define WAIT_SLICE_MS 500
 #define CONNECT_RETRY_MS 15000
 
 struct pd_srv_sandbox *pd_route_sandbox(struct pd_req *r, enum MHD_Result *ret)
@@ -35,7 +33,12 @@ static bool sandbox_gone(const struct pd_srv_sandbox *s)
         return __atomic_load_n(&s->deleted, __ATOMIC_RELAXED);
 }
 
-int pd_route_agent(struct pd_srv_sandbox *s, struct pd_conn *c, struct pd_error *err)
+static bool sandbox_gone_cb(void *s)
+{
+        return sandbox_gone(s);
+}
+
+int pd_route_agent(struct pd_srv_sandbox *s, struct pd_client *c, struct pd_error *err)
 {
         /* The agent serves a bounded number of connections (AG_MAX_CONNS) and
          * closes the ones beyond it at once: the HELLO then fails with EPIPE
@@ -54,49 +57,33 @@ int pd_route_agent(struct pd_srv_sandbox *s, struct pd_conn *c, struct pd_error 
         }
 }
 
-int pd_route_wait(struct pd_server *srv, struct pd_conn *c, struct MHD_Connection *mc,
-                  struct pd_srv_sandbox *s, struct pd_frame_hdr *h, const uint8_t **payload, int timeout_ms)
+void pd_route_watch(struct pd_client *c, struct pd_server *srv, struct MHD_Connection *mc,
+                    struct pd_srv_sandbox *s)
 {
-        uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : pd_now_ms() + (uint64_t)timeout_ms;
-        /* Only hang-ups of the client count: a keep-alive client may
-         * legitimately have sent its next request already (POLLIN). */
-        int cfd = -1;
+        c->watch = (struct pd_client_watch){ .hup_fd = -1, .stop_fd = srv ? pd_server_stop_fd(srv) : -1 };
         if (mc) {
-                const union MHD_ConnectionInfo *ci =
-                        MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+                const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
                 if (ci)
-                        cfd = ci->connect_fd;
+                        c->watch.hup_fd = ci->connect_fd;
         }
-        int stopfd = srv ? pd_server_stop_fd(srv) : -1;
-        for (;;) {
-                int r = pd_conn_next(c, h, payload);
-                if (r != 0)
-                        return r;
-                if (c->eof)
-                        return -EPIPE;
-                if ((r = pd_conn_flush(c)) < 0)
-                        return r;
-                if (s && sandbox_gone(s))
-                        return -ESHUTDOWN;
-                uint64_t now = pd_now_ms();
-                if (now >= deadline)
-                        return -ETIMEDOUT;
-                int slice = deadline - now < WAIT_SLICE_MS ? (int)(deadline - now) : WAIT_SLICE_MS;
-                struct pollfd p[3] = {
-                        { .fd = c->fd, .events = POLLIN | (pd_conn_pending(c) ? POLLOUT : 0) },
-                        { .fd = cfd, .events = POLLRDHUP },     /* fd -1: ignored by poll */
-                        { .fd = stopfd, .events = POLLIN },
-                };
-                int n = poll(p, 3, slice);
-                if (n < 0 && errno != EINTR)
-                        return -errno;
-                if (n > 0 && (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)))
-                        return -ECONNABORTED;
-                if (n > 0 && p[2].revents)
-                        return -ESHUTDOWN;      /* the server stops */
-                if (n > 0 && p[0].revents && (r = pd_conn_fill(c)) < 0)
-                        return r;
+        if (s) {
+                c->watch.gone = sandbox_gone_cb;
+                c->watch.gone_ctx = s;
         }
+}
+
+static json_t *str_json(const char *s)
+{
+        json_t *j = s ? json_string(s) : NULL;
+        return j ? j : json_string("");
+}
+
+void pd_route_entry_names(const struct pd_entry *e, json_t *o, const char *link_key)
+{
+        json_object_set_new(o, "name", str_json(e->name));
+        json_object_set_new(o, "path", str_json(e->path));
+        if (e->link)
+                json_object_set_new(o, link_key, str_json(e->link));
 }
 
 enum MHD_Result pd_route_reply_agent_error(struct pd_req *r, int neg_errno, const struct pd_error *err)

@@ -7,8 +7,8 @@
  *   routes_procs.c      /sandboxes/{id}/processes..., /exec (with procs_*.c, procs.h)
  *   routes_files.c      /sandboxes/{id}/files...
  *   audit.c     per-sandbox append-only JSON lines
- *   agentc.c    synchronous agent calls over a fresh connection
- *   agent_check.c  what an agent answers, checked before it is decoded
+ *   agentc.c    a fresh agent connection for a route (the calls are
+ *               proto/client.h's)
  *
  * Threading: libmicrohttpd runs one thread per connection
  * (MHD_USE_THREAD_PER_CONNECTION), so a route handler may block: a streaming
@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proto/conn.h"
+#include "proto/client.h"
 #include "lib/error.h"
 #include "lib/sandbox.h"
 #include "lib/state.h"
@@ -152,12 +152,9 @@ const char *pd_req_query(struct pd_req *r, const char *name);
 struct pd_srv_sandbox *pd_server_sandbox_get(struct pd_server *srv, const char *id, const struct pd_key *key);
 void pd_server_sandbox_put(struct pd_server *srv, struct pd_srv_sandbox *s);
 
-/* Agent calls (agentc.c): a fresh connection with the HELLO done. */
-int pd_agentc_connect(struct pd_srv_sandbox *s, struct pd_conn *out, struct pd_error *err);
-/* Send one request and wait for its REPLY (payload copied into *reply, caller
- * frees) or ERROR (negative errno returned, message in err). */
-int pd_agentc_call(struct pd_conn *c, uint16_t type, const struct pd_msg *req, uint8_t **reply,
-                   size_t *reply_len, int timeout_ms, struct pd_error *err);
+/* Agent connection (agentc.c): a fresh one with the HELLO done (out is
+ * initialised, closed, first: pd_client_close it whatever the result). */
+int pd_agentc_connect(struct pd_srv_sandbox *s, struct pd_client *out, struct pd_error *err);
 
 /* Audit (audit.c): append one event for sandbox id; fields is stolen. */
 void pd_audit(struct pd_server *srv, const char *sandbox_id, const char *key_id, const char *event, json_t *fields);
@@ -170,21 +167,16 @@ void pd_audit(struct pd_server *srv, const char *sandbox_id, const char *key_id,
 struct pd_srv_sandbox *pd_route_sandbox(struct pd_req *r, enum MHD_Result *ret);
 /* pd_agentc_connect, retried for a while when the agent turns connections
  * away (it serves a bounded number at once). */
-int pd_route_agent(struct pd_srv_sandbox *s, struct pd_conn *c, struct pd_error *err);
-/* Like pd_conn_wait, but also gives up when the sandbox is deleted
- * or the server stops (-ESHUTDOWN) or the HTTP client has gone
- * (-ECONNABORTED; mc may be NULL).
- * timeout_ms < 0: no deadline. */
-int pd_route_wait(struct pd_server *srv, struct pd_conn *c, struct MHD_Connection *mc,
-                  struct pd_srv_sandbox *s, struct pd_frame_hdr *h, const uint8_t **payload, int timeout_ms);
-/* An agent's ENTRY (a FILE_* reply's file or directory entry), decoded:
- * the numbers into *e; the name, path and link target, as JSON strings,
- * set in o under "name", "path" and link_key, in the agent's order. */
-struct pd_file_entry {
-        uint32_t ftype, mode, uid, gid;
-        uint64_t size, mtime_ns;
-};
-void pd_file_entry_decode(const uint8_t *p, size_t len, json_t *o, const char *link_key, struct pd_file_entry *e);
+int pd_route_agent(struct pd_srv_sandbox *s, struct pd_client *c, struct pd_error *err);
+/* Make c's waits also give up when the sandbox is deleted or the server
+ * stops (-ESHUTDOWN), or the HTTP client mc has gone (-ECONNABORTED; mc
+ * may be NULL). */
+void pd_route_watch(struct pd_client *c, struct pd_server *srv, struct MHD_Connection *mc,
+                    struct pd_srv_sandbox *s);
+/* An agent's ENTRY's name, path and link target as JSON strings, set in o
+ * under "name", "path" and link_key, in the agent's order (a string that
+ * is not UTF-8 becomes ""). */
+void pd_route_entry_names(const struct pd_entry *e, json_t *o, const char *link_key);
 /* Answer an agent failure: ESRCH/ENOENT 404, EINVAL 400, ... (message from err). */
 enum MHD_Result pd_route_reply_agent_error(struct pd_req *r, int neg_errno, const struct pd_error *err);
 /* "user" (default) or "root": uid, gid, home, name. false if unknown. */
@@ -238,13 +230,10 @@ extern const struct pd_route pd_routes_snapshots[];
 bool pd_ports_match(struct pd_server *srv, struct MHD_Connection *conn, const char *path);
 enum MHD_Result pd_ports_handle(struct pd_req *r, const char *chunk, size_t *chunk_len);
 /* Relay one buffered HTTP request through a TUNNEL_OPEN stream already open
- * on st->conn (tunnel id tid) and stream the answer back (e2b_ci.c).
+ * on st->cl (tunnel id tid) and stream the answer back (e2b_ci.c).
  * head: the request line and headers, as sent. all_headers: pass the
  * answer's headers on (else only its Content-Type). */
 struct pd_e2b_stream;
-/* TUNNEL_OPEN port on c and wait for its REPLY (-ECONNREFUSED: nobody listens). */
-int pd_tunnel_open(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_conn *c, unsigned port, uint32_t *tid,
-                   struct pd_error *err);
 enum MHD_Result pd_tunnel_http_relay(struct pd_req *r, struct pd_e2b_stream *st, uint32_t tid, const char *head,
                                      size_t head_len, const char *body, size_t body_len, bool all_headers,
                                      const char *what);

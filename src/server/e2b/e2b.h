@@ -63,8 +63,8 @@ enum MHD_Result pd_e2b_fs_watch(struct pd_req *r, struct pd_e2b_call *c, json_t 
 enum MHD_Result pd_e2b_files_chunk(struct pd_req *r, struct pd_e2b_call *c, const char *chunk, size_t len);
 enum MHD_Result pd_e2b_files_finish(struct pd_req *r, struct pd_e2b_call *c);
 void pd_e2b_files_free(struct pd_e2b_call *c);
-/* Entry JSON (envd EntryInfo) from an agent ENTRY payload. */
-json_t *pd_e2b_entry_json(const uint8_t *p, size_t len);
+/* Entry JSON (envd EntryInfo) of an agent's entry. */
+json_t *pd_e2b_entry_json(const struct pd_entry *e);
 
 /* ---- code interpreter (e2b_ci.c) ---- */
 enum MHD_Result pd_e2b_ci_forward(struct pd_req *r, struct pd_e2b_call *c);
@@ -75,7 +75,7 @@ typedef void (*pd_e2b_stream_fn)(struct pd_e2b_stream *st, const struct pd_frame
 struct pd_e2b_stream {
         struct pd_server *srv;
         struct pd_srv_sandbox *s;       /* referenced; dropped at free */
-        struct pd_conn conn;
+        struct pd_client cl;            /* watched (pd_route_watch) by the response's reader */
         struct MHD_Connection *mc;
         char *buf;                      /* bytes ready for the client */
         size_t len, pos, cap;
@@ -97,7 +97,7 @@ struct pd_e2b_stream {
 };
 /* Add one "Name: value" header line (n bytes) to the response to come. */
 int pd_e2b_stream_put_header(struct pd_e2b_stream *st, const char *line, size_t n);
-/* Allocate with the connection closed (conn.fd = -1). */
+/* Allocate with the client closed. */
 struct pd_e2b_stream *pd_e2b_stream_new(struct pd_req *r, struct pd_srv_sandbox *s);
 void pd_e2b_stream_free(struct pd_e2b_stream *st);
 int pd_e2b_stream_put(struct pd_e2b_stream *st, const void *p, size_t n);

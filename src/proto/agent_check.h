@@ -1,4 +1,5 @@
-/* What an agent says, checked before the server decodes it.
+/* What an agent says, checked before the host-side client (client.h)
+ * decodes it.
  *
  * The agent is code inside the sandbox: a compromised agent, or a microvm
  * guest's kernel, may send anything that fits in a frame (1 MiB). Each check
@@ -9,8 +10,9 @@
  * counts within what a real agent sends in one frame. Unknown tags pass
  * (either side may add attributes, docs/protocol.md).
  *
- * 0, or -EPROTO with a message saying what was wrong: the routes answer 502
- * and decode nothing of it. Pure functions over bytes (tests/unit). */
+ * 0, or -EPROTO with a message saying what was wrong: nothing of it is
+ * decoded (the server's routes answer 502). Pure functions over bytes
+ * (tests/unit). */
 #pragma once
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* Checks of agent payloads before the server decodes them (agent_check.h).
+/* Checks of agent payloads before the client decodes them (agent_check.h).
  * A table of rules per nested list; one walk per payload. */
 #include <errno.h>
 #include <limits.h>
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/core/agent_check.h"
+#include "proto/agent_check.h"
 #include "proto/msg.h"
 #include "proto/proto.h"
 
