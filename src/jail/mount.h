@@ -19,7 +19,10 @@
 
 /* A directory grafted at `target` of the rootfs with an overlay of its own
  * (the base template takes the host's /usr this way). */
-#define PD_MOUNT_MAX_STACK 8
+/* snapshots (8), an image template's own layer and its store layers (40) */
+#define PD_MOUNT_MAX_STACK 49
+/* a template's snapshots, itself and an image's layers fit (lib/template.h) */
+_Static_assert(PD_MAX_STACK + 1 + PD_MAX_IMAGE_LAYERS <= PD_MOUNT_MAX_STACK + 1, "mount plan too small");
 
 struct pd_mount_layer {
         int tree_fd;            /* detached (open_tree) idmapped tree from the host */

@@ -77,14 +77,10 @@ static unsigned depth(const char *p)
 
 /* O_PATH of path inside the tree at rootfd, no symlink anywhere on the way
  * (a rule decides on resolved paths: a path through a symlink is never
- * one), -1 if there is none. */
+ * one), -errno if there is none. */
 static int open_target(int rootfd, const char *path)
 {
-        struct open_how how = { .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
-                                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS };
-        while (*path == '/')
-                path++;
-        return pd_openat2(rootfd, *path ? path : ".", &how);
+        return pd_open_in_root(rootfd, path, O_PATH | O_NOFOLLOW, 0, RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS);
 }
 
 static void note_inode(struct pd_mount_plan *p, const struct stat *st)
@@ -189,9 +185,7 @@ static int deny_cover(int stagefd, struct pd_error *err)
         _pd_cleanup_close_ int mp = openat(stagefd, "policy-deny", O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (mp < 0)
                 return pd_error_set(err, errno, "open the deny cover");
-        char target[64];
-        snprintf(target, sizeof target, "/proc/self/fd/%d", mp);
-        if (mount("paddock-deny", target, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+        if (mount("paddock-deny", pd_fd_path(mp).s, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                   "mode=000,size=4k,nr_inodes=8") < 0)
                 return pd_error_set(err, errno, "mount the deny cover");
         int fd = openat(stagefd, "policy-deny", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -206,8 +200,7 @@ static int deny_cover(int stagefd, struct pd_error *err)
                 return pd_error_set(err, e, "fill the deny cover");
         }
         close(f);
-        snprintf(target, sizeof target, "/proc/self/fd/%d", fd);
-        if (mount(NULL, target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+        if (mount(NULL, pd_fd_path(fd).s, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
                 int e = errno;
                 close(fd);
                 return pd_error_set(err, e, "make the deny cover read-only");

@@ -401,10 +401,10 @@ static int build_rules(scmp_filter_ctx ctx, const struct pd_seccomp_opts *o, str
                          * alone; any other goes to the supervisor, which
                          * sends a copy itself (UDP, MSG_FASTOPEN). */
                         ret = seccomp_rule_add_exact(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendto), 1,
-                                                     SCMP_A4_64(SCMP_CMP_EQ, 0));
+                                                     SCMP_A4_64(SCMP_CMP_EQ, 0, 0));
                         if (ret >= 0)
                                 ret = seccomp_rule_add_exact(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendto), 1,
-                                                             SCMP_A4_64(SCMP_CMP_NE, 0));
+                                                             SCMP_A4_64(SCMP_CMP_NE, 0, 0));
                         if (ret < 0)
                                 return pd_error_set(err, -ret, "seccomp: sendto rules");
                         continue;

@@ -25,6 +25,8 @@ struct pd_sandbox {
         pid_t supervisor_pid;           /* supervised tier: 0 otherwise */
         uint64_t supervisor_start;
         bool die_with_parent;           /* paddock run: the sandbox ends with the CLI */
+        bool keep_stage;                /* container tiers: a host view of the writable
+                                         * layer even when dying with the parent (builds) */
         uint64_t writable_bytes;        /* effective size of the writable layer */
         /* The registered template (or snapshot) it started from, "" for a
          * host directory; kept in the record, for snapshots and forks. */

@@ -167,6 +167,13 @@ uint64_t pd_now_ns(void)
         return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+struct pd_fd_path pd_fd_path(int fd)
+{
+        struct pd_fd_path p;
+        snprintf(p.s, sizeof p.s, "/proc/self/fd/%d", fd);
+        return p;
+}
+
 int pd_mkdir_p(const char *path, mode_t mode, struct pd_error *err)
 {
         char buf[4096];

@@ -58,6 +58,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/util.h"
+
 #ifndef AUDIT_NLGRP_READLOG
 #define AUDIT_NLGRP_READLOG 1
 #endif
@@ -95,13 +97,6 @@ static struct event events[MAX_EVENTS];
 static char domains[MAX_DOMAINS][24];
 static int n_domains;
 static uint64_t rate_sec, rate_count, suppressed, overflows;
-
-static uint64_t now_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void die(const char *fmt, ...)
 {
@@ -429,7 +424,7 @@ static void event_decide(struct event *e)
 
 static void flush_events(bool all)
 {
-        uint64_t now = now_ms();
+        uint64_t now = pd_now_ms();
         /* oldest serial first: the allocated record precedes later denials */
         for (;;) {
                 struct event *best = NULL;
@@ -477,7 +472,7 @@ static struct event *event_get(uint64_t serial, uint64_t sec, unsigned ms, bool 
         free_slot->serial = serial;
         free_slot->sec = sec;
         free_slot->ms = ms;
-        free_slot->arrived_ms = now_ms();
+        free_slot->arrived_ms = pd_now_ms();
         return free_slot;
 }
 
@@ -726,7 +721,7 @@ int main(int argc, char **argv)
                 int pr = poll(p, stopping ? 1 : 3, timeout);
                 if (pr < 0 && errno != EINTR)
                         die("poll: %s", strerror(errno));
-                uint64_t now = now_ms();
+                uint64_t now = pd_now_ms();
                 if (pr > 0 && (p[0].revents & POLLIN) && drain_socket(s) > 0)
                         last_rec = now;
                 if (!stopping && pr > 0 && ((p[1].revents & POLLIN) || (p[2].revents & (POLLIN | POLLHUP)))) {

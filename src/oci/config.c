@@ -233,7 +233,7 @@ int oci_process_parse(json_t *p, struct oci_process *out, struct pd_error *err)
                         json_t *soft = json_object_get(e, "soft"), *hard = json_object_get(e, "hard");
                         if (!json_is_integer(soft) || !json_is_integer(hard))
                                 return pd_error_setx(err, EINVAL, "config.json: rlimit %s needs soft and hard", type);
-                        out->rlimits[out->n_rlimits++] = (struct oci_rlimit){
+                        out->rlimits[out->n_rlimits++] = (struct pd_rlimit){
                                 res, (uint64_t)json_integer_value(soft), (uint64_t)json_integer_value(hard) };
                 }
         }
@@ -426,7 +426,10 @@ static int parse_linux(json_t *l, struct oci_config *c, struct pd_error *err)
         if (user >= 0 && !c->ns[user].path && (!c->uid_map || !c->gid_map))
                 return pd_error_setx(err, EINVAL, "config.json: a new user namespace needs uidMappings and gidMappings");
         c->cgroups_path = str_or_null(l, "cgroupsPath");
-        c->resources = json_object_get(l, "resources");
+        if ((r = oci_resources_parse(json_object_get(l, "resources"), &c->res, err)) < 0)
+                return r;
+        if (c->res.rdma)
+                oci_warn("linux.resources.rdma not applied: paddock-oci does not support it");
         c->seccomp = json_object_get(l, "seccomp");
         c->sysctl = json_object_get(l, "sysctl");
         c->devices = json_object_get(l, "devices");
@@ -558,6 +561,7 @@ void oci_config_free(struct oci_config *c)
         free(c->mounts);
         free(c->uid_map);
         free(c->gid_map);
+        oci_resources_free(&c->res);
         free(c->bundle);
         free(c->rootfs);
         if (c->json)

@@ -105,7 +105,8 @@ void pd_msg_nest_end(struct pd_msg *m, size_t mark)
 void pd_msg_iter_init(struct pd_msg_iter *it, const void *payload, size_t len)
 {
         it->p = payload;
-        it->end = it->p + len;
+        /* an empty pd_msg has no buffer: NULL + 0 is undefined in C */
+        it->end = len ? it->p + len : it->p;
         it->error = 0;
 }
 

@@ -52,8 +52,9 @@
 #include "lib/util.h"
 #include "lib/volume.h"
 
-/* root and grafts, each with its snapshot layers; volumes; sudo; resolv.conf */
-#define MAX_TREES ((1 + PD_MAX_GRAFTS) * (1 + PD_MAX_STACK) + PD_MAX_VOLUMES + 2)
+/* root and grafts, each with its snapshot layers (an image template's
+ * root: its store layers too); volumes; sudo; resolv.conf */
+#define MAX_TREES ((1 + PD_MAX_GRAFTS) * (1 + PD_MAX_STACK) + 1 + PD_MAX_IMAGE_LAYERS + PD_MAX_VOLUMES + 2)
 
 struct child_args {
         struct pd_sandbox *sb;
@@ -350,6 +351,32 @@ static int stack_trees(struct pd_sandbox *sb, const struct pd_template *t, const
         return 0;
 }
 
+/* An image template's root (template.h): its own layer over its store
+ * layers, top first, idmapped from the store's id range (not the host's
+ * 0..65535) into the sandbox's by a user namespace of their own. The
+ * bottom layer goes last: it is the plan's tree_fd. */
+static int image_trees(struct pd_sandbox *sb, const struct pd_template *t, struct pd_userns_holder *holder,
+                       int *trees, unsigned *n, struct pd_error *err)
+{
+        char map[64];
+        snprintf(map, sizeof map, "%u %u %u\n", PD_STORE_UID_BASE, pd_host(sb)->uids.base, PD_STORE_ID_RANGE);
+        _pd_cleanup_close_ int userns = pd_userns_make(map, map, holder, err);
+        if (userns < 0)
+                return pd_error_prefix(err, "template '%s'", t->bottom);
+        int fd = idmapped_tree(t->rootfs, userns, true, false, err);
+        if (fd < 0)
+                return pd_error_prefix(err, "template '%s'", t->bottom);
+        trees[(*n)++] = fd;
+        for (unsigned k = 0; k < t->n_layers; k++) {
+                char path[PATH_MAX];
+                pd_template_layer_path(sb->state, t->layers[k], path, sizeof path);
+                if ((fd = idmapped_tree(path, userns, true, false, err)) < 0)
+                        return pd_error_prefix(err, "template '%s': layer %.12s", t->bottom, t->layers[k]);
+                trees[(*n)++] = fd;
+        }
+        return 0;
+}
+
 static int send_fds(int sync_fd, char tag, const int *fds, unsigned n, struct pd_error *err)
 {
         char ctrl[CMSG_SPACE(sizeof(int) * MAX_TREES)];
@@ -410,6 +437,7 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
                                 .supervised = supervised };
         int sync[2] = { -1, -1 }, userns = -1, trees[MAX_TREES];
         struct pd_userns_holder holders[PD_MAX_VOLUMES] = { 0 };  /* volume_tree's exiting children */
+        struct pd_userns_holder image_holder = { 0 };
         unsigned n_trees = 0;
         int r;
         struct pd_sbnet net = { 0 };
@@ -489,7 +517,9 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         a.plan.stage_dir = stage;
         a.plan.disk_bytes = sb->writable_bytes;
         a.plan.n_grafts = tpl.n_grafts;
-        a.plan.root.n_stack = tpl.n_stack;
+        /* an image template: its own layer and all but the bottom store
+         * layer stack over that one (image_trees) */
+        a.plan.root.n_stack = tpl.n_stack + (tpl.image ? tpl.n_layers : 0);
         for (unsigned i = 0; i < tpl.n_grafts; i++) {
                 snprintf(a.plan.grafts[i].target, sizeof a.plan.grafts[i].target, "%s", tpl.grafts[i].target);
                 a.plan.grafts[i].n_stack = tpl.n_stack;
@@ -510,8 +540,8 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
                 rc->readonly = true;
                 pd_trace("network slot");
         }
-        a.n_trees = (1 + a.plan.n_grafts) * (1 + tpl.n_stack) + a.plan.n_binds;
-        a.keep_stage = !sb->die_with_parent;
+        a.n_trees = (1 + a.plan.n_grafts) * (1 + tpl.n_stack) + (tpl.image ? tpl.n_layers : 0) + a.plan.n_binds;
+        a.keep_stage = !sb->die_with_parent || sb->keep_stage;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0) {
                 r = pd_error_set(err, errno, "socketpair");
                 goto out;
@@ -550,11 +580,30 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
                 r = pd_error_set(err, errno, "open '%s'", nspath);
                 goto abort_child;
         }
-        if ((r = trees[n_trees] = idmapped_tree(tpl.rootfs, userns, true, false, err)) < 0)
-                goto abort_child;
-        n_trees++;
-        if ((r = stack_trees(sb, &tpl, NULL, userns, trees, &n_trees, err)) < 0)
-                goto abort_child;
+        if (tpl.image) {
+                /* top first: snapshots, then the image's layers; the
+                 * bottom store layer is the plan's tree_fd, sent first */
+                int img[1 + PD_MAX_IMAGE_LAYERS];
+                unsigned n_img = 0;
+                r = image_trees(sb, &tpl, &image_holder, img, &n_img, err);
+                if (r == 0) {
+                        trees[n_trees++] = img[n_img - 1];
+                        r = stack_trees(sb, &tpl, NULL, userns, trees, &n_trees, err);
+                        for (unsigned k = 0; k + 1 < n_img; k++)
+                                trees[n_trees++] = img[k];
+                } else {
+                        for (unsigned k = 0; k < n_img; k++)
+                                close(img[k]);
+                }
+                if (r < 0)
+                        goto abort_child;
+        } else {
+                if ((r = trees[n_trees] = idmapped_tree(tpl.rootfs, userns, true, false, err)) < 0)
+                        goto abort_child;
+                n_trees++;
+                if ((r = stack_trees(sb, &tpl, NULL, userns, trees, &n_trees, err)) < 0)
+                        goto abort_child;
+        }
         for (unsigned i = 0; i < tpl.n_grafts; i++) {
                 if ((r = trees[n_trees] = idmapped_tree(tpl.grafts[i].source, userns, true, false, err)) < 0)
                         goto abort_child;
@@ -633,6 +682,7 @@ out:
                 close(trees[i]);
         for (unsigned i = 0; i < PD_MAX_VOLUMES; i++)
                 pd_userns_reap(&holders[i]);
+        pd_userns_reap(&image_holder);
         if (userns >= 0)
                 close(userns);
         if (sync[0] >= 0)

@@ -40,13 +40,6 @@
 #define PIPE_BYTES (1 << 20)    /* fewer wake-ups than the default 64 KiB */
 #define QUIET_MS 200            /* no data for this long: ask QEMU how it goes */
 
-static long long now_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Move what the pipe holds into fd: 1 at end of stream, 0 when the pipe is
  * empty for now, -errno on a write error (ENOSPC on a full tmpfs). */
 static int pump(int rd, int fd, bool *use_splice, struct pd_error *err)
@@ -96,7 +89,7 @@ int pd_vm_migrate_to_file(struct pd_qmp *q, int fd, int timeout_ms, struct pd_er
         if (pd_qmp_cmd(q, "migrate", "{\"uri\":\"fd:save\"}", err) < 0)
                 return -1;
         bool use_splice = true;
-        long long end = now_ms() + timeout_ms;
+        long long end = (long long)pd_now_ms() + timeout_ms;
         int r = 0;
         for (;;) {
                 struct pollfd pf = { .fd = rd, .events = POLLIN };
@@ -125,7 +118,7 @@ int pd_vm_migrate_to_file(struct pd_qmp *q, int fd, int timeout_ms, struct pd_er
                         if (r != 0)
                                 break;
                 }
-                if (now_ms() > end) {
+                if ((long long)pd_now_ms() > end) {
                         r = pd_error_setx(err, ETIMEDOUT, "the save did not finish in %d s", timeout_ms / 1000);
                         break;
                 }

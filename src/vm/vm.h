@@ -26,6 +26,13 @@ int pd_vm_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_er
  * for guests whose root image is their own (paddock-oci's microvm). */
 int pd_vm_boot_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_error *err);
 
+/* The assets of an image template (template.h): the boot assets and its
+ * own erofs root image, made on first use under templates/<name>/vm/
+ * (its path in vmdir; the tier's snapshots of it go there too). */
+struct pd_template;
+int pd_vm_image_assets(struct pd_state *st, const struct pd_template *t, struct pd_vm_assets *out, char *vmdir,
+                       size_t vmdir_size, struct pd_error *err);
+
 /* Remove the cached template snapshots (paddock gc frees their group ids). */
 int pd_vm_gc(struct pd_state *st, struct pd_error *err);
 

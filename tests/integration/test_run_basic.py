@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import parse_json_result, child_env
+from pdtest import parse_json_result, child_env
 
 
 # --- output and exit status -------------------------------------------------

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import child_env, parse_json_result, runtime_dir
+from pdtest import child_env, parse_json_result, runtime_dir
 
 SUP = ["--isolation", "supervised"]
 

@@ -7,13 +7,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
-from test_server_core import RUNTIME, Server, finish, instance_of, tmproot  # noqa: E402,F401
+from pdtest import instance_of
+from pdtest.server import Server, tmproot  # noqa: F401 (fixture)
 
 GUEST_DIR = os.environ.get("PADDOCK_GUEST_DIR", "/var/cache/paddock/guest")
 if not glob.glob(os.path.join(GUEST_DIR, "boot", "vmlinuz-*")) or not os.path.exists(
@@ -26,7 +25,7 @@ if not glob.glob(os.path.join(GUEST_DIR, "boot", "vmlinuz-*")) or not os.path.ex
 def srv(tmproot):
     s = Server(os.path.join(tmproot, "microvm"), "--pool", "0").start()
     yield s
-    finish(s)
+    s.finish()
 
 
 def create(srv):
@@ -46,13 +45,11 @@ def sh(srv, sid, cmd):
 
 
 def qemu_pid(srv, sid):
-    for base in (RUNTIME, "/run/paddock", "/dev/shm/paddock"):
-        for rec in glob.glob(os.path.join(base, "*", "sandboxes", sid, "record")):
-            with open(rec) as f:
-                for line in f:
-                    if line.startswith("agent_pid="):
-                        return int(line.split("=")[1])
-    return 0
+    """The sandbox's QEMU (its record's agent_pid in microvm); 0 if none."""
+    try:
+        return srv.agent_pid(sid)
+    except (AssertionError, OSError):
+        return 0
 
 
 def alive(pid):
@@ -179,7 +176,7 @@ def tmpfs_srv(srv, tmproot):
     finally:
         try:
             if s is not None:
-                finish(s)
+                s.finish()
         finally:
             if subprocess.run(["umount", mnt]).returncode != 0:
                 subprocess.run(["umount", "-l", mnt])

@@ -210,8 +210,8 @@ def host_canary():
 
 
 def net_dir(p):
-    """The router's files of a Paddock (tests/conftest.py) state dir."""
-    from conftest import runtime_dir
+    """The router's files of a Paddock (tests/pdtest/cli.py) state dir."""
+    from pdtest import runtime_dir
     return os.path.join(runtime_dir(p.state), "net")
 
 

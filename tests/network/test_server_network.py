@@ -13,9 +13,9 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "server"))
 from _fakenet import WEB, FakeNet  # noqa: E402
-from test_server_core import Server, finish, rundir, tmproot  # noqa: E402,F401 (fixture)
+from pdtest import runtime_dir  # noqa: E402
+from pdtest.server import Server, runtime_root, tmproot  # noqa: E402,F401 (fixture)
 
 PROBE = ("import socket,json,sys\nout={}\nfor a in sys.argv[1:]:\n"
          "    try:\n        socket.create_connection((a,8080),timeout=1.5).close(); out[a]='ok'\n"
@@ -37,7 +37,7 @@ def reach(srv, sid, addrs):
 
 
 def net_files(state):
-    d = os.path.join(rundir(state), "net")
+    d = os.path.join(runtime_dir(state, runtime_root()), "net")
     if not os.path.isdir(d):
         return []
     out = [n for n in os.listdir(d) if n in ("router", "netd.pid", "netd.sock", "config")]
@@ -91,7 +91,7 @@ def test_create_with_a_policy_and_change_it_live(tmproot, fakenet):
         assert s.delete(sid) == 204 and s.delete(plain["id"]) == 204
         assert [f for f in net_files(s.state) if "/" in f] == [], net_files(s.state)
     finally:
-        finish(s)
+        s.finish()
     assert net_files(s.state) == []
 
 
@@ -121,14 +121,14 @@ def test_e2b_fields_map_onto_the_policy(tmproot, fakenet):
         for x in (sid, sid2, sid3, sid4):
             assert s.delete(x) == 204
     finally:
-        finish(s)
+        s.finish()
     t = Server(os.path.join(tmproot, "e2bnone"), "--pool", "0").start()   # no uplink: none by default
     try:
         st, j = t.json("POST", "/sandboxes", {"templateID": "base"})
         assert st == 201
         assert t.json("GET", "/api/v1/sandboxes/" + j["sandboxID"], expect=200)[1]["network"] == {"mode": "none"}
     finally:
-        finish(t)
+        t.finish()
 
 
 def test_kill9_of_the_server_leaves_nothing_behind(tmproot, fakenet):
@@ -142,7 +142,7 @@ def test_kill9_of_the_server_leaves_nothing_behind(tmproot, fakenet):
         assert reach(s, sid, WEB[:1]) == {WEB[0]: True}
         s.stop(signal.SIGKILL)
     finally:
-        finish(s)                                    # paddock gc after the server is gone
+        s.finish()                                    # paddock gc after the server is gone
     assert net_files(s.state) == []
     deadline = time.monotonic() + 20
     while any(l.startswith("pdu") for l in fakenet.links()):
@@ -290,7 +290,7 @@ def test_kernel_drops_are_audited(tmproot, fakenet):
         assert net["dropped_packets"] >= 3500, net
         assert s.delete(pol) == 204 and s.delete(opn) == 204
     finally:
-        finish(s)
+        s.finish()
     assert net_files(s.state) == []
 
 
@@ -343,5 +343,5 @@ def test_fork_and_snapshot_with_a_network(tmproot, fakenet):
             assert s.delete(x) == 204
         assert [f for f in net_files(s.state) if "/" in f] == [], net_files(s.state)
     finally:
-        finish(s)
+        s.finish()
     assert net_files(s.state) == []

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from conftest import UID_BASE, child_env
+from pdtest import UID_BASE, child_env
 
 # x86_64 syscall numbers
 SYS = dict(ioctl=16, mount=165, ptrace=101, keyctl=250, bpf=321, io_uring_setup=425, unshare=272)

@@ -33,7 +33,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "escape"))
-from conftest import PADDOCK_AGENT, PADDOCK_BIN, REPO, leftovers, runtime_dir  # noqa: E402
+from pdtest import PADDOCK_AGENT, PADDOCK_BIN, REPO, leftovers, runtime_dir  # noqa: E402
 import runner  # noqa: E402
 
 RESULTS = os.environ.get("PADDOCK_ESCAPE_RESULTS") or os.path.join(REPO, "build", "security-results.json")
@@ -222,7 +222,7 @@ def suite():
 
 def r_gc(state):
     import subprocess
-    from conftest import child_env
+    from pdtest import child_env
     return subprocess.run([PADDOCK_BIN, "gc", "--state-dir", state], capture_output=True, text=True,
                           timeout=60, env=child_env(), stdin=subprocess.DEVNULL)
 

@@ -26,7 +26,7 @@ import textwrap
 
 import pytest
 
-from conftest import parse_json_result
+from pdtest import parse_json_result
 
 SUP = ["--isolation", "supervised"]
 

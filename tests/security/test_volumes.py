@@ -16,7 +16,7 @@ import tempfile
 
 import pytest
 
-from conftest import UID_BASE
+from pdtest import UID_BASE
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="volumes need root (uid ranges, idmapped mounts)")
 

@@ -6,116 +6,24 @@ quote the request.
     sudo /usr/bin/python3 -m pytest -q tests/server/test_server_hostile.py
 
 Standard library only. Needs root (sandboxes), build/src/paddock and the
-agent (PADDOCK_BIN / PADDOCK_AGENT as in tests/conftest.py). The server
+agent (PADDOCK_BIN / PADDOCK_AGENT as in tests/pdtest/env.py). The server
 listens on 127.0.0.1 only, on its own state directory, and `paddock gc`
 runs on it at the end.
 """
 import http.client
 import json
 import os
-import shutil
-import signal
 import socket
-import subprocess
-import tempfile
-import time
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PADDOCK = os.path.abspath(os.environ.get("PADDOCK_BIN") or os.path.join(REPO, "build/src/paddock"))
-AGENT = os.path.abspath(os.environ.get("PADDOCK_AGENT") or os.path.join(REPO, "build/src/agent/paddock-agent"))
+from pdtest.server import server_fixture
+
 DOMAIN = "hostile.test"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="paddock serve's container tier needs root")
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    def __init__(self):
-        self.tmp = tempfile.mkdtemp(prefix="pd-hostile-", dir="/tmp")
-        self.state = os.path.join(self.tmp, "state")
-        self.runtime = os.path.join(self.tmp, "run")
-        os.makedirs(self.state)
-        os.makedirs(self.runtime)
-        self.port = free_port()
-        self.env = dict(os.environ, PADDOCK_AGENT=AGENT, PADDOCK_RUNTIME_DIR=self.runtime)
-        self.env.pop("PADDOCK_STATE_DIR", None)
-        self.log = open(os.path.join(self.tmp, "serve.log"), "wb")
-        self.proc = subprocess.Popen([PADDOCK, "serve", "--listen", "127.0.0.1:%d" % self.port, "--state-dir",
-                                      self.state, "--pool", "0", "--domain", DOMAIN], env=self.env,
-                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
-        deadline = time.monotonic() + 30
-        while True:
-            assert self.proc.poll() is None, "paddock serve exited: %s" % self.logtext()
-            try:
-                if self.request("GET", "/api/v1/health", key=None)[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "paddock serve did not answer /health: %s" % self.logtext()
-            time.sleep(0.05)
-        with open(os.path.join(self.state, "api-key")) as f:
-            self.key = f.read().strip()
-
-    def logtext(self):
-        self.log.flush()
-        with open(os.path.join(self.tmp, "serve.log"), "rb") as f:
-            return f.read().decode("utf-8", "replace")[-3000:]
-
-    def rss_kb(self):
-        with open("/proc/%d/status" % self.proc.pid) as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        raise AssertionError("no VmRSS")
-
-    def request(self, method, path, body=None, key="default", headers=None, timeout=60):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        h = dict(headers or {})
-        if key == "default":
-            key = self.key
-        if key:
-            h["Authorization"] = "Bearer " + key
-        if isinstance(body, (dict, list)):
-            body = json.dumps(body)
-        if isinstance(body, str):
-            body = body.encode()
-        try:
-            conn.request(method, path, body=body, headers=h)
-            r = conn.getresponse()
-            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
-        finally:
-            conn.close()
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        gc = subprocess.run([PADDOCK, "gc", "--state-dir", self.state], env=self.env, capture_output=True,
-                            text=True, timeout=120, stdin=subprocess.DEVNULL)
-        self.log.close()
-        if not os.environ.get("PADDOCK_TEST_KEEP"):
-            shutil.rmtree(self.tmp, ignore_errors=True)
-        return gc
-
-
-@pytest.fixture(scope="module")
-def srv():
-    assert os.access(PADDOCK, os.X_OK), "build first: %s" % PADDOCK
-    s = Server()
-    yield s
-    gc = s.stop()
-    assert gc.returncode == 0, gc.stderr
+srv = server_fixture("--pool", "0", "--domain", DOMAIN, prefix="pd-hostile-")
 
 
 def raw_exchange(port, data, timeout=30):
@@ -246,8 +154,7 @@ def test_short_body_does_not_hold_the_connection(srv):
 def live(srv):
     """A running sandbox of the server's key, another key, and an id nobody
     has (same length and alphabet as a real one)."""
-    r = subprocess.run([PADDOCK, "key", "create", "--name", "other", "--state-dir", srv.state], env=srv.env,
-                       capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    r = srv.cli("key", "create", "--name", "other", "--state-dir", srv.state)
     assert r.returncode == 0, r.stderr
     other = r.stdout.strip()
     st, _h, body = srv.request("POST", "/v2/sandboxes", {"templateID": "base"}, key=None,
@@ -436,3 +343,49 @@ def test_download_of_a_proc_file(srv, live):
         assert res[2] is None, "no Content-Length for a file of unknown length"
     res = download(srv, live["id"], "/proc/self/status")
     assert res[0] == "ok" and b"Pid:" in res[1], res[:2]
+
+
+# ---- issue 13: E2B's Start checks its input as the native API does ----
+
+def test_e2b_start_refuses_bad_input(srv, live):
+    """envd's Start used to drop what it could not use (an env name with '=',
+    a value with a NUL byte, a cwd with one, a tag over 255 bytes) and start
+    the command anyway, without it. Now it is invalid_argument, and nothing
+    runs; proto3's empty values (cwd "", tag "") still mean "not set"."""
+    h = {k: v.format(id=live["id"]) for k, v in ENVD.items()}
+    h["X-Access-Token"] = live["envd"]
+    marker = "bad-input-%d" % os.getpid()
+    for why, proc, extra in (("env name with '='", {"envs": {"A=B": "1"}}, {}),
+                             ("empty env name", {"envs": {"": "1"}}, {}),
+                             ("env value with NUL", {"envs": {"A": "x\u0000y"}}, {}),
+                             ("envs not an object", {"envs": ["A=1"]}, {}),
+                             ("cwd with NUL", {"cwd": "/tmp\u0000/etc"}, {}),
+                             ("cwd too long", {"cwd": "/" + "d" * 5000}, {}),
+                             ("tag over 255 bytes", {}, {"tag": "t" * 300})):
+        body = dict({"process": dict({"cmd": "/bin/echo", "args": [marker]}, **proc)}, **extra)
+        st, hd, b = srv.request("POST", "/process.Process/Start", body, key=None, headers=h)
+        assert st == 400, (why, st, b)
+        assert json.loads(b)["code"] == "invalid_argument", (why, b)
+    # nothing was started
+    st, _h, body = srv.request("GET", "/api/v1/sandboxes/%s/processes" % live["id"])
+    assert st == 200, body
+    assert not [p for p in json.loads(body)["processes"] if marker in p["cmd"]], body
+    # empty cwd and tag: not set (home, no tag); the command runs
+    body = {"process": {"cmd": "/bin/sh", "args": ["-c", "pwd"], "cwd": ""}, "tag": ""}
+    st, hd, b = srv.request("POST", "/process.Process/Start", body, key=None, headers=h)
+    assert st == 200 and b'"end"' in b and b"/home/user" in base64_events(b), (st, b)
+
+
+def base64_events(stream):
+    """The stdout bytes of a Connect stream of process events (JSON lines in
+    5-byte-header envelopes)."""
+    import base64
+    out, i = b"", 0
+    while i + 5 <= len(stream):
+        n = int.from_bytes(stream[i + 1:i + 5], "big")
+        msg = json.loads(stream[i + 5:i + 5 + n] or b"{}")
+        data = msg.get("event", {}).get("data", {})
+        if "stdout" in data:
+            out += base64.b64decode(data["stdout"])
+        i += 5 + n
+    return out

@@ -1,5 +1,6 @@
-/* Hostile agent replies against the server's checks and decoders
- * (src/server/core/agent_check.c, the LIST decoder of src/server/api/procs_json.c).
+/* Hostile agent replies against the checks and decoders (src/proto/
+ * agent_check.c, the client's LIST decoder in src/proto/client_procs.c and
+ * the server's process JSON over it, src/server/api/procs_json.c).
  * The agent lives in the sandbox: whatever it says must end in a clean
  * -EPROTO, never a leak or a crash. TAP. */
 #include <errno.h>
@@ -9,28 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/core/agent_check.h"
+#include "proto/agent_check.h"
 #include "proto/msg.h"
 #include "server/api/procs.h"
 #include "proto/proto.h"
-
-static int n_test, n_fail;
-
-static void ok(int cond, const char *what)
-{
-        n_test++;
-        if (!cond)
-                n_fail++;
-        printf("%sok %d - %s\n", cond ? "" : "not ", n_test, what);
-}
-
-/* procs_json.c's pd_procs_list makes the agent call; the decoder under
- * test does not. */
-int pd_agentc_call(struct pd_conn *c, uint16_t type, const struct pd_msg *req, uint8_t **reply, size_t *reply_len,
-                   int timeout_ms, struct pd_error *err)
-{
-        return pd_error_setx(err, ENOSYS, "no agent in a unit test");
-}
+#include "proto/client.h"
+#include "tap.h"
 
 /* ---- builders ---- */
 
@@ -200,28 +185,36 @@ static void test_procs_decode(void)
         struct pd_proc_info one;
         json_t *all = NULL;
         struct pd_error err = { 0 };
-        int r = pd_procs_list_decode(good.buf, good.len, 7, &one, &all, &err);
+        struct pd_proc_list l;
+        int r = pd_proc_list_decode(good.buf, good.len, &l, &err);
+        if (r == 0)
+                pd_procs_list_json(&l, 7, &one, &all);
+        ok(r == 0 && l.n == 2 && l.v[0].tag && !strcmp(l.v[0].tag, "job") && l.v[0].argc == 2 &&
+           !strcmp(l.v[0].argv[1], "100") && !strcmp(l.v[0].cwd, "/home/user") && l.v[1].exited && !l.v[1].tag,
+           "a real LIST decodes (client)");
         ok(r == 0 && one.found && one.pid == 7 && json_array_size(all) == 2 && one.obj &&
-           !strcmp(json_string_value(json_object_get(one.obj, "tag")), "job"), "a real LIST decodes");
+           !strcmp(json_string_value(json_object_get(one.obj, "tag")), "job"), "a real LIST decodes (API JSON)");
+        pd_proc_list_free(&l);
         json_decref(one.obj);
         json_decref(all);
 
-        r = pd_procs_list_decode(dup.buf, dup.len, 7, &one, &all, &err);
-        ok(r == -EPROTO && !one.found && !one.obj && !all, "a pid listed twice: -EPROTO, nothing decoded");
+        r = pd_proc_list_decode(dup.buf, dup.len, &l, &err);
+        ok(r == -EPROTO && l.n == 0 && !l.mem, "a pid listed twice: -EPROTO, nothing decoded");
 
         size_t before = 0;
         for (int i = 0; i < 3000; i++) {
                 if (i == 100)
                         before = mallinfo2().uordblks;
                 struct pd_error e = { 0 };
-                if (pd_procs_list_decode(dup.buf, dup.len, 7, &one, &all, &e) == 0) {
+                if (pd_proc_list_decode(dup.buf, dup.len, &l, &e) == 0)
+                        pd_procs_list_json(&l, 7, &one, &all);
+                pd_proc_list_free(&l);
+                if (pd_proc_list_decode(good.buf, good.len, &l, &e) == 0) {
+                        pd_procs_list_json(&l, 7, &one, &all);
                         json_decref(one.obj);
                         json_decref(all);
                 }
-                if (pd_procs_list_decode(good.buf, good.len, 7, &one, &all, &e) == 0) {
-                        json_decref(one.obj);
-                        json_decref(all);
-                }
+                pd_proc_list_free(&l);
         }
         size_t after = mallinfo2().uordblks;
         ok(after <= before + 4096, "2,900 hostile and good LIST replies decoded: the heap does not grow");
@@ -318,6 +311,5 @@ int main(void)
         test_procs_decode();
         test_entries();
         test_watch();
-        printf("1..%d\n", n_test);
-        return n_fail ? 1 : 0;
+        return tap_done();
 }

@@ -8,16 +8,7 @@
 #include <unistd.h>
 
 #include "supervisor/policy.h"
-
-static int n_test, n_fail;
-
-static void ok(int cond, const char *what)
-{
-        n_test++;
-        if (!cond)
-                n_fail++;
-        printf("%sok %d - %s\n", cond ? "" : "not ", n_test, what);
-}
+#include "tap.h"
 
 static struct sv_policy *load(const char *json, char *msg, size_t ms)
 {
@@ -43,8 +34,8 @@ int main(void)
                                    msg, sizeof msg);
         ok(p != NULL, "policy loads");
         if (!p) {
-                printf("# %s\n1..%d\n", msg, n_test);
-                return 1;
+                tap_diag("%s", msg);
+                return tap_done();
         }
         ok(sv_policy_n_paths(p) == 6 && !strcmp(sv_policy_glob(p, 0), "/run/paddock/**") &&
                    sv_policy_access(p, 0) == SV_ACC_RW,
@@ -78,6 +69,5 @@ int main(void)
         p = load("{\"paths\": [{\"glob\": \"/x\", \"access\": \"rx\"}]}", msg, sizeof msg);
         ok(!p && strstr(msg, "rw, ro, deny or noexec"), "an unknown access is refused with the reason");
 
-        printf("1..%d\n", n_test);
-        return n_fail ? 1 : 0;
+        return tap_done();
 }

@@ -17,17 +17,7 @@
 #include <unistd.h>
 
 #include "proto/vmmux.h"
-
-static int n_test, n_fail;
-
-static void ok(int cond, const char *what)
-{
-        n_test++;
-        if (!cond)
-                n_fail++;
-        printf("%sok %d - %s\n", cond ? "" : "not ", n_test, what);
-        fflush(stdout);
-}
+#include "tap.h"
 
 static int listen_at(const char *path)
 {
@@ -324,6 +314,5 @@ int main(void)
         char cmd[300];
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
         (void)!system(cmd);
-        printf("1..%d\n", n_test);
-        return n_fail ? 1 : 0;
+        return tap_done();
 }

@@ -6,16 +6,7 @@
 
 #include "jail/userns.h"
 #include "lib/volume.h"
-
-static int n_test, n_fail;
-
-static void ok(int cond, const char *what)
-{
-        n_test++;
-        if (!cond)
-                n_fail++;
-        printf("%sok %d - %s\n", cond ? "" : "not ", n_test, what);
-}
+#include "tap.h"
 
 static int parse(const char *s, struct pd_volume *v, struct pd_error *err)
 {
@@ -35,7 +26,7 @@ static void refused(const char *s, const char *want)
         int r = parse(s, &v, &err);
         char what[600];
         snprintf(what, sizeof what, "'%s' refused with '%s'", s, want);
-        ok(r < 0 && strstr(err.msg, want) && !strcmp(v.host, "untouched"), what);
+        ok(r < 0 && strstr(err.msg, want) && !strcmp(v.host, "untouched"), "%s", what);
         if (r == 0 || !strstr(err.msg, want))
                 printf("# got r=%d msg=%s\n", r, err.msg);
 }
@@ -172,6 +163,5 @@ int main(void)
         test_parse();
         test_resolve();
         test_map_text();
-        printf("1..%d\n", n_test);
-        return n_fail ? 1 : 0;
+        return tap_done();
 }

@@ -87,6 +87,7 @@ struct netd {
         struct netd_ev *dead_head;      /* killed this batch */
         struct netd_pending *pending;   /* upstream queries in flight */
         unsigned n_pending;
+        struct netd_ev *nflog;          /* nflog.c's socket (NULL: none); only epoll knew it */
 };
 
 /* main.c */

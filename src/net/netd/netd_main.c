@@ -207,9 +207,11 @@ int main(int argc, char **argv)
                 { "max-pins", required_argument, NULL, 'm' },
                 { 0 },
         };
-        struct netd d = { .dns_port = PD_NETD_DEFAULT_DNS_PORT,
-                          .proxy_port = PD_NETD_DEFAULT_PROXY_PORT,
-                          .max_pins = NETD_DEFAULT_MAX_PINS };
+        /* static: what it holds lives until exit, and LeakSanitizer
+         * (build-san) scans globals, not main's frame once main returned */
+        static struct netd d = { .dns_port = PD_NETD_DEFAULT_DNS_PORT,
+                                 .proxy_port = PD_NETD_DEFAULT_PROXY_PORT,
+                                 .max_pins = NETD_DEFAULT_MAX_PINS };
         struct pd_error err = { 0 };
         const char *control = NULL;
         int ready_fd = -1, c;

@@ -94,6 +94,7 @@ int netd_nflog_listen(struct netd *d, struct pd_error *err)
                 r = pd_error_set(err, errno, "nflog socket");
                 goto fail;
         }
+        d->nflog = &n->ev;
         return 0;
 fail:
         mnl_socket_close(n->nl);

@@ -322,9 +322,11 @@ static enum MHD_Result finish(struct pd_req *r, struct port_call *c)
         c->s = NULL;
         struct pd_error err = { 0 };
         uint32_t tid = 0;
-        int k = pd_route_agent(st->s, &st->conn, &err);
-        if (k >= 0)
-                k = pd_tunnel_open(r->srv, st->s, &st->conn, c->port, &tid, &err);
+        int k = pd_route_agent(st->s, &st->cl, &err);
+        if (k >= 0) {
+                pd_route_watch(&st->cl, r->srv, NULL, st->s);
+                k = pd_client_tunnel_open(&st->cl, c->port, &tid, &err);
+        }
         if (k < 0) {
                 char msg[512];
                 unsigned status = 502;

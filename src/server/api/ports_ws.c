@@ -98,7 +98,7 @@ static int tunnel_frame(struct pd_req *r, struct pd_agent_stream *st, uint32_t t
 {
         for (;;) {
                 struct pd_frame_hdr h;
-                int k = pd_route_wait(r->srv, &st->conn, r->conn, st->s, &h, p, timeout_ms);
+                int k = pd_client_next(&st->cl, &h, p, timeout_ms);
                 if (k < 0)
                         return k;
                 if (h.id != tid)
@@ -295,7 +295,8 @@ static enum MHD_Result refused(struct pd_req *r, struct pd_agent_stream *st, uin
 struct relay {
         struct pd_server *srv;
         struct pd_srv_sandbox *s;
-        struct pd_conn *c;
+        struct pd_client *cl;
+        struct pd_conn *c;              /* cl's transport: this loop polls it itself */
         uint32_t tid;
         int sock;
         char *out;                      /* bytes for the client */
@@ -308,14 +309,7 @@ struct relay {
 /* Queue client bytes for the tunnel in DATA frames. */
 static int to_tunnel(struct relay *x, const char *p, size_t n)
 {
-        for (size_t off = 0; off < n;) {
-                size_t l = n - off < PD_DATA_CHUNK ? n - off : PD_DATA_CHUNK;
-                int k = pd_conn_queue(x->c, PD_T_DATA, 0, x->tid, 0, p + off, l);
-                if (k < 0)
-                        return k;
-                off += l;
-        }
-        return 0;
+        return pd_client_tunnel_send(x->cl, x->tid, p, n);
 }
 
 static int to_client(struct relay *x, const void *p, size_t n)
@@ -458,7 +452,7 @@ static void relay_run(struct relay *x)
                                 /* half close toward the service */
                                 x->client_eof = true;
                                 if (!x->up_eof)
-                                        (void)pd_conn_queue(x->c, PD_T_TUNNEL_CLOSE, 0, x->tid, 0, NULL, 0);
+                                        (void)pd_client_tunnel_close(x->cl, x->tid);
                                 if (!x->deadline)
                                         x->deadline = pd_now_ms() + WS_HALF_CLOSE_MS;
                         } else if (k > 0 && !x->up_eof && to_tunnel(x, in, (size_t)k) < 0) {
@@ -483,7 +477,8 @@ static void upgraded(void *cls, struct MHD_Connection *mc, void *con_cls, const 
 {
         struct pd_ports_ws *w = cls;
         w->ran = true;
-        struct relay x = { .srv = w->st->srv, .s = w->st->s, .c = &w->st->conn, .tid = w->tid, .sock = sock };
+        struct relay x = { .srv = w->st->srv, .s = w->st->s, .cl = &w->st->cl, .c = &w->st->cl.conn, .tid = w->tid,
+                           .sock = sock };
         x.out = malloc(OUT_CAP);
         if (!x.out)
                 x.why = "out of memory";
@@ -495,8 +490,7 @@ static void upgraded(void *cls, struct MHD_Connection *mc, void *con_cls, const 
                x.why ? x.why : "closed");
         free(x.out);
         /* the tunnel ends with its agent connection */
-        pd_conn_close(&w->st->conn);
-        w->st->conn.fd = -1;
+        pd_client_close(&w->st->cl);
         MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
 }
 
@@ -505,13 +499,12 @@ enum MHD_Result pd_ports_ws_forward(struct pd_req *r, struct pd_agent_stream *st
                                     struct pd_ports_ws **ws)
 {
         *ws = NULL;
-        int k = pd_conn_queue(&st->conn, PD_T_DATA, 0, tid, 0, head, head_len);
-        for (size_t off = 0; off < body_len && k >= 0; off += PD_DATA_CHUNK) {
-                size_t n = body_len - off < PD_DATA_CHUNK ? body_len - off : PD_DATA_CHUNK;
-                k = pd_conn_queue(&st->conn, PD_T_DATA, 0, tid, 0, body + off, n);
-        }
+        int k = pd_client_tunnel_send(&st->cl, tid, head, head_len);
         if (k >= 0)
-                k = pd_conn_flush_all(&st->conn, ANSWER_TIMEOUT_MS);
+                k = pd_client_tunnel_send(&st->cl, tid, body, body_len);
+        if (k >= 0)
+                k = pd_client_flush(&st->cl, ANSWER_TIMEOUT_MS);
+        pd_route_watch(&st->cl, r->srv, r->conn, st->s);
         struct answer a = { 0 };
         if (k >= 0)
                 k = read_head(r, st, tid, &a);

@@ -3,8 +3,8 @@
  *
  *   routes_procs.c  the route table and the small handlers (start, list,
  *                   get, signal, stdin, resize)
- *   procs_spawn.c   a SPAWN request from a JSON body (argv, env, user, cwd, pty)
- *   procs_json.c    the agent's LIST entries and EXIT payloads as API JSON
+ *   procs_spawn.c   spawn options from a JSON body (argv, env, user, cwd, pty)
+ *   procs_json.c    the agent's process list and exits as API JSON
  *   procs_output.c  GET .../output: raw or frames, resumable by offset
  *   procs_exec.c    POST /exec: spawn, collect both streams, wait */
 #pragma once
@@ -19,18 +19,21 @@
 
 /* ---- procs_spawn.c ---- */
 
+/* A process to start, from a JSON body: the client's options and what
+ * they point to. */
 struct pd_spawn_req {
-        struct pd_msg msg;
-        json_t *argv;           /* for the audit */
+        struct pd_spawn_opts opts;      /* points into the fields below */
+        struct pd_strv args, env;
+        json_t *argv;                   /* for the audit */
         struct pd_route_user user;
         char cwd[PATH_MAX];
-        const char *tag;
-        bool pty, stdin_open;
+        const char *tag;                /* in the body */
+        bool pty;
 };
 
-/* Build SPAWN from body (exec: the /exec body, which may carry stdin_data);
- * on a bad body, write a message into msg and return -EINVAL. Free sr with
- * pd_spawn_req_free whatever the result. */
+/* The options of POST /processes (exec: of POST /exec, whose body may
+ * carry stdin_data); on a bad body, write a message into msg and return
+ * -EINVAL. Free sr with pd_spawn_req_free whatever the result. */
 int pd_spawn_build(struct pd_srv_sandbox *s, json_t *body, bool exec, struct pd_spawn_req *sr, char *msg,
                    size_t msgsz);
 void pd_spawn_req_free(struct pd_spawn_req *sr);
@@ -40,8 +43,20 @@ enum MHD_Result pd_spawn_reply_error(struct pd_req *r, int k, const struct pd_er
 /* A JSON string of at most max bytes without NUL bytes (jansson keeps
  * them, with json_string_length, when a client sends \u0000). */
 bool pd_json_clean_str(const json_t *j, size_t max);
-/* One PD_A_ENV attribute "k=v". */
-int pd_spawn_env_put(struct pd_msg *m, const char *k, const char *v);
+/* The environment of every process started through an API (native, E2B):
+ * the defaults (PATH, HOME, USER, LOGNAME, SHELL, LANG, HOSTNAME; TERM
+ * with a pty), then the sandbox's own env (create's env / envVars) over
+ * them. A new object. */
+json_t *pd_spawn_env_base(const struct pd_srv_sandbox *s, const struct pd_route_user *u, bool pty);
+/* The sandbox's own env over env (entries that could not be an
+ * environment variable are skipped: create refused them already). */
+void pd_spawn_env_sandbox(json_t *env, const struct pd_srv_sandbox *s);
+/* A request's env object over env. 0, or -EINVAL with msg on the first
+ * name that is empty or holds '=' or a value that is not a string without
+ * NUL bytes of at most 128 KiB. */
+int pd_spawn_env_merge(json_t *env, json_t *req, char *msg, size_t msgsz);
+/* env as "NAME=value" strings. */
+int pd_spawn_env_list(json_t *env, struct pd_strv *out);
 /* The process.start audit event; via: "processes" or "exec". */
 void pd_spawn_audit(struct pd_req *r, struct pd_srv_sandbox *s, const struct pd_spawn_req *sr, uint32_t pid,
                     const char *via);
@@ -51,33 +66,22 @@ void pd_spawn_audit(struct pd_req *r, struct pd_srv_sandbox *s, const struct pd_
 /* One LIST entry. */
 struct pd_proc_info {
         uint32_t pid;
-        bool found, exited, pty, has_code, has_sig;
+        bool found, exited, pty;
         bool stdin_open;        /* the host may still write its stdin */
-        uint32_t exit_code, signo, rows, cols;
-        uint64_t start[2], end[2];
-        char reason[32];
+        uint64_t end[2];
         json_t *obj;            /* API process object */
 };
 
 /* LIST; with want_pid, fill *one about that pid (one->found false if
  * absent; one->obj referenced); with all, an array of process objects. */
-int pd_procs_list(struct pd_conn *c, uint32_t want_pid, struct pd_proc_info *one, json_t **all,
+int pd_procs_list(struct pd_client *c, uint32_t want_pid, struct pd_proc_info *one, json_t **all,
                   struct pd_error *err);
-/* The same over a LIST reply already received (checked with
- * agent_check.h first: -EPROTO, nothing decoded, for a hostile one). */
-int pd_procs_list_decode(const uint8_t *reply, size_t rlen, uint32_t want_pid, struct pd_proc_info *one,
-                         json_t **all, struct pd_error *err);
+/* The same over a decoded LIST (pd_proc_list_decode). */
+void pd_procs_list_json(const struct pd_proc_list *l, uint32_t want_pid, struct pd_proc_info *one, json_t **all);
 /* JSON text of bytes that may not be UTF-8 (invalid sequences: U+FFFD). */
 json_t *pd_procs_text_json(const char *buf, size_t len);
-/* An EXIT payload; reason "exit" unless it says otherwise. */
-struct pd_proc_exit {
-        uint32_t code, sig;
-        bool has_code, has_sig;
-        char reason[32];
-};
-void pd_procs_exit_parse(const uint8_t *p, size_t len, struct pd_proc_exit *x);
-/* {"exit_code", "signal", "reason"} of an EXIT payload. */
-json_t *pd_procs_exit_json(const uint8_t *p, size_t len);
+/* {"exit_code", "signal", "reason"} of how a process ended. */
+json_t *pd_procs_exit_json(const struct pd_exit *x);
 
 /* ---- routes_procs.c ---- */
 
@@ -86,7 +90,7 @@ json_t *pd_procs_exit_json(const uint8_t *p, size_t len);
 struct pd_pid_ctx {
         struct pd_srv_sandbox *s;
         uint32_t pid;
-        struct pd_conn c;
+        struct pd_client c;
         struct pd_error err;
 };
 

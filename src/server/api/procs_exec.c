@@ -1,12 +1,13 @@
-/* POST /sandboxes/{id}/exec: spawn with FOLLOW, feed stdin_data, collect
- * both streams (capped), wait for the exit, answer it all in one JSON. */
+/* POST /sandboxes/{id}/exec: run to the end (pd_client_run: spawn with
+ * follow, stdin_data fed), both streams collected (capped), the exit and
+ * the output answered in one JSON. */
 #include <errno.h>
-#include <openssl/evp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "server/api/procs.h"
+#include "lib/base64.h"
 #include "lib/util.h"
 
 #define EXEC_OUTPUT_CAP (1u << 20)
@@ -30,26 +31,23 @@ static void exec_append(struct exec_buf *b, const uint8_t *p, size_t n)
         b->len += take;
 }
 
-static int b64_decode(const char *in, size_t inlen, uint8_t **out, size_t *outlen)
+struct exec_out {
+        struct pd_req *r;
+        struct pd_srv_sandbox *s;
+        const struct pd_spawn_req *sr;
+        struct exec_buf out, err;
+};
+
+static void exec_spawned(void *ctx, uint32_t pid)
 {
-        if (inlen % 4 || inlen > (size_t)INT32_MAX)
-                return -EINVAL;
-        uint8_t *buf = malloc(inlen / 4 * 3 + 1);
-        if (!buf)
-                return -ENOMEM;
-        int n = inlen ? EVP_DecodeBlock(buf, (const unsigned char *)in, (int)inlen) : 0;
-        if (n < 0) {
-                free(buf);
-                return -EINVAL;
-        }
-        /* EVP_DecodeBlock counts padding as zero bytes */
-        if (inlen && in[inlen - 1] == '=')
-                n--;
-        if (inlen > 1 && in[inlen - 2] == '=')
-                n--;
-        *out = buf;
-        *outlen = (size_t)n;
-        return 0;
+        struct exec_out *x = ctx;
+        pd_spawn_audit(x->r, x->s, x->sr, pid, "exec");
+}
+
+static void exec_output(void *ctx, uint32_t stream, uint64_t offset, const uint8_t *data, size_t n)
+{
+        struct exec_out *x = ctx;
+        exec_append(stream == PD_STREAM_STDERR ? &x->err : &x->out, data, n);
 }
 
 enum MHD_Result pd_procs_route_exec(struct pd_req *r, const char *chunk, size_t *chunk_len)
@@ -66,19 +64,21 @@ enum MHD_Result pd_procs_route_exec(struct pd_req *r, const char *chunk, size_t 
         struct pd_spawn_req sr;
         char msg[256];
         struct pd_error err = { 0 };
-        struct pd_conn c = { .fd = -1 };
-        struct exec_buf out = { 0 }, errb = { 0 };
+        struct pd_client c;
+        pd_client_init(&c);
+        struct exec_out x = { .r = r, .s = s, .sr = &sr };
         uint8_t *in = NULL;
         size_t inlen = 0;
         json_t *exitj = NULL;
         int k = pd_spawn_build(s, body, true, &sr, msg, sizeof msg);
         if (k < 0) {
-                ret = pd_reply_error(r, 400, "bad_request", "%s", msg);
+                ret = k == -ENOMEM ? pd_reply_error(r, 500, "internal", "%s", msg)
+                                   : pd_reply_error(r, 400, "bad_request", "%s", msg);
                 goto out;
         }
         json_t *jin = json_object_get(body, "stdin_data");
         if (jin && !json_is_null(jin) &&
-            (!json_is_string(jin) || b64_decode(json_string_value(jin), json_string_length(jin), &in, &inlen) < 0)) {
+            (!json_is_string(jin) || pd_b64_decode_alloc(json_string_value(jin), json_string_length(jin), PD_B64_STRICT, &in, &inlen) < 0)) {
                 ret = pd_reply_error(r, 400, "bad_request", "stdin_data must be base64");
                 goto out;
         }
@@ -86,82 +86,29 @@ enum MHD_Result pd_procs_route_exec(struct pd_req *r, const char *chunk, size_t 
                 ret = pd_route_reply_agent_error(r, k, &err);
                 goto out;
         }
-        /* SPAWN with FOLLOW: the agent attaches this connection to every
-         * output stream from offset 0 before the process can write, so no
-         * ATTACH round trip and nothing evicted before we read it */
-        pd_msg_put_u32(&sr.msg, PD_A_FOLLOW, 1);
-        uint32_t spawn_id = pd_conn_new_id(&c), pid = 0;
-        struct pd_frame_hdr h;
-        const uint8_t *p;
-        if ((k = pd_conn_queue_msg(&c, PD_T_SPAWN, spawn_id, &sr.msg)) < 0) {
-                ret = pd_reply_errno(r, k, "queue SPAWN");
+        /* the answer is for this client: its hang-up ends the wait */
+        pd_route_watch(&c, r->srv, r->conn, s);
+        const struct pd_run_io io = { .on_spawned = exec_spawned, .on_output = exec_output, .ctx = &x,
+                                      .stdin_data = in, .stdin_len = inlen, .timeout_ms = -1 };
+        uint32_t pid = 0;
+        struct pd_exit ex;
+        k = pd_client_run(&c, &sr.opts, &io, &pid, &ex, &err);
+        if (k < 0 && !pid) {
+                ret = pd_spawn_reply_error(r, k, &err, &sr);
                 goto out;
         }
-        for (;;) {
-                k = pd_route_wait(r->srv, &c, r->conn, s, &h, &p, PROCS_CALL_TIMEOUT_MS);
-                if (k < 0) {
-                        pd_error_set(&err, -k, "agent");
-                        ret = pd_route_reply_agent_error(r, k, &err);
-                        goto out;
-                }
-                if (h.id == spawn_id && (h.type == PD_T_REPLY || h.type == PD_T_ERROR))
-                        break;
-        }
-        if (h.type == PD_T_ERROR) {
-                char m[PD_ERROR_MSG_MAX];
-                pd_conn_error_text(p, h.len, m, sizeof m);
-                pd_error_setx(&err, pd_conn_error_errno(h.aux, EIO), "%s", m);
-                ret = pd_spawn_reply_error(r, -err.code, &err, &sr);
-                goto out;
-        }
-        struct pd_attr a;
-        if (!pd_msg_find(p, h.len, PD_A_PID, &a) || !pd_attr_u32(&a, &pid)) {
-                ret = pd_reply_error(r, 500, "internal", "agent answered SPAWN without a pid");
-                goto out;
-        }
-        pd_spawn_audit(r, s, &sr, pid, "exec");
-        if (sr.stdin_open) {
-                for (size_t off = 0; off < inlen;) {
-                        size_t n = inlen - off < PD_DATA_CHUNK ? inlen - off : PD_DATA_CHUNK;
-                        pd_conn_queue(&c, PD_T_STDIN, 0, pid, 0, in + off, n);
-                        off += n;
-                }
-                struct pd_msg m;
-                pd_msg_init(&m);
-                pd_msg_put_u32(&m, PD_A_PID, pid);
-                pd_conn_queue_msg(&c, PD_T_STDIN_CLOSE, pd_conn_new_id(&c), &m);
-                pd_msg_free(&m);
-        }
-        for (;;) {
-                k = pd_route_wait(r->srv, &c, r->conn, s, &h, &p, -1);
-                if (k < 0)
-                        break;
-                if (h.type == PD_T_OUTPUT && h.id == pid && h.len >= 8)
-                        exec_append(h.aux == PD_STREAM_STDERR ? &errb : &out, p + 8, h.len - 8);
-                else if (h.type == PD_T_EXIT && h.id == pid) {
-                        exitj = pd_procs_exit_json(p, h.len);
-                        break;
-                }
-        }
-        if (!exitj) {
+        if (k < 0) {
                 if (k == -ECONNABORTED) {
                         /* nobody wants the answer any more: do not leave the command behind */
-                        struct pd_msg m;
-                        pd_msg_init(&m);
-                        pd_msg_put_u32(&m, PD_A_PID, pid);
-                        pd_msg_put_u32(&m, PD_A_SIGNO, SIGKILL);
-                        pd_msg_put_u32(&m, PD_A_GROUP, 1);
-                        pd_conn_queue_msg(&c, PD_T_SIGNAL, pd_conn_new_id(&c), &m);
-                        pd_msg_free(&m);
-                        pd_conn_flush_all(&c, 1000);
+                        pd_client_signal_nowait(&c, pid, SIGKILL, true);
+                        pd_client_flush(&c, 1000);
                         ret = MHD_NO;
                 } else {
-                        if (!err.code)
-                                pd_error_set(&err, -k, "sandbox agent");
                         ret = pd_route_reply_agent_error(r, k, &err);
                 }
                 goto out;
         }
+        exitj = pd_procs_exit_json(&ex);
         pd_audit(r->srv, s->id, r->key.id, "process.exit",
                  json_pack("{s:i,s:O,s:O,s:O}", "pid", (int)pid, "exit_code", json_object_get(exitj, "exit_code"),
                            "signal", json_object_get(exitj, "signal"), "reason", json_object_get(exitj, "reason")));
@@ -169,23 +116,23 @@ enum MHD_Result pd_procs_route_exec(struct pd_req *r, const char *chunk, size_t 
                                 "exit_code", json_object_get(exitj, "exit_code"),
                                 "signal", json_object_get(exitj, "signal"),
                                 "reason", json_object_get(exitj, "reason"),
-                                "stdout", pd_procs_text_json(out.data, out.len), "stderr", pd_procs_text_json(errb.data, errb.len));
-        if (out.total > out.len) {
+                                "stdout", pd_procs_text_json(x.out.data, x.out.len),
+                                "stderr", pd_procs_text_json(x.err.data, x.err.len));
+        if (x.out.total > x.out.len) {
                 json_object_set_new(res, "stdout_truncated", json_true());
-                json_object_set_new(res, "stdout_bytes", json_integer((json_int_t)out.total));
+                json_object_set_new(res, "stdout_bytes", json_integer((json_int_t)x.out.total));
         }
-        if (errb.total > errb.len) {
+        if (x.err.total > x.err.len) {
                 json_object_set_new(res, "stderr_truncated", json_true());
-                json_object_set_new(res, "stderr_bytes", json_integer((json_int_t)errb.total));
+                json_object_set_new(res, "stderr_bytes", json_integer((json_int_t)x.err.total));
         }
         ret = pd_reply_json(r, 200, res);
 out:
         json_decref(exitj);
-        free(out.data);
-        free(errb.data);
+        free(x.out.data);
+        free(x.err.data);
         free(in);
-        if (c.fd >= 0)
-                pd_conn_close(&c);
+        pd_client_close(&c);
         pd_spawn_req_free(&sr);
         json_decref(body);
         pd_server_sandbox_put(r->srv, s);

@@ -1,9 +1,8 @@
-/* The agent's process payloads as API JSON: LIST entries (process
- * objects), EXIT payloads, and output text that may not be UTF-8. */
+/* The agent's processes as API JSON: LIST entries (process objects),
+ * exits, and output text that may not be UTF-8. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/core/agent_check.h"
 #include "server/core/pool.h"
 #include "server/api/procs.h"
 
@@ -68,150 +67,81 @@ json_t *pd_procs_text_json(const char *buf, size_t len)
         return j;
 }
 
-static json_t *proc_object(const uint8_t *p, size_t len, struct pd_proc_info *pi)
+static json_t *text_or_null(const char *s)
 {
-        struct pd_msg_iter it;
-        struct pd_attr a;
+        return s ? pd_procs_text_json(s, strlen(s)) : json_null();
+}
+
+static json_t *proc_object(const struct pd_proc *p)
+{
         json_t *o = json_object(), *cmd = json_array();
-        char *str;
-        memset(pi, 0, sizeof *pi);
-        pd_msg_iter_init(&it, p, len);
-        while (pd_msg_next(&it, &a)) {
-                switch (a.tag) {
-                case PD_A_PID: pd_attr_u32(&a, &pi->pid); break;
-                case PD_A_TAG:
-                        if ((str = pd_attr_strdup(&a))) {
-                                json_object_set_new(o, "tag", pd_procs_text_json(str, strlen(str)));
-                                free(str);
-                        }
-                        break;
-                case PD_A_STATE:
-                        if ((str = pd_attr_strdup(&a))) {
-                                pi->exited = !strcmp(str, "exited");
-                                free(str);
-                        }
-                        break;
-                case PD_A_EXIT_CODE: pi->has_code = pd_attr_u32(&a, &pi->exit_code); break;
-                case PD_A_SIGNO: pi->has_sig = pd_attr_u32(&a, &pi->signo); break;
-                case PD_A_REASON: pd_attr_str(&a, pi->reason, sizeof pi->reason); break;
-                case PD_A_STDIN: {
-                        uint32_t v = 0;
-                        pi->stdin_open = pd_attr_u32(&a, &v) && v;
-                        break;
-                }
-                case PD_A_START_OUT: pd_attr_u64(&a, &pi->start[0]); break;
-                case PD_A_END_OUT: pd_attr_u64(&a, &pi->end[0]); break;
-                case PD_A_START_ERR: pd_attr_u64(&a, &pi->start[1]); break;
-                case PD_A_END_ERR: pd_attr_u64(&a, &pi->end[1]); break;
-                case PD_A_ARG:
-                        if ((str = pd_attr_strdup(&a))) {
-                                json_array_append_new(cmd, pd_procs_text_json(str, strlen(str)));
-                                free(str);
-                        }
-                        break;
-                case PD_A_CWD:
-                        if ((str = pd_attr_strdup(&a))) {
-                                json_object_set_new(o, "cwd", pd_procs_text_json(str, strlen(str)));
-                                free(str);
-                        }
-                        break;
-                case PD_A_PTY_ROWS: pi->pty = pd_attr_u32(&a, &pi->rows); break;
-                case PD_A_PTY_COLS: pd_attr_u32(&a, &pi->cols); break;
-                }
-        }
-        json_object_set_new(o, "pid", json_integer(pi->pid));
+        for (size_t i = 0; i < p->argc; i++)
+                json_array_append_new(cmd, pd_procs_text_json(p->argv[i], strlen(p->argv[i])));
+        if (p->tag)
+                json_object_set_new(o, "tag", text_or_null(p->tag));
+        if (p->cwd)
+                json_object_set_new(o, "cwd", text_or_null(p->cwd));
+        json_object_set_new(o, "pid", json_integer(p->pid));
         if (!json_object_get(o, "tag"))
                 json_object_set_new(o, "tag", json_null());
         json_object_set_new(o, "cmd", cmd);
-        json_object_set_new(o, "state", json_string(pi->exited ? "exited" : "running"));
-        json_object_set_new(o, "exit_code", pi->exited && pi->has_code ? json_integer(pi->exit_code) : json_null());
-        json_object_set_new(o, "signal", pi->exited && pi->has_sig ? json_integer(pi->signo) : json_null());
-        if (pi->exited)
-                json_object_set_new(o, "reason", json_string(pi->reason[0] ? pi->reason : "exit"));
-        json_object_set_new(o, "stdin", json_boolean(pi->stdin_open));
-        json_object_set_new(o, "stdout_bytes", json_integer((json_int_t)pi->end[0]));
-        json_object_set_new(o, "stderr_bytes", json_integer((json_int_t)pi->end[1]));
-        if (pi->pty)
-                json_object_set_new(o, "pty", json_pack("{s:i,s:i}", "rows", (int)pi->rows, "cols", (int)pi->cols));
+        json_object_set_new(o, "state", json_string(p->exited ? "exited" : "running"));
+        json_object_set_new(o, "exit_code", p->exited && p->has_code ? json_integer(p->exit_code) : json_null());
+        json_object_set_new(o, "signal", p->exited && p->has_signal ? json_integer(p->signo) : json_null());
+        if (p->exited)
+                json_object_set_new(o, "reason", json_string(p->reason[0] ? p->reason : "exit"));
+        json_object_set_new(o, "stdin", json_boolean(p->stdin_open));
+        json_object_set_new(o, "stdout_bytes", json_integer((json_int_t)p->end[0]));
+        json_object_set_new(o, "stderr_bytes", json_integer((json_int_t)p->end[1]));
+        if (p->pty)
+                json_object_set_new(o, "pty", json_pack("{s:i,s:i}", "rows", (int)p->rows, "cols", (int)p->cols));
         else
                 json_object_set_new(o, "pty", json_null());
         return o;
 }
 
-int pd_procs_list_decode(const uint8_t *reply, size_t rlen, uint32_t want_pid, struct pd_proc_info *one,
-                         json_t **all, struct pd_error *err)
+void pd_procs_list_json(const struct pd_proc_list *l, uint32_t want_pid, struct pd_proc_info *one, json_t **all)
 {
         if (one)
                 memset(one, 0, sizeof *one);
         if (all)
-                *all = NULL;
-        /* what a hostile agent may say (a pid twice, no pid, ...) is
-         * refused whole before anything is decoded */
-        int k = pd_agent_check_procs(reply, rlen, err);
-        if (k < 0)
-                return k;
-        if (all)
                 *all = json_array();
-        struct pd_msg_iter it;
-        struct pd_attr a;
-        pd_msg_iter_init(&it, reply, rlen);
-        while (pd_msg_next(&it, &a)) {
-                if (a.tag != PD_A_PROC)
-                        continue;
-                struct pd_proc_info pi;
-                json_t *o = proc_object(a.data, a.len, &pi);
+        for (size_t i = 0; i < l->n; i++) {
+                const struct pd_proc *p = &l->v[i];
                 /* the warm pool's own warm-up command is not the user's */
-                json_t *tag = json_object_get(o, "tag");
-                bool warmup = json_is_string(tag) && (!strcmp(json_string_value(tag), PD_POOL_WARMUP) ||
-                                                      !strcmp(json_string_value(tag), PD_TEMPLATE_WARMUP));
+                bool warmup = p->tag && (!strcmp(p->tag, PD_POOL_WARMUP) || !strcmp(p->tag, PD_TEMPLATE_WARMUP));
+                bool want = one && want_pid && p->pid == want_pid && !one->found;
+                if (!(all && !warmup) && !want)
+                        continue;
+                json_t *o = proc_object(p);
                 if (all && !warmup)
                         json_array_append(*all, o);
-                if (one && want_pid && pi.pid == want_pid && !one->found) {
-                        *one = pi;
-                        one->found = true;
-                        one->obj = json_incref(o);
+                if (want) {
+                        *one = (struct pd_proc_info){ .pid = p->pid, .found = true, .exited = p->exited,
+                                                      .pty = p->pty, .stdin_open = p->stdin_open,
+                                                      .end = { p->end[0], p->end[1] }, .obj = json_incref(o) };
                 }
                 json_decref(o);
         }
-        return 0;
 }
 
-int pd_procs_list(struct pd_conn *c, uint32_t want_pid, struct pd_proc_info *one, json_t **all,
+int pd_procs_list(struct pd_client *c, uint32_t want_pid, struct pd_proc_info *one, json_t **all,
                   struct pd_error *err)
 {
-        uint8_t *reply = NULL;
-        size_t rlen = 0;
         if (one)
                 memset(one, 0, sizeof *one);
         if (all)
                 *all = NULL;
-        int k = pd_agentc_call(c, PD_T_LIST, NULL, &reply, &rlen, PROCS_CALL_TIMEOUT_MS, err);
+        struct pd_proc_list l;
+        int k = pd_client_list(c, &l, err);
         if (k >= 0)
-                k = pd_procs_list_decode(reply, rlen, want_pid, one, all, err);
-        free(reply);
+                pd_procs_list_json(&l, want_pid, one, all);
+        pd_proc_list_free(&l);
         return k;
 }
 
-void pd_procs_exit_parse(const uint8_t *p, size_t len, struct pd_proc_exit *x)
+json_t *pd_procs_exit_json(const struct pd_exit *x)
 {
-        struct pd_msg_iter it;
-        struct pd_attr a;
-        *x = (struct pd_proc_exit){ .reason = "exit" };
-        pd_msg_iter_init(&it, p, len);
-        while (pd_msg_next(&it, &a)) {
-                if (a.tag == PD_A_EXIT_CODE)
-                        x->has_code = pd_attr_u32(&a, &x->code);
-                else if (a.tag == PD_A_SIGNO)
-                        x->has_sig = pd_attr_u32(&a, &x->sig);
-                else if (a.tag == PD_A_REASON)
-                        pd_attr_str(&a, x->reason, sizeof x->reason);
-        }
-}
-
-json_t *pd_procs_exit_json(const uint8_t *p, size_t len)
-{
-        struct pd_proc_exit x;
-        pd_procs_exit_parse(p, len, &x);
-        return json_pack("{s:o,s:o,s:s}", "exit_code", x.has_code ? json_integer(x.code) : json_null(),
-                         "signal", x.has_sig ? json_integer(x.sig) : json_null(), "reason", x.reason);
+        return json_pack("{s:o,s:o,s:s}", "exit_code", x->has_code ? json_integer(x->code) : json_null(),
+                         "signal", x->has_signal ? json_integer(x->signo) : json_null(), "reason", x->reason);
 }

@@ -7,7 +7,6 @@
  * deleted sandbox or a vanished client ends the stream; the free callback
  * closes the connection and drops the sandbox reference taken for the whole
  * request. */
-#include <endian.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
@@ -35,15 +34,14 @@ static const char *stream_name(uint32_t stream)
 struct out_stream {
         struct pd_server *srv;
         struct pd_srv_sandbox *s;
-        struct MHD_Connection *mc;
-        struct pd_conn c;
+        struct pd_client c;
         uint32_t pid;
         bool follow, frames, done, exit_seen, want_exit;
         unsigned n;                     /* streams: 1 or 2 */
         uint32_t stream[2];
         uint64_t next[2], target[2];    /* target: non-follow end */
         /* raw: bytes of the current OUTPUT frame not yet handed over; they
-         * live in c's receive buffer until the next pd_conn_next */
+         * live in c's receive buffer until the next pd_client_next */
         const uint8_t *pend;
         size_t pend_len;
         /* frames: the current JSON line */
@@ -107,13 +105,11 @@ static void out_frame(struct out_stream *o, const struct pd_frame_hdr *h, const 
         switch (h->type) {
         case PD_T_OUTPUT: {
                 int i = stream_slot(o, h->aux);
-                if (h->id != o->pid || i < 0 || h->len < 8)
-                        return;
                 uint64_t off;
-                memcpy(&off, p, 8);
-                off = be64toh(off);
-                const uint8_t *data = p + 8;
-                size_t n = h->len - 8;
+                const uint8_t *data;
+                size_t n;
+                if (h->id != o->pid || i < 0 || !pd_output_decode(h, p, &off, &data, &n))
+                        return;
                 if (off < o->next[i]) {         /* never hand out a byte twice */
                         uint64_t skip = o->next[i] - off;
                         if (skip >= n)
@@ -148,11 +144,9 @@ static void out_frame(struct out_stream *o, const struct pd_frame_hdr *h, const 
         }
         case PD_T_GAP: {
                 int i = stream_slot(o, h->aux);
-                if (h->id != o->pid || i < 0 || h->len < 16)
+                uint64_t from, to;
+                if (h->id != o->pid || i < 0 || !pd_gap_decode(h, p, &from, &to))
                         return;
-                uint64_t be[2];
-                memcpy(be, p, 16);
-                uint64_t from = be64toh(be[0]), to = be64toh(be[1]);
                 if (to > o->next[i])
                         o->next[i] = to;
                 if (o->frames)
@@ -166,8 +160,11 @@ static void out_frame(struct out_stream *o, const struct pd_frame_hdr *h, const 
                 o->exit_seen = true;
                 if (o->follow)
                         o->done = true;
-                if (o->frames)
-                        out_set_line(o, json_pack("{s:o}", "exit", pd_procs_exit_json(p, h->len)));
+                if (o->frames) {
+                        struct pd_exit x;
+                        pd_exit_decode(p, h->len, &x);
+                        out_set_line(o, json_pack("{s:o}", "exit", pd_procs_exit_json(&x)));
+                }
                 return;
         case PD_T_ERROR:
                 o->done = true;         /* an attachment failed late: nothing more will come */
@@ -207,7 +204,7 @@ static ssize_t out_reader(void *cls, uint64_t pos, char *buf, size_t max)
                 }
                 struct pd_frame_hdr h;
                 const uint8_t *p;
-                int k = pd_route_wait(o->srv, &o->c, o->mc, o->s, &h, &p, -1);
+                int k = pd_client_next(&o->c, &h, &p, -1);
                 if (k == -ECONNABORTED)
                         return MHD_CONTENT_READER_END_WITH_ERROR;
                 if (k < 0)
@@ -219,8 +216,7 @@ static ssize_t out_reader(void *cls, uint64_t pos, char *buf, size_t max)
 static void out_free(void *cls)
 {
         struct out_stream *o = cls;
-        if (o->c.fd >= 0)
-                pd_conn_close(&o->c);
+        pd_client_close(&o->c);
         free(o->line);
         free(o->cur);
         stash_free(o->stash);
@@ -229,60 +225,28 @@ static void out_free(void *cls)
         free(o);
 }
 
-static int attach_queue(struct pd_conn *c, uint32_t pid, uint32_t stream, uint64_t off, bool follow,
-                        uint32_t *id)
+/* A frame that arrived while an ATTACH's REPLY was awaited: output of an
+ * earlier ATTACH may overtake that REPLY, kept to be served first; at most
+ * what the agent buffers for one connection, not whatever a hostile agent
+ * sends instead of answering. */
+static int out_stash(void *ctx, const struct pd_frame_hdr *h, const uint8_t *p, struct pd_error *err)
 {
-        struct pd_msg m;
-        pd_msg_init(&m);
-        pd_msg_put_u32(&m, PD_A_PID, pid);
-        pd_msg_put_u32(&m, PD_A_STREAM, stream);
-        pd_msg_put_u64(&m, PD_A_OFFSET, off);
-        pd_msg_put_u32(&m, PD_A_FOLLOW, follow);
-        *id = pd_conn_new_id(c);
-        int k = pd_conn_queue_msg(c, PD_T_ATTACH, *id, &m);
-        pd_msg_free(&m);
-        return k;
-}
-
-/* Wait for the REPLY (or ERROR) of request id; frames for other ids are
- * fed to o (they are output that raced ahead). */
-static int out_wait_reply(struct out_stream *o, uint32_t id, uint64_t *first, struct pd_error *err)
-{
-        for (;;) {
-                struct pd_frame_hdr h;
-                const uint8_t *p;
-                int k = pd_route_wait(o->srv, &o->c, o->mc, o->s, &h, &p, PROCS_CALL_TIMEOUT_MS);
-                if (k < 0)
-                        return pd_error_set(err, -k, "agent");
-                if ((h.type == PD_T_REPLY || h.type == PD_T_ERROR) && h.id == id) {
-                        if (h.type == PD_T_ERROR) {
-                                char msg[256];
-                                pd_conn_error_text(p, h.len, msg, sizeof msg);
-                                return pd_error_setx(err, pd_conn_error_errno(h.aux, EIO), "%s", msg);
-                        }
-                        struct pd_attr a;
-                        if (first && (!pd_msg_find(p, h.len, PD_A_OFFSET, &a) || !pd_attr_u64(&a, first)))
-                                *first = 0;
-                        return 0;
-                }
-                if (h.type == PD_T_OUTPUT || h.type == PD_T_GAP || h.type == PD_T_EXIT) {
-                        /* output of an earlier ATTACH may overtake this REPLY:
-                         * at most what the agent buffers for one connection,
-                         * not whatever a hostile agent sends instead of it */
-                        if (h.len > STASH_MAX - o->stashed_bytes)
-                                return pd_error_setx(err, EPROTO, "the agent sent over %u bytes of output "
-                                                     "instead of answering ATTACH", STASH_MAX);
-                        o->stashed_bytes += h.len;
-                        struct stashed *x = malloc(sizeof *x + h.len);
-                        if (!x)
-                                return pd_error_set(err, ENOMEM, "stash a frame");
-                        x->next = NULL;
-                        x->h = h;
-                        memcpy(x->p, p, h.len);
-                        *o->stash_tail = x;
-                        o->stash_tail = &x->next;
-                }
-        }
+        struct out_stream *o = ctx;
+        if (h->type != PD_T_OUTPUT && h->type != PD_T_GAP && h->type != PD_T_EXIT)
+                return 0;
+        if (h->len > STASH_MAX - o->stashed_bytes)
+                return pd_error_setx(err, EPROTO, "the agent sent over %u bytes of output "
+                                     "instead of answering ATTACH", STASH_MAX);
+        o->stashed_bytes += h->len;
+        struct stashed *x = malloc(sizeof *x + h->len);
+        if (!x)
+                return pd_error_set(err, ENOMEM, "stash a frame");
+        x->next = NULL;
+        x->h = *h;
+        memcpy(x->p, p, h->len);
+        *o->stash_tail = x;
+        o->stash_tail = &x->next;
+        return 0;
 }
 
 enum MHD_Result pd_procs_route_output(struct pd_req *r, const char *chunk, size_t *chunk_len)
@@ -318,8 +282,8 @@ enum MHD_Result pd_procs_route_output(struct pd_req *r, const char *chunk, size_
         o->srv = r->srv;
         o->s = PD_TAKE_PTR(x.s);
         o->c = x.c;
-        x.c.fd = -1;
-        o->mc = r->conn;
+        pd_client_init(&x.c);
+        pd_route_watch(&o->c, r->srv, r->conn, o->s);
         o->stash_tail = &o->stash;
         o->pid = x.pid;
         o->frames = frames;
@@ -375,15 +339,21 @@ enum MHD_Result pd_procs_route_output(struct pd_req *r, const char *chunk, size_
                 int slot = o->stream[i] == PD_STREAM_STDERR ? 1 : 0;
                 o->target[i] = pi.end[slot];
                 o->next[i] = f;
-                attach_queue(&o->c, o->pid, o->stream[i], f, o->follow, &ids[i]);
+                if ((k = pd_client_attach_queue(&o->c, o->pid, o->stream[i], f, o->follow, &ids[i])) < 0) {
+                        ret = pd_reply_errno(r, k, "queue ATTACH");
+                        goto fail;
+                }
         }
+        o->c.on_frame = out_stash;
+        o->c.frame_ctx = o;
         for (unsigned i = 0; i < o->n; i++) {
-                if ((k = out_wait_reply(o, ids[i], &first[i], &err)) < 0) {
+                if ((k = pd_client_attach_wait(&o->c, ids[i], &first[i], &err)) < 0) {
                         ret = k == -ESRCH ? pd_procs_reply_no_process(r, o->pid) : pd_route_reply_agent_error(r, k, &err);
                         goto fail;
                 }
                 o->next[i] = first[i];  /* later than asked: evicted (gap) or past the end */
         }
+        o->c.on_frame = NULL;
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, PROCS_STREAM_BLOCK,
                                                                       out_reader, o, out_free);
         if (!resp) {

@@ -1,6 +1,7 @@
-/* A SPAWN request from the JSON body of POST /processes and POST /exec:
+/* Spawn options from the JSON body of POST /processes and POST /exec:
  * argv (list or shell string), env (defaults, the sandbox's, the request's),
- * user, cwd, pty, stdin, tag, timeout; and the answers to a failed SPAWN. */
+ * user, cwd, pty, stdin, tag, timeout; the environment E2B's Start shares;
+ * and the answers to a failed SPAWN. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,9 +10,12 @@
 #include "server/api/procs.h"
 #include "lib/util.h"
 
+#define ENV_VALUE_MAX (1u << 17)
+
 void pd_spawn_req_free(struct pd_spawn_req *sr)
 {
-        pd_msg_free(&sr->msg);
+        pd_strv_free(&sr->args);
+        pd_strv_free(&sr->env);
         json_decref(sr->argv);
         sr->argv = NULL;
 }
@@ -26,32 +30,64 @@ bool pd_json_clean_str(const json_t *j, size_t max)
         return len <= max && strlen(json_string_value(j)) == len;
 }
 
-int pd_spawn_env_put(struct pd_msg *m, const char *k, const char *v)
-{
-        size_t kl = strlen(k), vl = strlen(v);
-        char *kv = malloc(kl + vl + 2);
-        if (!kv)
-                return -ENOMEM;
-        memcpy(kv, k, kl);
-        kv[kl] = '=';
-        memcpy(kv + kl + 1, v, vl + 1);
-        int r = pd_msg_put_str(m, PD_A_ENV, kv);
-        free(kv);
-        return r;
-}
-
 static bool env_key_ok(const char *k)
 {
         return *k && !strchr(k, '=') && strlen(k) < 4096;
 }
 
-/* Build SPAWN; on a bad body, write a message into msg and return -EINVAL. */
+void pd_spawn_env_sandbox(json_t *env, const struct pd_srv_sandbox *s)
+{
+        const char *key;
+        json_t *v;
+        if (json_is_object(s->env))
+                json_object_foreach(s->env, key, v)
+                        if (env_key_ok(key) && pd_json_clean_str(v, ENV_VALUE_MAX))
+                                json_object_set(env, key, v);
+}
+
+json_t *pd_spawn_env_base(const struct pd_srv_sandbox *s, const struct pd_route_user *u, bool pty)
+{
+        json_t *env = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}",
+                                "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                                "HOME", u->home, "USER", u->name, "LOGNAME", u->name,
+                                "SHELL", "/bin/bash", "LANG", "C.UTF-8", "HOSTNAME", "paddock");
+        if (pty)
+                json_object_set_new(env, "TERM", json_string("xterm-256color"));
+        pd_spawn_env_sandbox(env, s);
+        return env;
+}
+
+int pd_spawn_env_merge(json_t *env, json_t *req, char *msg, size_t msgsz)
+{
+        const char *key;
+        json_t *v;
+        json_object_foreach(req, key, v) {
+                if (!env_key_ok(key) || !pd_json_clean_str(v, ENV_VALUE_MAX)) {
+                        snprintf(msg, msgsz, "env '%.64s': names must be non-empty without '=', "
+                                 "values strings without NUL bytes", key);
+                        return -EINVAL;
+                }
+                json_object_set(env, key, v);
+        }
+        return 0;
+}
+
+int pd_spawn_env_list(json_t *env, struct pd_strv *out)
+{
+        const char *key;
+        json_t *v;
+        json_object_foreach(env, key, v)
+                if (pd_strv_add_kv(out, key, json_string_value(v)) < 0)
+                        return -ENOMEM;
+        return 0;
+}
+
 int pd_spawn_build(struct pd_srv_sandbox *s, json_t *body, bool exec, struct pd_spawn_req *sr,
                    char *msg, size_t msgsz)
 {
         static const char *const allowed[] = { "cmd", "env", "cwd", "user", "pty", "stdin", "tag", "timeout", NULL };
         memset(sr, 0, sizeof *sr);
-        pd_msg_init(&sr->msg);
+        struct pd_spawn_opts *o = &sr->opts;
         const char *key;
         json_t *v;
         json_object_foreach(body, key, v) {
@@ -102,7 +138,8 @@ int pd_spawn_build(struct pd_srv_sandbox *s, json_t *body, bool exec, struct pd_
         size_t i;
         json_t *a;
         json_array_foreach(sr->argv, i, a)
-                pd_msg_put_str(&sr->msg, PD_A_ARG, json_string_value(a));
+                if (pd_strv_add(&sr->args, json_string_value(a)) < 0)
+                        goto nomem;
 
         json_t *jpty = json_object_get(body, "pty");
         uint32_t rows = 0, cols = 0;
@@ -130,31 +167,15 @@ int pd_spawn_build(struct pd_srv_sandbox *s, json_t *body, bool exec, struct pd_
                 snprintf(msg, msgsz, "env must be an object of strings");
                 return -EINVAL;
         }
-        json_t *env = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}",
-                                "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                                "HOME", sr->user.home, "USER", sr->user.name, "LOGNAME", sr->user.name,
-                                "SHELL", "/bin/bash", "LANG", "C.UTF-8", "HOSTNAME", "paddock");
-        if (sr->pty)
-                json_object_set_new(env, "TERM", json_string("xterm-256color"));
-        if (json_is_object(s->env)) {
-                json_object_foreach(s->env, key, v)
-                        if (json_is_string(v) && env_key_ok(key))
-                                json_object_set(env, key, v);
+        json_t *env = pd_spawn_env_base(s, &sr->user, sr->pty);
+        if (json_is_object(jenv) && pd_spawn_env_merge(env, jenv, msg, msgsz) < 0) {
+                json_decref(env);
+                return -EINVAL;
         }
-        if (json_is_object(jenv)) {
-                json_object_foreach(jenv, key, v) {
-                        if (!env_key_ok(key) || !pd_json_clean_str(v, 1u << 17)) {
-                                json_decref(env);
-                                snprintf(msg, msgsz, "env '%.64s': names must be non-empty without '=', "
-                                         "values strings without NUL bytes", key);
-                                return -EINVAL;
-                        }
-                        json_object_set(env, key, v);
-                }
-        }
-        json_object_foreach(env, key, v)
-                pd_spawn_env_put(&sr->msg, key, json_string_value(v));
+        int k = pd_spawn_env_list(env, &sr->env);
         json_decref(env);
+        if (k < 0)
+                goto nomem;
 
         json_t *jcwd = json_object_get(body, "cwd");
         if (jcwd && !json_is_null(jcwd)) {
@@ -172,25 +193,22 @@ int pd_spawn_build(struct pd_srv_sandbox *s, json_t *body, bool exec, struct pd_
         } else {
                 snprintf(sr->cwd, sizeof sr->cwd, "%s", sr->user.home);
         }
-        pd_msg_put_str(&sr->msg, PD_A_CWD, sr->cwd);
-        pd_msg_put_u32(&sr->msg, PD_A_UID, sr->user.uid);
-        pd_msg_put_u32(&sr->msg, PD_A_GID, sr->user.gid);
-        for (unsigned g = 0; g < sr->user.n_groups; g++)
-                pd_msg_put_u32(&sr->msg, PD_A_GROUPS, sr->user.groups[g]);
-        if (sr->pty) {
-                pd_msg_put_u32(&sr->msg, PD_A_PTY_ROWS, rows);
-                pd_msg_put_u32(&sr->msg, PD_A_PTY_COLS, cols);
-        }
+        o->cwd = sr->cwd;
+        o->uid = sr->user.uid;
+        o->gid = sr->user.gid;
+        o->groups = sr->user.groups;
+        o->n_groups = sr->user.n_groups;
+        o->pty_rows = (uint16_t)rows;
+        o->pty_cols = (uint16_t)cols;
 
         json_t *jin = json_object_get(body, "stdin");
         if (jin && !json_is_null(jin) && !json_is_boolean(jin)) {
                 snprintf(msg, msgsz, "stdin must be true or false");
                 return -EINVAL;
         }
-        sr->stdin_open = json_is_true(jin) || (exec && json_object_get(body, "stdin_data") &&
-                                               !json_is_null(json_object_get(body, "stdin_data")));
-        if (sr->stdin_open)
-                pd_msg_put_u32(&sr->msg, PD_A_STDIN, 1);
+        /* native: stdin is the caller's only when asked (pd_spawn_opts) */
+        o->stdin_open = json_is_true(jin) || (exec && json_object_get(body, "stdin_data") &&
+                                              !json_is_null(json_object_get(body, "stdin_data")));
 
         json_t *jtag = json_object_get(body, "tag");
         if (jtag && !json_is_null(jtag)) {
@@ -198,8 +216,7 @@ int pd_spawn_build(struct pd_srv_sandbox *s, json_t *body, bool exec, struct pd_
                         snprintf(msg, msgsz, "tag must be a string of at most 255 bytes");
                         return -EINVAL;
                 }
-                sr->tag = json_string_value(jtag);
-                pd_msg_put_str(&sr->msg, PD_A_TAG, sr->tag);
+                sr->tag = o->tag = json_string_value(jtag);
         }
 
         json_t *jto = json_object_get(body, "timeout");
@@ -210,13 +227,21 @@ int pd_spawn_build(struct pd_srv_sandbox *s, json_t *body, bool exec, struct pd_
                         return -EINVAL;
                 }
                 uint64_t ms = (uint64_t)(t * 1000.0);
-                pd_msg_put_u64(&sr->msg, PD_A_TIMEOUT_MS, ms ? ms : 1);
+                o->timeout_ms = ms ? ms : 1;
         }
-        if (sr->msg.failed) {
+        o->argv = (const char *const *)sr->args.v;
+        o->argc = sr->args.n;
+        o->env = (const char *const *)sr->env.v;
+        o->envc = sr->env.n;
+        /* too large for one request is the caller's 400 */
+        if (pd_spawn_check(o) < 0) {
                 snprintf(msg, msgsz, "request too large for one SPAWN");
                 return -EINVAL;
         }
         return 0;
+nomem:
+        snprintf(msg, msgsz, "out of memory");
+        return -ENOMEM;
 }
 
 enum MHD_Result pd_spawn_reply_error(struct pd_req *r, int k, const struct pd_error *err,

@@ -1,12 +1,11 @@
 /* The small helpers every agent-backed route shares (declared in server.h):
- * the sandbox of a request, an agent connection with retries, waiting for a
- * frame while watching the sandbox, the client and the server, mapping
- * agent errors to HTTP, and the two sandbox users.
+ * the sandbox of a request, an agent connection with retries, what else
+ * ends its waits (the sandbox, the HTTP client, the server), mapping agent
+ * errors to HTTP, and the two sandbox users.
  *
  * Used by routes_procs.c, procs_*.c, routes_files.c and the e2b_*.c files. */
 #include <errno.h>
 #include <stdarg.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,7 +14,6 @@
 #include "lib/spec.h"
 #include "lib/util.h"
 
-#define WAIT_SLICE_MS 500
 #define CONNECT_RETRY_MS 15000
 
 struct pd_srv_sandbox *pd_route_sandbox(struct pd_req *r, enum MHD_Result *ret)

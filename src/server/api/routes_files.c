@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/core/agent_check.h"
 #include "server/api/api.h"
 #include "server/core/store.h"
 #include "lib/util.h"
@@ -120,33 +119,31 @@ struct entry_info {
         uint64_t size;
 };
 
-static json_t *entry_json(const uint8_t *p, size_t len, struct entry_info *ei)
+static json_t *entry_json(const struct pd_entry *e, struct entry_info *ei)
 {
         json_t *o = json_object();
-        struct pd_file_entry e;
-        pd_file_entry_decode(p, len, o, "link_target", &e);
+        pd_route_entry_names(e, o, "link_target");
         char t[32];
-        pd_rfc3339_ms(e.mtime_ns / 1000000u, t);
-        json_object_set_new(o, "type", json_string(ftype_name(e.ftype)));
-        json_object_set_new(o, "size", json_integer((json_int_t)e.size));
-        json_object_set_new(o, "mode", json_integer(e.mode));
-        json_object_set_new(o, "uid", json_integer(e.uid));
-        json_object_set_new(o, "gid", json_integer(e.gid));
+        pd_rfc3339_ms(e->mtime_ns / 1000000u, t);
+        json_object_set_new(o, "type", json_string(ftype_name(e->ftype)));
+        json_object_set_new(o, "size", json_integer((json_int_t)e->size));
+        json_object_set_new(o, "mode", json_integer(e->mode));
+        json_object_set_new(o, "uid", json_integer(e->uid));
+        json_object_set_new(o, "gid", json_integer(e->gid));
         json_object_set_new(o, "modified_at", json_string(t));
         if (ei) {
-                ei->ftype = e.ftype;
-                ei->size = e.size;
+                ei->ftype = e->ftype;
+                ei->size = e->size;
         }
         return o;
 }
 
-/* The first ENTRY of a reply. */
-static json_t *reply_entry(const uint8_t *p, size_t len, struct entry_info *ei)
+/* The one entry of a reply (pd_entries holding one) as JSON; frees it. */
+static json_t *take_entry(struct pd_entries *es)
 {
-        struct pd_attr a;
-        if (!pd_msg_find(p, len, PD_A_ENTRY, &a))
-                return NULL;
-        return entry_json(a.data, a.len, ei);
+        json_t *o = es->n ? entry_json(&es->v[0], NULL) : NULL;
+        pd_entries_free(es);
+        return o;
 }
 
 /* ------------------------------------------------------------------ */
@@ -154,27 +151,24 @@ static json_t *reply_entry(const uint8_t *p, size_t len, struct entry_info *ei)
 
 struct fctx {
         struct pd_srv_sandbox *s;
-        struct pd_conn c;
+        struct pd_client c;
         struct pd_error err;
         struct pd_route_user u;
-        struct pd_msg m;
+        struct pd_file_req f;           /* uid, gid of u; path set by the route */
 };
 
 static void fctx_close(struct pd_req *r, struct fctx *x)
 {
-        if (x->c.fd >= 0)
-                pd_conn_close(&x->c);
+        pd_client_close(&x->c);
         if (x->s)
                 pd_server_sandbox_put(r->srv, x->s);
         x->s = NULL;
-        pd_msg_free(&x->m);
 }
 
 static bool fctx_open_(struct pd_req *r, struct fctx *x, const char *user, enum MHD_Result *ret)
 {
         memset(x, 0, sizeof *x);
-        x->c.fd = -1;
-        pd_msg_init(&x->m);
+        pd_client_init(&x->c);
         if (!pd_route_user_parse(user, &x->u)) {
                 *ret = pd_reply_error(r, 400, "bad_request", "user must be \"user\" or \"root\"");
                 return false;
@@ -186,8 +180,8 @@ static bool fctx_open_(struct pd_req *r, struct fctx *x, const char *user, enum 
                 *ret = pd_route_reply_agent_error(r, k, &x->err);
                 return false;
         }
-        pd_msg_put_u32(&x->m, PD_A_UID, x->u.uid);
-        pd_msg_put_u32(&x->m, PD_A_GID, x->u.gid);
+        x->f.uid = x->u.uid;
+        x->f.gid = x->u.gid;
         return true;
 }
 
@@ -214,14 +208,6 @@ static enum MHD_Result file_error(struct pd_req *r, int k, const struct pd_error
         return pd_route_reply_agent_error(r, k, err);
 }
 
-/* An ERROR frame as the request's failure: -errno. */
-static int frame_error(struct pd_error *err, const struct pd_frame_hdr *h, const uint8_t *p)
-{
-        char m[256];
-        pd_conn_error_text(p, h->len, m, sizeof m);
-        return pd_error_setx(err, pd_conn_error_errno(h->aux, EIO), "%s", m);
-}
-
 /* The query argument "path", or a 400 answer in *ret. */
 static bool req_path(struct pd_req *r, const char **path, enum MHD_Result *ret)
 {
@@ -231,22 +217,6 @@ static bool req_path(struct pd_req *r, const char **path, enum MHD_Result *ret)
                 return false;
         }
         return true;
-}
-
-/* A one-shot FILE_* call (x->m filled) whose reply must carry an ENTRY:
- * that entry as JSON, or NULL with *k < 0. */
-static json_t *fctx_call_entry(struct fctx *x, uint32_t type, const char *tname, struct entry_info *ei, int *k)
-{
-        uint8_t *reply = NULL;
-        size_t rlen = 0;
-        *k = pd_agentc_call(&x->c, type, &x->m, &reply, &rlen, FILES_CALL_TIMEOUT_MS, &x->err);
-        if (*k >= 0)
-                *k = pd_agent_check_entries(reply, rlen, 1, 1, &x->err);
-        json_t *e = *k < 0 ? NULL : reply_entry(reply, rlen, ei);
-        free(reply);
-        if (*k >= 0 && !e)
-                *k = pd_error_setx(&x->err, EPROTO, "agent answered %s without an entry", tname);
-        return e;
 }
 
 /* Audit, answer (status with e, or the mapped error) and close x. */
@@ -266,9 +236,10 @@ static enum MHD_Result route_stat(struct pd_req *r, const char *chunk, size_t *c
         struct fctx x;
         if (!req_path(r, &path, &ret) || !fctx_open(r, &x, pd_req_query(r, "user"), &ret))
                 return ret;
-        int k;
-        pd_msg_put_str(&x.m, PD_A_PATH, path);
-        json_t *e = fctx_call_entry(&x, PD_T_FILE_STAT, "FILE_STAT", NULL, &k);
+        struct pd_entries es;
+        x.f.path = path;
+        int k = pd_client_stat(&x.c, &x.f, &es, &x.err);
+        json_t *e = take_entry(&es);
         return fctx_finish(r, &x, "file.stat", json_pack("{s:s}", "path", path), k, 200, e);
 }
 
@@ -291,27 +262,19 @@ static enum MHD_Result route_list(struct pd_req *r, const char *chunk, size_t *c
         struct fctx x;
         if (!fctx_open(r, &x, pd_req_query(r, "user"), &ret))
                 return ret;
-        uint8_t *reply = NULL;
-        size_t rlen = 0;
-        pd_msg_put_str(&x.m, PD_A_PATH, path);
-        pd_msg_put_u32(&x.m, PD_A_DEPTH, depth);
-        int k = pd_agentc_call(&x.c, PD_T_FILE_LIST, &x.m, &reply, &rlen, FILES_CALL_TIMEOUT_MS, &x.err);
-        if (k >= 0)
-                k = pd_agent_check_entries(reply, rlen, 0, PD_AGENT_ENTRIES_MAX, &x.err);
+        struct pd_entries es;
+        x.f.path = path;
+        int k = pd_client_list_dir(&x.c, &x.f, depth, &es, &x.err);
         audit_file(r, &x, "file.list", json_pack("{s:s,s:i}", "path", path, "depth", (int)depth), k);
         if (k < 0) {
                 ret = k == -EMSGSIZE ? pd_reply_error(r, 413, "too_large", "%s", x.err.msg) : file_error(r, k, &x.err);
         } else {
                 json_t *entries = json_array();
-                struct pd_msg_iter it;
-                struct pd_attr a;
-                pd_msg_iter_init(&it, reply, rlen);
-                while (pd_msg_next(&it, &a))
-                        if (a.tag == PD_A_ENTRY)
-                                json_array_append_new(entries, entry_json(a.data, a.len, NULL));
+                for (size_t i = 0; i < es.n; i++)
+                        json_array_append_new(entries, entry_json(&es.v[i], NULL));
                 ret = pd_reply_json(r, 200, json_pack("{s:o}", "entries", entries));
         }
-        free(reply);
+        pd_entries_free(&es);
         fctx_close(r, &x);
         return ret;
 }
@@ -353,11 +316,10 @@ static enum MHD_Result route_mkdir(struct pd_req *r, const char *chunk, size_t *
         struct fctx x;
         if (!fctx_open(r, &x, body_user(body), &ret))
                 goto out_body;
-        int k;
-        pd_msg_put_str(&x.m, PD_A_PATH, path);
-        pd_msg_put_u32(&x.m, PD_A_MODE, mode);
-        pd_msg_put_u32(&x.m, PD_A_PARENTS, !json_is_false(jp));
-        json_t *e = fctx_call_entry(&x, PD_T_FILE_MKDIR, "FILE_MKDIR", NULL, &k);
+        struct pd_entries es;
+        x.f.path = path;
+        int k = pd_client_mkdir(&x.c, &x.f, (int)mode, !json_is_false(jp), &es, &x.err);
+        json_t *e = take_entry(&es);
         ret = fctx_finish(r, &x, "file.mkdir", json_pack("{s:s,s:i}", "path", path, "mode", (int)mode), k, 201, e);
 out_body:
         json_decref(body);
@@ -379,10 +341,10 @@ static enum MHD_Result route_move(struct pd_req *r, const char *chunk, size_t *c
         struct fctx x;
         if (!fctx_open(r, &x, body_user(body), &ret))
                 goto out_body;
-        int k;
-        pd_msg_put_str(&x.m, PD_A_PATH, from);
-        pd_msg_put_str(&x.m, PD_A_PATH2, to);
-        json_t *e = fctx_call_entry(&x, PD_T_FILE_MOVE, "FILE_MOVE", NULL, &k);
+        struct pd_entries es;
+        x.f.path = from;
+        int k = pd_client_move(&x.c, &x.f, to, &es, &x.err);
+        json_t *e = take_entry(&es);
         ret = fctx_finish(r, &x, "file.move", json_pack("{s:s,s:s}", "from", from, "to", to), k, 200, e);
 out_body:
         json_decref(body);
@@ -396,11 +358,8 @@ static enum MHD_Result route_remove(struct pd_req *r, const char *chunk, size_t 
         struct fctx x;
         if (!req_path(r, &path, &ret) || !fctx_open(r, &x, pd_req_query(r, "user"), &ret))
                 return ret;
-        uint8_t *reply = NULL;
-        size_t rlen = 0;
-        pd_msg_put_str(&x.m, PD_A_PATH, path);
-        int k = pd_agentc_call(&x.c, PD_T_FILE_REMOVE, &x.m, &reply, &rlen, FILES_CALL_TIMEOUT_MS, &x.err);
-        free(reply);
+        x.f.path = path;
+        int k = pd_client_remove(&x.c, &x.f, &x.err);
         audit_file(r, &x, "file.remove", json_pack("{s:s}", "path", path), k);
         ret = k < 0 ? file_error(r, k, &x.err) : pd_reply_empty(r, 204);
         fctx_close(r, &x);
@@ -425,58 +384,28 @@ struct upload {
         char path[PATH_MAX];
 };
 
-/* Did the agent give up on the transfer (ERROR with our id)? Non-blocking. */
-static void upload_poll(struct upload *u)
-{
-        if (u->err)
-                return;
-        int k = pd_conn_fill(&u->x.c);
-        for (;;) {
-                struct pd_frame_hdr h;
-                const uint8_t *p;
-                if (k < 0 || (k = pd_conn_next(&u->x.c, &h, &p)) < 0) {
-                        u->err = k;
-                        pd_error_set(&u->x.err, -k, "agent connection");
-                        return;
-                }
-                if (k == 0)
-                        break;
-                /* only an ERROR can come before the last DATA: its REPLY is
-                 * awaited by upload_finish, which never calls us after it */
-                if (h.type == PD_T_ERROR && h.id == u->id) {
-                        frame_error(&u->x.err, &h, p);
-                        u->err = -u->x.err.code;
-                        return;
-                }
-        }
-        if (u->x.c.eof) {
-                u->err = -EPIPE;
-                pd_error_setx(&u->x.err, EPIPE, "the sandbox agent closed the connection");
-        }
-}
-
 static void upload_send(struct upload *u, bool end)
 {
         if (u->err)
                 return;
-        int k = pd_conn_queue(&u->x.c, PD_T_DATA, end ? PD_F_END : 0, u->id, 0, u->buf, u->blen);
+        int k = pd_client_write_data(&u->x.c, u->id, u->buf, u->blen, end);
         u->blen = 0;
         if (k >= 0)
-                k = pd_conn_flush_all(&u->x.c, FILES_END_TIMEOUT_MS);
+                k = pd_client_flush(&u->x.c, FILES_END_TIMEOUT_MS);
         if (k < 0) {
                 u->err = k;
                 pd_error_set(&u->x.err, -k, "send to the sandbox agent");
                 return;
         }
-        if (!end)
-                upload_poll(u);
+        /* did the agent give up on the transfer already (no space...)? */
+        if (!end && (k = pd_client_write_check(&u->x.c, u->id, &u->x.err)) < 0)
+                u->err = k;
 }
 
 static void upload_open(struct pd_req *r, struct upload *u)
 {
         u->opened = true;
-        u->x.c.fd = -1;
-        pd_msg_init(&u->x.m);
+        pd_client_init(&u->x.c);
         const char *path, *qm = pd_req_query(r, "mode");
         if (query_path(r, "path", &path, u->bad_msg, sizeof u->bad_msg) < 0) {
                 u->bad_status = 400;
@@ -509,15 +438,9 @@ static void upload_open(struct pd_req *r, struct upload *u)
                 u->err = k;
                 return;
         }
-        pd_msg_put_str(&u->x.m, PD_A_PATH, u->path);
-        pd_msg_put_u32(&u->x.m, PD_A_UID, u->x.u.uid);
-        pd_msg_put_u32(&u->x.m, PD_A_GID, u->x.u.gid);
-        if (u->has_mode)
-                pd_msg_put_u32(&u->x.m, PD_A_MODE, u->mode);
-        u->id = pd_conn_new_id(&u->x.c);
-        /* no REPLY until the last DATA: only an ERROR can come early */
-        if ((k = pd_conn_queue_msg(&u->x.c, PD_T_FILE_WRITE, u->id, &u->x.m)) < 0 ||
-            (k = pd_conn_flush_all(&u->x.c, FILES_CALL_TIMEOUT_MS)) < 0) {
+        u->x.f = (struct pd_file_req){ .path = u->path, .uid = u->x.u.uid, .gid = u->x.u.gid };
+        if ((k = pd_client_write_open(&u->x.c, &u->x.f, u->has_mode ? (int)u->mode : -1, &u->id)) < 0 ||
+            (k = pd_client_flush(&u->x.c, FILES_CALL_TIMEOUT_MS)) < 0) {
                 u->err = k;
                 pd_error_set(&u->x.err, -k, "send FILE_WRITE");
                 return;
@@ -541,29 +464,14 @@ static enum MHD_Result upload_finish(struct pd_req *r, struct upload *u)
         json_t *entry = NULL;
         if (!u->err) {
                 upload_send(u, true);
-                while (!u->err) {
-                        struct pd_frame_hdr h;
-                        const uint8_t *p;
-                        int k = pd_route_wait(r->srv, &u->x.c, NULL, u->x.s, &h, &p, FILES_END_TIMEOUT_MS);
-                        if (k < 0) {
-                                u->err = k;
-                                pd_error_set(&u->x.err, -k, "wait for the sandbox agent");
-                                break;
-                        }
-                        if (h.id != u->id || (h.type != PD_T_REPLY && h.type != PD_T_ERROR))
-                                continue;
-                        if (h.type == PD_T_ERROR) {
-                                frame_error(&u->x.err, &h, p);
-                                u->err = -u->x.err.code;
-                                break;
-                        }
-                        if (pd_agent_check_entries(p, h.len, 1, 1, &u->x.err) < 0) {
-                                u->err = -EPROTO;
-                                break;
-                        }
-                        entry = reply_entry(p, h.len, NULL);
-                        break;
-                }
+                /* the agent may still be writing: its REPLY may take a while */
+                pd_route_watch(&u->x.c, r->srv, NULL, u->x.s);
+                struct pd_entries es;
+                int k = u->err ? u->err : pd_client_write_finish(&u->x.c, u->id, &es, FILES_END_TIMEOUT_MS, &u->x.err);
+                if (k < 0)
+                        u->err = k;
+                else
+                        entry = take_entry(&es);
         }
         json_t *fields = json_pack("{s:s,s:I}", "path", u->path, "bytes", (json_int_t)u->bytes);
         if (u->has_mode)
@@ -625,8 +533,7 @@ static enum MHD_Result route_upload(struct pd_req *r, const char *chunk, size_t 
 struct fstream {
         struct pd_server *srv;
         struct pd_srv_sandbox *s;
-        struct MHD_Connection *mc;
-        struct pd_conn c;
+        struct pd_client c;
         uint32_t id;
 };
 
@@ -636,16 +543,15 @@ static void fstream_take(struct fstream *f, struct pd_req *r, struct fctx *x, ui
         f->srv = r->srv;
         f->s = PD_TAKE_PTR(x->s);
         f->c = x->c;
-        x->c.fd = -1;
-        f->mc = r->conn;
+        pd_client_init(&x->c);
+        pd_route_watch(&f->c, r->srv, r->conn, f->s);
         f->id = id;
         fctx_close(r, x);
 }
 
 static void fstream_release(struct fstream *f)
 {
-        if (f->c.fd >= 0)
-                pd_conn_close(&f->c);
+        pd_client_close(&f->c);
         if (f->s)
                 pd_server_sandbox_put(f->srv, f->s);
 }
@@ -697,7 +603,7 @@ static ssize_t download_reader(void *cls, uint64_t pos, char *buf, size_t max)
                                                                                   : MHD_CONTENT_READER_END_WITH_ERROR;
                 struct pd_frame_hdr h;
                 const uint8_t *p;
-                int k = pd_route_wait(d->f.srv, &d->f.c, d->f.mc, d->f.s, &h, &p, FILES_CALL_TIMEOUT_MS);
+                int k = pd_client_next(&d->f.c, &h, &p, FILES_CALL_TIMEOUT_MS);
                 if (k < 0)
                         return MHD_CONTENT_READER_END_WITH_ERROR;
                 if (h.id != d->f.id)
@@ -722,46 +628,11 @@ static enum MHD_Result route_download(struct pd_req *r, const char *chunk, size_
         struct fctx x;
         if (!req_path(r, &path, &ret) || !fctx_open(r, &x, pd_req_query(r, "user"), &ret))
                 return ret;
-        /* FILE_READ refuses directories, FIFOs, sockets and devices before
-         * it opens anything for reading, and follows a symlink inside the
-         * root; DESCRIBE: the length of what it opened comes first */
-        pd_msg_put_str(&x.m, PD_A_PATH, path);
-        pd_msg_put_u32(&x.m, PD_A_UID, x.u.uid);
-        pd_msg_put_u32(&x.m, PD_A_GID, x.u.gid);
-        pd_msg_put_u32(&x.m, PD_A_DESCRIBE, 1);
-        uint32_t id = pd_conn_new_id(&x.c);
-        int k = pd_conn_queue_msg(&x.c, PD_T_FILE_READ, id, &x.m);
-        if (k < 0)
-                pd_error_set(&x.err, -k, "queue FILE_READ");
-        uint64_t size = MHD_SIZE_UNKNOWN;
-        const uint8_t *p = NULL;
-        struct pd_frame_hdr h = { 0 };
-        /* the first frame decides the status: ERROR (the open failed),
-         * FILE_OPENED, or DATA (an agent that does not know DESCRIBE) */
-        while (k >= 0) {
-                k = pd_route_wait(r->srv, &x.c, r->conn, x.s, &h, &p, FILES_CALL_TIMEOUT_MS);
-                if (k < 0) {
-                        pd_error_set(&x.err, -k, "read from the sandbox agent");
-                        break;
-                }
-                if (h.id != id)
-                        continue;
-                if (h.type == PD_T_ERROR) {
-                        k = frame_error(&x.err, &h, p);
-                        break;
-                }
-                if (h.type == PD_T_FILE_OPENED) {
-                        uint64_t n;
-                        k = pd_agent_check_file_opened(p, h.len, &n, &x.err);
-                        if (k == 1)
-                                size = n;
-                        p = NULL;
-                        h.len = 0;
-                        break;
-                }
-                if (h.type == PD_T_DATA)
-                        break;
-        }
+        pd_route_watch(&x.c, r->srv, r->conn, x.s);
+        struct pd_read rd;
+        x.f.path = path;
+        int k = pd_client_read_open(&x.c, &x.f, &rd, &x.err);
+        uint64_t size = rd.size_known ? rd.size : MHD_SIZE_UNKNOWN;
         json_t *fields = json_pack("{s:s}", "path", path);
         if (size != MHD_SIZE_UNKNOWN)
                 json_object_set_new(fields, "size", json_integer((json_int_t)size));
@@ -776,10 +647,13 @@ static enum MHD_Result route_download(struct pd_req *r, const char *chunk, size_
                 fctx_close(r, &x);
                 return pd_reply_error(r, 500, "internal", "out of memory");
         }
-        fstream_take(&d->f, r, &x, id);
+        fstream_take(&d->f, r, &x, rd.id);
         d->size = size;
-        d->pend = p;    /* a first DATA, still in d->f.c's buffer: nothing reads it before the reader */
-        d->pend_len = h.type == PD_T_DATA ? h.len : 0;
+        /* a first DATA, still in d->f.c's buffer: nothing reads it before the reader */
+        d->pend = rd.first;
+        d->pend_len = rd.has_first ? rd.first_len : 0;
+        if (rd.done)
+                d->end = DL_OK;
         struct MHD_Response *resp = MHD_create_response_from_callback(size, FILES_STREAM_BLOCK, download_reader, d,
                                                                       download_free);
         if (!resp) {
@@ -831,7 +705,7 @@ static ssize_t watch_reader(void *cls, uint64_t pos, char *buf, size_t max)
                 }
                 struct pd_frame_hdr h;
                 const uint8_t *p;
-                int k = pd_route_wait(w->f.srv, &w->f.c, w->f.mc, w->f.s, &h, &p, -1);
+                int k = pd_client_next(&w->f.c, &h, &p, -1);
                 if (k == -ECONNABORTED)
                         return MHD_CONTENT_READER_END_WITH_ERROR;
                 if (k < 0)
@@ -839,18 +713,13 @@ static ssize_t watch_reader(void *cls, uint64_t pos, char *buf, size_t max)
                 if (h.type != PD_T_WATCH_EVENT || h.id != w->f.id)
                         continue;
                 struct pd_error err = { 0 };
-                if (pd_agent_check_watch_event(p, h.len, &err) < 0) {
+                struct pd_watch_ev ev;
+                if (pd_watch_event_decode(p, h.len, &ev, &err) < 0) {
                         /* the agent is not to be trusted any more: end the stream */
                         pd_log("warn", "watch ended sandbox=%s error=\"%s\"", w->f.s->id, err.msg);
                         return MHD_CONTENT_READER_END_WITH_ERROR;
                 }
-                struct pd_attr a;
-                uint32_t ev = 0;
-                char *name = pd_msg_find(p, h.len, PD_A_NAME, &a) ? pd_attr_strdup(&a) : NULL;
-                if (pd_msg_find(p, h.len, PD_A_EVENT, &a))
-                        pd_attr_u32(&a, &ev);
-                json_t *j = json_pack("{s:s,s:s}", "name", name ? name : "", "event", event_name(ev));
-                free(name);
+                json_t *j = json_pack("{s:s,s:s}", "name", ev.name, "event", event_name(ev.event));
                 if (!j)
                         continue;       /* a name that is not UTF-8 */
                 free(w->line);
@@ -873,28 +742,11 @@ static enum MHD_Result route_watch(struct pd_req *r, const char *chunk, size_t *
         struct fctx x;
         if (!fctx_open(r, &x, pd_req_query(r, "user"), &ret))
                 return ret;
-        pd_msg_put_str(&x.m, PD_A_PATH, path);
-        pd_msg_put_u32(&x.m, PD_A_RECURSIVE, recursive);
-        /* by hand, not pd_agentc_call: the request id is the watch id that
-         * every WATCH_EVENT carries */
-        uint32_t id = pd_conn_new_id(&x.c);
-        int k = pd_conn_queue_msg(&x.c, PD_T_WATCH, id, &x.m);
-        if (k < 0)
-                pd_error_set(&x.err, -k, "queue WATCH");
-        while (k >= 0) {
-                struct pd_frame_hdr h;
-                const uint8_t *p;
-                k = pd_route_wait(r->srv, &x.c, r->conn, x.s, &h, &p, FILES_CALL_TIMEOUT_MS);
-                if (k < 0) {
-                        pd_error_set(&x.err, -k, "wait for the sandbox agent");
-                        break;
-                }
-                if (h.id != id || (h.type != PD_T_REPLY && h.type != PD_T_ERROR))
-                        continue;
-                if (h.type == PD_T_ERROR)
-                        k = frame_error(&x.err, &h, p);
-                break;
-        }
+        /* the request id is the watch id that every WATCH_EVENT carries */
+        pd_route_watch(&x.c, r->srv, r->conn, x.s);
+        uint32_t id = 0;
+        x.f.path = path;
+        int k = pd_client_watch(&x.c, &x.f, recursive, &id, &x.err);
         audit_file(r, &x, "file.watch", json_pack("{s:s,s:b}", "path", path, "recursive", recursive), k);
         if (k < 0) {
                 ret = file_error(r, k, &x.err);

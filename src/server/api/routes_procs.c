@@ -64,36 +64,28 @@ static enum MHD_Result route_start(struct pd_req *r, const char *chunk, size_t *
         struct pd_spawn_req sr;
         char msg[256];
         struct pd_error err = { 0 };
-        struct pd_conn c = { .fd = -1 };
-        uint8_t *reply = NULL;
-        size_t rlen = 0;
+        struct pd_client c;
+        pd_client_init(&c);
+        uint32_t pid = 0;
         int k = pd_spawn_build(s, body, false, &sr, msg, sizeof msg);
         if (k < 0) {
-                ret = pd_reply_error(r, 400, "bad_request", "%s", msg);
+                ret = k == -ENOMEM ? pd_reply_error(r, 500, "internal", "%s", msg)
+                                   : pd_reply_error(r, 400, "bad_request", "%s", msg);
                 goto out;
         }
         if ((k = pd_route_agent(s, &c, &err)) < 0) {
                 ret = pd_route_reply_agent_error(r, k, &err);
                 goto out;
         }
-        k = pd_agentc_call(&c, PD_T_SPAWN, &sr.msg, &reply, &rlen, PROCS_CALL_TIMEOUT_MS, &err);
-        if (k < 0) {
+        if ((k = pd_client_spawn(&c, &sr.opts, &pid, &err)) < 0) {
                 ret = pd_spawn_reply_error(r, k, &err, &sr);
-                goto out;
-        }
-        struct pd_attr a;
-        uint32_t pid = 0;
-        if (!pd_msg_find(reply, rlen, PD_A_PID, &a) || !pd_attr_u32(&a, &pid)) {
-                ret = pd_reply_error(r, 500, "internal", "agent answered SPAWN without a pid");
                 goto out;
         }
         pd_spawn_audit(r, s, &sr, pid, "processes");
         ret = pd_reply_json(r, 201, json_pack("{s:i,s:o}", "pid", (int)pid, "tag",
                                               sr.tag ? json_string(sr.tag) : json_null()));
 out:
-        free(reply);
-        if (c.fd >= 0)
-                pd_conn_close(&c);
+        pd_client_close(&c);
         pd_spawn_req_free(&sr);
         json_decref(body);
         pd_server_sandbox_put(r->srv, s);
@@ -110,7 +102,7 @@ static enum MHD_Result route_list(struct pd_req *r, const char *chunk, size_t *c
         if (!s)
                 return ret;
         struct pd_error err = { 0 };
-        struct pd_conn c = { .fd = -1 };
+        struct pd_client c;
         json_t *all = NULL;
         int k = pd_route_agent(s, &c, &err);
         if (k >= 0)
@@ -119,8 +111,7 @@ static enum MHD_Result route_list(struct pd_req *r, const char *chunk, size_t *c
                 ret = pd_route_reply_agent_error(r, k, &err);
         else
                 ret = pd_reply_json(r, 200, json_pack("{s:o}", "processes", all));
-        if (c.fd >= 0)
-                pd_conn_close(&c);
+        pd_client_close(&c);
         pd_server_sandbox_put(r->srv, s);
         return ret;
 }
@@ -129,7 +120,7 @@ static enum MHD_Result route_list(struct pd_req *r, const char *chunk, size_t *c
 bool pd_pid_ctx_open(struct pd_req *r, struct pd_pid_ctx *x, enum MHD_Result *ret)
 {
         memset(x, 0, sizeof *x);
-        x->c.fd = -1;
+        pd_client_init(&x->c);
         if (r->n_params < 2 || !parse_pid(r->params[1], &x->pid)) {
                 *ret = pd_reply_error(r, 400, "bad_request", "process id must be a decimal pid");
                 return false;
@@ -148,8 +139,7 @@ bool pd_pid_ctx_open(struct pd_req *r, struct pd_pid_ctx *x, enum MHD_Result *re
 
 void pd_pid_ctx_close(struct pd_req *r, struct pd_pid_ctx *x)
 {
-        if (x->c.fd >= 0)
-                pd_conn_close(&x->c);
+        pd_client_close(&x->c);
         if (x->s)
                 pd_server_sandbox_put(r->srv, x->s);
         x->s = NULL;
@@ -204,12 +194,9 @@ static int parse_signal(json_t *j)
         return -1;
 }
 
-static enum MHD_Result simple_call(struct pd_req *r, struct pd_pid_ctx *x, uint16_t type, struct pd_msg *m)
+/* The answer to a signal, stdin close or resize. */
+static enum MHD_Result simple_reply(struct pd_req *r, struct pd_pid_ctx *x, int k)
 {
-        uint8_t *reply = NULL;
-        size_t rlen = 0;
-        int k = pd_agentc_call(&x->c, type, m, &reply, &rlen, PROCS_CALL_TIMEOUT_MS, &x->err);
-        free(reply);
         if (k == -ESRCH)
                 return pd_procs_reply_no_process(r, x->pid);
         if (k < 0)
@@ -233,13 +220,7 @@ static enum MHD_Result route_signal(struct pd_req *r, const char *chunk, size_t 
         struct pd_pid_ctx x;
         if (!pd_pid_ctx_open(r, &x, &ret))
                 return ret;
-        struct pd_msg m;
-        pd_msg_init(&m);
-        pd_msg_put_u32(&m, PD_A_PID, x.pid);
-        pd_msg_put_u32(&m, PD_A_SIGNO, (uint32_t)signo);
-        pd_msg_put_u32(&m, PD_A_GROUP, group);
-        ret = simple_call(r, &x, PD_T_SIGNAL, &m);
-        pd_msg_free(&m);
+        ret = simple_reply(r, &x, pd_client_signal(&x.c, x.pid, signo, group, &x.err));
         pd_audit(r->srv, x.s->id, r->key.id, "process.signal",
                  json_pack("{s:i,s:i,s:b}", "pid", (int)x.pid, "signal", signo, "group", group));
         pd_pid_ctx_close(r, &x);
@@ -252,11 +233,7 @@ static enum MHD_Result route_stdin_close(struct pd_req *r, const char *chunk, si
         struct pd_pid_ctx x;
         if (!pd_pid_ctx_open(r, &x, &ret))
                 return ret;
-        struct pd_msg m;
-        pd_msg_init(&m);
-        pd_msg_put_u32(&m, PD_A_PID, x.pid);
-        ret = simple_call(r, &x, PD_T_STDIN_CLOSE, &m);
-        pd_msg_free(&m);
+        ret = simple_reply(r, &x, pd_client_stdin_close(&x.c, x.pid, &x.err));
         pd_pid_ctx_close(r, &x);
         return ret;
 }
@@ -278,13 +255,7 @@ static enum MHD_Result route_resize(struct pd_req *r, const char *chunk, size_t 
         struct pd_pid_ctx x;
         if (!pd_pid_ctx_open(r, &x, &ret))
                 return ret;
-        struct pd_msg m;
-        pd_msg_init(&m);
-        pd_msg_put_u32(&m, PD_A_PID, x.pid);
-        pd_msg_put_u32(&m, PD_A_PTY_ROWS, rows);
-        pd_msg_put_u32(&m, PD_A_PTY_COLS, cols);
-        ret = simple_call(r, &x, PD_T_RESIZE, &m);
-        pd_msg_free(&m);
+        ret = simple_reply(r, &x, pd_client_resize(&x.c, x.pid, rows, cols, &x.err));
         pd_pid_ctx_close(r, &x);
         return ret;
 }
@@ -304,7 +275,7 @@ static int stdin_open(struct pd_req *r, struct stdin_state *st)
 {
         /* the reply to a failure is deferred to the last call; queue nothing now */
         memset(&st->x, 0, sizeof st->x);
-        st->x.c.fd = -1;
+        pd_client_init(&st->x.c);
         st->opened = true;
         if (r->n_params < 2 || !parse_pid(r->params[1], &st->x.pid))
                 return st->err = -EINVAL;
@@ -349,7 +320,7 @@ static enum MHD_Result route_stdin(struct pd_req *r, const char *chunk, size_t *
                 st = calloc(1, sizeof *st);
                 if (!st)
                         return MHD_NO;
-                st->x.c.fd = -1;
+                pd_client_init(&st->x.c);
                 r->route_state = st;
         }
         if (!st->opened)
@@ -359,9 +330,9 @@ static enum MHD_Result route_stdin(struct pd_req *r, const char *chunk, size_t *
                 *chunk_len = 0;
                 for (size_t off = 0; off < len && !st->err;) {
                         size_t n = len - off < PD_DATA_CHUNK ? len - off : PD_DATA_CHUNK;
-                        int k = pd_conn_queue(&st->x.c, PD_T_STDIN, 0, st->x.pid, 0, chunk + off, n);
+                        int k = pd_client_stdin(&st->x.c, st->x.pid, chunk + off, n);
                         if (k >= 0)
-                                k = pd_conn_flush_all(&st->x.c, PROCS_CALL_TIMEOUT_MS);
+                                k = pd_client_flush(&st->x.c, PROCS_CALL_TIMEOUT_MS);
                         if (k < 0)
                                 st->err = k;
                         off += n;
@@ -372,13 +343,7 @@ static enum MHD_Result route_stdin(struct pd_req *r, const char *chunk, size_t *
         /* the last call: answer */
         enum MHD_Result ret;
         if (!st->err) {
-                struct pd_msg m;
-                uint8_t *reply = NULL;
-                size_t rlen = 0;
-                pd_msg_init(&m);
-                int k = pd_agentc_call(&st->x.c, PD_T_PING, &m, &reply, &rlen, PROCS_CALL_TIMEOUT_MS, &st->x.err);
-                pd_msg_free(&m);
-                free(reply);
+                int k = pd_client_ping(&st->x.c, NULL, &st->x.err);
                 if (k < 0)
                         st->err = k;
         }

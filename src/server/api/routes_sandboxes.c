@@ -187,8 +187,9 @@ static int parse_create(struct pd_server *srv, const char *key_id, json_t *body,
                         return -1;
                 }
                 cr->spec.isolation = own;
-        } else if ((pd_tier_caps(cr->spec.isolation) & PD_TIER_OWN_TEMPLATES) && strcmp(cr->template_name, "base")) {
-                snprintf(why, whysz, "the %s tier starts from its base template or a %s snapshot, not '%s'",
+        } else if ((pd_tier_caps(cr->spec.isolation) & PD_TIER_OWN_TEMPLATES) && strcmp(cr->template_name, "base") &&
+                   !pd_template_is_image(&srv->state, cr->template_name)) {
+                snprintf(why, whysz, "the %s tier starts from its base template, an image template or a %s snapshot, not '%s'",
                          pd_isolation_name(cr->spec.isolation), pd_isolation_name(cr->spec.isolation),
                          cr->template_name);
                 return -1;

@@ -12,8 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "proto/conn.h"
-#include "proto/msg.h"
+#include "proto/client.h"
 #include "lib/template.h"
 #include "lib/util.h"
 
@@ -114,43 +113,17 @@ static int pool_warm(struct pd_sandbox *sb, struct pd_error *err)
         int fd = pd_sandbox_connect(sb, err);
         if (fd < 0)
                 return fd;
-        struct pd_conn c;
-        if (pd_conn_init(&c, fd) < 0) {
-                close(fd);
-                return pd_error_set(err, ENOMEM, "agent connection");
-        }
-        char agent[128];
-        int r = pd_conn_hello(&c, "paddock-serve " PD_VERSION, agent, sizeof agent, err);
-        struct pd_msg m;
-        pd_msg_init(&m);
+        struct pd_client c;
         static const char *const argv[] = { "/bin/bash", "-l", "-c", "true" };
-        for (size_t i = 0; i < PD_ARRAY_SIZE(argv); i++)
-                pd_msg_put_str(&m, PD_A_ARG, argv[i]);
-        pd_msg_put_str(&m, PD_A_CWD, "/");
-        pd_msg_put_u32(&m, PD_A_UID, 0);
-        pd_msg_put_u32(&m, PD_A_GID, 0);
-        pd_msg_put_str(&m, PD_A_TAG, PD_POOL_WARMUP);
-        pd_msg_put_u32(&m, PD_A_FOLLOW, 1);
-        if (r == 0 && (pd_conn_queue_msg(&c, PD_T_SPAWN, pd_conn_new_id(&c), &m) < 0 || pd_conn_flush_all(&c, 10000) < 0))
-                r = pd_error_set(err, EIO, "send the warm-up command");
-        pd_msg_free(&m);
-        uint64_t deadline = pd_now_ms() + 60000;
-        while (r == 0) {
-                struct pd_frame_hdr h;
-                const uint8_t *p;
-                int64_t left = (int64_t)(deadline - pd_now_ms());
-                int w = left > 0 ? pd_conn_wait(&c, &h, &p, (int)left) : -ETIMEDOUT;
-                if (w == -ETIMEDOUT && left > 0)
-                        continue;
-                if (w < 0)
-                        r = pd_error_set(err, -w, "warm-up command");
-                else if (h.type == PD_T_ERROR)
-                        r = pd_error_setx(err, EIO, "warm-up command refused");
-                else if (h.type == PD_T_EXIT)
-                        break;
-        }
-        pd_conn_close(&c);
-        return r;
+        const struct pd_spawn_opts o = { .argv = argv, .argc = PD_ARRAY_SIZE(argv), .cwd = "/", .tag = PD_POOL_WARMUP };
+        const struct pd_run_io io = { .timeout_ms = 60000 };     /* output dropped */
+        uint32_t pid;
+        struct pd_exit x;
+        int r = pd_client_connect(&c, fd, "paddock-serve " PD_VERSION, err);
+        if (r == 0)
+                r = pd_client_run(&c, &o, &io, &pid, &x, err);
+        pd_client_close(&c);
+        return r < 0 ? pd_error_prefix(err, "warm-up command") : 0;
 }
 
 static void *filler_main(void *arg)

@@ -12,9 +12,9 @@
  *               the agent watcher: watcher.c
  *   lifecycle_table.c  the states and the one transition table (lifecycle.h)
  *   audit_log.c per-sandbox append-only JSON lines
- *   agentc.c    synchronous agent calls over a fresh connection
+ *   agentc.c    a fresh agent connection for a route (the calls are
+ *               proto/client.h's)
  *   agent_io.c  connecting with retries, waiting while watching the sandbox
- *   agent_check.c  what an agent answers, checked before it is decoded
  *   stream.c    a streaming response fed by an agent connection
  *   tunnel.c    HTTP through an agent tunnel
  *   tokens.c    HMAC tokens of the server's secret
@@ -32,7 +32,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "proto/conn.h"
+#include "proto/client.h"
 #include "lib/error.h"
 #include "lib/sandbox.h"
 #include "lib/state.h"
@@ -199,12 +199,9 @@ static inline enum pd_sb_state pd_srv_sandbox_state(const struct pd_srv_sandbox 
 struct pd_srv_sandbox *pd_server_sandbox_get(struct pd_server *srv, const char *id, const struct pd_key *key);
 void pd_server_sandbox_put(struct pd_server *srv, struct pd_srv_sandbox *s);
 
-/* Agent calls (agentc.c): a fresh connection with the HELLO done. */
-int pd_agentc_connect(struct pd_srv_sandbox *s, struct pd_conn *out, struct pd_error *err);
-/* Send one request and wait for its REPLY (payload copied into *reply, caller
- * frees) or ERROR (negative errno returned, message in err). */
-int pd_agentc_call(struct pd_conn *c, uint16_t type, const struct pd_msg *req, uint8_t **reply,
-                   size_t *reply_len, int timeout_ms, struct pd_error *err);
+/* Agent connection (agentc.c): a fresh one with the HELLO done (out is
+ * initialised, closed, first: pd_client_close it whatever the result). */
+int pd_agentc_connect(struct pd_srv_sandbox *s, struct pd_client *out, struct pd_error *err);
 
 /* Audit (audit_log.c): append one event for sandbox id; fields is stolen. */
 void pd_audit(struct pd_server *srv, const char *sandbox_id, const char *key_id, const char *event, json_t *fields);

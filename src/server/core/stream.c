@@ -22,7 +22,7 @@ struct pd_agent_stream *pd_agent_stream_new(struct pd_req *r, struct pd_srv_sand
         st->srv = r->srv;
         st->s = s;
         st->mc = r->conn;
-        st->conn.fd = -1;
+        pd_client_init(&st->cl);
         st->idle_ms = KEEPALIVE_DEFAULT_MS;
         st->size = MHD_SIZE_UNKNOWN;
         return st;
@@ -34,8 +34,7 @@ void pd_agent_stream_free(struct pd_agent_stream *st)
                 return;
         if (st->on_free)
                 st->on_free(st);
-        if (st->conn.fd >= 0)
-                pd_conn_close(&st->conn);
+        pd_client_close(&st->cl);
         if (st->s)
                 pd_server_sandbox_put(st->srv, st->s);
         free(st->buf);
@@ -81,13 +80,13 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
         while (st->pos == st->len) {
                 if (st->done)
                         return st->failed ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
-                if (st->conn.fd < 0) {
+                if (!pd_client_is_open(&st->cl)) {
                         st->done = true;
                         continue;
                 }
                 struct pd_frame_hdr h;
                 const uint8_t *p;
-                int k = pd_route_wait(st->srv, &st->conn, st->mc, st->s, &h, &p, st->idle_ms);
+                int k = pd_client_next(&st->cl, &h, &p, st->idle_ms);
                 if (k == -ETIMEDOUT) {
                         if (st->on_idle)
                                 st->on_idle(st);
@@ -123,6 +122,9 @@ static void stream_free_cb(void *cls)
 enum MHD_Result pd_agent_stream_reply(struct pd_req *r, struct pd_agent_stream *st, unsigned status,
                                     const char *content_type)
 {
+        /* from here on the agent is read for this client: its hang-up, the
+         * sandbox's deletion or the server's stop end the stream */
+        pd_route_watch(&st->cl, st->srv, st->mc, st->s);
         struct MHD_Response *resp =
                 MHD_create_response_from_callback(st->size, STREAM_BLOCK, stream_reader, st, stream_free_cb);
         if (!resp) {

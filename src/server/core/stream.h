@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/client.h"
 #include "server/core/server.h"
 
 struct pd_agent_stream;
@@ -11,7 +12,7 @@ typedef void (*pd_agent_stream_fn)(struct pd_agent_stream *st, const struct pd_f
 struct pd_agent_stream {
         struct pd_server *srv;
         struct pd_srv_sandbox *s;       /* referenced; dropped at free */
-        struct pd_conn conn;
+        struct pd_client cl;            /* watched (pd_route_watch) by the response's reader */
         struct MHD_Connection *mc;
         char *buf;                      /* bytes ready for the client */
         size_t len, pos, cap;
@@ -33,8 +34,7 @@ struct pd_agent_stream {
         char *resp_headers;             /* "Name: value\n" lines added to the response */
         size_t resp_headers_len;
 };
-/* Allocate with the connection closed (conn.fd = -1); takes over the
- * reference to s. */
+/* Allocate with the client closed; takes over the reference to s. */
 struct pd_agent_stream *pd_agent_stream_new(struct pd_req *r, struct pd_srv_sandbox *s);
 void pd_agent_stream_free(struct pd_agent_stream *st);
 /* Add one "Name: value" header line (n bytes) to the response to come. */

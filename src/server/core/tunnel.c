@@ -10,27 +10,12 @@
 #include <string.h>
 #include <strings.h>
 
-#include "proto/msg.h"
 #include "proto/proto.h"
 #include "server/core/agent_io.h"
 #include "lib/util.h"
 
 #define CALL_TIMEOUT_MS 30000
 #define RESP_HDR_MAX (16u << 10)
-
-int pd_tunnel_open(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_conn *c, unsigned port, uint32_t *tid,
-                   struct pd_error *err)
-{
-        struct pd_msg m;
-        pd_msg_init(&m);
-        pd_msg_put_u32(&m, PD_A_PORT, port);
-        *tid = pd_conn_new_id(c);
-        int k = pd_conn_queue_msg(c, PD_T_TUNNEL_OPEN, *tid, &m);
-        pd_msg_free(&m);
-        if (k < 0)
-                return pd_error_set(err, -k, "queue TUNNEL_OPEN");
-        return pd_agent_wait_reply(srv, s, c, *tid, CALL_TIMEOUT_MS, err);
-}
 
 static void relay_frame(struct pd_agent_stream *st, const struct pd_frame_hdr *h, const uint8_t *p)
 {
@@ -77,13 +62,12 @@ enum MHD_Result pd_tunnel_http_relay(struct pd_req *r, struct pd_agent_stream *s
                                      const char *what)
 {
         char msg[160];
-        int k = pd_conn_queue(&st->conn, PD_T_DATA, 0, tid, 0, head, head_len);
-        for (size_t off = 0; off < body_len && k >= 0; off += PD_DATA_CHUNK) {
-                size_t n = body_len - off < PD_DATA_CHUNK ? body_len - off : PD_DATA_CHUNK;
-                k = pd_conn_queue(&st->conn, PD_T_DATA, 0, tid, 0, body + off, n);
-        }
+        int k = pd_client_tunnel_send(&st->cl, tid, head, head_len);
         if (k >= 0)
-                k = pd_conn_flush_all(&st->conn, CALL_TIMEOUT_MS);
+                k = pd_client_tunnel_send(&st->cl, tid, body, body_len);
+        if (k >= 0)
+                k = pd_client_flush(&st->cl, CALL_TIMEOUT_MS);
+        pd_route_watch(&st->cl, r->srv, r->conn, st->s);
         /* the response head */
         char *hb = NULL;
         size_t hlen = 0;
@@ -91,7 +75,7 @@ enum MHD_Result pd_tunnel_http_relay(struct pd_req *r, struct pd_agent_stream *s
         while (k >= 0 && !eoh) {
                 struct pd_frame_hdr h;
                 const uint8_t *p;
-                k = pd_route_wait(r->srv, &st->conn, r->conn, st->s, &h, &p, 120000);
+                k = pd_client_next(&st->cl, &h, &p, 120000);
                 if (k < 0)
                         break;
                 if (h.id != tid)

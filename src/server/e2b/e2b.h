@@ -43,8 +43,6 @@ int pd_e2b_token(struct pd_server *srv, const char *sandbox_id, char out[PD_E2B_
 bool pd_e2b_streq(const char *a, const char *b);
 /* Standard base64 (with padding) of len bytes into a new string. */
 char *pd_e2b_b64(const void *data, size_t len);
-/* Decode standard or url-safe base64 (padding optional). -EINVAL if bad. */
-int pd_e2b_b64_decode(const char *in, size_t inlen, uint8_t **out, size_t *outlen);
 
 /* ---- envd (e2b_envd.c) ---- */
 
@@ -79,8 +77,8 @@ enum MHD_Result pd_e2b_fs_watch(struct pd_req *r, struct pd_e2b_call *c, json_t 
 enum MHD_Result pd_e2b_files_chunk(struct pd_req *r, struct pd_e2b_call *c, const char *chunk, size_t len);
 enum MHD_Result pd_e2b_files_finish(struct pd_req *r, struct pd_e2b_call *c);
 void pd_e2b_files_free(struct pd_e2b_call *c);
-/* Entry JSON (envd EntryInfo) from an agent ENTRY payload. */
-json_t *pd_e2b_entry_json(const uint8_t *p, size_t len);
+/* Entry JSON (envd EntryInfo) of an agent's entry. */
+json_t *pd_e2b_entry_json(const struct pd_entry *e);
 
 /* ---- code interpreter (e2b_ci.c) ---- */
 enum MHD_Result pd_e2b_ci_forward(struct pd_req *r, struct pd_e2b_call *c);

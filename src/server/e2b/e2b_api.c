@@ -71,51 +71,6 @@ char *pd_e2b_b64(const void *data, size_t len)
         return out;
 }
 
-/* The value of one base64 (or base64url) character, -1 if none. A function,
- * not a table filled on first use: server threads decode at the same time. */
-static int b64_value(unsigned char c)
-{
-        if (c >= 'A' && c <= 'Z')
-                return c - 'A';
-        if (c >= 'a' && c <= 'z')
-                return c - 'a' + 26;
-        if (c >= '0' && c <= '9')
-                return c - '0' + 52;
-        if (c == '+' || c == '-')
-                return 62;
-        if (c == '/' || c == '_')
-                return 63;
-        return -1;
-}
-
-int pd_e2b_b64_decode(const char *in, size_t inlen, uint8_t **out, size_t *outlen)
-{
-        while (inlen && in[inlen - 1] == '=')
-                inlen--;
-        uint8_t *o = malloc(inlen * 3 / 4 + 3);
-        if (!o)
-                return -ENOMEM;
-        size_t n = 0;
-        uint32_t acc = 0;
-        unsigned bits = 0;
-        for (size_t i = 0; i < inlen; i++) {
-                int v = b64_value((unsigned char)in[i]);
-                if (v < 0) {
-                        free(o);
-                        return -EINVAL;
-                }
-                acc = (acc << 6) | (uint32_t)v;
-                bits += 6;
-                if (bits >= 8) {
-                        bits -= 8;
-                        o[n++] = (uint8_t)(acc >> bits);
-                }
-        }
-        *out = o;
-        *outlen = n;
-        return 0;
-}
-
 /* ---- formatting ---- */
 
 static const char *e2b_template_for(const char *name)

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "server/e2b/e2b.h"
+#include "server/api/procs.h"
 #include "lib/spec.h"
 #include "lib/util.h"
 
@@ -84,83 +85,54 @@ static char *bridge_source(size_t *len)
         return NULL;
 }
 
-/* Wait for the REPLY or ERROR of request id (other frames skipped). */
-static int wait_reply(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_conn *c, uint32_t id,
-                      struct pd_error *err)
-{
-        return pd_agent_wait_reply(srv, s, c, id, CALL_TIMEOUT_MS, err);
-}
-
-static int bridge_start(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_conn *c, struct pd_error *err)
+static int bridge_start(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_client *c, struct pd_error *err)
 {
         size_t len = 0;
         char *src = bridge_source(&len);
         if (!src)
                 return pd_error_setx(err, ENOENT,
                                      "kernel_bridge.py not found (set PADDOCK_SANDBOX_TOOLS to src/sandbox-tools)");
-        struct pd_msg m;
-        pd_msg_init(&m);
-        pd_msg_put_str(&m, PD_A_PATH, "/opt/paddock");
-        pd_msg_put_u32(&m, PD_A_UID, 0);
-        pd_msg_put_u32(&m, PD_A_GID, 0);
-        pd_msg_put_u32(&m, PD_A_PARENTS, 1);
-        int k = pd_agentc_call(c, PD_T_FILE_MKDIR, &m, NULL, NULL, CALL_TIMEOUT_MS, err);
-        pd_msg_free(&m);
+        const struct pd_file_req dir = { .path = "/opt/paddock", .uid = 0, .gid = 0 };
+        int k = pd_client_mkdir(c, &dir, -1, true, NULL, err);
         if (k < 0 && k != -EEXIST) {
                 free(src);
                 return k;
         }
-        pd_msg_init(&m);
-        pd_msg_put_str(&m, PD_A_PATH, BRIDGE_PATH);
-        pd_msg_put_u32(&m, PD_A_UID, 0);
-        pd_msg_put_u32(&m, PD_A_GID, 0);
-        pd_msg_put_u32(&m, PD_A_MODE, 0644);
-        uint32_t wid = pd_conn_new_id(c);
-        k = pd_conn_queue_msg(c, PD_T_FILE_WRITE, wid, &m);
-        pd_msg_free(&m);
-        for (size_t off = 0; off < len && k >= 0; off += PD_DATA_CHUNK) {
-                size_t n = len - off < PD_DATA_CHUNK ? len - off : PD_DATA_CHUNK;
-                k = pd_conn_queue(c, PD_T_DATA, 0, wid, 0, src + off, n);
-        }
-        free(src);
+        const struct pd_file_req file = { .path = BRIDGE_PATH, .uid = 0, .gid = 0 };
+        uint32_t wid;
+        k = pd_client_write_open(c, &file, 0644, &wid);
         if (k >= 0)
-                k = pd_conn_queue(c, PD_T_DATA, PD_F_END, wid, 0, NULL, 0);
+                k = pd_client_write_data(c, wid, src, len, true);
+        free(src);
         if (k < 0)
                 return pd_error_set(err, -k, "queue FILE_WRITE");
-        if ((k = wait_reply(srv, s, c, wid, err)) < 0)
+        if ((k = pd_client_write_finish(c, wid, NULL, CALL_TIMEOUT_MS, err)) < 0)
                 return pd_error_prefix(err, "write %s", BRIDGE_PATH);
 
+        /* the bridge's own environment, then the sandbox's envVars over it
+         * (what its kernels inherit) */
         struct pd_route_user u;
         pd_route_user_parse("user", &u);
-        pd_msg_init(&m);
-        const char *argv[] = { "/usr/bin/python3", BRIDGE_PATH, "--port", "49999" };
-        for (size_t i = 0; i < PD_ARRAY_SIZE(argv); i++)
-                pd_msg_put_str(&m, PD_A_ARG, argv[i]);
         json_t *env = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "PATH",
                                 "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME", u.home, "USER",
                                 u.name, "LOGNAME", u.name, "LANG", "C.UTF-8", "PYTHONUNBUFFERED", "1", "MPLBACKEND",
                                 "module://matplotlib_inline.backend_inline");
-        const char *key;
-        json_t *v;
-        if (json_is_object(s->env))
-                json_object_foreach(s->env, key, v)
-                        if (json_is_string(v) && *key && !strchr(key, '='))
-                                json_object_set(env, key, v);
-        json_object_foreach(env, key, v) {
-                char kv[8192];
-                int n = snprintf(kv, sizeof kv, "%s=%s", key, json_string_value(v));
-                if (n > 0 && (size_t)n < sizeof kv)
-                        pd_msg_put_str(&m, PD_A_ENV, kv);
-        }
+        pd_spawn_env_sandbox(env, s);
+        struct pd_strv envs = { 0 };
+        k = pd_spawn_env_list(env, &envs);
         json_decref(env);
-        pd_msg_put_str(&m, PD_A_CWD, u.home);
-        pd_msg_put_u32(&m, PD_A_UID, u.uid);
-        pd_msg_put_u32(&m, PD_A_GID, u.gid);
-        for (unsigned g = 0; g < u.n_groups; g++)
-                pd_msg_put_u32(&m, PD_A_GROUPS, u.groups[g]);
-        pd_msg_put_str(&m, PD_A_TAG, BRIDGE_TAG);
-        k = pd_agentc_call(c, PD_T_SPAWN, &m, NULL, NULL, CALL_TIMEOUT_MS, err);
-        pd_msg_free(&m);
+        static const char *const argv[] = { "/usr/bin/python3", BRIDGE_PATH, "--port", "49999" };
+        const struct pd_spawn_opts o = {
+                .argv = argv, .argc = PD_ARRAY_SIZE(argv), .env = (const char *const *)envs.v, .envc = envs.n,
+                .cwd = u.home, .uid = u.uid, .gid = u.gid, .groups = u.groups, .n_groups = u.n_groups,
+                .tag = BRIDGE_TAG,
+        };
+        uint32_t pid;
+        if (k < 0)
+                k = pd_error_set(err, ENOMEM, "bridge environment");
+        else
+                k = pd_client_spawn(c, &o, &pid, err);
+        pd_strv_free(&envs);
         if (k < 0)
                 return pd_error_prefix(err, "start the kernel bridge");
         pd_log("info", "e2b kernel bridge started sandbox=%s", s->id);
@@ -168,19 +140,20 @@ static int bridge_start(struct pd_server *srv, struct pd_srv_sandbox *s, struct 
 }
 
 /* A tunnel to the bridge, starting it when nobody listens. */
-static int bridge_tunnel(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_conn *c, uint32_t *tid,
+static int bridge_tunnel(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_client *c, uint32_t *tid,
                          struct pd_error *err)
 {
-        int k = pd_tunnel_open(srv, s, c, PD_E2B_CI_PORT, tid, err);
+        pd_route_watch(c, srv, NULL, s);
+        int k = pd_client_tunnel_open(c, PD_E2B_CI_PORT, tid, err);
         if (k != -ECONNREFUSED)
                 return k;
         pthread_mutex_lock(&bridge_lock);
-        k = pd_tunnel_open(srv, s, c, PD_E2B_CI_PORT, tid, err);
+        k = pd_client_tunnel_open(c, PD_E2B_CI_PORT, tid, err);
         if (k == -ECONNREFUSED) {
                 k = bridge_start(srv, s, c, err);
                 uint64_t deadline = pd_now_ms() + BRIDGE_START_MS;
                 while (k >= 0) {
-                        k = pd_tunnel_open(srv, s, c, PD_E2B_CI_PORT, tid, err);
+                        k = pd_client_tunnel_open(c, PD_E2B_CI_PORT, tid, err);
                         if (k != -ECONNREFUSED || pd_now_ms() > deadline)
                                 break;
                         struct timespec ts = { 0, 100 * 1000000L };
@@ -205,9 +178,9 @@ enum MHD_Result pd_e2b_ci_forward(struct pd_req *r, struct pd_e2b_call *c)
         c->s = NULL;
         struct pd_error err = { 0 };
         uint32_t tid = 0;
-        int k = pd_route_agent(st->s, &st->conn, &err);
+        int k = pd_route_agent(st->s, &st->cl, &err);
         if (k >= 0)
-                k = bridge_tunnel(r->srv, st->s, &st->conn, &tid, &err);
+                k = bridge_tunnel(r->srv, st->s, &st->cl, &tid, &err);
         if (k < 0) {
                 pd_log("warn", "e2b code interpreter unreachable sandbox=%s error=\"%s\"", st->s->id, err.msg);
                 enum MHD_Result ret = ci_error(r, 502, err.msg);
@@ -228,3 +201,4 @@ enum MHD_Result pd_e2b_ci_forward(struct pd_req *r, struct pd_e2b_call *c)
         }
         return pd_tunnel_http_relay(r, st, tid, head, (size_t)hn, c->body, c->len, false, "the code interpreter");
 }
+

@@ -29,15 +29,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "server/core/agent_check.h"
 #include "server/e2b/e2b.h"
 #include "server/core/manager.h"
 #include "server/api/procs.h"
 #include "server/core/store.h"
 #include "lib/spec.h"
+#include "lib/base64.h"
 #include "lib/util.h"
 
-#define CALL_TIMEOUT_MS 30000
 #define JSON_BODY_MAX (4u << 20)
 #define CI_BODY_MAX (16u << 20)
 #define KEEPALIVE_DEFAULT_MS 30000
@@ -223,7 +222,7 @@ static void parse_basic_user(struct pd_req *r, struct pd_e2b_call *c)
                 a++;
         uint8_t *dec = NULL;
         size_t n = 0;
-        if (pd_e2b_b64_decode(a, strlen(a), &dec, &n) < 0)
+        if (pd_b64_decode_alloc(a, strlen(a), PD_B64_LENIENT, &dec, &n) < 0)
                 return;
         size_t ul = 0;
         while (ul < n && dec[ul] != ':')
@@ -453,91 +452,46 @@ static void buffer_chunk(struct pd_e2b_call *c, const char *chunk, size_t n)
 
 struct eproc {
         uint32_t pid;
-        bool found, exited, pty, has_code, has_sig;
-        uint32_t exit_code, signo;
+        bool found, exited, pty;
         uint64_t end_out, end_err;
-        char tag[256];
         json_t *config;         /* {cmd, args, envs, cwd} */
 };
 
-static void eproc_parse(const uint8_t *p, size_t len, struct eproc *e)
+/* envd's ProcessConfig of a listed process. */
+static json_t *eproc_config(const struct pd_proc *p)
 {
-        struct pd_msg_iter it;
-        struct pd_attr a;
-        char *str;
-        memset(e, 0, sizeof *e);
-        json_t *args = json_array(), *envs = json_object();
-        const char *cmd = NULL;
-        json_t *cwd = NULL;
-        pd_msg_iter_init(&it, p, len);
-        while (pd_msg_next(&it, &a)) {
-                switch (a.tag) {
-                case PD_A_PID: pd_attr_u32(&a, &e->pid); break;
-                case PD_A_TAG: pd_attr_str(&a, e->tag, sizeof e->tag); break;
-                case PD_A_STATE:
-                        if ((str = pd_attr_strdup(&a))) {
-                                e->exited = !strcmp(str, "exited");
-                                free(str);
-                        }
-                        break;
-                case PD_A_EXIT_CODE: e->has_code = pd_attr_u32(&a, &e->exit_code); break;
-                case PD_A_SIGNO: e->has_sig = pd_attr_u32(&a, &e->signo); break;
-                case PD_A_END_OUT: pd_attr_u64(&a, &e->end_out); break;
-                case PD_A_END_ERR: pd_attr_u64(&a, &e->end_err); break;
-                case PD_A_PTY_ROWS: e->pty = true; break;
-                case PD_A_ARG:
-                        if ((str = pd_attr_strdup(&a))) {
-                                json_t *js = json_string(str);
-                                if (js)
-                                        json_array_append_new(args, js);
-                                free(str);
-                        }
-                        break;
-                case PD_A_ENV:
-                        if ((str = pd_attr_strdup(&a))) {
-                                char *eq = strchr(str, '=');
-                                if (eq) {
-                                        *eq = '\0';
-                                        json_t *js = json_string(eq + 1);
-                                        if (js)
-                                                json_object_set_new(envs, str, js);
-                                }
-                                free(str);
-                        }
-                        break;
-                case PD_A_CWD:
-                        if ((str = pd_attr_strdup(&a))) {
-                                json_decref(cwd);
-                                cwd = json_string(str);
-                                free(str);
-                        }
-                        break;
+        json_t *rest = json_array(), *envs = json_object();
+        for (size_t i = 1; i < p->argc; i++) {
+                json_t *js = json_string(p->argv[i]);
+                if (js)
+                        json_array_append_new(rest, js);
+        }
+        for (size_t i = 0; i < p->envc; i++) {
+                const char *eq = strchr(p->env[i], '=');
+                json_t *js = eq ? json_string(eq + 1) : NULL;
+                if (js) {
+                        char *k = strndup(p->env[i], (size_t)(eq - p->env[i]));
+                        if (k)
+                                json_object_set_new(envs, k, js);
+                        else
+                                json_decref(js);
+                        free(k);
                 }
         }
-        if (json_array_size(args) > 0) {
-                cmd = json_string_value(json_array_get(args, 0));
-                json_t *rest = json_array();
-                for (size_t i = 1; i < json_array_size(args); i++)
-                        json_array_append(rest, json_array_get(args, i));
-                e->config = json_pack("{s:s, s:o, s:o}", "cmd", cmd, "args", rest, "envs", envs);
-        } else {
-                e->config = json_pack("{s:s, s:[], s:o}", "cmd", "", "args", "envs", envs);
-        }
-        if (cwd)
-                json_object_set_new(e->config, "cwd", cwd);
-        json_decref(args);
+        json_t *cmd = p->argc ? json_string(p->argv[0]) : NULL;
+        json_t *c = json_pack("{s:o, s:o, s:o}", "cmd", cmd ? cmd : json_string(""), "args", rest, "envs", envs);
+        if (p->cwd)
+                json_object_set_new(c, "cwd", json_string(p->cwd));
+        return c;
 }
 
 /* LIST, then the process named by selector {pid} or {tag}. */
-static int find_proc(struct pd_conn *conn, json_t *selector, struct eproc *out, json_t **all, struct pd_error *err)
+static int find_proc(struct pd_client *conn, json_t *selector, struct eproc *out, json_t **all, struct pd_error *err)
 {
-        uint8_t *reply = NULL;
-        size_t rlen = 0;
-        int k = pd_agentc_call(conn, PD_T_LIST, NULL, &reply, &rlen, CALL_TIMEOUT_MS, err);
-        if (k >= 0)
-                k = pd_agent_check_procs(reply, rlen, err);
+        struct pd_proc_list l;
+        int k = pd_client_list(conn, &l, err);
         if (k < 0) {
-                free(reply);
+                pd_proc_list_free(&l);
                 return k;
         }
         json_t *jpid = json_object_get(selector, "pid"), *jtag = json_object_get(selector, "tag");
@@ -550,31 +504,26 @@ static int find_proc(struct pd_conn *conn, json_t *selector, struct eproc *out, 
                 memset(out, 0, sizeof *out);
         if (all)
                 *all = json_array();
-        struct pd_msg_iter it;
-        struct pd_attr a;
-        pd_msg_iter_init(&it, reply, rlen);
-        while (pd_msg_next(&it, &a)) {
-                if (a.tag != PD_A_PROC)
-                        continue;
-                struct eproc e;
-                eproc_parse(a.data, a.len, &e);
-                if (all && !e.exited && strncmp(e.tag, "paddock-", 8)) {
-                        json_t *o = json_pack("{s:O, s:i}", "config", e.config, "pid", (int)e.pid);
-                        if (e.tag[0])
-                                json_object_set_new(o, "tag", json_string(e.tag));
+        for (size_t i = 0; i < l.n; i++) {
+                const struct pd_proc *p = &l.v[i];
+                const char *tag = p->tag ? p->tag : "";
+                /* envd lists running processes; paddock's own (warm-ups, the
+                 * kernel bridge) are not the user's */
+                if (all && !p->exited && strncmp(tag, "paddock-", 8)) {
+                        json_t *o = json_pack("{s:o, s:i}", "config", eproc_config(p), "pid", (int)p->pid);
+                        if (tag[0])
+                                json_object_set_new(o, "tag", json_string(tag));
                         json_array_append_new(*all, o);
                 }
                 bool match = out && !out->found &&
-                             ((want && e.pid == want) ||
-                              (!want && json_is_string(jtag) && e.tag[0] && !strcmp(e.tag, json_string_value(jtag))));
-                if (match) {
-                        *out = e;
-                        out->found = true;
-                } else {
-                        json_decref(e.config);
-                }
+                             ((want && p->pid == want) ||
+                              (!want && json_is_string(jtag) && tag[0] && !strcmp(tag, json_string_value(jtag))));
+                if (match)
+                        *out = (struct eproc){ .pid = p->pid, .found = true, .exited = p->exited, .pty = p->pty,
+                                               .end_out = p->end[0], .end_err = p->end[1],
+                                               .config = eproc_config(p) };
         }
-        free(reply);
+        pd_proc_list_free(&l);
         return 0;
 }
 
@@ -583,16 +532,19 @@ static void proc_frame(struct pd_agent_stream *st, const struct pd_frame_hdr *h,
 {
         if (h->id != st->id)
                 return;
-        if (h->type == PD_T_OUTPUT && h->len >= 8) {
-                char *b = pd_e2b_b64(p + 8, h->len - 8);
+        uint64_t off;
+        const uint8_t *data;
+        size_t n;
+        if (pd_output_decode(h, p, &off, &data, &n)) {
+                char *b = pd_e2b_b64(data, n);
                 if (!b)
                         return;
                 const char *which = h->aux == PD_STREAM_STDERR ? "stderr" : h->aux == PD_STREAM_PTY ? "pty" : "stdout";
                 pd_e2b_stream_msg(st, 0, json_pack("{s:{s:{s:s}}}", "event", "data", which, b));
                 free(b);
         } else if (h->type == PD_T_EXIT) {
-                struct pd_proc_exit x;
-                pd_procs_exit_parse(p, h->len, &x);
+                struct pd_exit x;
+                pd_exit_decode(p, h->len, &x);
                 if (!strcmp(x.reason, "timeout")) {
                         /* Connect-Timeout-Ms passed: what a Connect server
                          * answers when the deadline is exceeded. */
@@ -601,9 +553,9 @@ static void proc_frame(struct pd_agent_stream *st, const struct pd_frame_hdr *h,
                 }
                 char status[64];
                 json_t *end;
-                if (x.has_sig || !x.has_code) {
-                        const char *sn = x.has_sig ? sigabbrev_np((int)x.sig) : NULL;
-                        snprintf(status, sizeof status, "signal: %s", x.sig == SIGKILL ? "killed" : sn ? sn : "unknown");
+                if (x.has_signal || !x.has_code) {
+                        const char *sn = x.has_signal ? sigabbrev_np((int)x.signo) : NULL;
+                        snprintf(status, sizeof status, "signal: %s", x.signo == SIGKILL ? "killed" : sn ? sn : "unknown");
                         end = json_pack("{s:i, s:b, s:s}", "exitCode", -1, "exited", false, "status", status);
                 } else {
                         snprintf(status, sizeof status, "exit status %u", x.code);
@@ -628,30 +580,50 @@ static int keepalive_ms(struct pd_req *r)
         return (int)(s * 1000 / 2 > 1000 ? s * 1000 / 2 : 1000);
 }
 
-static enum MHD_Result proc_start(struct pd_req *r, struct pd_e2b_call *c, json_t *body)
+/* Start's options: envd's ProcessConfig (cmd, args, envs, cwd), pty,
+ * stdin, tag and the Connect deadline. The same checks as the native API
+ * where envd has the same field, with proto3's reading of an empty value
+ * (cwd "", tag "", a pty size of 0: not set). */
+struct estart {
+        struct pd_spawn_opts o;
+        struct pd_strv args, env;
+        struct pd_route_user u;
+        char cwd[PATH_MAX];
+};
+
+static void estart_free(struct estart *x)
 {
+        pd_strv_free(&x->args);
+        pd_strv_free(&x->env);
+}
+
+static int refuse(char *why, size_t whysz, int k, const char *msg)
+{
+        snprintf(why, whysz, "%s", msg);
+        return k;
+}
+
+static int estart_build(struct pd_req *r, struct pd_e2b_call *c, json_t *body, struct estart *x, char *why,
+                        size_t whysz)
+{
+        struct pd_spawn_opts *o = &x->o;
         json_t *proc = json_object_get(body, "process");
         json_t *cmd = json_object_get(proc, "cmd"), *args = json_object_get(proc, "args");
         if (!pd_json_clean_str(cmd, 4096) || !json_string_length(cmd))
-                return pd_e2b_connect_error(r, 400, "invalid_argument", "process.cmd must be a non-empty string");
-        struct pd_route_user u;
-        if (!pd_e2b_call_user(c, &u))
-                return pd_e2b_connect_error(r, 400, "invalid_argument", "unknown user");
-        struct pd_msg m;
-        pd_msg_init(&m);
-        pd_msg_put_str(&m, PD_A_ARG, json_string_value(cmd));
+                return refuse(why, whysz, -EINVAL, "process.cmd must be a non-empty string");
+        if (!pd_e2b_call_user(c, &x->u))
+                return refuse(why, whysz, -EINVAL, "unknown user");
+        if (args && !json_is_array(args))
+                return refuse(why, whysz, -EINVAL, "process.args must be a list of strings");
+        if (pd_strv_add(&x->args, json_string_value(cmd)) < 0)
+                return refuse(why, whysz, -ENOMEM, "out of memory");
         size_t i;
         json_t *a;
-        if (args && !json_is_array(args)) {
-                pd_msg_free(&m);
-                return pd_e2b_connect_error(r, 400, "invalid_argument", "process.args must be a list of strings");
-        }
         json_array_foreach(args, i, a) {
-                if (!pd_json_clean_str(a, 1u << 19)) {
-                        pd_msg_free(&m);
-                        return pd_e2b_connect_error(r, 400, "invalid_argument", "process.args must be strings");
-                }
-                pd_msg_put_str(&m, PD_A_ARG, json_string_value(a));
+                if (!pd_json_clean_str(a, 1u << 19))
+                        return refuse(why, whysz, -EINVAL, "process.args must be strings");
+                if (pd_strv_add(&x->args, json_string_value(a)) < 0)
+                        return refuse(why, whysz, -ENOMEM, "out of memory");
         }
         json_t *jpty = json_object_get(body, "pty");
         json_t *size = json_object_get(jpty, "size");
@@ -661,94 +633,104 @@ static enum MHD_Result proc_start(struct pd_req *r, struct pd_e2b_call *c, json_
                 rows = (uint32_t)json_integer_value(json_object_get(size, "rows"));
         if (json_is_integer(json_object_get(size, "cols")) && json_integer_value(json_object_get(size, "cols")) > 0)
                 cols = (uint32_t)json_integer_value(json_object_get(size, "cols"));
-        if (rows > 65535 || cols > 65535) {
-                pd_msg_free(&m);
-                return pd_e2b_connect_error(r, 400, "invalid_argument", "pty size out of range");
+        if (rows > 65535 || cols > 65535)
+                return refuse(why, whysz, -EINVAL, "pty size out of range");
+        if (pty) {
+                o->pty_rows = (uint16_t)rows;
+                o->pty_cols = (uint16_t)cols;
         }
         /* env: defaults, the sandbox's envVars, the request's envs */
-        json_t *env = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "PATH",
-                                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME", u.home, "USER",
-                                u.name, "LOGNAME", u.name, "SHELL", "/bin/bash", "LANG", "C.UTF-8", "HOSTNAME",
-                                "paddock");
-        if (pty)
-                json_object_set_new(env, "TERM", json_string("xterm-256color"));
-        const char *key;
-        json_t *v;
-        if (json_is_object(c->s->env))
-                json_object_foreach(c->s->env, key, v)
-                        if (pd_json_clean_str(v, 1u << 17) && *key && !strchr(key, '='))
-                                json_object_set(env, key, v);
+        json_t *env = pd_spawn_env_base(c->s, &x->u, pty);
         json_t *envs = json_object_get(proc, "envs");
-        if (json_is_object(envs))
-                json_object_foreach(envs, key, v)
-                        if (pd_json_clean_str(v, 1u << 17) && *key && !strchr(key, '='))
-                                json_object_set(env, key, v);
-        json_object_foreach(env, key, v)
-                pd_spawn_env_put(&m, key, json_string_value(v));
+        int k = 0;
+        if (envs && !json_is_null(envs) && !json_is_object(envs)) {
+                snprintf(why, whysz, "process.envs must be an object of strings");
+                k = -EINVAL;
+        }
+        if (k == 0 && json_is_object(envs))
+                k = pd_spawn_env_merge(env, envs, why, whysz);
+        if (k == 0 && pd_spawn_env_list(env, &x->env) < 0) {
+                snprintf(why, whysz, "out of memory");
+                k = -ENOMEM;
+        }
         json_decref(env);
-        char cwd[PATH_MAX];
+        if (k < 0)
+                return k;
         json_t *jcwd = json_object_get(proc, "cwd");
-        if (pd_json_clean_str(jcwd, PATH_MAX - 256) && json_string_length(jcwd)) {
+        if (jcwd && !json_is_null(jcwd) && (!pd_json_clean_str(jcwd, PATH_MAX - 1)))
+                return refuse(why, whysz, -EINVAL, "process.cwd must be a path without NUL bytes");
+        if (json_string_length(jcwd)) {
                 const char *cw = json_string_value(jcwd);
-                snprintf(cwd, sizeof cwd, cw[0] == '/' ? "%s" : "%s/%s", cw[0] == '/' ? cw : u.home, cw);
+                int n = cw[0] == '/' ? snprintf(x->cwd, sizeof x->cwd, "%s", cw)
+                                     : snprintf(x->cwd, sizeof x->cwd, "%s/%s", x->u.home, cw);
+                if (n < 0 || (size_t)n >= sizeof x->cwd)
+                        return refuse(why, whysz, -EINVAL, "process.cwd too long");
         } else {
-                snprintf(cwd, sizeof cwd, "%s", u.home);
+                snprintf(x->cwd, sizeof x->cwd, "%s", x->u.home);
         }
-        pd_msg_put_str(&m, PD_A_CWD, cwd);
-        pd_msg_put_u32(&m, PD_A_UID, u.uid);
-        pd_msg_put_u32(&m, PD_A_GID, u.gid);
-        for (unsigned g = 0; g < u.n_groups; g++)
-                pd_msg_put_u32(&m, PD_A_GROUPS, u.groups[g]);
-        if (pty) {
-                pd_msg_put_u32(&m, PD_A_PTY_ROWS, rows);
-                pd_msg_put_u32(&m, PD_A_PTY_COLS, cols);
-        }
-        /* envd keeps stdin open unless the request says stdin: false */
-        json_t *jin = json_object_get(body, "stdin");
-        if (!pty && !json_is_false(jin))
-                pd_msg_put_u32(&m, PD_A_STDIN, 1);
+        o->cwd = x->cwd;
+        o->uid = x->u.uid;
+        o->gid = x->u.gid;
+        o->groups = x->u.groups;
+        o->n_groups = x->u.n_groups;
+        /* envd keeps stdin open unless the request says stdin: false
+         * (pd_spawn_opts: the native API's default is the opposite) */
+        o->stdin_open = !pty && !json_is_false(json_object_get(body, "stdin"));
         json_t *jtag = json_object_get(body, "tag");
-        if (pd_json_clean_str(jtag, 255) && json_string_length(jtag))
-                pd_msg_put_str(&m, PD_A_TAG, json_string_value(jtag));
+        if (jtag && !json_is_null(jtag) && !pd_json_clean_str(jtag, 255))
+                return refuse(why, whysz, -EINVAL, "tag must be a string of at most 255 bytes");
+        if (json_string_length(jtag))
+                o->tag = json_string_value(jtag);
         const char *tmo = hdr(r, "Connect-Timeout-Ms");
         if (tmo) {
                 unsigned long long ms = strtoull(tmo, NULL, 10);
                 if (ms > 0)
-                        pd_msg_put_u64(&m, PD_A_TIMEOUT_MS, ms);
+                        o->timeout_ms = ms;
         }
-        pd_msg_put_u32(&m, PD_A_FOLLOW, 1);
-        if (m.failed) {
-                pd_msg_free(&m);
-                return pd_e2b_connect_error(r, 400, "invalid_argument", "request too large");
+        /* the Start stream is this connection's output */
+        o->follow = true;
+        o->argv = (const char *const *)x->args.v;
+        o->argc = x->args.n;
+        o->env = (const char *const *)x->env.v;
+        o->envc = x->env.n;
+        if (pd_spawn_check(o) < 0)
+                return refuse(why, whysz, -EINVAL, "request too large");
+        return 0;
+}
+
+static enum MHD_Result proc_start(struct pd_req *r, struct pd_e2b_call *c, json_t *body)
+{
+        struct estart x = { 0 };
+        char why[256];
+        int k = estart_build(r, c, body, &x, why, sizeof why);
+        if (k < 0) {
+                estart_free(&x);
+                return k == -ENOMEM ? pd_e2b_connect_error(r, 500, "internal", "%s", why)
+                                    : pd_e2b_connect_error(r, 400, "invalid_argument", "%s", why);
         }
         struct pd_agent_stream *st = pd_e2b_stream_new(r, c->s);
         if (!st) {
-                pd_msg_free(&m);
+                estart_free(&x);
                 return MHD_NO;
         }
         c->s = NULL;    /* the stream owns the reference now */
         struct pd_error err = { 0 };
-        int k = pd_route_agent(st->s, &st->conn, &err);
-        uint8_t *reply = NULL;
-        size_t rlen = 0;
-        if (k >= 0)
-                k = pd_agentc_call(&st->conn, PD_T_SPAWN, &m, &reply, &rlen, CALL_TIMEOUT_MS, &err);
-        pd_msg_free(&m);
-        struct pd_attr pa;
         uint32_t pid = 0;
-        if (k >= 0 && (!pd_msg_find(reply, rlen, PD_A_PID, &pa) || !pd_attr_u32(&pa, &pid)))
-                k = pd_error_setx(&err, EPROTO, "SPAWN reply without a pid");
-        free(reply);
+        k = pd_route_agent(st->s, &st->cl, &err);
+        if (k >= 0)
+                k = pd_client_spawn(&st->cl, &x.o, &pid, &err);
         if (k < 0) {
+                estart_free(&x);
                 enum MHD_Result ret = pd_e2b_stream_error_reply(r, pd_e2b_connect_code(k), "%s", err.msg);
                 pd_agent_stream_free(st);
                 return ret;
         }
         pd_audit(r->srv, st->s->id, st->s->key_id, "process.start",
-                 json_pack("{s:s, s:s, s:s, s:i, s:b, s:s}", "cmd", json_string_value(cmd), "user", u.name, "cwd", cwd,
-                           "pid", (int)pid, "pty", pty, "via", "e2b"));
+                 json_pack("{s:s, s:s, s:s, s:i, s:b, s:s}", "cmd", x.args.v[0], "user", x.u.name, "cwd", x.cwd,
+                           "pid", (int)pid, "pty", x.o.pty_rows != 0, "via", "e2b"));
         st->id = pid;
-        st->pty = pty;
+        st->pty = x.o.pty_rows != 0;
+        estart_free(&x);
         st->on_frame = proc_frame;
         st->on_idle = proc_idle;
         st->idle_ms = keepalive_ms(r);
@@ -758,6 +740,13 @@ static enum MHD_Result proc_start(struct pd_req *r, struct pd_e2b_call *c, json_
 
 /* Connect: output from now on (E2B semantics: a new subscriber sees new
  * output; what was printed before is not replayed). */
+/* Output that overtakes the second ATTACH's REPLY belongs to the stream. */
+static int proc_frame_early(void *ctx, const struct pd_frame_hdr *h, const uint8_t *p, struct pd_error *err)
+{
+        proc_frame(ctx, h, p);
+        return 0;
+}
+
 static enum MHD_Result proc_connect(struct pd_req *r, struct pd_e2b_call *c, json_t *body)
 {
         struct pd_agent_stream *st = pd_e2b_stream_new(r, c->s);
@@ -766,9 +755,9 @@ static enum MHD_Result proc_connect(struct pd_req *r, struct pd_e2b_call *c, jso
         c->s = NULL;
         struct pd_error err = { 0 };
         struct eproc e = { 0 };
-        int k = pd_route_agent(st->s, &st->conn, &err);
+        int k = pd_route_agent(st->s, &st->cl, &err);
         if (k >= 0)
-                k = find_proc(&st->conn, json_object_get(body, "process"), &e, NULL, &err);
+                k = find_proc(&st->cl, json_object_get(body, "process"), &e, NULL, &err);
         if (k >= 0 && !e.found)
                 k = pd_error_setx(&err, ESRCH, "process not found");
         json_decref(e.config);
@@ -782,24 +771,21 @@ static enum MHD_Result proc_connect(struct pd_req *r, struct pd_e2b_call *c, jso
         st->on_frame = proc_frame;
         st->on_idle = proc_idle;
         st->idle_ms = keepalive_ms(r);
+        /* the start event first: output may come before the last ATTACH's
+         * REPLY (a failed ATTACH discards the stream, start event and all) */
+        pd_e2b_stream_msg(st, 0, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", (int)e.pid));
+        st->cl.on_frame = proc_frame_early;
+        st->cl.frame_ctx = st;
         uint32_t streams[2] = { e.pty ? PD_STREAM_PTY : PD_STREAM_STDOUT, PD_STREAM_STDERR };
         uint64_t offs[2] = { e.end_out, e.end_err };
-        for (unsigned i = 0; i < (e.pty ? 1u : 2u) && k >= 0; i++) {
-                struct pd_msg m;
-                pd_msg_init(&m);
-                pd_msg_put_u32(&m, PD_A_PID, e.pid);
-                pd_msg_put_u32(&m, PD_A_STREAM, streams[i]);
-                pd_msg_put_u64(&m, PD_A_OFFSET, offs[i]);
-                pd_msg_put_u32(&m, PD_A_FOLLOW, 1);
-                k = pd_agentc_call(&st->conn, PD_T_ATTACH, &m, NULL, NULL, CALL_TIMEOUT_MS, &err);
-                pd_msg_free(&m);
-        }
+        for (unsigned i = 0; i < (e.pty ? 1u : 2u) && k >= 0; i++)
+                k = pd_client_attach(&st->cl, e.pid, streams[i], offs[i], true, NULL, &err);
+        st->cl.on_frame = NULL;
         if (k < 0) {
                 enum MHD_Result ret = pd_e2b_stream_error_reply(r, pd_e2b_connect_code(k), "%s", err.msg);
                 pd_agent_stream_free(st);
                 return ret;
         }
-        pd_e2b_stream_msg(st, 0, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", (int)e.pid));
         return pd_agent_stream_reply(r, st, 200, "application/connect+json");
 }
 
@@ -828,16 +814,18 @@ static int parse_signal(json_t *j)
 /* Unary process calls over one agent connection. */
 static enum MHD_Result proc_unary(struct pd_req *r, struct pd_e2b_call *c, const char *method, json_t *body)
 {
-        struct pd_conn conn = { .fd = -1 };
+        struct pd_client conn;
         struct pd_error err = { 0 };
         int k = pd_route_agent(c->s, &conn, &err);
-        if (k < 0)
+        if (k < 0) {
+                pd_client_close(&conn);
                 return pd_e2b_connect_agent_error(r, k, err.msg);
+        }
         enum MHD_Result ret;
         if (!strcmp(method, "List")) {
                 json_t *all = NULL;
                 k = find_proc(&conn, NULL, NULL, &all, &err);
-                pd_conn_close(&conn);
+                pd_client_close(&conn);
                 if (k < 0)
                         return pd_e2b_connect_agent_error(r, k, err.msg);
                 return pd_reply_json(r, 200, json_pack("{s:o}", "processes", all));
@@ -847,8 +835,6 @@ static enum MHD_Result proc_unary(struct pd_req *r, struct pd_e2b_call *c, const
         if (k >= 0 && (!e.found || e.exited))
                 k = pd_error_setx(&err, ESRCH, "process not found");
         json_decref(e.config);
-        struct pd_msg m;
-        pd_msg_init(&m);
         if (k < 0) {
                 /* fall through to the error */
         } else if (!strcmp(method, "SendInput")) {
@@ -859,39 +845,26 @@ static enum MHD_Result proc_unary(struct pd_req *r, struct pd_e2b_call *c, const
                 uint8_t *bytes = NULL;
                 size_t n = 0;
                 if (!json_is_string(data) ||
-                    pd_e2b_b64_decode(json_string_value(data), json_string_length(data), &bytes, &n) < 0) {
-                        pd_conn_close(&conn);
+                    pd_b64_decode_alloc(json_string_value(data), json_string_length(data), PD_B64_LENIENT, &bytes, &n) < 0) {
+                        pd_client_close(&conn);
                         return pd_e2b_connect_error(r, 400, "invalid_argument", "input must hold base64 stdin or pty");
                 }
-                for (size_t off = 0; off < n && k >= 0; off += PD_DATA_CHUNK) {
-                        size_t len = n - off < PD_DATA_CHUNK ? n - off : PD_DATA_CHUNK;
-                        k = pd_conn_queue(&conn, PD_T_STDIN, 0, e.pid, 0, bytes + off, len);
-                }
+                k = pd_client_stdin(&conn, e.pid, bytes, n);
                 free(bytes);
                 /* a PING after the bytes: its reply means they were taken */
                 if (k >= 0)
-                        k = pd_agentc_call(&conn, PD_T_PING, NULL, NULL, NULL, CALL_TIMEOUT_MS, &err);
+                        k = pd_client_ping(&conn, NULL, &err);
         } else if (!strcmp(method, "CloseStdin")) {
-                pd_msg_put_u32(&m, PD_A_PID, e.pid);
-                k = pd_agentc_call(&conn, PD_T_STDIN_CLOSE, &m, NULL, NULL, CALL_TIMEOUT_MS, &err);
+                k = pd_client_stdin_close(&conn, e.pid, &err);
         } else if (!strcmp(method, "SendSignal")) {
                 int sig = parse_signal(json_object_get(body, "signal"));
                 if (sig <= 0 || sig >= 65) {
-                        pd_conn_close(&conn);
-                        pd_msg_free(&m);
+                        pd_client_close(&conn);
                         return pd_e2b_connect_error(r, 400, "invalid_argument", "unknown signal");
                 }
-                pd_msg_put_u32(&m, PD_A_PID, e.pid);
-                pd_msg_put_u32(&m, PD_A_SIGNO, (uint32_t)sig);
-                pd_msg_put_u32(&m, PD_A_GROUP, 1);
-                k = pd_agentc_call(&conn, PD_T_SIGNAL, &m, NULL, NULL, CALL_TIMEOUT_MS, &err);
-                if (k == -ESRCH) {
-                        /* the group is gone but the leader is not reaped yet */
-                        pd_msg_reset(&m);
-                        pd_msg_put_u32(&m, PD_A_PID, e.pid);
-                        pd_msg_put_u32(&m, PD_A_SIGNO, (uint32_t)sig);
-                        k = pd_agentc_call(&conn, PD_T_SIGNAL, &m, NULL, NULL, CALL_TIMEOUT_MS, &err);
-                }
+                k = pd_client_signal(&conn, e.pid, sig, true, &err);
+                if (k == -ESRCH)        /* the group is gone but the leader is not reaped yet */
+                        k = pd_client_signal(&conn, e.pid, sig, false, &err);
                 if (k >= 0)
                         pd_audit(r->srv, c->s->id, c->s->key_id, "process.signal",
                                  json_pack("{s:i, s:i, s:s}", "pid", (int)e.pid, "signal", sig, "via", "e2b"));
@@ -900,21 +873,16 @@ static enum MHD_Result proc_unary(struct pd_req *r, struct pd_e2b_call *c, const
                 json_t *jr = json_object_get(size, "rows"), *jc = json_object_get(size, "cols");
                 if (!json_is_integer(jr) || !json_is_integer(jc) || json_integer_value(jr) < 1 ||
                     json_integer_value(jc) < 1 || json_integer_value(jr) > 65535 || json_integer_value(jc) > 65535) {
-                        pd_conn_close(&conn);
-                        pd_msg_free(&m);
+                        pd_client_close(&conn);
                         return pd_e2b_connect_error(r, 400, "invalid_argument", "pty.size {cols, rows} required");
                 }
-                pd_msg_put_u32(&m, PD_A_PID, e.pid);
-                pd_msg_put_u32(&m, PD_A_PTY_ROWS, (uint32_t)json_integer_value(jr));
-                pd_msg_put_u32(&m, PD_A_PTY_COLS, (uint32_t)json_integer_value(jc));
-                k = pd_agentc_call(&conn, PD_T_RESIZE, &m, NULL, NULL, CALL_TIMEOUT_MS, &err);
+                k = pd_client_resize(&conn, e.pid, (uint32_t)json_integer_value(jr), (uint32_t)json_integer_value(jc),
+                                     &err);
         } else {
-                pd_conn_close(&conn);
-                pd_msg_free(&m);
+                pd_client_close(&conn);
                 return pd_e2b_connect_error(r, 501, "unimplemented", "process.Process/%s is not implemented", method);
         }
-        pd_msg_free(&m);
-        pd_conn_close(&conn);
+        pd_client_close(&conn);
         if (k < 0)
                 ret = pd_e2b_connect_agent_error(r, k, err.msg);
         else

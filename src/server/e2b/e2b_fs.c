@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "server/core/agent_check.h"
 #include "server/e2b/e2b.h"
 #include "server/core/store.h"
 #include "lib/util.h"
@@ -39,13 +38,12 @@ static const char *uid_name(uint32_t id, char *buf, size_t n)
         return buf;
 }
 
-json_t *pd_e2b_entry_json(const uint8_t *p, size_t len)
+json_t *pd_e2b_entry_json(const struct pd_entry *e)
 {
         json_t *o = json_object();
-        struct pd_file_entry e;
-        pd_file_entry_decode(p, len, o, "symlinkTarget", &e);
-        uint32_t ft = e.ftype, mode = e.mode, uid = e.uid, gid = e.gid;
-        uint64_t size = e.size, mtime = e.mtime_ns;
+        pd_route_entry_names(e, o, "symlinkTarget");
+        uint32_t ft = e->ftype, mode = e->mode, uid = e->uid, gid = e->gid;
+        uint64_t size = e->size, mtime = e->mtime_ns;
         char t[32], perm[11], ub[16], gb[16], sz[24];
         pd_rfc3339_ms(mtime / 1000000u, t);
         perm_string(ft, mode, perm);
@@ -63,12 +61,12 @@ json_t *pd_e2b_entry_json(const uint8_t *p, size_t len)
         return o;
 }
 
-static json_t *reply_entry(const uint8_t *p, size_t len)
+/* The one entry of a reply as JSON (NULL: none); frees es. */
+static json_t *take_entry(struct pd_entries *es)
 {
-        struct pd_attr a;
-        if (!pd_msg_find(p, len, PD_A_ENTRY, &a))
-                return NULL;
-        return pd_e2b_entry_json(a.data, a.len);
+        json_t *o = es->n ? pd_e2b_entry_json(&es->v[0]) : NULL;
+        pd_entries_free(es);
+        return o;
 }
 
 /* ---- unary calls ---- */
@@ -92,14 +90,18 @@ static void audit_fs(struct pd_req *r, struct pd_e2b_call *c, const char *event,
         pd_audit(r->srv, c->s->id, c->s->key_id, event, f);
 }
 
-/* What the agent answered a FILE_* call, checked before it is decoded. */
-static int check_reply(uint16_t type, const uint8_t *reply, size_t rlen, struct pd_error *err)
+enum fs_call { FS_STAT, FS_LIST, FS_MKDIR, FS_MOVE, FS_REMOVE };
+
+static int fs_call(struct pd_client *conn, enum fs_call type, const struct pd_file_req *f, const char *to,
+                   uint32_t depth, struct pd_entries *out, struct pd_error *err)
 {
-        if (type == PD_T_FILE_LIST)
-                return pd_agent_check_entries(reply, rlen, 0, PD_AGENT_ENTRIES_MAX, err);
-        if (type == PD_T_FILE_REMOVE)
-                return 0;
-        return pd_agent_check_entries(reply, rlen, 1, 1, err);
+        switch (type) {
+        case FS_STAT: return pd_client_stat(conn, f, out, err);
+        case FS_LIST: return pd_client_list_dir(conn, f, depth, out, err);
+        case FS_MKDIR: return pd_client_mkdir(conn, f, -1, true, out, err);
+        case FS_MOVE: return pd_client_move(conn, f, to, out, err);
+        default: return pd_client_remove(conn, f, err);
+        }
 }
 
 enum MHD_Result pd_e2b_fs_unary(struct pd_req *r, struct pd_e2b_call *c, const char *method, json_t *body)
@@ -107,86 +109,65 @@ enum MHD_Result pd_e2b_fs_unary(struct pd_req *r, struct pd_e2b_call *c, const c
         struct pd_route_user u;
         if (!pd_e2b_call_user(c, &u))
                 return pd_e2b_connect_error(r, 400, "invalid_argument", "unknown user");
-        uint16_t type;
+        enum fs_call type;
         const char *path = NULL, *path2 = NULL, *event;
         if (!strcmp(method, "Stat")) {
-                type = PD_T_FILE_STAT;
+                type = FS_STAT;
                 event = "file.stat";
         } else if (!strcmp(method, "ListDir")) {
-                type = PD_T_FILE_LIST;
+                type = FS_LIST;
                 event = "file.list";
         } else if (!strcmp(method, "MakeDir")) {
-                type = PD_T_FILE_MKDIR;
+                type = FS_MKDIR;
                 event = "file.mkdir";
         } else if (!strcmp(method, "Move")) {
-                type = PD_T_FILE_MOVE;
+                type = FS_MOVE;
                 event = "file.move";
         } else if (!strcmp(method, "Remove")) {
-                type = PD_T_FILE_REMOVE;
+                type = FS_REMOVE;
                 event = "file.remove";
         } else {
                 return pd_e2b_connect_error(r, 501, "unimplemented", "filesystem.Filesystem/%s is not implemented",
                                             method);
         }
-        if (type == PD_T_FILE_MOVE) {
+        if (type == FS_MOVE) {
                 if (!path_of(body, "source", &path) || !path_of(body, "destination", &path2))
                         return pd_e2b_connect_error(r, 400, "invalid_argument", "source and destination required");
         } else if (!path_of(body, "path", &path)) {
                 return pd_e2b_connect_error(r, 400, "invalid_argument", "path required");
         }
-        struct pd_msg m;
-        pd_msg_init(&m);
-        pd_msg_put_str(&m, PD_A_PATH, path);
-        if (path2)
-                pd_msg_put_str(&m, PD_A_PATH2, path2);
-        pd_msg_put_u32(&m, PD_A_UID, u.uid);
-        pd_msg_put_u32(&m, PD_A_GID, u.gid);
-        if (type == PD_T_FILE_MKDIR)
-                pd_msg_put_u32(&m, PD_A_PARENTS, 1);
-        if (type == PD_T_FILE_LIST) {
+        uint32_t depth = 1;
+        if (type == FS_LIST) {
                 json_t *d = json_object_get(body, "depth");
-                json_int_t depth = json_is_integer(d) ? json_integer_value(d) : 1;
-                pd_msg_put_u32(&m, PD_A_DEPTH, (uint32_t)(depth < 1 ? 1 : depth > 64 ? 64 : depth));
+                json_int_t v = json_is_integer(d) ? json_integer_value(d) : 1;
+                depth = (uint32_t)(v < 1 ? 1 : v > 64 ? 64 : v);
         }
-        struct pd_conn conn = { .fd = -1 };
+        const struct pd_file_req f = { .path = path, .uid = u.uid, .gid = u.gid };
+        struct pd_client conn;
         struct pd_error err = { 0 };
-        uint8_t *reply = NULL;
-        size_t rlen = 0;
+        struct pd_entries es = { 0 };
         int k = pd_route_agent(c->s, &conn, &err);
         if (k >= 0) {
-                k = pd_agentc_call(&conn, type, &m, &reply, &rlen, CALL_TIMEOUT_MS, &err);
-                if (k >= 0)
-                        k = check_reply(type, reply, rlen, &err);
+                k = fs_call(&conn, type, &f, path2, depth, &es, &err);
                 /* E2B's Move creates the destination's directory */
-                if (k == -ENOENT && type == PD_T_FILE_MOVE && strchr(path2, '/')) {
+                if (k == -ENOENT && type == FS_MOVE && strchr(path2, '/')) {
                         char dir[PATH_MAX];
                         snprintf(dir, sizeof dir, "%s", path2);
                         char *sl = strrchr(dir, '/');
                         if (sl && sl != dir) {
                                 *sl = '\0';
-                                struct pd_msg mk;
-                                pd_msg_init(&mk);
-                                pd_msg_put_str(&mk, PD_A_PATH, dir);
-                                pd_msg_put_u32(&mk, PD_A_UID, u.uid);
-                                pd_msg_put_u32(&mk, PD_A_GID, u.gid);
-                                pd_msg_put_u32(&mk, PD_A_PARENTS, 1);
+                                const struct pd_file_req fd = { .path = dir, .uid = u.uid, .gid = u.gid };
                                 struct pd_error e2 = { 0 };
-                                if (pd_agentc_call(&conn, PD_T_FILE_MKDIR, &mk, NULL, NULL, CALL_TIMEOUT_MS, &e2) ==
-                                    0)
-                                        k = pd_agentc_call(&conn, type, &m, &reply, &rlen, CALL_TIMEOUT_MS, &err);
-                                if (k >= 0)
-                                        k = check_reply(type, reply, rlen, &err);
-                                pd_msg_free(&mk);
+                                if (pd_client_mkdir(&conn, &fd, -1, true, NULL, &e2) == 0)
+                                        k = fs_call(&conn, type, &f, path2, depth, &es, &err);
                         }
                 }
         }
-        pd_msg_free(&m);
-        if (conn.fd >= 0)
-                pd_conn_close(&conn);
-        if (type != PD_T_FILE_STAT && type != PD_T_FILE_LIST)
+        pd_client_close(&conn);
+        if (type != FS_STAT && type != FS_LIST)
                 audit_fs(r, c, event, path, k, &u);
         if (k < 0) {
-                free(reply);
+                pd_entries_free(&es);
                 if (k == -EEXIST)
                         return pd_e2b_connect_error(r, 409, "already_exists", "%s", err.msg);
                 if (k == -ENOENT)
@@ -194,22 +175,18 @@ enum MHD_Result pd_e2b_fs_unary(struct pd_req *r, struct pd_e2b_call *c, const c
                 return pd_e2b_connect_agent_error(r, k, err.msg);
         }
         json_t *out;
-        if (type == PD_T_FILE_LIST) {
+        if (type == FS_LIST) {
                 json_t *arr = json_array();
-                struct pd_msg_iter it;
-                struct pd_attr a;
-                pd_msg_iter_init(&it, reply, rlen);
-                while (pd_msg_next(&it, &a))
-                        if (a.tag == PD_A_ENTRY)
-                                json_array_append_new(arr, pd_e2b_entry_json(a.data, a.len));
+                for (size_t i = 0; i < es.n; i++)
+                        json_array_append_new(arr, pd_e2b_entry_json(&es.v[i]));
+                pd_entries_free(&es);
                 out = json_pack("{s:o}", "entries", arr);
-        } else if (type == PD_T_FILE_REMOVE) {
+        } else if (type == FS_REMOVE) {
                 out = json_object();
         } else {
-                json_t *e = reply_entry(reply, rlen);
+                json_t *e = take_entry(&es);
                 out = e ? json_pack("{s:o}", "entry", e) : json_object();
         }
-        free(reply);
         return pd_reply_json(r, 200, out);
 }
 
@@ -232,18 +209,14 @@ static void watch_frame(struct pd_agent_stream *st, const struct pd_frame_hdr *h
         if (h->type != PD_T_WATCH_EVENT)
                 return;
         struct pd_error err = { 0 };
-        if (pd_agent_check_watch_event(p, h->len, &err) < 0) {
+        struct pd_watch_ev we;
+        if (pd_watch_event_decode(p, h->len, &we, &err) < 0) {
                 /* the agent is not to be trusted any more: end the stream */
                 pd_e2b_stream_end_error(st, "internal", err.msg);
                 return;
         }
-        struct pd_attr a;
-        uint32_t ev = 0;
-        char name[PATH_MAX];
-        if (!pd_msg_find(p, h->len, PD_A_NAME, &a) || !pd_attr_str(&a, name, sizeof name))
-                return;
-        if (pd_msg_find(p, h->len, PD_A_EVENT, &a))
-                pd_attr_u32(&a, &ev);
+        const char *name = we.name;
+        uint32_t ev = we.event;
         /* The agent reports both halves of a rename as RENAME, in inotify's
          * order (from, then to). envd (fsnotify) reports the old name as
          * RENAME and the new one as CREATE: pair them up. The agent's own
@@ -293,33 +266,19 @@ enum MHD_Result pd_e2b_fs_watch(struct pd_req *r, struct pd_e2b_call *c, json_t 
                 return MHD_NO;
         c->s = NULL;
         struct pd_error err = { 0 };
-        int k = pd_route_agent(st->s, &st->conn, &err);
-        uint8_t *reply = NULL;
-        size_t rlen = 0;
+        int k = pd_route_agent(st->s, &st->cl, &err);
         /* WATCH does not say whether the path is a directory: stat first,
          * so a missing path is not_found and a file is invalid_argument */
-        struct pd_msg m;
-        pd_msg_init(&m);
-        pd_msg_put_str(&m, PD_A_PATH, path);
-        pd_msg_put_u32(&m, PD_A_UID, u.uid);
-        pd_msg_put_u32(&m, PD_A_GID, u.gid);
+        const struct pd_file_req f = { .path = path, .uid = u.uid, .gid = u.gid };
+        struct pd_entries es = { 0 };
         if (k >= 0)
-                k = pd_agentc_call(&st->conn, PD_T_FILE_STAT, &m, &reply, &rlen, CALL_TIMEOUT_MS, &err);
-        if (k >= 0) {
-                struct pd_attr a, b;
-                uint32_t ft = 0;
-                if (pd_msg_find(reply, rlen, PD_A_ENTRY, &a) && pd_msg_find(a.data, a.len, PD_A_FTYPE, &b))
-                        pd_attr_u32(&b, &ft);
-                if (ft != PD_FT_DIR)
-                        k = pd_error_setx(&err, ENOTDIR, "path '%s' is not a directory", path);
-        }
-        free(reply);
-        if (k >= 0) {
-                if (json_is_true(json_object_get(body, "recursive")))
-                        pd_msg_put_u32(&m, PD_A_RECURSIVE, 1);
-                k = pd_agentc_call(&st->conn, PD_T_WATCH, &m, NULL, NULL, CALL_TIMEOUT_MS, &err);
-        }
-        pd_msg_free(&m);
+                k = pd_client_stat(&st->cl, &f, &es, &err);
+        if (k >= 0 && (es.n != 1 || es.v[0].ftype != PD_FT_DIR))
+                k = pd_error_setx(&err, ENOTDIR, "path '%s' is not a directory", path);
+        pd_entries_free(&es);
+        uint32_t id;
+        if (k >= 0)
+                k = pd_client_watch(&st->cl, &f, json_is_true(json_object_get(body, "recursive")), &id, &err);
         if (k < 0) {
                 enum MHD_Result ret = pd_e2b_stream_error_reply(r, pd_e2b_connect_code(k), "%s", err.msg);
                 pd_agent_stream_free(st);
@@ -339,7 +298,7 @@ enum MHD_Result pd_e2b_fs_watch(struct pd_req *r, struct pd_e2b_call *c, json_t 
 /* ---- REST /files ---- */
 
 struct upload {
-        struct pd_conn conn;
+        struct pd_client conn;
         bool opened, raw, failed_started;
         struct MHD_PostProcessor *pp;
         struct pd_route_user u;
@@ -369,47 +328,32 @@ static void up_end_file(struct upload *u)
                 return;
         uint32_t id = u->wid;
         u->wid = 0;
-        int k = pd_conn_queue(&u->conn, PD_T_DATA, PD_F_END, id, 0, NULL, 0);
+        int k = pd_client_write_data(&u->conn, id, NULL, 0, true);
         if (k < 0) {
                 up_fail(u, k, "agent connection");
                 return;
         }
-        for (;;) {
-                struct pd_frame_hdr h;
-                const uint8_t *p;
-                k = pd_route_wait(u->r->srv, &u->conn, NULL, u->c->s, &h, &p, CALL_TIMEOUT_MS);
-                if (k < 0) {
-                        up_fail(u, k, "agent connection");
-                        return;
-                }
-                if (h.id != id || (h.type != PD_T_REPLY && h.type != PD_T_ERROR))
-                        continue;
-                if (h.type == PD_T_ERROR) {
-                        char m[256];
-                        pd_conn_error_text(p, h.len, m, sizeof m);
-                        up_fail(u, -pd_conn_error_errno(h.aux, EIO), m);
-                        return;
-                }
-                struct pd_error cerr = { 0 };
-                if (pd_agent_check_entries(p, h.len, 1, 1, &cerr) < 0) {
-                        up_fail(u, -EPROTO, cerr.msg);
-                        return;
-                }
-                json_t *e = reply_entry(p, h.len);
-                json_t *path = json_object_get(e, "path"), *name = json_object_get(e, "name");
-                /* a path or name that is not UTF-8 is left out of the entry */
-                json_t *res = json_pack("{s:s, s:s, s:s}", "path", u->cur, "name", "", "type", "file");
-                if (path)
-                        json_object_set(res, "path", path);
-                if (name)
-                        json_object_set(res, "name", name);
-                json_array_append_new(u->results, res);
-                json_decref(e);
-                pd_audit(u->r->srv, u->c->s->id, u->c->s->key_id, "file.write",
-                         json_pack("{s:s, s:s, s:I, s:s}", "path", u->cur, "user", u->u.name, "bytes",
-                                   (json_int_t)u->cur_bytes, "via", "e2b"));
+        pd_route_watch(&u->conn, u->r->srv, NULL, u->c->s);
+        struct pd_error err = { 0 };
+        struct pd_entries es;
+        k = pd_client_write_finish(&u->conn, id, &es, CALL_TIMEOUT_MS, &err);
+        if (k < 0) {
+                up_fail(u, k, err.msg);
                 return;
         }
+        json_t *e = take_entry(&es);
+        json_t *path = json_object_get(e, "path"), *name = json_object_get(e, "name");
+        /* a path or name that is not UTF-8 is left out of the entry */
+        json_t *res = json_pack("{s:s, s:s, s:s}", "path", u->cur, "name", "", "type", "file");
+        if (path)
+                json_object_set(res, "path", path);
+        if (name)
+                json_object_set(res, "name", name);
+        json_array_append_new(u->results, res);
+        json_decref(e);
+        pd_audit(u->r->srv, u->c->s->id, u->c->s->key_id, "file.write",
+                 json_pack("{s:s, s:s, s:I, s:s}", "path", u->cur, "user", u->u.name, "bytes",
+                           (json_int_t)u->cur_bytes, "via", "e2b"));
 }
 
 static bool up_begin_file(struct upload *u, const char *path)
@@ -429,27 +373,15 @@ static bool up_begin_file(struct upload *u, const char *path)
         if (sl && sl != path) {
                 char dir[PATH_MAX];
                 snprintf(dir, sizeof dir, "%.*s", (int)(sl - path), path);
-                struct pd_msg mk;
-                pd_msg_init(&mk);
-                pd_msg_put_str(&mk, PD_A_PATH, dir);
-                pd_msg_put_u32(&mk, PD_A_UID, u->u.uid);
-                pd_msg_put_u32(&mk, PD_A_GID, u->u.gid);
-                pd_msg_put_u32(&mk, PD_A_PARENTS, 1);
-                int k = pd_agentc_call(&u->conn, PD_T_FILE_MKDIR, &mk, NULL, NULL, CALL_TIMEOUT_MS, &err);
-                pd_msg_free(&mk);
+                const struct pd_file_req fd = { .path = dir, .uid = u->u.uid, .gid = u->u.gid };
+                int k = pd_client_mkdir(&u->conn, &fd, -1, true, NULL, &err);
                 if (k < 0 && k != -EEXIST) {
                         up_fail(u, k, err.msg);
                         return false;
                 }
         }
-        struct pd_msg m;
-        pd_msg_init(&m);
-        pd_msg_put_str(&m, PD_A_PATH, path);
-        pd_msg_put_u32(&m, PD_A_UID, u->u.uid);
-        pd_msg_put_u32(&m, PD_A_GID, u->u.gid);
-        u->wid = pd_conn_new_id(&u->conn);
-        int k = pd_conn_queue_msg(&u->conn, PD_T_FILE_WRITE, u->wid, &m);
-        pd_msg_free(&m);
+        const struct pd_file_req f = { .path = path, .uid = u->u.uid, .gid = u->u.gid };
+        int k = pd_client_write_open(&u->conn, &f, -1, &u->wid);
         if (k < 0) {
                 u->wid = 0;
                 up_fail(u, k, "agent connection");
@@ -462,21 +394,18 @@ static void up_data(struct upload *u, const char *data, size_t n)
 {
         for (size_t off = 0; off < n && !u->err; off += PD_DATA_CHUNK) {
                 size_t len = n - off < PD_DATA_CHUNK ? n - off : PD_DATA_CHUNK;
-                int k = pd_conn_queue(&u->conn, PD_T_DATA, 0, u->wid, 0, data + off, len);
+                int k = pd_client_write_data(&u->conn, u->wid, data + off, len, false);
                 if (k >= 0)
-                        k = pd_conn_flush_all(&u->conn, CALL_TIMEOUT_MS);
+                        k = pd_client_flush(&u->conn, CALL_TIMEOUT_MS);
                 if (k < 0)
                         up_fail(u, k, "agent connection");
         }
         u->cur_bytes += n;
         /* an early ERROR (no space...) ends the upload */
-        struct pd_frame_hdr h;
-        const uint8_t *p;
-        if (pd_conn_fill(&u->conn) == 0 && pd_conn_next(&u->conn, &h, &p) == 1 && h.type == PD_T_ERROR &&
-            h.id == u->wid) {
-                char m[256];
-                pd_conn_error_text(p, h.len, m, sizeof m);
-                up_fail(u, -pd_conn_error_errno(h.aux, EIO), m);
+        struct pd_error err = { 0 };
+        int k = u->err ? 0 : pd_client_write_check(&u->conn, u->wid, &err);
+        if (k < 0) {
+                up_fail(u, k, err.msg);
                 u->wid = 0;
         }
 }
@@ -506,7 +435,7 @@ static bool up_open(struct pd_req *r, struct pd_e2b_call *c, struct upload *u)
 {
         u->c = c;
         u->r = r;
-        u->conn.fd = -1;
+        pd_client_init(&u->conn);
         u->results = json_array();
         if (!pd_e2b_call_user(c, &u->u)) {
                 up_fail(u, -EINVAL, "unknown user");
@@ -574,8 +503,7 @@ void pd_e2b_files_free(struct pd_e2b_call *c)
                 return;
         if (u->pp)
                 MHD_destroy_post_processor(u->pp);
-        if (u->opened)
-                pd_conn_close(&u->conn);
+        pd_client_close(&u->conn);
         json_decref(u->results);
         free(u);
         c->upload = NULL;
@@ -608,21 +536,31 @@ static enum MHD_Result files_error(struct pd_req *r, int k, const char *msg)
  * file of unknown length, procfs, goes chunked). Anything short of a REPLY
  * after all the bytes aborts the connection: never a short 200 (see
  * routes_files.c, route_download). */
+static void dl_data(struct pd_agent_stream *st, const uint8_t *p, size_t n)
+{
+        if (st->size != MHD_SIZE_UNKNOWN && n > st->size - st->sent) {
+                st->done = st->failed = true;   /* more than announced */
+                return;
+        }
+        st->sent += n;
+        if (n && pd_agent_stream_put(st, p, n) < 0)
+                st->done = st->failed = true;
+}
+
+static void dl_end(struct pd_agent_stream *st)
+{
+        st->done = true;
+        st->failed = st->size != MHD_SIZE_UNKNOWN && st->sent != st->size;
+}
+
 static void dl_frame(struct pd_agent_stream *st, const struct pd_frame_hdr *h, const uint8_t *p)
 {
         if (h->id != st->id)
                 return;
         if (h->type == PD_T_DATA) {
-                if (st->size != MHD_SIZE_UNKNOWN && h->len > st->size - st->sent) {
-                        st->done = st->failed = true;   /* more than announced */
-                        return;
-                }
-                st->sent += h->len;
-                if (h->len && pd_agent_stream_put(st, p, h->len) < 0)
-                        st->done = st->failed = true;
+                dl_data(st, p, h->len);
         } else if (h->type == PD_T_REPLY) {
-                st->done = true;
-                st->failed = st->size != MHD_SIZE_UNKNOWN && st->sent != st->size;
+                dl_end(st);
         } else if (h->type == PD_T_ERROR) {
                 st->done = st->failed = true;   /* a read failed midway */
         }
@@ -646,46 +584,23 @@ static enum MHD_Result files_download(struct pd_req *r, struct pd_e2b_call *c)
                 return MHD_NO;
         c->s = NULL;
         struct pd_error err = { 0 };
-        int k = pd_route_agent(st->s, &st->conn, &err);
-        struct pd_msg m;
-        pd_msg_init(&m);
-        pd_msg_put_str(&m, PD_A_PATH, path);
-        pd_msg_put_u32(&m, PD_A_UID, u.uid);
-        pd_msg_put_u32(&m, PD_A_GID, u.gid);
-        pd_msg_put_u32(&m, PD_A_DESCRIBE, 1);
-        if (k >= 0) {
-                st->id = pd_conn_new_id(&st->conn);
-                k = pd_conn_queue_msg(&st->conn, PD_T_FILE_READ, st->id, &m);
-        }
-        pd_msg_free(&m);
+        int k = pd_route_agent(st->s, &st->cl, &err);
         /* the first frame tells a missing file from a present one, and
          * (FILE_OPENED) how long it is */
-        while (k >= 0) {
-                struct pd_frame_hdr h;
-                const uint8_t *p;
-                k = pd_route_wait(r->srv, &st->conn, r->conn, st->s, &h, &p, CALL_TIMEOUT_MS);
-                if (k < 0) {
-                        pd_error_setx(&err, -k, "agent connection: %s", strerror(-k));
-                        break;
-                }
-                if (h.id != st->id)
-                        continue;
-                if (h.type == PD_T_ERROR) {
-                        char msg[256];
-                        pd_conn_error_text(p, h.len, msg, sizeof msg);
-                        k = pd_error_setx(&err, pd_conn_error_errno(h.aux, EIO), "%s", msg);
-                        break;
-                }
-                if (h.type == PD_T_FILE_OPENED) {
-                        uint64_t n;
-                        k = pd_agent_check_file_opened(p, h.len, &n, &err);
-                        if (k == 1)
-                                st->size = n;
-                        break;
-                }
-                dl_frame(st, &h, p);    /* an agent without DESCRIBE: DATA first */
-                break;
+        struct pd_read rd = { 0 };
+        if (k >= 0) {
+                pd_route_watch(&st->cl, r->srv, r->conn, st->s);
+                const struct pd_file_req f = { .path = path, .uid = u.uid, .gid = u.gid };
+                k = pd_client_read_open(&st->cl, &f, &rd, &err);
         }
+        st->id = rd.id;
+        if (k >= 0 && rd.size_known)
+                st->size = rd.size;
+        /* an agent without DESCRIBE: DATA (or its REPLY) first */
+        if (k >= 0 && rd.has_first)
+                dl_data(st, rd.first, rd.first_len);
+        if (k >= 0 && rd.done)
+                dl_end(st);
         pd_audit(r->srv, st->s->id, st->s->key_id, "file.read",
                  json_pack("{s:s, s:s, s:s}", "path", path, "user", u.name, "via", c->signed_ok ? "e2b-signed-url" : "e2b"));
         if (k < 0) {

@@ -44,6 +44,7 @@ import time
 import uuid
 
 import hostipc
+from pdtest import procs_with
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
@@ -99,18 +100,6 @@ def _read(path, default=""):
             return f.read()
     except OSError:
         return default
-
-
-def procs_with(marker):
-    out = []
-    for f in glob.glob("/proc/[0-9]*/cmdline"):
-        try:
-            with open(f, "rb") as fh:
-                if marker.encode() in fh.read():
-                    out.append(int(f.split("/")[2]))
-        except (OSError, ValueError):
-            pass
-    return out
 
 
 def _ppid(pid):
