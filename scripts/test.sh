@@ -61,6 +61,8 @@ for s in arch integration security server sdk network oci microvm; do
   [ ${#san[@]} -gt 0 ] && "$py" scripts/san-junit.py "$results/$s.xml" "$results/san/$s"
 done
 suite scripts 60 "$py" -m pytest -q -rs -p no:cacheprovider tests/scripts --junitxml="$results/scripts.xml"
+# architecture rules (tests/arch: the include graph), seconds
+suite arch 60 "$py" -m pytest -q -rs -p no:cacheprovider tests/arch --junitxml="$results/arch.xml"
 
 # libFuzzer targets (tests/fuzz/, built above): 120 s of fuzzing in all.
 suite fuzz 240 scripts/fuzz-ci.sh "$results/fuzz.xml" 120

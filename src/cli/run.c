@@ -149,7 +149,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
                 switch (c) {
                 case O_ISO:
                         if (pd_isolation_parse(optarg, &o->spec.isolation) < 0) {
-                                pd_cli_error("unknown isolation '%s' (process, container, supervised, microvm)", optarg);
+                                pd_cli_error("unknown isolation '%s' (%s)", optarg, pd_isolation_names());
                                 return -1;
                         }
                         break;
@@ -634,7 +634,7 @@ int pd_cmd_run(int argc, char **argv)
         pd_spec_defaults(&o.spec);
         if (parse(argc, argv, &o) < 0)
                 return PD_EXIT_PADDOCK;
-        if (o.spec.policy_file && o.spec.isolation != PD_ISO_SUPERVISED) {
+        if (o.spec.policy_file && !(pd_tier_caps(o.spec.isolation) & PD_TIER_POLICY_FILE)) {
                 pd_cli_error("--policy applies to --isolation supervised only");
                 return PD_EXIT_PADDOCK;
         }

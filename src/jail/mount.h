@@ -13,14 +13,16 @@
 #include <stdint.h>
 
 #include "lib/error.h"
+#include "lib/template.h"       /* PD_MAX_GRAFTS */
 
-#define PD_MAX_GRAFTS 8
 #define PD_MAX_BINDS 40
 
 /* A directory grafted at `target` of the rootfs with an overlay of its own
  * (the base template takes the host's /usr this way). */
 /* snapshots (8), an image template's own layer and its store layers (40) */
 #define PD_MOUNT_MAX_STACK 49
+/* a template's snapshots, itself and an image's layers fit (lib/template.h) */
+_Static_assert(PD_MAX_STACK + 1 + PD_MAX_IMAGE_LAYERS <= PD_MOUNT_MAX_STACK + 1, "mount plan too small");
 
 struct pd_mount_layer {
         int tree_fd;            /* detached (open_tree) idmapped tree from the host */

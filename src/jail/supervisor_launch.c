@@ -117,7 +117,8 @@ int pd_supervisor_plan(struct pd_sandbox *sb, struct pd_mount_plan *plan, struct
         return 0;
 }
 
-int pd_supervisor_start(struct pd_sandbox *sb, int listener_fd, int inodes_fd, struct pd_error *err)
+int pd_supervisor_start(struct pd_sandbox *sb, uint32_t uid_base, int listener_fd, int inodes_fd,
+                        struct pd_error *err)
 {
         int fds[2] = { listener_fd, inodes_fd };
         _pd_cleanup_close_ int lfd = listener_fd;
@@ -137,7 +138,7 @@ int pd_supervisor_start(struct pd_sandbox *sb, int listener_fd, int inodes_fd, s
 
         char pid_s[16], base_s[16];
         snprintf(pid_s, sizeof pid_s, "%d", (int)sb->agent_pid);
-        snprintf(base_s, sizeof base_s, "%u", sb->uids.base);
+        snprintf(base_s, sizeof base_s, "%u", uid_base);
         char *argv[] = { "paddock-supervisor", "--listener-fd", "3", "--ready-fd", ifd >= 0 ? "5" : "4",
                          "--pid", pid_s, "--uid-base", base_s, "--sandbox", sb->id, "--audit", audit,
                          "--deny-inodes-fd", ifd >= 0 ? "4" : "-1",

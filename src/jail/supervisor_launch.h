@@ -6,6 +6,7 @@
  * to the sandbox's audit log. It outlives whoever created the sandbox; if
  * it dies, the notified calls fail (the sandbox fails closed). */
 #pragma once
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "lib/error.h"
@@ -25,10 +26,11 @@ struct pd_seccomp_opts;
  * filters). No policy: nothing changes. */
 int pd_supervisor_plan(struct pd_sandbox *sb, struct pd_mount_plan *plan, struct pd_seccomp_opts *so,
                        struct pd_error *err);
-/* Start the supervisor for sb with the listener fd the sandbox's first
- * process installed and the memfd listing the files deny mounts cover (-1:
- * none); ownership of both fds passes to this call. Sets
- * sb->supervisor_pid and sb->supervisor_start. */
-int pd_supervisor_start(struct pd_sandbox *sb, int listener_fd, int inodes_fd, struct pd_error *err);
+/* Start the supervisor for sb, whose ids map from uid_base on the host,
+ * with the listener fd the sandbox's first process installed and the memfd
+ * listing the files deny mounts cover (-1: none); ownership of both fds
+ * passes to this call. Sets sb->supervisor_pid and sb->supervisor_start. */
+int pd_supervisor_start(struct pd_sandbox *sb, uint32_t uid_base, int listener_fd, int inodes_fd,
+                        struct pd_error *err);
 /* Stop it (after the sandbox's processes are gone). Idempotent. */
 void pd_supervisor_stop(struct pd_sandbox *sb);

@@ -8,10 +8,8 @@
 #include <sys/types.h>
 
 #include "lib/error.h"
+#include "lib/spec.h"           /* PD_UID_BASE, PD_UID_RANGE, PD_UID_SLOTS */
 
-#define PD_UID_BASE 1000000000u
-#define PD_UID_RANGE 65536u
-#define PD_UID_SLOTS 40000u
 #define PD_UID_REGISTRY "/run/paddock/uids"
 
 struct pd_uidrange {

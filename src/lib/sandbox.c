@@ -11,29 +11,19 @@
 
 #include "lib/template.h"
 #include "lib/util.h"
-#include "vm/vm.h"
 
-static const struct pd_tier_ops *tier_for(enum pd_isolation iso)
-{
-        switch (iso) {
-        case PD_ISO_CONTAINER:
-                return &pd_tier_container;
-        case PD_ISO_PROCESS:
-                return &pd_tier_process;
-        case PD_ISO_SUPERVISED:
-                return &pd_tier_supervised;
-        case PD_ISO_MICROVM:
-                return &pd_tier_microvm;
-        default:
-                return NULL;
-        }
-}
-
-static struct pd_sandbox *sandbox_alloc(struct pd_state *st, const char *id)
+/* A sandbox object of tier ops (NULL: out of memory), its tier's data
+ * allocated with it. */
+static struct pd_sandbox *sandbox_alloc(struct pd_state *st, const char *id, const struct pd_tier_ops *ops)
 {
         struct pd_sandbox *sb = calloc(1, sizeof *sb);
         if (!sb)
                 return NULL;
+        if (ops->data_size && !(sb->tier_data = calloc(1, ops->data_size))) {
+                free(sb);
+                return NULL;
+        }
+        sb->ops = ops;
         sb->state = st;
         sb->dirfd = -1;
         sb->agent_pidfd = -1;
@@ -46,7 +36,7 @@ static struct pd_sandbox *sandbox_alloc(struct pd_state *st, const char *id)
 int pd_sandbox_new(struct pd_state *st, const struct pd_spec *spec, struct pd_sandbox **out,
                    struct pd_error *err)
 {
-        const struct pd_tier_ops *ops = tier_for(spec->isolation);
+        const struct pd_tier_ops *ops = pd_tier_find(spec->isolation);
         if (!ops)
                 return pd_error_setx(err, ENOTSUP,
                                      "isolation '%s' is not available in this version of paddock; "
@@ -54,11 +44,10 @@ int pd_sandbox_new(struct pd_state *st, const struct pd_spec *spec, struct pd_sa
                                      pd_isolation_name(spec->isolation));
         char id[PD_ID_LEN + 1];
         pd_id_new(id);
-        struct pd_sandbox *sb = sandbox_alloc(st, id);
+        struct pd_sandbox *sb = sandbox_alloc(st, id, ops);
         if (!sb)
                 return pd_error_set(err, ENOMEM, "allocate sandbox");
         sb->spec = *spec;
-        sb->ops = ops;
         *out = sb;
         return 0;
 }
@@ -68,14 +57,13 @@ int pd_sandbox_revive(struct pd_state *st, const char *id, const struct pd_spec 
 {
         if (pd_id_check(id) < 0)
                 return pd_error_setx(err, EINVAL, "invalid sandbox id");
-        const struct pd_tier_ops *ops = tier_for(spec->isolation);
+        const struct pd_tier_ops *ops = pd_tier_find(spec->isolation);
         if (!ops)
                 return pd_error_setx(err, ENOTSUP, "isolation '%s' is not available", pd_isolation_name(spec->isolation));
-        struct pd_sandbox *sb = sandbox_alloc(st, id);
+        struct pd_sandbox *sb = sandbox_alloc(st, id, ops);
         if (!sb)
                 return pd_error_set(err, ENOMEM, "allocate sandbox");
         sb->spec = *spec;
-        sb->ops = ops;
         *out = sb;
         return 0;
 }
@@ -218,8 +206,9 @@ void pd_sandbox_free(struct pd_sandbox *sb)
                 close(sb->dirfd);
         if (sb->agent_pidfd >= 0)
                 close(sb->agent_pidfd);
-        if (sb->have_cgroup)
-                pd_cgroup_close(&sb->cg);
+        if (sb->ops && sb->ops->close)
+                sb->ops->close(sb);
+        free(sb->tier_data);
         free(sb);
 }
 
@@ -234,10 +223,8 @@ int pd_sandbox_save(struct pd_sandbox *sb, struct pd_error *err)
                 pd_record_add(&rec, "supervisor_pid", "%d", (int)sb->supervisor_pid);
                 pd_record_add(&rec, "supervisor_start", "%" PRIu64, sb->supervisor_start);
         }
-        if (sb->have_uids) {
-                pd_record_add(&rec, "uid_slot", "%u", sb->uids.slot);
-                pd_record_add(&rec, "uid_base", "%u", sb->uids.base);
-        }
+        if (sb->ops->save)
+                sb->ops->save(sb, &rec);
         pd_record_add(&rec, "memory", "%" PRIu64, sb->spec.memory_bytes);
         pd_record_add(&rec, "pids", "%u", sb->spec.pids);
         pd_record_add(&rec, "millicpus", "%u", sb->spec.millicpus);
@@ -257,23 +244,22 @@ int pd_sandbox_load(struct pd_state *st, const char *id, struct pd_sandbox **out
 {
         if (pd_id_check(id) < 0)
                 return pd_error_setx(err, EINVAL, "invalid sandbox id '%s'", id);
-        struct pd_sandbox *sb = sandbox_alloc(st, id);
-        if (!sb)
-                return pd_error_set(err, ENOMEM, "allocate sandbox");
         struct pd_record rec;
         char dir[PATH_MAX + 16], tier[32];
         snprintf(dir, sizeof dir, "sandboxes/%s", id);
         _pd_cleanup_close_ int dfd = openat(st->rundirfd, dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0 || pd_record_read(dfd, "record", &rec, err) < 0) {
-                pd_sandbox_free(sb);
+        if (dfd < 0 || pd_record_read(dfd, "record", &rec, err) < 0)
                 return pd_error_setx(err, ENOENT, "no sandbox '%s' in %s", id, st->rundir);
-        }
-        pd_spec_defaults(&sb->spec);
-        if (pd_record_get(&rec, "tier", tier, sizeof tier) < 0 ||
-            pd_isolation_parse(tier, &sb->spec.isolation) < 0 || !(sb->ops = tier_for(sb->spec.isolation))) {
-                pd_sandbox_free(sb);
+        enum pd_isolation iso;
+        const struct pd_tier_ops *ops;
+        if (pd_record_get(&rec, "tier", tier, sizeof tier) < 0 || pd_isolation_parse(tier, &iso) < 0 ||
+            !(ops = pd_tier_find(iso)))
                 return pd_error_setx(err, EINVAL, "sandbox '%s': unreadable record", id);
-        }
+        struct pd_sandbox *sb = sandbox_alloc(st, id, ops);
+        if (!sb)
+                return pd_error_set(err, ENOMEM, "allocate sandbox");
+        pd_spec_defaults(&sb->spec);
+        sb->spec.isolation = iso;
         uint64_t v;
         if (pd_record_get_u64(&rec, "agent_pid", &v) == 0)
                 sb->agent_pid = (pid_t)v;
@@ -281,12 +267,6 @@ int pd_sandbox_load(struct pd_state *st, const char *id, struct pd_sandbox **out
         if (pd_record_get_u64(&rec, "supervisor_pid", &v) == 0)
                 sb->supervisor_pid = (pid_t)v;
         (void)pd_record_get_u64(&rec, "supervisor_start", &sb->supervisor_start);
-        uint64_t slot, base;
-        if (pd_record_get_u64(&rec, "uid_slot", &slot) == 0 && pd_record_get_u64(&rec, "uid_base", &base) == 0) {
-                sb->uids.slot = (uint32_t)slot;
-                sb->uids.base = (uint32_t)base;
-                sb->have_uids = true;
-        }
         if (pd_record_get_u64(&rec, "memory", &v) == 0)
                 sb->spec.memory_bytes = v;
         if (pd_record_get_u64(&rec, "pids", &v) == 0)
@@ -299,8 +279,8 @@ int pd_sandbox_load(struct pd_state *st, const char *id, struct pd_sandbox **out
                 sb->spec.template_name = sb->template_buf;
         else
                 sb->template_buf[0] = '\0';
-        if (pd_cgroup_init(&sb->cg, st->instance, id, NULL) == 0)
-                sb->have_cgroup = true;
+        if (ops->load)
+                ops->load(sb, &rec);
         *out = sb;
         return 0;
 }
@@ -333,19 +313,16 @@ int pd_gc(struct pd_state *st, int *destroyed, struct pd_error *err)
                         closedir(d);
                 }
         }
-        /* Process-tier workspaces live on the state dir's disk; records on
-         * tmpfs do not survive a reboot, so sweep them all here. */
-        char ws[PATH_MAX + 16];
-        snprintf(ws, sizeof ws, "%s/workspaces", st->dir);
-        if (pd_rm_rf(ws, NULL) < 0 && ret == 0)
-                ret = pd_error_setx(err, EIO, "could not remove '%s'", ws);
-        /* Anything the records missed (a crash between steps). */
-        if (pd_cgroup_gc(st->instance, ret == 0 ? err : NULL) < 0 && ret == 0)
-                ret = -EIO;
-        if (pd_vm_gc(st, ret == 0 ? err : NULL) < 0 && ret == 0)
-                ret = -EIO;
-        if (pd_uidrange_gc(st->instance, NULL) < 0 && ret == 0)
-                ret = pd_error_setx(err, EIO, "could not free uid ranges");
+        /* Anything the records missed (a crash between steps): each tier's
+         * own sweep, once per distinct one (tiers share theirs). */
+        for (int i = 0; i < PD_ISO__MAX; i++) {
+                const struct pd_tier_ops *t = pd_tier_find((enum pd_isolation)i);
+                bool seen = false;
+                for (int j = 0; j < i && !seen; j++)
+                        seen = pd_tier_find((enum pd_isolation)j)->gc == t->gc;
+                if (t->gc && !seen && t->gc(st, ret == 0 ? err : NULL) < 0 && ret == 0)
+                        ret = -EIO;
+        }
         /* The runtime dirs are this state dir's own: remove them once empty. */
         (void)unlinkat(st->rundirfd, "sandboxes", AT_REMOVEDIR);
         (void)rmdir(st->rundir);
@@ -353,4 +330,26 @@ int pd_gc(struct pd_state *st, int *destroyed, struct pd_error *err)
         if (destroyed)
                 *destroyed = count;
         return ret;
+}
+
+int pd_sandbox_net_info(struct pd_sandbox *sb, struct pd_net_info *out, struct pd_error *err)
+{
+        *out = (struct pd_net_info){ 0 };
+        if (!sb->ops->net_info)
+                return pd_error_setx(err, ENOENT, "the %s tier has no network (mode none)", sb->ops->name);
+        return sb->ops->net_info(sb, out, err);
+}
+
+int pd_sandbox_net_update(struct pd_sandbox *sb, const struct pd_netpol *pol, struct pd_error *err)
+{
+        if (!sb->ops->net_update)
+                return pd_error_setx(err, ENOTSUP, "the %s tier has no network to change", sb->ops->name);
+        return sb->ops->net_update(sb, pol, err);
+}
+
+void pd_sandbox_describe(const struct pd_sandbox *sb, struct pd_tier_info *out)
+{
+        *out = (struct pd_tier_info){ 0 };
+        if (sb->ops->describe)
+                sb->ops->describe(sb, out);
 }

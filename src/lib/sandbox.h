@@ -7,11 +7,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "jail/cgroup.h"
 #include "lib/spec.h"
 #include "lib/state.h"
 #include "lib/tier.h"
-#include "jail/userns.h"
 
 struct pd_sandbox {
         char id[PD_ID_LEN + 1];
@@ -26,10 +24,6 @@ struct pd_sandbox {
         uint64_t agent_start;           /* /proc starttime, against pid reuse */
         pid_t supervisor_pid;           /* supervised tier: 0 otherwise */
         uint64_t supervisor_start;
-        struct pd_uidrange uids;
-        bool have_uids;
-        struct pd_cgroup cg;
-        bool have_cgroup;
         bool die_with_parent;           /* paddock run: the sandbox ends with the CLI */
         bool keep_stage;                /* container tiers: a host view of the writable
                                          * layer even when dying with the parent (builds) */
@@ -38,6 +32,8 @@ struct pd_sandbox {
          * host directory; kept in the record, for snapshots and forks. */
         char template_buf[65];
         bool paused;                    /* by pd_sandbox_pause*, until resume */
+        /* the tier's own state (ops->data_size bytes, zeroed at allocation,
+         * freed with the object): its jail's handles, cgroup and uid range */
         void *tier_data;
 };
 
@@ -68,7 +64,15 @@ int pd_sandbox_destroy(struct pd_sandbox *sb, struct pd_error *err);
 void pd_sandbox_free(struct pd_sandbox *sb);
 /* Load a sandbox of this state dir from its record (for gc and adoption). */
 int pd_sandbox_load(struct pd_state *st, const char *id, struct pd_sandbox **out, struct pd_error *err);
-/* Persist what teardown needs (pids, uid slot, cgroup) in <dir>/record. */
+/* Persist what teardown needs (pids, and the tier's own: uid slot, ...) in
+ * <dir>/record. */
 int pd_sandbox_save(struct pd_sandbox *sb, struct pd_error *err);
-/* Destroy every sandbox, cgroup and uid range this state dir owns. */
+/* Destroy every sandbox this state dir owns, then let every tier remove
+ * what the records missed (ops->gc). */
 int pd_gc(struct pd_state *st, int *destroyed, struct pd_error *err);
+/* The tier's word on a sandbox's network (-ENOENT: it has none) and a live
+ * change of its policy (-ENOTSUP where the tier has no network). */
+int pd_sandbox_net_info(struct pd_sandbox *sb, struct pd_net_info *out, struct pd_error *err);
+int pd_sandbox_net_update(struct pd_sandbox *sb, const struct pd_netpol *pol, struct pd_error *err);
+/* What only its tier knows (zeroed if nothing). */
+void pd_sandbox_describe(const struct pd_sandbox *sb, struct pd_tier_info *out);

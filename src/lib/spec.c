@@ -16,12 +16,17 @@ void pd_spec_defaults(struct pd_spec *s)
         s->hostname = "paddock";
 }
 
-static const char *const iso_names[] = {
-        [PD_ISO_PROCESS] = "process",
-        [PD_ISO_CONTAINER] = "container",
-        [PD_ISO_SUPERVISED] = "supervised",
-        [PD_ISO_MICROVM] = "microvm",
-};
+#define NAME_(E, name) [PD_ISO_##E] = #name,
+static const char *const iso_names[PD_ISO__MAX] = { PD_TIERS(NAME_) };
+#undef NAME_
+#define LIST_(E, name) ", " #name
+static const char iso_list[] = PD_TIERS(LIST_);
+#undef LIST_
+
+const char *pd_isolation_names(void)
+{
+        return iso_list + 2;    /* past the first ", " */
+}
 
 const char *pd_isolation_name(enum pd_isolation i)
 {

@@ -2,7 +2,10 @@
  * Filled by the CLI (or, later, the server) and read by the tier drivers. */
 #pragma once
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include "lib/tier_list.h"
 
 #define PD_DEFAULT_MEMORY (512ull << 20)
 #define PD_DEFAULT_DISK (1ull << 30)
@@ -11,12 +14,20 @@
 #define PD_MAX_VOLUMES 32
 #define PD_USER_UID 1000u
 
+/* Host ids of sandboxes (DESIGN §5): sandbox slot N maps its ids 0..65535
+ * to PD_UID_BASE + N * PD_UID_RANGE onwards (src/jail/userns.c allocates
+ * the slots). */
+#define PD_UID_BASE 1000000000u
+#define PD_UID_RANGE 65536u
+#define PD_UID_SLOTS 40000u
+
+/* PD_ISO_PROCESS, PD_ISO_CONTAINER, ...: one per line of lib/tier_list.h */
+#define PD_ISO_ENUM_(E, name) PD_ISO_##E,
 enum pd_isolation {
-        PD_ISO_PROCESS,
-        PD_ISO_CONTAINER,
-        PD_ISO_SUPERVISED,
-        PD_ISO_MICROVM,
+        PD_TIERS(PD_ISO_ENUM_)
+        PD_ISO__MAX
 };
+#undef PD_ISO_ENUM_
 
 /* none: loopback only. open / policy: a veth to the instance's router
  * netns, rules in spec.netpol (src/net/policy.h, docs/network.md). */
@@ -69,3 +80,5 @@ struct pd_spec {
 void pd_spec_defaults(struct pd_spec *s);
 const char *pd_isolation_name(enum pd_isolation i);
 int pd_isolation_parse(const char *s, enum pd_isolation *out);
+/* "process, container, supervised, microvm": for messages. */
+const char *pd_isolation_names(void);

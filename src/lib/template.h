@@ -6,9 +6,12 @@
 #pragma once
 #include <limits.h>
 
-#include "jail/mount.h"
 #include "lib/spec.h"
 #include "lib/state.h"
+
+/* Host directories grafted into a template's tree, at most (the base
+ * template takes the host's /usr, /bin, /lib* this way). */
+#define PD_MAX_GRAFTS 8
 
 struct pd_template_graft {
         char target[64];                /* inside the sandbox, no leading '/' */
@@ -21,7 +24,6 @@ struct pd_template_graft {
  * flattened into this many at pull time (overlay's mount options and the
  * fds a start hands to the sandbox both have limits). */
 #define PD_MAX_IMAGE_LAYERS 40
-_Static_assert(PD_MAX_STACK + 1 + PD_MAX_IMAGE_LAYERS <= PD_MOUNT_MAX_STACK + 1, "mount plan too small");
 
 /* Owners in the layer store (<state>/layers) and in image templates'
  * own trees: the image's id N is stored as PD_STORE_UID_BASE + N, a range

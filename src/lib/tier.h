@@ -1,13 +1,21 @@
 /* The tier-driver interface (DESIGN §2). Every isolation tier implements
  * these operations; nothing above this interface knows which tier it talks
  * to. A driver may leave an operation NULL when the tier cannot do it; the
- * sandbox layer then answers ENOTSUP with a message naming the tier. */
+ * sandbox layer then answers ENOTSUP with a message naming the tier.
+ * Tiers are looked up in one table (lib/tier_list.h, lib/tier.c). */
 #pragma once
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "lib/error.h"
+#include "lib/spec.h"
+#include "lib/tier_list.h"
 
 struct pd_sandbox;
+struct pd_state;
+struct pd_record;
+struct pd_netpol;
 
 struct pd_sandbox_stats {
         uint64_t memory_current;        /* bytes, workload */
@@ -26,13 +34,55 @@ enum pd_pause_mode {
         PD_PAUSE_DISK,          /* save the state to disk and release the memory (microvm) */
 };
 
-/* What a tier can do beyond the basics; reported in the sandbox's info. */
+/* What a tier can do beyond the basics, for the layers above to decide
+ * without naming tiers. */
 #define PD_TIER_PAUSE_DISK      (1u << 0)       /* pause_to_disk works; resumes after a reboot */
-#define PD_TIER_SNAPSHOT_MEMORY (1u << 1)       /* snapshots and forks carry memory, not files only */
+#define PD_TIER_SNAPSHOT_MEMORY (1u << 1)       /* snapshots and forks carry memory, not files only:
+                                                   its snapshots start on this tier only */
+#define PD_TIER_OWN_TEMPLATES   (1u << 2)       /* starts from its own base template or its own
+                                                   snapshots only (an image, not any tree) */
+#define PD_TIER_POOL_WARMUP     (1u << 3)       /* a fresh sandbox runs its first command slowly:
+                                                   warm pools run one before handing it out */
+#define PD_TIER_POLICY_FILE     (1u << 4)       /* takes spec.policy_file (per-path / per-address rules) */
+
+/* A sandbox's network as its tier reports it (net_info). */
+struct pd_net_info {
+        char *policy_json;              /* the policy in force, docs/network.md (malloc'd) */
+        bool have_drops;
+        uint64_t dropped_packets, dropped_bytes;        /* what the kernel dropped so far */
+};
+
+/* Facts about one sandbox that only its tier knows (describe). */
+struct pd_tier_info {
+        char accel[8];                  /* a guest's CPU: "kvm", "tcg"; "" if not a guest */
+};
 
 struct pd_tier_ops {
         const char *name;
         unsigned caps;          /* PD_TIER_* */
+        /* Bytes of tier-private state (sb->tier_data) the sandbox layer
+         * allocates, zeroed, with every sandbox object of this tier: the
+         * jail's handles (cgroup, uid range) live there, not in struct
+         * pd_sandbox. */
+        size_t data_size;
+        /* Add to / read back from the sandbox's record (<dir>/record) what
+         * teardown by another process needs (gc, a new server); load also
+         * reopens handles (cgroups). NULL: nothing of its own. */
+        void (*save)(const struct pd_sandbox *sb, struct pd_record *rec);
+        void (*load)(struct pd_sandbox *sb, const struct pd_record *rec);
+        /* Release the handles this object holds (not the sandbox): fds. */
+        void (*close)(struct pd_sandbox *sb);
+        /* Remove whatever of this state dir's the tier may have left that
+         * the records missed (a crash between steps): cgroups, uid ranges,
+         * saved guests. pd_gc calls each distinct gc once. */
+        int (*gc)(struct pd_state *st, struct pd_error *err);
+        /* The network in force (-ENOENT: the sandbox has none), and a live
+         * change of its policy (new connections follow it at once). NULL
+         * where the tier has no network of its own (mode none only). */
+        int (*net_info)(struct pd_sandbox *sb, struct pd_net_info *out, struct pd_error *err);
+        int (*net_update)(struct pd_sandbox *sb, const struct pd_netpol *pol, struct pd_error *err);
+        /* NULL: nothing to tell (struct pd_tier_info zeroed). */
+        void (*describe)(const struct pd_sandbox *sb, struct pd_tier_info *out);
         /* Build the sandbox and start its agent; on success the agent listens
          * on sb->socket_path and sb->agent_pid/agent_pidfd are set. */
         int (*create)(struct pd_sandbox *sb, struct pd_error *err);
@@ -70,7 +120,14 @@ struct pd_tier_ops {
         int (*adopt)(struct pd_sandbox *sb, struct pd_error *err);
 };
 
-extern const struct pd_tier_ops pd_tier_container;
-extern const struct pd_tier_ops pd_tier_process;   /* src/tiers/process.c */
-extern const struct pd_tier_ops pd_tier_supervised; /* src/tiers/container.c + src/jail/supervisor_launch.c */
-extern const struct pd_tier_ops pd_tier_microvm;    /* src/tiers/microvm.c + src/vm/ */
+/* pd_tier_process (src/tiers/process.c), pd_tier_container and
+ * pd_tier_supervised (src/tiers/container.c + src/jail/supervisor_launch.c),
+ * pd_tier_microvm (src/tiers/microvm.c + src/vm/): one per tier_list.h line. */
+#define PD_TIER_EXTERN_(E, name) extern const struct pd_tier_ops pd_tier_##name;
+PD_TIERS(PD_TIER_EXTERN_)
+#undef PD_TIER_EXTERN_
+
+/* The driver of a tier (NULL if out of range), and its capabilities. */
+const struct pd_tier_ops *pd_tier_find(enum pd_isolation iso);
+unsigned pd_tier_caps(enum pd_isolation iso);
+void pd_net_info_clear(struct pd_net_info *i);

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "jail/userns.h"
 
 #define VOLUME_SYNTAX "HOST:/SANDBOX[:OPTIONS], OPTIONS from ro, rw, uid=N, gid=N, map=owner, map=sandbox"
 

@@ -359,7 +359,7 @@ static int image_trees(struct pd_sandbox *sb, const struct pd_template *t, struc
                        int *trees, unsigned *n, struct pd_error *err)
 {
         char map[64];
-        snprintf(map, sizeof map, "%u %u %u\n", PD_STORE_UID_BASE, sb->uids.base, PD_STORE_ID_RANGE);
+        snprintf(map, sizeof map, "%u %u %u\n", PD_STORE_UID_BASE, pd_host(sb)->uids.base, PD_STORE_ID_RANGE);
         _pd_cleanup_close_ int userns = pd_userns_make(map, map, holder, err);
         if (userns < 0)
                 return pd_error_prefix(err, "template '%s'", t->bottom);
@@ -471,13 +471,13 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
 
         char owner[64];
         snprintf(owner, sizeof owner, "%s:%s", sb->state->instance, sb->id);
-        if ((r = pd_uidrange_alloc(owner, &sb->uids, err)) < 0)
+        if ((r = pd_uidrange_alloc(owner, &pd_host(sb)->uids, err)) < 0)
                 return r;
-        sb->have_uids = true;
+        pd_host(sb)->have_uids = true;
         pd_trace("uid range");
-        if ((r = pd_cgroup_init(&sb->cg, sb->state->instance, sb->id, err)) < 0)
+        if ((r = pd_cgroup_init(&pd_host(sb)->cg, sb->state->instance, sb->id, err)) < 0)
                 return r;
-        sb->have_cgroup = true;
+        pd_host(sb)->have_cgroup = true;
         /* Record what teardown needs before anything else can leak. */
         if ((r = pd_sandbox_save(sb, err)) < 0)
                 return r;
@@ -502,8 +502,8 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
                 goto out;
         /* The cgroups themselves are made while the child builds its mounts;
          * the child needs only their count now. */
-        for (unsigned i = 0; i < sb->cg.n; i++)
-                a.n_cg += sb->cg.h[i].split;
+        for (unsigned i = 0; i < pd_host(sb)->cg.n; i++)
+                a.n_cg += pd_host(sb)->cg.h[i].split;
         if ((r = a.listen_fd = pd_host_listen_socket(sb, err)) < 0)
                 goto out;
         char agent_path[PATH_MAX];
@@ -570,7 +570,7 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         close(sync[1]);
         sync[1] = -1;
 
-        if ((r = pd_userns_write_maps(pid, sb->uids.base, err)) < 0)
+        if ((r = pd_userns_write_maps(pid, pd_host(sb)->uids.base, err)) < 0)
                 goto abort_child;
         pd_trace("uid/gid maps");
         char nspath[64];
@@ -612,7 +612,8 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
                         goto abort_child;
         }
         for (unsigned i = 0; i < sb->spec.n_volumes; i++) {
-                if ((r = trees[n_trees] = volume_tree(&sb->spec.volumes[i], sb->uids.base, &holders[i], err)) < 0)
+                if ((r = trees[n_trees] = volume_tree(&sb->spec.volumes[i], pd_host(sb)->uids.base, &holders[i],
+                                                      err)) < 0)
                         goto abort_child;
                 n_trees++;
         }
@@ -632,10 +633,10 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         struct pd_cgroup_limits lim = { sb->spec.memory_bytes, sb->spec.pids, sb->spec.millicpus,
                                         PD_AGENT_MEMORY + sb->writable_bytes };
         int cg_fds[PD_CG_MAX_CTRL];
-        if ((r = pd_cgroup_create(&sb->cg, &lim, err)) < 0 ||
-            (r = pd_cgroup_attach(&sb->cg, "agent", pid, err)) < 0)
+        if ((r = pd_cgroup_create(&pd_host(sb)->cg, &lim, err)) < 0 ||
+            (r = pd_cgroup_attach(&pd_host(sb)->cg, "agent", pid, err)) < 0)
                 goto abort_child;
-        if ((r = pd_cgroup_open_procs(&sb->cg, "work", cg_fds, PD_CG_MAX_CTRL, err)) < 0)
+        if ((r = pd_cgroup_open_procs(&pd_host(sb)->cg, "work", cg_fds, PD_CG_MAX_CTRL, err)) < 0)
                 goto abort_child;
         if (r != a.n_cg) {
                 for (int i = 0; i < r; i++)
@@ -744,6 +745,13 @@ static int container_destroy(struct pd_sandbox *sb, struct pd_error *err)
 
 const struct pd_tier_ops pd_tier_container = {
         .name = "container",
+        .data_size = sizeof(struct pd_host_data),
+        .save = pd_host_save,
+        .load = pd_host_load,
+        .close = pd_host_close,
+        .gc = pd_host_gc,
+        .net_info = pd_host_net_info,
+        .net_update = pd_host_net_update,
         .create = container_create,
         .connect = pd_host_connect,
         .pause = container_pause,
@@ -758,6 +766,14 @@ const struct pd_tier_ops pd_tier_container = {
  * connects and auditing execs (src/jail/supervisor_launch.c). */
 const struct pd_tier_ops pd_tier_supervised = {
         .name = "supervised",
+        .caps = PD_TIER_POLICY_FILE,
+        .data_size = sizeof(struct pd_host_data),
+        .save = pd_host_save,
+        .load = pd_host_load,
+        .close = pd_host_close,
+        .gc = pd_host_gc,
+        .net_info = pd_host_net_info,
+        .net_update = pd_host_net_update,
         .create = supervised_create,
         .connect = pd_host_connect,
         .pause = container_pause,

@@ -66,7 +66,7 @@ int pd_host_wait_exec(struct pd_sandbox *sb, int sync_fd, struct pd_error *err)
                                                 close(fds[0]);
                                         return pd_error_set(err, e, "take the sandbox's seccomp listener");
                                 }
-                        int r = pd_supervisor_start(sb, fds[0], fds[1], err);
+                        int r = pd_supervisor_start(sb, pd_host(sb)->uids.base, fds[0], fds[1], err);
                         if (r < 0)
                                 return r;
                         continue;
@@ -106,18 +106,19 @@ int pd_host_connect(struct pd_sandbox *sb, struct pd_error *err)
 
 int pd_host_freeze(struct pd_sandbox *sb, bool frozen, struct pd_error *err)
 {
-        if (!sb->have_cgroup)
+        struct pd_host_data *h = pd_host(sb);
+        if (!h->have_cgroup)
                 return pd_error_setx(err, ENOTSUP, "sandbox %s has no cgroup (none could be made): "
                                      "it cannot be %s", sb->id, frozen ? "paused" : "resumed");
-        return pd_cgroup_freeze(&sb->cg, frozen, err);
+        return pd_cgroup_freeze(&h->cg, frozen, err);
 }
 
 void pd_host_kill_agent(struct pd_sandbox *sb)
 {
         /* Frozen tasks do not die of SIGKILL until thawed (cgroup v1): a
          * paused sandbox must be thawed before it can be killed. */
-        if (sb->have_cgroup)
-                (void)pd_cgroup_freeze(&sb->cg, false, NULL);
+        if (pd_host(sb)->have_cgroup)
+                (void)pd_cgroup_freeze(&pd_host(sb)->cg, false, NULL);
         if (sb->agent_pidfd >= 0) {
                 syscall(SYS_pidfd_send_signal, sb->agent_pidfd, SIGKILL, NULL, 0);
                 siginfo_t si;
@@ -136,21 +137,22 @@ void pd_host_kill_agent(struct pd_sandbox *sb)
 
 int pd_host_release(struct pd_sandbox *sb, struct pd_error *err)
 {
+        struct pd_host_data *h = pd_host(sb);
         int ret = 0, r;
-        if (sb->have_cgroup) {
-                r = pd_cgroup_destroy(&sb->cg, err);
+        if (h->have_cgroup) {
+                r = pd_cgroup_destroy(&h->cg, err);
                 if (r < 0 && ret == 0)
                         ret = r;
-                pd_cgroup_close(&sb->cg);
-                sb->have_cgroup = false;
+                pd_cgroup_close(&h->cg);
+                h->have_cgroup = false;
         }
-        if (sb->have_uids) {
+        if (h->have_uids) {
                 char owner[64];
                 snprintf(owner, sizeof owner, "%s:%s", sb->state->instance, sb->id);
-                r = pd_uidrange_free(sb->uids.slot, owner, ret == 0 ? err : NULL);
+                r = pd_uidrange_free(h->uids.slot, owner, ret == 0 ? err : NULL);
                 if (r < 0 && ret == 0)
                         ret = r;
-                sb->have_uids = false;
+                h->have_uids = false;
         }
         if (sb->dirfd >= 0) {
                 close(sb->dirfd);
@@ -166,9 +168,9 @@ int pd_host_stats(struct pd_sandbox *sb, struct pd_sandbox_stats *out, struct pd
 {
         struct pd_cgroup_stats cs;
         memset(out, 0, sizeof *out);
-        if (!sb->have_cgroup)
+        if (!pd_host(sb)->have_cgroup)
                 return pd_error_setx(err, ESRCH, "sandbox %s has no cgroup", sb->id);
-        pd_cgroup_stats(&sb->cg, &cs);
+        pd_cgroup_stats(&pd_host(sb)->cg, &cs);
         out->memory_current = cs.memory_current;
         out->memory_peak = cs.memory_peak;
         out->cpu_ns = cs.cpu_ns;
@@ -193,4 +195,44 @@ int pd_host_adopt(struct pd_sandbox *sb, struct pd_error *err)
                 return pd_error_setx(err, ESRCH, "the agent of sandbox %s is gone", sb->id);
         }
         return 0;
+}
+
+void pd_host_save(const struct pd_sandbox *sb, struct pd_record *rec)
+{
+        const struct pd_host_data *h = pd_host(sb);
+        if (h->have_uids) {
+                pd_record_add(rec, "uid_slot", "%u", h->uids.slot);
+                pd_record_add(rec, "uid_base", "%u", h->uids.base);
+        }
+}
+
+void pd_host_load(struct pd_sandbox *sb, const struct pd_record *rec)
+{
+        struct pd_host_data *h = pd_host(sb);
+        uint64_t slot, base;
+        if (pd_record_get_u64(rec, "uid_slot", &slot) == 0 && pd_record_get_u64(rec, "uid_base", &base) == 0) {
+                h->uids.slot = (uint32_t)slot;
+                h->uids.base = (uint32_t)base;
+                h->have_uids = true;
+        }
+        /* named after the instance and the sandbox: it is found again, if
+         * it is there (teardown copes with one that is not) */
+        if (pd_cgroup_init(&h->cg, sb->state->instance, sb->id, NULL) == 0)
+                h->have_cgroup = true;
+}
+
+void pd_host_close(struct pd_sandbox *sb)
+{
+        struct pd_host_data *h = pd_host(sb);
+        if (h->have_cgroup)
+                pd_cgroup_close(&h->cg);
+        h->have_cgroup = false;
+}
+
+int pd_host_gc(struct pd_state *st, struct pd_error *err)
+{
+        int ret = pd_cgroup_gc(st->instance, err);
+        if (pd_uidrange_gc(st->instance, NULL) < 0 && ret == 0)
+                ret = pd_error_setx(err, EIO, "could not free uid ranges");
+        return ret < 0 ? ret : 0;
 }

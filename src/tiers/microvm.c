@@ -114,7 +114,7 @@ static int start_qemu(struct pd_sandbox *sb, const struct pd_vm_assets *as, cons
         (void)mkdir(jail, 0700);
         if (mkdir(qdir, 0700) < 0 && errno != EEXIST)
                 return pd_error_set(err, errno, "create '%s'", qdir);
-        if (chown(qdir, sb->uids.base, mem_gid) < 0)
+        if (chown(qdir, pd_host(sb)->uids.base, mem_gid) < 0)
                 return pd_error_set(err, errno, "chown '%s'", qdir);
         struct pd_vm_launch l = {
                 .assets = as, .dir = qdir, .memory_bytes = sb->spec.memory_bytes, .jail_root = jail,
@@ -124,14 +124,14 @@ static int start_qemu(struct pd_sandbox *sb, const struct pd_vm_assets *as, cons
                 .incoming = incoming, .die_with_parent = sb->die_with_parent, .mem_anon = !mem_file,
                 .nic = sb->spec.net != PD_NET_NONE,
         };
-        if (sb->have_cgroup) {
-                int r = pd_cgroup_open_procs(&sb->cg, "agent", l.cg_fds, (int)PD_ARRAY_SIZE(l.cg_fds), err);
+        if (pd_host(sb)->have_cgroup) {
+                int r = pd_cgroup_open_procs(&pd_host(sb)->cg, "agent", l.cg_fds, (int)PD_ARRAY_SIZE(l.cg_fds), err);
                 if (r < 0)
                         return r;
                 l.n_cg = r;
         }
         /* its own uid; the group of the template whose RAM file it maps */
-        l.uid = sb->uids.base;
+        l.uid = pd_host(sb)->uids.base;
         l.gid = mem_gid;
         int r = pd_vm_qemu_start(&l, &sb->agent_pid, &sb->agent_pidfd, err);
         for (int i = 0; i < l.n_cg; i++)
@@ -406,18 +406,18 @@ static int host_setup(struct pd_sandbox *sb, struct pd_error *err)
         sb->dirfd = open(sb->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (sb->dirfd < 0)
                 return pd_error_set(err, errno, "open '%s'", sb->dir);
-        if ((r = pd_cgroup_init(&sb->cg, sb->state->instance, sb->id, err)) < 0)
+        if ((r = pd_cgroup_init(&pd_host(sb)->cg, sb->state->instance, sb->id, err)) < 0)
                 return r;
-        sb->have_cgroup = true;
+        pd_host(sb)->have_cgroup = true;
         struct pd_cgroup_limits lim = { sb->spec.memory_bytes + QEMU_OVERHEAD, sb->spec.pids, sb->spec.millicpus,
                                         sb->spec.memory_bytes + QEMU_OVERHEAD };
-        if ((r = pd_cgroup_create(&sb->cg, &lim, err)) < 0)
+        if ((r = pd_cgroup_create(&pd_host(sb)->cg, &lim, err)) < 0)
                 return r;
         char owner[64];
         snprintf(owner, sizeof owner, "%s:%s", sb->state->instance, sb->id);
-        if ((r = pd_uidrange_alloc(owner, &sb->uids, err)) < 0)
+        if ((r = pd_uidrange_alloc(owner, &pd_host(sb)->uids, err)) < 0)
                 return r;
-        sb->have_uids = true;
+        pd_host(sb)->have_uids = true;
         /* The writable layer is a tmpfs in guest RAM: at most half of it,
          * so filling it is ENOSPC for the writer, never the guest's OOM. */
         sb->writable_bytes = sb->spec.disk_bytes < sb->spec.memory_bytes / 2 ? sb->spec.disk_bytes
@@ -431,7 +431,7 @@ static int restore_full(struct pd_sandbox *sb, const struct pd_vm_assets *as, in
 {
         struct pd_qmp *q = NULL;
         int r;
-        if ((r = start_qemu(sb, as, NULL, (gid_t)sb->uids.base, false, true, err)) < 0 ||
+        if ((r = start_qemu(sb, as, NULL, (gid_t)pd_host(sb)->uids.base, false, true, err)) < 0 ||
             (r = open_qmp(sb, &q, err)) < 0 || (r = restore_state(q, fd, false, err)) < 0) {
                 pd_qmp_close(q);
                 return r;
@@ -797,11 +797,42 @@ static int microvm_adopt(struct pd_sandbox *sb, struct pd_error *err)
         return pd_host_adopt(sb, err);
 }
 
+/* Its cgroups and uid ranges, and the saved guests of the state dir. */
+static int microvm_gc(struct pd_state *st, struct pd_error *err)
+{
+        int ret = pd_host_gc(st, err);
+        if (pd_vm_gc(st, ret == 0 ? err : NULL) < 0 && ret == 0)
+                ret = -EIO;
+        return ret;
+}
+
+/* The host's CPU cannot change while we run: read /proc/cpuinfo once, not
+ * for every sandbox's info (a benign race sets the same value twice). */
+static void microvm_describe(const struct pd_sandbox *sb, struct pd_tier_info *out)
+{
+        static int kvm = -1;
+        int k = __atomic_load_n(&kvm, __ATOMIC_RELAXED);
+        if (k < 0) {
+                k = pd_vm_have_kvm();
+                __atomic_store_n(&kvm, k, __ATOMIC_RELAXED);
+        }
+        /* emulated (tcg) or hardware virtualization (kvm) */
+        snprintf(out->accel, sizeof out->accel, "%s", k ? "kvm" : "tcg");
+}
+
 const struct pd_tier_ops pd_tier_microvm = {
         .name = "microvm",
         .create = microvm_create,
         .connect = microvm_connect,
-        .caps = PD_TIER_PAUSE_DISK | PD_TIER_SNAPSHOT_MEMORY,
+        .caps = PD_TIER_PAUSE_DISK | PD_TIER_SNAPSHOT_MEMORY | PD_TIER_OWN_TEMPLATES | PD_TIER_POOL_WARMUP,
+        .data_size = sizeof(struct pd_host_data),
+        .save = pd_host_save,
+        .load = pd_host_load,
+        .close = pd_host_close,
+        .gc = microvm_gc,
+        .net_info = pd_host_net_info,
+        .net_update = pd_host_net_update,
+        .describe = microvm_describe,
         .pause = microvm_pause,
         .pause_to_disk = microvm_pause_to_disk,
         .resume = microvm_resume,

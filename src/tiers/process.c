@@ -270,7 +270,7 @@ static int save_info(struct pd_sandbox *sb, struct proc_data *pd, struct pd_erro
         pd_record_add(&rec, "landlock_abi", "%d", pd->ll.abi);
         pd_record_add(&rec, "landlock_weaker", "%s", pd->ll.weaker[0] ? pd->ll.weaker : "none");
         pd_record_add(&rec, "cgroup", "%s", pd->no_cgroup ? pd->no_cgroup_why : "yes");
-        pd_record_add(&rec, "uid", "%u", sb->have_uids ? sb->uids.base : (unsigned)geteuid());
+        pd_record_add(&rec, "uid", "%u", pd_host(sb)->have_uids ? pd_host(sb)->uids.base : (unsigned)geteuid());
         /* Landlock denials in the audit log: "yes", or "no (why)". The
          * reader's pid and start time are what teardown and gc stop. */
         if (pd->audit.status[0])        /* absent until the reader's fate is known */
@@ -295,7 +295,7 @@ static int process_create(struct pd_sandbox *sb, struct pd_error *err)
         struct proc_data *pd = calloc(1, sizeof *pd);
         if (!pd)
                 return pd_error_set(err, ENOMEM, "allocate sandbox");
-        sb->tier_data = pd;
+        pd_host(sb)->priv = pd;
 
         if (sb->spec.n_volumes > 0)
                 return pd_error_setx(err, ENOTSUP, "the process tier has no volumes (no mount namespace); "
@@ -319,10 +319,10 @@ static int process_create(struct pd_sandbox *sb, struct pd_error *err)
         if (root) {
                 char owner[64];
                 snprintf(owner, sizeof owner, "%s:%s", sb->state->instance, sb->id);
-                if ((r = pd_uidrange_alloc(owner, &sb->uids, err)) < 0)
+                if ((r = pd_uidrange_alloc(owner, &pd_host(sb)->uids, err)) < 0)
                         return r;
-                sb->have_uids = true;
-                a.uid = sb->uids.base;
+                pd_host(sb)->have_uids = true;
+                a.uid = pd_host(sb)->uids.base;
         } else {
                 a.uid = geteuid();
         }
@@ -330,15 +330,15 @@ static int process_create(struct pd_sandbox *sb, struct pd_error *err)
         /* A cgroup when one can be made (inside a container cgroupfs is
          * often read-only); without one the record says why. */
         struct pd_error cgerr = { 0 };
-        if ((r = pd_cgroup_init(&sb->cg, sb->state->instance, sb->id, &cgerr)) == 0) {
-                sb->have_cgroup = true;
+        if ((r = pd_cgroup_init(&pd_host(sb)->cg, sb->state->instance, sb->id, &cgerr)) == 0) {
+                pd_host(sb)->have_cgroup = true;
                 struct pd_cgroup_limits lim = { sb->spec.memory_bytes, sb->spec.pids, sb->spec.millicpus, 0 };
-                if ((r = pd_cgroup_create(&sb->cg, &lim, &cgerr)) < 0) {
-                        pd_cgroup_close(&sb->cg);
-                        sb->have_cgroup = false;
+                if ((r = pd_cgroup_create(&pd_host(sb)->cg, &lim, &cgerr)) < 0) {
+                        pd_cgroup_close(&pd_host(sb)->cg);
+                        pd_host(sb)->have_cgroup = false;
                 }
         }
-        if (!sb->have_cgroup) {
+        if (!pd_host(sb)->have_cgroup) {
                 pd->no_cgroup = true;
                 snprintf(pd->no_cgroup_why, sizeof pd->no_cgroup_why, "none (%s)", cgerr.msg);
         }
@@ -378,8 +378,8 @@ static int process_create(struct pd_sandbox *sb, struct pd_error *err)
                                       .deny_unix_names = true };
         if ((r = pd_seccomp_load(cache, &so, &a.filter, err)) < 0)
                 goto out;
-        if (sb->have_cgroup) {
-                if ((r = pd_cgroup_open_procs(&sb->cg, "work", a.cg_fds, PD_CG_MAX_CTRL, err)) < 0)
+        if (pd_host(sb)->have_cgroup) {
+                if ((r = pd_cgroup_open_procs(&pd_host(sb)->cg, "work", a.cg_fds, PD_CG_MAX_CTRL, err)) < 0)
                         goto out;
                 a.n_cg = r;
         }
@@ -415,7 +415,7 @@ static int process_create(struct pd_sandbox *sb, struct pd_error *err)
         close(sync[1]);
         sync[1] = -1;
         pd_trace("clone3");
-        if (sb->have_cgroup && (r = pd_cgroup_attach(&sb->cg, "agent", pid, err)) < 0) {
+        if (pd_host(sb)->have_cgroup && (r = pd_cgroup_attach(&pd_host(sb)->cg, "agent", pid, err)) < 0) {
                 char no = 'X';
                 (void)send(sync[0], &no, 1, MSG_NOSIGNAL);
                 goto out;
@@ -547,8 +547,8 @@ static void kill_agent(struct pd_sandbox *sb)
         bool alive = sb->agent_pidfd >= 0 ||
                      (sb->agent_pid > 0 && sb->agent_start && pd_proc_starttime(sb->agent_pid) == sb->agent_start);
         /* No pid namespace here: the agent's death kills nobody else. */
-        if (sb->have_cgroup)
-                (void)pd_cgroup_freeze(&sb->cg, false, NULL);
+        if (pd_host(sb)->have_cgroup)
+                (void)pd_cgroup_freeze(&pd_host(sb)->cg, false, NULL);
         if (alive && sb->agent_pid > 0)
                 kill_descendants(sb->agent_pid);
         pd_host_kill_agent(sb);
@@ -558,7 +558,7 @@ static void kill_agent(struct pd_sandbox *sb)
  * server) from the tier's record. */
 static void stop_audit_reader(struct pd_sandbox *sb)
 {
-        struct proc_data *pd = sb->tier_data;
+        struct proc_data *pd = pd_host(sb)->priv;
         pid_t pid = 0;
         uint64_t start = 0;
         if (pd) {
@@ -592,8 +592,8 @@ static int process_destroy(struct pd_sandbox *sb, struct pd_error *err)
         int r = pd_rm_rf(ws, ret == 0 ? err : NULL);
         if (r < 0 && ret == 0)
                 ret = r;
-        free(sb->tier_data);
-        sb->tier_data = NULL;
+        free(pd_host(sb)->priv);
+        pd_host(sb)->priv = NULL;
         return ret;
 }
 
@@ -607,8 +607,25 @@ static int process_resume(struct pd_sandbox *sb, struct pd_error *err)
         return pd_host_freeze(sb, false, err);
 }
 
+/* Process-tier workspaces live on the state dir's disk; records on tmpfs
+ * do not survive a reboot, so gc sweeps them all. */
+static int process_gc(struct pd_state *st, struct pd_error *err)
+{
+        int ret = pd_host_gc(st, err);
+        char ws[PATH_MAX + 16];
+        snprintf(ws, sizeof ws, "%s/workspaces", st->dir);
+        if (pd_rm_rf(ws, NULL) < 0 && ret == 0)
+                ret = pd_error_setx(err, EIO, "could not remove '%s'", ws);
+        return ret;
+}
+
 const struct pd_tier_ops pd_tier_process = {
         .name = "process",
+        .data_size = sizeof(struct pd_host_data),
+        .save = pd_host_save,
+        .load = pd_host_load,
+        .close = pd_host_close,
+        .gc = process_gc,
         .create = process_create,
         .connect = pd_host_connect,
         .pause = process_pause,

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "lib/template.h"
+#include "tiers/host.h"
 #include "lib/util.h"
 
 #define MAX_DEPTH 256
@@ -253,7 +254,7 @@ static int copy_layers(struct pd_sandbox *sb, const char *tmp, int stagefd, stru
         if (tpl.n_stack + 1 > PD_MAX_STACK)
                 return pd_error_setx(err, ELOOP, "sandbox %s runs on %u stacked snapshots; at most %d can stack",
                                      sb->id, tpl.n_stack, PD_MAX_STACK);
-        struct copy c = { .base = sb->uids.base };
+        struct copy c = { .base = pd_host(sb)->uids.base };
         char dst[PATH_MAX];
         snprintf(dst, sizeof dst, "%s/rootfs", tmp);
         if ((r = copy_layer(&c, stagefd, "upper", dst, err)) < 0)
@@ -281,10 +282,10 @@ int pd_container_copy_upper(struct pd_sandbox *sb, const char *dst, uint32_t to,
         _pd_cleanup_close_ int stagefd = open(stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (stagefd < 0)
                 return pd_error_set(err, errno, "sandbox %s has no host view of its writable layer", sb->id);
-        struct copy c = { .base = sb->uids.base, .to = to, .store = true };
+        struct copy c = { .base = pd_host(sb)->uids.base, .to = to, .store = true };
         bool froze = !sb->paused;
         int r = 0;
-        if (froze && (r = pd_cgroup_freeze(&sb->cg, true, err)) < 0)
+        if (froze && (r = pd_cgroup_freeze(&pd_host(sb)->cg, true, err)) < 0)
                 return r;
         /* dst exists (the store made it): copy into it */
         _pd_cleanup_close_ int s = openat(stagefd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -295,7 +296,7 @@ int pd_container_copy_upper(struct pd_sandbox *sb, const char *dst, uint32_t to,
         else if ((r = copy_dir(&c, s, d, 0, err)) == 0 && (r = copy_xattrs(&c, s, d, "upper", err)) == 0)
                 r = finish(&c, d, &st, true, "upper", err);
         if (froze)
-                (void)pd_cgroup_freeze(&sb->cg, false, NULL);
+                (void)pd_cgroup_freeze(&pd_host(sb)->cg, false, NULL);
         return r;
 }
 
@@ -329,11 +330,11 @@ int pd_container_snapshot(struct pd_sandbox *sb, const char *name, struct pd_err
         int r = 0;
         _pd_cleanup_close_ int tfd = -1;
         struct pd_record rec;
-        if (froze && (r = pd_cgroup_freeze(&sb->cg, true, err)) < 0)
+        if (froze && (r = pd_cgroup_freeze(&pd_host(sb)->cg, true, err)) < 0)
                 goto fail;
         r = copy_layers(sb, tmp, stagefd, err);
         if (froze)
-                (void)pd_cgroup_freeze(&sb->cg, false, NULL);
+                (void)pd_cgroup_freeze(&pd_host(sb)->cg, false, NULL);
         if (r < 0)
                 goto fail;
         pd_record_init(&rec);

@@ -299,9 +299,9 @@ void pd_manager_counts(struct pd_server *s, struct pd_manager_counts *out)
         out->running = 1;
 }
 
-json_t *pd_manager_pool_ready(struct pd_server *s)
+size_t pd_manager_pool_ready(struct pd_server *s, struct pd_pool_count *out, size_t max)
 {
-        return json_object();
+        return 0;
 }
 
 unsigned pd_manager_slots_free(struct pd_server *s, const struct pd_key *key)
@@ -322,7 +322,7 @@ int pd_manager_create(struct pd_server *s, const struct pd_key *key, const struc
         return 0;
 }
 
-int pd_manager_delete(struct pd_server *s, struct pd_srv_sandbox *sb, const char *event, struct pd_error *err)
+int pd_manager_delete(struct pd_server *s, struct pd_srv_sandbox *sb, struct pd_error *err)
 {
         return 0;
 }
@@ -348,22 +348,56 @@ int pd_manager_resume(struct pd_server *s, struct pd_srv_sandbox *sb, struct pd_
         return 0;
 }
 
-json_t *pd_manager_sandbox_json(struct pd_server *s, struct pd_srv_sandbox *sb)
+void pd_manager_sandbox_info(struct pd_server *s, struct pd_srv_sandbox *sb, struct pd_sandbox_info *out)
 {
-        /* the fields manager.c's has, with fixed values */
-        return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:f, s:I, s:I, s:O, s:O, s:[], s:o, s:b, s:s}",
-                         "id", sb->id, "template", sb->template_name, "isolation", "container", "state",
-                         sb->state, "created_at", "2026-01-01T00:00:00.000Z", "expires_at",
-                         "2026-01-01T00:05:00.000Z", "timeout", (json_int_t)sb->timeout_s, "memory_mb",
-                         (json_int_t)512, "cpus", 1.0, "pids", (json_int_t)512, "disk_mb", (json_int_t)1024,
-                         "env", sb->env, "metadata", sb->metadata, "notes", "network",
-                         pd_manager_network_json(s, sb->id), "auto_pause", 0, "pause_mode", "memory");
+        /* what lifecycle.c's says, with fixed values */
+        memset(out, 0, sizeof *out);
+        snprintf(out->id, sizeof out->id, "%s", sb->id);
+        snprintf(out->template_name, sizeof out->template_name, "%s", sb->template_name);
+        snprintf(out->isolation, sizeof out->isolation, "container");
+        out->state = pd_srv_sandbox_state(sb);
+        out->created_ms = 1767225600000ull;
+        out->expires_ms = out->created_ms + 300000;
+        out->timeout_s = sb->timeout_s;
+        out->memory_bytes = 512ull << 20;
+        out->disk_bytes = 1024ull << 20;
+        out->pids = 512;
+        out->millicpus = 1000;
+        out->env = json_incref(sb->env);
+        out->metadata = json_incref(sb->metadata);
+        out->notes = json_array();
 }
 
-int pd_manager_stats(struct pd_server *s, struct pd_srv_sandbox *sb, json_t **out, struct pd_error *err)
+void pd_sandbox_info_clear(struct pd_sandbox_info *i)
 {
-        *out = json_pack("{s:I, s:I}", "memory_bytes", (json_int_t)1 << 20, "pids", (json_int_t)2);
-        return *out ? 0 : pd_error_setx(err, ENOMEM, "stats");
+        json_decref(i->env);
+        json_decref(i->metadata);
+        json_decref(i->notes);
+        i->env = i->metadata = i->notes = NULL;
+}
+
+int pd_manager_stats(struct pd_server *s, struct pd_srv_sandbox *sb, struct pd_sandbox_metrics *out,
+                     struct pd_error *err)
+{
+        memset(out, 0, sizeof *out);
+        out->st.memory_current = 1 << 20;
+        out->st.pids_current = 2;
+        out->memory_limit = 512ull << 20;
+        out->pids_limit = 512;
+        return 0;
+}
+
+int pd_manager_net_info(struct pd_server *s, struct pd_srv_sandbox *sb, struct pd_net_info *out,
+                        struct pd_error *err)
+{
+        memset(out, 0, sizeof *out);
+        return 0;       /* no policy: {"mode":"none"} */
+}
+
+int pd_manager_net_update(struct pd_server *s, struct pd_srv_sandbox *sb, const struct pd_key *key,
+                          const struct pd_netpol *pol, struct pd_error *err)
+{
+        return pd_error_setx(err, ENOTSUP, "no network in the fuzz manager");
 }
 
 void pd_manager_create_params(struct pd_server *s, struct pd_srv_sandbox *sb, struct pd_create_req *out)
@@ -428,7 +462,7 @@ int fake_server_start(const char *state_dir, unsigned port, struct fake_server_i
         pd_id_new(fake.id);
         snprintf(fake.key_id, sizeof fake.key_id, "%s", key.id);
         snprintf(fake.template_name, sizeof fake.template_name, "base");
-        snprintf(fake.state, sizeof fake.state, "running");
+        fake.state = PD_SB_RUNNING;
         fake.env = json_object();
         fake.metadata = json_pack("{s:s}", "owner", "fuzz");
         fake.timeout_s = 300;

@@ -9,7 +9,9 @@ whole-line comments); it refuses anything else rather than misread it.
 
 Checks:
   - the spec is well formed: OpenAPI 3.0.3, every $ref resolves;
-  - its paths+methods are exactly the native routes of src/server/api/routes_*.c;
+  - its paths+methods are exactly the native routes the server registers
+    (`paddock serve --print-routes`: the route tables as the router has
+    them), and its public operations are the routes registered public;
   - on a running `paddock serve`, every path+method answers something other
     than 404 "no such route" or 405, and the public ones need no key;
   - a created sandbox has exactly the Sandbox schema's required properties,
@@ -18,9 +20,11 @@ Checks:
 import json
 import os
 import re
+import subprocess
 
 import pytest
 
+from pdtest.env import PADDOCK_BIN
 from pdtest.server import server_fixture
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -232,23 +236,52 @@ def test_spec_is_well_formed(spec):
         assert in_path == set(re.findall(r"\{(\w+)\}", path)), (path, in_path)
 
 
+_ROUTES = None
+
+
+def registered_routes():
+    """{(method, pattern): public?} of every native route the server
+    registers, from `paddock serve --print-routes` (lines "METHOD PATTERN
+    GROUP[ public]"; "match NAME GROUP ..." lines are the matchers: the
+    port relay and E2B's envd, which claim requests by Host or header)."""
+    global _ROUTES
+    if _ROUTES is None:
+        assert os.access(PADDOCK_BIN, os.X_OK), "build first: %s" % PADDOCK_BIN
+        r = subprocess.run([PADDOCK_BIN, "serve", "--print-routes"], capture_output=True, text=True, timeout=60,
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode == 0, "paddock serve --print-routes: %s" % r.stderr
+        out = {}
+        for line in r.stdout.splitlines():
+            words = line.split()
+            if words[0] == "match":
+                continue
+            method, pattern, group, flags = words[0], words[1], words[2], words[3:]
+            if group == "native":
+                out[(method.lower(), pattern)] = "public" in flags
+        _ROUTES = out
+    return _ROUTES
+
+
 def server_routes():
-    """(method, pattern) of every native route in the route tables."""
-    out = set()
-    for name in ("routes_sandboxes.c", "routes_procs.c", "routes_files.c", "routes_snapshots.c",
-                 "routes_network.c"):
-        with open(os.path.join(REPO, "src", "server", "api", name)) as f:
-            for m in re.finditer(r'\{\s*"([A-Z]+)",\s*"(/[^"]*)"', f.read()):
-                out.add((m.group(1).lower(), m.group(2)))
-    return out
+    """(method, pattern) of every native route the server registers."""
+    return set(registered_routes())
 
 
 def test_spec_lists_exactly_the_native_routes(spec):
     routes = server_routes()
     assert len(routes) > 20
     documented = {(method, path) for path, method, _ in operations(spec)}
-    assert documented - routes == set(), "in the spec, not in src/server/api/routes_*.c"
-    assert routes - documented == set(), "in src/server/api/routes_*.c, not in the spec"
+    assert documented - routes == set(), "in the spec, not registered by paddock serve"
+    assert routes - documented == set(), "registered by paddock serve, not in the spec"
+
+
+def test_spec_public_operations_are_the_public_routes(spec):
+    routes = registered_routes()
+    for path, method, op in operations(spec):
+        if (method, path) in routes:
+            public = op.get("security") == []
+            assert public == routes[(method, path)], "%s %s: public in %s only" % (
+                method.upper(), path, "the spec" if public else "the server")
 
 
 # ---- against a running server ----

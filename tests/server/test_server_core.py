@@ -129,6 +129,25 @@ def test_unknown_template(srv):
     assert st == 400 and "unknown template" in body["error"]["message"]
 
 
+def test_e2b_template_id_may_name_a_tier(srv):
+    """E2B's create passes only a templateID through the SDKs: a tier's name
+    there means template base on that tier (microvm first; any tier since
+    tiers are one table, src/lib/tier_list.h)."""
+    st, _, data = srv.request("POST", "/v2/sandboxes", {"templateID": "supervised"}, key=None,
+                              headers={"X-API-Key": srv.key, "Content-Type": "application/json"})
+    assert st == 201, (st, data)
+    sid = json.loads(data)["sandboxID"]
+    try:
+        _, sb = srv.json("GET", "/api/v1/sandboxes/" + sid, expect=200)
+        assert sb["isolation"] == "supervised" and sb["template"] == "base", sb
+    finally:
+        assert srv.delete(sid) == 204
+    st, _, data = srv.request("POST", "/v2/sandboxes", {"isolation": "gvisor-not-yet"}, key=None,
+                              headers={"X-API-Key": srv.key, "Content-Type": "application/json"})
+    assert st == 400 and json.loads(data)["message"] == (
+        "isolation must be one of process, container, supervised, microvm"), (st, data)
+
+
 @pytest.mark.parametrize("body", [
     {"bogus": 1},
     {"tempalte": "base"},

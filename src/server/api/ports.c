@@ -25,8 +25,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "server/e2b/e2b.h"
+#include "server/api/api.h"
 #include "server/api/ports.h"
+#include "server/core/tunnel.h"
 #include "server/core/store.h"
 #include "lib/util.h"
 
@@ -45,13 +46,6 @@ struct port_call {
         size_t len, cap;
         struct pd_deferred_error fail;
 };
-
-int pd_ports_token(struct pd_server *srv, const char *id, char out[PD_E2B_TOKEN_LEN + 1])
-{
-        char label[PD_ID_LEN + 16];
-        snprintf(label, sizeof label, "port:%s", id);
-        return pd_e2b_token(srv, label, out);
-}
 
 static unsigned parse_port(const char *p, size_t n)
 {
@@ -119,7 +113,7 @@ static const char *raw_path(struct pd_req *r)
         return r->raw_url ? r->raw_url : r->url;
 }
 
-bool pd_ports_match(struct pd_server *srv, struct MHD_Connection *conn, const char *path)
+static bool ports_match(struct pd_server *srv, struct MHD_Connection *conn, const char *path)
 {
         unsigned port;
         char id[PD_ID_LEN + 1];
@@ -221,13 +215,13 @@ static void call_open(struct pd_req *r, struct port_call *c)
                 c->key_used = true;
         } else {
                 /* 2. a port token for this id; 3. public ports */
-                char token[PD_E2B_TOKEN_LEN + 1];
+                char token[PD_TOKEN_LEN + 1];
                 const char *given = given_token(r);
                 if (pd_ports_token(r->srv, id, token) < 0) {
                         pd_deferred_fail(&c->fail, 500, "internal", "cannot compute the port token");
                         return;
                 }
-                bool token_ok = given && pd_e2b_streq(given, token);
+                bool token_ok = given && pd_streq_ct(given, token);
                 c->s = pd_server_sandbox_get(r->srv, id, NULL);
                 if (token_ok && !c->s) {
                         pd_deferred_fail(&c->fail, 404, "not_found", "no sandbox %s", id);
@@ -240,8 +234,9 @@ static void call_open(struct pd_req *r, struct port_call *c)
                         return;
                 }
         }
-        if (strcmp(c->s->state, "running"))
-                pd_deferred_fail(&c->fail, 409, "conflict", "sandbox %s is %s", c->s->id, c->s->state);
+        struct pd_error e2;
+        if (pd_sb_can(c->s->id, pd_srv_sandbox_state(c->s), PD_OP_PORTS, &e2) < 0)
+                pd_deferred_fail(&c->fail, 409, "conflict", "%s", e2.msg);
 }
 
 static void call_free(struct pd_req *r, struct port_call *c)
@@ -321,7 +316,7 @@ static enum MHD_Result finish(struct pd_req *r, struct port_call *c)
 {
         if (c->fail.status)
                 return reply_fail(r, c->fail.status, c->fail.code, c->fail.msg);
-        struct pd_e2b_stream *st = pd_e2b_stream_new(r, c->s);
+        struct pd_agent_stream *st = pd_agent_stream_new(r, c->s);
         if (!st)
                 return MHD_NO;
         c->s = NULL;
@@ -340,7 +335,7 @@ static enum MHD_Result finish(struct pd_req *r, struct port_call *c)
                 else
                         snprintf(msg, sizeof msg, "port %u of sandbox %s unreachable: %s", c->port, st->s->id,
                                  err.msg);
-                pd_e2b_stream_free(st);
+                pd_agent_stream_free(st);
                 return reply_fail(r, status, "bad_gateway", msg);
         }
         st->id = tid;
@@ -368,7 +363,7 @@ static enum MHD_Result finish(struct pd_req *r, struct port_call *c)
         head_add(&h, line, (size_t)n);
         if (h.bad) {
                 free(h.p);
-                pd_e2b_stream_free(st);
+                pd_agent_stream_free(st);
                 return reply_fail(r, 431, "too_large", "request headers too large");
         }
         if (c->upgrade) {
@@ -383,7 +378,7 @@ static enum MHD_Result finish(struct pd_req *r, struct port_call *c)
         return ret;
 }
 
-enum MHD_Result pd_ports_handle(struct pd_req *r, const char *chunk, size_t *chunk_len)
+static enum MHD_Result ports_handle(struct pd_req *r, const char *chunk, size_t *chunk_len)
 {
         struct port_call *c = r->route_state;
         if (!chunk_len) {
@@ -448,7 +443,7 @@ static enum MHD_Result ports_public(struct pd_req *r, const char *chunk, size_t 
         if (!s)
                 return ret;
         __atomic_store_n(&s->ports_public, pub, __ATOMIC_RELAXED);
-        char token[PD_E2B_TOKEN_LEN + 1];
+        char token[PD_TOKEN_LEN + 1];
         int k = pd_ports_token(r->srv, s->id, token);
         pd_audit(r->srv, s->id, r->key.id, "ports.public", json_pack("{s:b}", "public", pub));
         json_t *o = json_pack("{s:s, s:b, s:s, s:s?}", "id", s->id, "public", pub, "domain",
@@ -465,7 +460,7 @@ static enum MHD_Result ports_info(struct pd_req *r, const char *chunk, size_t *c
         struct pd_srv_sandbox *s = pd_route_sandbox(r, &ret);
         if (!s)
                 return ret;
-        char token[PD_E2B_TOKEN_LEN + 1];
+        char token[PD_TOKEN_LEN + 1];
         int k = pd_ports_token(r->srv, s->id, token);
         json_t *o = json_pack("{s:s, s:b, s:s, s:s?}", "id", s->id, "public",
                               (int)__atomic_load_n(&s->ports_public, __ATOMIC_RELAXED), "domain",
@@ -479,4 +474,14 @@ const struct pd_route pd_routes_ports[] = {
         { "POST", "/api/v1/sandboxes/{id}/ports/public", ports_public, 0, 0 },
         { "GET", "/api/v1/sandboxes/{id}/ports", ports_info, 0, 0 },
         { 0 },
+};
+
+/* Sandbox ports: by Host <port>-<id>.<domain> or by path; relayed as sent
+ * (the service decodes it), so matched on the raw URL before the router
+ * looks for NUL escapes; the handler checks the port token itself. */
+const struct pd_route_matcher pd_ports_matcher = {
+        .name = "ports",
+        .group = "native",
+        .match = ports_match,
+        .route = { "*", "*", ports_handle, PD_ROUTE_PUBLIC | PD_ROUTE_STREAM_BODY | PD_ROUTE_RAW_PATH, 0 },
 };

@@ -41,7 +41,7 @@
 #define ANSWER_TIMEOUT_MS 60000
 
 struct pd_ports_ws {
-        struct pd_e2b_stream *st;       /* agent connection and sandbox reference */
+        struct pd_agent_stream *st;       /* agent connection and sandbox reference */
         uint32_t tid;
         unsigned port;
         char *early;                    /* service bytes that followed its 101 head */
@@ -53,7 +53,7 @@ void pd_ports_ws_free(struct pd_ports_ws *w)
 {
         if (!w)
                 return;
-        pd_e2b_stream_free(w->st);
+        pd_agent_stream_free(w->st);
         free(w->early);
         free(w);
 }
@@ -93,7 +93,7 @@ struct answer {
 
 /* One frame of our tunnel: 1 DATA (payload in *p, *n), 0 the tunnel closed,
  * <0 an error. Frames of other ids are skipped. */
-static int tunnel_frame(struct pd_req *r, struct pd_e2b_stream *st, uint32_t tid, const uint8_t **p, size_t *n,
+static int tunnel_frame(struct pd_req *r, struct pd_agent_stream *st, uint32_t tid, const uint8_t **p, size_t *n,
                         int timeout_ms)
 {
         for (;;) {
@@ -126,7 +126,7 @@ static int answer_add(struct answer *a, const void *p, size_t n, size_t max)
         return 0;
 }
 
-static int read_head(struct pd_req *r, struct pd_e2b_stream *st, uint32_t tid, struct answer *a)
+static int read_head(struct pd_req *r, struct pd_agent_stream *st, uint32_t tid, struct answer *a)
 {
         while (!a->head_len) {
                 const uint8_t *p;
@@ -235,7 +235,7 @@ static bool chunked_complete(const char *b, size_t n)
 
 /* Not a 101: read the rest of the answer (to its length, its last chunk or
  * the tunnel's end) and relay it. */
-static enum MHD_Result refused(struct pd_req *r, struct pd_e2b_stream *st, uint32_t tid, unsigned port,
+static enum MHD_Result refused(struct pd_req *r, struct pd_agent_stream *st, uint32_t tid, unsigned port,
                                struct answer *a)
 {
         char v[64];
@@ -269,19 +269,19 @@ static enum MHD_Result refused(struct pd_req *r, struct pd_e2b_stream *st, uint3
         if (want >= 0 && blen > (size_t)want)
                 blen = (size_t)want;
         if (k < 0 || (want >= 0 && blen < (size_t)want) || (chunked && !chunked_complete(a->buf + a->head_len, blen))) {
-                pd_e2b_stream_free(st);
+                pd_agent_stream_free(st);
                 return pd_reply_error(r, 502, "bad_gateway", "port %u: the service's answer to an upgrade "
                                       "request is incomplete or over %u bytes", port, REFUSED_BODY_MAX);
         }
         if (chunked) {
                 ssize_t d = dechunk(a->buf + a->head_len, blen);
                 if (d < 0) {
-                        pd_e2b_stream_free(st);
+                        pd_agent_stream_free(st);
                         return pd_reply_error(r, 502, "bad_gateway", "bad chunked answer from the service");
                 }
                 blen = (size_t)d;
         }
-        pd_e2b_stream_free(st);         /* the tunnel is done */
+        pd_agent_stream_free(st);         /* the tunnel is done */
         struct MHD_Response *resp = MHD_create_response_from_buffer(blen, a->buf + a->head_len, MHD_RESPMEM_MUST_COPY);
         if (!resp)
                 return MHD_NO;
@@ -356,11 +356,12 @@ static int drain_frames(struct relay *x)
 
 static bool sandbox_stopped(struct relay *x)
 {
-        if (__atomic_load_n(&x->s->deleted, __ATOMIC_RELAXED)) {
+        enum pd_sb_state st = pd_srv_sandbox_state(x->s);
+        if (st == PD_SB_DELETED) {
                 x->why = "sandbox deleted";
                 return true;
         }
-        if (strcmp(x->s->state, "running")) {
+        if (pd_sb_can(x->s->id, st, PD_OP_PORTS, NULL) < 0) {
                 x->why = "sandbox not running";
                 return true;
         }
@@ -493,7 +494,7 @@ static void upgraded(void *cls, struct MHD_Connection *mc, void *con_cls, const 
         MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
 }
 
-enum MHD_Result pd_ports_ws_forward(struct pd_req *r, struct pd_e2b_stream *st, uint32_t tid, const char *head,
+enum MHD_Result pd_ports_ws_forward(struct pd_req *r, struct pd_agent_stream *st, uint32_t tid, const char *head,
                                     size_t head_len, const char *body, size_t body_len, unsigned port,
                                     struct pd_ports_ws **ws)
 {
@@ -509,14 +510,14 @@ enum MHD_Result pd_ports_ws_forward(struct pd_req *r, struct pd_e2b_stream *st, 
                 k = read_head(r, st, tid, &a);
         if (k < 0) {
                 free(a.buf);
-                pd_e2b_stream_free(st);
+                pd_agent_stream_free(st);
                 return pd_reply_error(r, 502, "bad_gateway", "port %u: the service closed the connection or "
                                       "sent no valid HTTP answer (%s)", port, strerror(-k));
         }
         if (a.status < 200 && a.status != 101) {
                 /* an interim answer (we never send Expect): not relayed */
                 free(a.buf);
-                pd_e2b_stream_free(st);
+                pd_agent_stream_free(st);
                 return pd_reply_error(r, 502, "bad_gateway", "port %u: interim answer %u to an upgrade request",
                                       port, a.status);
         }
@@ -530,7 +531,7 @@ enum MHD_Result pd_ports_ws_forward(struct pd_req *r, struct pd_e2b_stream *st, 
         if (!resp) {
                 free(w);
                 free(a.buf);
-                pd_e2b_stream_free(st);
+                pd_agent_stream_free(st);
                 return MHD_NO;
         }
         w->st = st;

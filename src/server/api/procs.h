@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server/core/server.h"
+#include "server/api/api.h"
 
 #define PROCS_CALL_TIMEOUT_MS 30000
 

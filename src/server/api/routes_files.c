@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/core/server.h"
+#include "server/api/api.h"
 #include "server/core/store.h"
 #include "lib/util.h"
 

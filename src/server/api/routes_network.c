@@ -1,40 +1,21 @@
 /* /api/v1/sandboxes/{id}/network: the egress policy a sandbox runs with
  * (GET) and a live change of it (PUT; new connections follow it at once,
- * established ones stay). The policy lives with the router (src/net), so
- * it survives a server restart like the rules in the kernel do. */
+ * established ones stay), through the sandbox's tier (core/network.c); its
+ * router keeps the policy, so it survives a server restart like the rules
+ * in the kernel do. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/core/manager.h"
 #include "net/policy.h"
-#include "net/router.h"
-#include "net/sbnet.h"
-#include "server/core/server.h"
-
-json_t *pd_manager_network_json(struct pd_server *srv, const char *id)
-{
-        char *text = NULL;
-        if (pd_router_policy_json(&srv->state, id, &text) < 0)
-                return json_pack("{s:s}", "mode", "none");
-        json_t *o = json_loads(text, 0, NULL);
-        free(text);
-        return o ? o : json_pack("{s:s}", "mode", "none");
-}
+#include "server/api/api.h"
 
 static enum MHD_Result get_network(struct pd_req *r, const char *chunk, size_t *chunk_len)
 {
         struct pd_srv_sandbox *s = pd_server_sandbox_get(r->srv, r->params[0], &r->key);
         if (!s)
                 return pd_reply_error(r, 404, "not_found", "no sandbox '%.64s'", r->params[0]);
-        json_t *o = pd_manager_network_json(r->srv, s->id);
-        /* what the kernel dropped so far (counted, for audit) */
-        uint64_t pk = 0, by = 0;
-        struct pd_error err = { 0 };
-        if (o && pd_router_dropped(&r->srv->state, s->id, &pk, &by, &err) == 0) {
-                json_object_set_new(o, "dropped_packets", json_integer((json_int_t)pk));
-                json_object_set_new(o, "dropped_bytes", json_integer((json_int_t)by));
-        }
+        json_t *o = pd_api_network_json(r->srv, s, true);
         pd_server_sandbox_put(r->srv, s);
         return pd_reply_json(r, 200, o);
 }
@@ -58,25 +39,23 @@ static enum MHD_Result put_network(struct pd_req *r, const char *chunk, size_t *
                 pd_server_sandbox_put(r->srv, s);
                 return pd_reply_error(r, 400, "bad_request", "network: %s", err.msg);
         }
-        char *old = NULL;
-        if (pd_router_policy_json(&r->srv->state, s->id, &old) < 0) {
+        struct pd_net_info ni;
+        rc = pd_manager_net_info(r->srv, s, &ni, NULL);
+        pd_net_info_clear(&ni);
+        if (rc < 0) {
                 pd_netpol_free(&pol);
                 pd_server_sandbox_put(r->srv, s);
                 return pd_reply_error(r, 409, "conflict",
                                       "sandbox '%s' was created without a network (mode none); a network is "
                                       "chosen at create time", s->id);
         }
-        free(old);
         if (pol.mode == PD_NETPOL_NONE) {
                 pd_netpol_free(&pol);
                 pd_server_sandbox_put(r->srv, s);
                 return pd_reply_error(r, 409, "conflict",
                                       "a running sandbox's network cannot change to none; use policy with no rules");
         }
-        pthread_mutex_lock(&s->lock);
-        rc = pd_sbnet_update(&r->srv->state, s->id, &pol, &err);
-        pthread_mutex_unlock(&s->lock);
-        char *text = rc >= 0 ? pd_netpol_to_json_str(&pol) : NULL;
+        rc = pd_manager_net_update(r->srv, s, &r->key, &pol, &err);
         pd_netpol_free(&pol);
         if (rc < 0) {
                 pd_log("warn", "sandbox network change failed sandbox=%s error=\"%s\"", s->id, err.msg);
@@ -84,9 +63,7 @@ static enum MHD_Result put_network(struct pd_req *r, const char *chunk, size_t *
                 return pd_reply_error(r, rc == -ENOENT ? 409 : 500, rc == -ENOENT ? "conflict" : "internal",
                                       "%s", err.msg);
         }
-        pd_audit(r->srv, s->id, r->key.id, "sandbox.network", text ? json_loads(text, 0, NULL) : json_object());
-        free(text);
-        json_t *o = pd_manager_network_json(r->srv, s->id);
+        json_t *o = pd_api_network_json(r->srv, s, false);
         pd_server_sandbox_put(r->srv, s);
         return pd_reply_json(r, 200, o);
 }

@@ -10,8 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "server/core/manager.h"
-#include "server/core/server.h"
+#include "server/api/api.h"
 #include "lib/state.h"
 #include "server/core/store.h"
 #include "net/policy.h"
@@ -106,20 +105,23 @@ static int int_field(json_t *v, const char *name, json_int_t lo, json_int_t hi, 
         return 0;
 }
 
-/* Was snapshot name (a checked template name) taken on the microvm tier? */
-static bool snapshot_is_microvm(struct pd_server *srv, const char *name)
+/* The tier snapshot name (a checked template name) was taken on, when its
+ * snapshots carry memory: a saved guest starts on that tier only. false
+ * for a template or a filesystem snapshot, which any tier can start. */
+static bool snapshot_tier(struct pd_server *srv, const char *name, enum pd_isolation *iso)
 {
-        char dir[96], iso[32] = "";
+        char dir[96], word[32] = "";
         snprintf(dir, sizeof dir, "templates/%s", name);
         if (!strcmp(name, "base") || !pd_snapshot_is(&srv->state, name))
                 return false;
         int d = openat(srv->state.dirfd, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         struct pd_record rec;
-        bool vm = d >= 0 && pd_record_read(d, "snapshot", &rec, NULL) == 0 &&
-                  pd_record_get(&rec, "isolation", iso, sizeof iso) >= 0 && !strcmp(iso, "microvm");
+        bool own = d >= 0 && pd_record_read(d, "snapshot", &rec, NULL) == 0 &&
+                   pd_record_get(&rec, "isolation", word, sizeof word) >= 0 && pd_isolation_parse(word, iso) == 0 &&
+                   (pd_tier_caps(*iso) & PD_TIER_SNAPSHOT_MEMORY);
         if (d >= 0)
                 close(d);
-        return vm;
+        return own;
 }
 
 static int parse_create(struct pd_server *srv, const char *key_id, json_t *body, struct pd_create_req *cr,
@@ -171,22 +173,25 @@ static int parse_create(struct pd_server *srv, const char *key_id, json_t *body,
         }
         if ((v = json_object_get(body, "isolation"))) {
                 if (!json_is_string(v) || pd_isolation_parse(json_string_value(v), &cr->spec.isolation) < 0) {
-                        snprintf(why, whysz, "'isolation' must be one of process, container, supervised, microvm");
+                        snprintf(why, whysz, "'isolation' must be one of %s", pd_isolation_names());
                         return -1;
                 }
         }
-        /* a microvm snapshot is a saved guest: it starts on that tier only */
-        if (snapshot_is_microvm(srv, cr->template_name)) {
-                if (v && cr->spec.isolation != PD_ISO_MICROVM) {
-                        snprintf(why, whysz, "snapshot '%s' is a microvm guest: it starts with isolation microvm only",
-                                 cr->template_name);
+        /* a snapshot that carries memory (a microvm's) is a saved guest: it
+         * starts on its own tier only */
+        enum pd_isolation own;
+        if (snapshot_tier(srv, cr->template_name, &own)) {
+                if (v && cr->spec.isolation != own) {
+                        snprintf(why, whysz, "snapshot '%s' is a %s guest: it starts with isolation %s only",
+                                 cr->template_name, pd_isolation_name(own), pd_isolation_name(own));
                         return -1;
                 }
-                cr->spec.isolation = PD_ISO_MICROVM;
-        } else if (cr->spec.isolation == PD_ISO_MICROVM && strcmp(cr->template_name, "base") &&
+                cr->spec.isolation = own;
+        } else if ((pd_tier_caps(cr->spec.isolation) & PD_TIER_OWN_TEMPLATES) && strcmp(cr->template_name, "base") &&
                    !pd_template_is_image(&srv->state, cr->template_name)) {
-                snprintf(why, whysz, "the microvm tier starts from its base template, an image template or a "
-                                     "microvm snapshot, not '%s'", cr->template_name);
+                snprintf(why, whysz, "the %s tier starts from its base template, an image template or a %s snapshot, not '%s'",
+                         pd_isolation_name(cr->spec.isolation), pd_isolation_name(cr->spec.isolation),
+                         cr->template_name);
                 return -1;
         }
         if ((v = json_object_get(body, "memory_mb"))) {
@@ -265,7 +270,7 @@ static enum MHD_Result create_sandbox(struct pd_req *r, const char *chunk, size_
                 pd_log("warn", "sandbox create failed key=%s error=\"%s\"", r->key.id, err.msg);
                 return reply_manager_error(r, rc, &err);
         }
-        json_t *o = pd_manager_sandbox_json(r->srv, s);
+        json_t *o = pd_api_sandbox_json(r->srv, s);
         pd_server_sandbox_put(r->srv, s);
         return pd_reply_json(r, 201, o);
 }
@@ -373,7 +378,7 @@ static enum MHD_Result list_sandboxes(struct pd_req *r, const char *chunk, size_
                 struct pd_srv_sandbox *s = v[i];
                 if (cursor && *cursor && strcmp(s->id, cursor) <= 0)
                         continue;
-                json_t *o = pd_manager_sandbox_json(r->srv, s);
+                json_t *o = pd_api_sandbox_json(r->srv, s);
                 if (!o)
                         continue;
                 const char *st = json_string_value(json_object_get(o, "state"));
@@ -406,7 +411,7 @@ static enum MHD_Result get_sandbox(struct pd_req *r, const char *chunk, size_t *
         struct pd_srv_sandbox *s = pd_server_sandbox_get(r->srv, r->params[0], &r->key);
         if (!s)
                 return not_found(r, r->params[0]);
-        json_t *o = pd_manager_sandbox_json(r->srv, s);
+        json_t *o = pd_api_sandbox_json(r->srv, s);
         pd_server_sandbox_put(r->srv, s);
         return pd_reply_json(r, 200, o);
 }
@@ -417,7 +422,7 @@ static enum MHD_Result delete_sandbox(struct pd_req *r, const char *chunk, size_
         if (!s)
                 return not_found(r, r->params[0]);
         struct pd_error err = { 0 };
-        int rc = pd_manager_delete(r->srv, s, "sandbox.delete", &err);
+        int rc = pd_manager_delete(r->srv, s, &err);
         pd_server_sandbox_put(r->srv, s);
         if (rc < 0)
                 return rc == -ENOENT ? not_found(r, r->params[0]) : reply_manager_error(r, rc, &err);
@@ -460,7 +465,7 @@ static enum MHD_Result set_timeout(struct pd_req *r, const char *chunk, size_t *
                 pd_server_sandbox_put(r->srv, s);
                 return reply_manager_error(r, rc, &err);
         }
-        json_t *o = pd_manager_sandbox_json(r->srv, s);
+        json_t *o = pd_api_sandbox_json(r->srv, s);
         pd_server_sandbox_put(r->srv, s);
         return pd_reply_json(r, 200, o);
 }
@@ -516,7 +521,7 @@ static enum MHD_Result pause_resume(struct pd_req *r, bool pause)
                 pd_server_sandbox_put(r->srv, s);
                 return reply_manager_error(r, rc, &err);
         }
-        json_t *o = pd_manager_sandbox_json(r->srv, s);
+        json_t *o = pd_api_sandbox_json(r->srv, s);
         pd_server_sandbox_put(r->srv, s);
         return pd_reply_json(r, 200, o);
 }
@@ -537,13 +542,13 @@ static enum MHD_Result sandbox_metrics(struct pd_req *r, const char *chunk, size
         if (!s)
                 return not_found(r, r->params[0]);
         struct pd_error err = { 0 };
-        json_t *o = NULL;
-        int rc = pd_manager_stats(r->srv, s, &o, &err);
+        struct pd_sandbox_metrics m;
+        int rc = pd_manager_stats(r->srv, s, &m, &err);
         pd_server_sandbox_put(r->srv, s);
         if (rc < 0)
                 return rc == -ESRCH ? pd_reply_error(r, 409, "conflict", "%s", err.msg)
                                     : pd_reply_errno(r, rc, err.msg);
-        return pd_reply_json(r, 200, o);
+        return pd_reply_json(r, 200, pd_api_metrics_json(&m));
 }
 
 static enum MHD_Result sandbox_audit(struct pd_req *r, const char *chunk, size_t *chunk_len)
@@ -625,23 +630,37 @@ static enum MHD_Result prom_metrics(struct pd_req *r, const char *chunk, size_t 
                 c.creates_total);
         appendf(&b, &len, &cap, "# HELP paddock_pool_ready Warm sandboxes ready, by template.\n"
                                 "# TYPE paddock_pool_ready gauge\n");
-        json_t *pools = pd_manager_pool_ready(srv);
-        const char *k, *iso;
-        json_t *v, *n;
-        json_object_foreach(pools, k, v) {
+        struct pd_pool_count pools[PD_POOL_CLASSES_MAX];
+        size_t np = pd_manager_pool_ready(srv, pools, PD_ARRAY_SIZE(pools));
+        for (size_t i = 0; i < np; i++) {
+                bool seen = false;      /* one line per template, its classes summed */
+                for (size_t j = 0; j < i && !seen; j++)
+                        seen = !strcmp(pools[j].template_name, pools[i].template_name);
+                if (seen)
+                        continue;
                 long long sum = 0;
-                json_object_foreach(v, iso, n)
-                        sum += json_integer_value(n);
-                appendf(&b, &len, &cap, "paddock_pool_ready{template=\"%s\"} %lld\n", k, sum);
+                for (size_t j = i; j < np; j++)
+                        if (!strcmp(pools[j].template_name, pools[i].template_name))
+                                sum += pools[j].ready;
+                appendf(&b, &len, &cap, "paddock_pool_ready{template=\"%s\"} %lld\n", pools[i].template_name, sum);
         }
         appendf(&b, &len, &cap, "# HELP paddock_pool_ready_isolation Warm sandboxes ready, by template and "
                                 "isolation tier.\n# TYPE paddock_pool_ready_isolation gauge\n");
-        json_object_foreach(pools, k, v) {
-                json_object_foreach(v, iso, n)
-                        appendf(&b, &len, &cap, "paddock_pool_ready_isolation{template=\"%s\",isolation=\"%s\"} %lld\n",
-                                k, iso, (long long)json_integer_value(n));
+        for (size_t i = 0; i < np; i++) {
+                bool seen = false;      /* classes of one template and tier differ in limits only */
+                for (size_t j = 0; j < i && !seen; j++)
+                        seen = !strcmp(pools[j].template_name, pools[i].template_name) &&
+                               !strcmp(pools[j].isolation, pools[i].isolation);
+                if (seen)
+                        continue;
+                long long sum = 0;
+                for (size_t j = i; j < np; j++)
+                        if (!strcmp(pools[j].template_name, pools[i].template_name) &&
+                            !strcmp(pools[j].isolation, pools[i].isolation))
+                                sum += pools[j].ready;
+                appendf(&b, &len, &cap, "paddock_pool_ready_isolation{template=\"%s\",isolation=\"%s\"} %lld\n",
+                        pools[i].template_name, pools[i].isolation, sum);
         }
-        json_decref(pools);
         appendf(&b, &len, &cap, "# HELP paddock_http_requests_total HTTP responses by status class.\n"
                                 "# TYPE paddock_http_requests_total counter\n");
         static const char *const cls[] = { "1xx", "2xx", "3xx", "4xx", "5xx", "other" };

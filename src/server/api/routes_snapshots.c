@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "server/core/manager.h"
+#include "server/api/api.h"
 #include "server/core/store.h"
 #include "lib/template.h"
 
@@ -55,13 +55,14 @@ static enum MHD_Result create_snapshot(struct pd_req *r, const char *chunk, size
                 return pd_reply_error(r, 404, "not_found", "no sandbox '%.64s'", r->params[0]);
         }
         struct pd_error err = { 0 };
-        json_t *o = NULL;
-        int rc = pd_manager_take_snapshot(r->srv, &r->key, s, json_string_value(v), &o, &err);
+        struct pd_snapshot_info si;
+        int rc = pd_manager_take_snapshot(r->srv, &r->key, s, json_string_value(v), &si, &err);
         pd_server_sandbox_put(r->srv, s);
         json_decref(body);
         if (rc < 0)
                 return reply_error(r, rc, &err);
-        return pd_reply_json(r, 201, o);
+        return pd_reply_json(r, 201, json_pack("{s:s, s:s, s:s, s:s}", "name", si.name, "source", si.source,
+                                               "template", si.template_name, "isolation", si.isolation));
 }
 
 static enum MHD_Result fork_sandbox(struct pd_req *r, const char *chunk, size_t *chunk_len)
@@ -87,12 +88,15 @@ static enum MHD_Result fork_sandbox(struct pd_req *r, const char *chunk, size_t 
         if (!s)
                 return pd_reply_error(r, 404, "not_found", "no sandbox '%.64s'", r->params[0]);
         struct pd_error err = { 0 };
-        json_t *arr = json_array();
-        int rc = pd_manager_fork(r->srv, &r->key, s, (unsigned)count, arr, &err);
+        struct pd_srv_sandbox *made[PD_FORK_MAX];
+        int rc = pd_manager_fork(r->srv, &r->key, s, (unsigned)count, made, &err);
         pd_server_sandbox_put(r->srv, s);
-        if (rc < 0) {
-                json_decref(arr);
+        if (rc < 0)
                 return reply_error(r, rc, &err);
+        json_t *arr = json_array();
+        for (json_int_t i = 0; i < count; i++) {
+                json_array_append_new(arr, pd_api_sandbox_json(r->srv, made[i]));
+                pd_server_sandbox_put(r->srv, made[i]);
         }
         return pd_reply_json(r, 201, json_pack("{s:o}", "sandboxes", arr));
 }

@@ -11,16 +11,13 @@ int pd_agentc_connect(struct pd_srv_sandbox *s, struct pd_client *out, struct pd
         pd_client_init(out);
         /* state is read without s->lock: a stale answer here only means the
          * connect or the first call fails, which callers handle anyway. */
-        if (s->deleted || !s->sb)
-                return pd_error_setx(err, ENOENT, "sandbox %s is gone", s->id);
-        if (!strcmp(s->state, "paused"))
-                return pd_error_setx(err, EBUSY, "sandbox %s is paused; resume it first", s->id);
-        if (!strcmp(s->state, "failed"))
-                return pd_error_setx(err, EBUSY, "sandbox %s has failed and cannot run anything", s->id);
+        int r = pd_sb_can(s->id, pd_srv_sandbox_state(s), PD_OP_AGENT, err);
+        if (r < 0)
+                return r;
         int fd = pd_sandbox_connect(s->sb, err);
         if (fd < 0)
                 return fd;
-        int r = pd_client_connect(out, fd, "paddock-serve " PD_VERSION, err);
+        r = pd_client_connect(out, fd, "paddock-serve " PD_VERSION, err);
         if (r < 0)
                 return pd_error_prefix(err, "sandbox %s", s->id);
         return 0;

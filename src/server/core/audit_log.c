@@ -109,7 +109,7 @@ static void track_lines(struct follow *f, const char *buf, size_t n)
 static bool sandbox_deleted(struct follow *f)
 {
         pthread_mutex_lock(&f->srv->lock);
-        bool d = f->s->deleted;
+        bool d = f->s->state == PD_SB_DELETED;
         pthread_mutex_unlock(&f->srv->lock);
         return d;
 }

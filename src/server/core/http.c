@@ -1,6 +1,7 @@
 /* The HTTP side of paddock serve: a libmicrohttpd daemon (one thread per
- * connection, so a route may block), a router over the route tables of the
- * routes_*.c files, API-key auth, body caps and the JSON reply helpers.
+ * connection, so a route may block), a router over the route tables and
+ * matchers registered by whoever assembles the server (src/server/routes.c;
+ * this file knows no route), API-key auth and body caps. Replies: reply.c.
  *
  * libmicrohttpd calls the access handler several times per request:
  *   1. headers only (*con_cls == NULL): route, authenticate, check
@@ -42,23 +43,6 @@
 #define QUERY_ARGS_MAX 128              /* more query arguments: 414 */
 #define REQUEST_IDLE_S 15u
 #define RESPONSE_IDLE_S 60u
-
-void pd_log(const char *level, const char *fmt, ...)
-{
-        char line[2048];
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        char t[32];
-        pd_rfc3339_ms((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u, t);
-        int n = snprintf(line, sizeof line, "%s %s ", t, level);
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-        va_end(ap);
-        size_t len = strlen(line);
-        line[len++] = '\n';
-        (void)pd_write_all(2, line, len);
-}
 
 struct req_ctx {
         struct pd_req r;
@@ -117,103 +101,6 @@ enum MHD_Result pd_reply_response(struct pd_req *r, unsigned status, struct MHD_
         return ret;
 }
 
-enum MHD_Result pd_reply_json(struct pd_req *r, unsigned status, json_t *body)
-{
-        char *text = json_dumps(body, JSON_COMPACT);
-        json_decref(body);
-        if (!text)
-                return MHD_NO;
-        size_t n = strlen(text);
-        /* one trailing newline: friendlier for curl users */
-        char *t2 = realloc(text, n + 2);
-        if (t2) {
-                text = t2;
-                text[n++] = '\n';
-                text[n] = '\0';
-        }
-        struct MHD_Response *resp = MHD_create_response_from_buffer(n, text, MHD_RESPMEM_MUST_FREE);
-        if (!resp) {
-                free(text);
-                return MHD_NO;
-        }
-        MHD_add_response_header(resp, "Content-Type", "application/json");
-        return pd_reply_response(r, status, resp);
-}
-
-enum MHD_Result pd_reply_empty(struct pd_req *r, unsigned status)
-{
-        struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-        return pd_reply_response(r, status, resp);
-}
-
-enum MHD_Result pd_reply_error(struct pd_req *r, unsigned status, const char *code, const char *fmt, ...)
-{
-        char msg[1024];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof msg, fmt, ap);
-        va_end(ap);
-        json_t *body = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg);
-        if (!body) /* message not UTF-8 (it may quote user input) */
-                body = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", "(message not printable)");
-        return pd_reply_json(r, status, body);
-}
-
-enum MHD_Result pd_reply_errno(struct pd_req *r, int neg_errno, const char *message)
-{
-        int e = neg_errno < 0 ? -neg_errno : neg_errno;
-        unsigned status;
-        const char *code;
-        switch (e) {
-        case ENOENT:
-        case ESRCH: status = 404; code = "not_found"; break;
-        case EINVAL:
-        case ENAMETOOLONG:
-        case ELOOP:
-        case EISDIR:
-        case ENOTDIR: status = 400; code = "bad_request"; break;
-        case EEXIST:
-        case EALREADY:
-        case EPIPE:
-        case EBUSY: status = 409; code = "conflict"; break;
-        case ENOSPC:
-        case EDQUOT: status = 507; code = "no_space"; break;
-        case EACCES:
-        case EPERM: status = 403; code = "forbidden"; break;
-        case EMSGSIZE:
-        case EFBIG: status = 413; code = "too_large"; break;
-        case ETIMEDOUT: status = 504; code = "timeout"; break;
-        default: status = 500; code = "internal"; break;
-        }
-        return pd_reply_error(r, status, code, "%s", message && *message ? message : strerror(e));
-}
-
-json_t *pd_req_json(struct pd_req *r, enum MHD_Result *ret)
-{
-        if (!r->body || r->body_len == 0) {
-                *ret = pd_reply_error(r, 400, "bad_request", "empty body: expected a JSON object");
-                return NULL;
-        }
-        json_error_t je;
-        json_t *j = json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &je);
-        if (!j) {
-                *ret = pd_reply_error(r, 400, "bad_request", "invalid JSON at line %d column %d: %s", je.line,
-                                      je.column, je.text);
-                return NULL;
-        }
-        if (!json_is_object(j)) {
-                json_decref(j);
-                *ret = pd_reply_error(r, 400, "bad_request", "the body must be a JSON object");
-                return NULL;
-        }
-        return j;
-}
-
-const char *pd_req_query(struct pd_req *r, const char *name)
-{
-        return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
-}
-
 /* ---- routing ---- */
 
 /* Match path against pattern segment by segment; {x} captures one
@@ -249,20 +136,56 @@ static int match(const char *pattern, const char *path, struct req_ctx *c)
         return 1;
 }
 
-static const struct pd_route *const *tables(void)
+int pd_http_register(struct pd_server *srv, const char *group, const struct pd_route *table)
 {
-        static const struct pd_route *const t[] = { pd_routes_sandboxes, pd_routes_procs, pd_routes_files,
-                                                    pd_routes_e2b, pd_routes_ports, pd_routes_snapshots,
-                                                    pd_routes_network, NULL };
-        return t;
+        if (srv->n_route_tables >= PD_ARRAY_SIZE(srv->route_tables))
+                return -ENOSPC;
+        srv->route_tables[srv->n_route_tables].group = group;
+        srv->route_tables[srv->n_route_tables++].table = table;
+        return 0;
+}
+
+int pd_http_register_matcher(struct pd_server *srv, const struct pd_route_matcher *m)
+{
+        if (srv->n_matchers >= PD_ARRAY_SIZE(srv->matchers))
+                return -ENOSPC;
+        srv->matchers[srv->n_matchers++] = m;
+        return 0;
+}
+
+void pd_http_print_routes(const struct pd_server *srv, FILE *f)
+{
+        for (unsigned i = 0; i < srv->n_matchers; i++) {
+                const struct pd_route_matcher *m = srv->matchers[i];
+                fprintf(f, "match %s %s%s%s\n", m->name, m->group, m->route.flags & PD_ROUTE_PUBLIC ? " public" : "",
+                        m->route.flags & PD_ROUTE_RAW_PATH ? " raw" : "");
+        }
+        for (unsigned i = 0; i < srv->n_route_tables; i++)
+                for (const struct pd_route *rt = srv->route_tables[i].table; rt->pattern; rt++)
+                        fprintf(f, "%s %s %s%s\n", rt->method, rt->pattern, srv->route_tables[i].group,
+                                rt->flags & PD_ROUTE_PUBLIC ? " public" : "");
+}
+
+/* The first matcher that claims the request, among those with (raw) or
+ * without the PD_ROUTE_RAW_PATH flag, in registration order. */
+static const struct pd_route *matcher_find(struct pd_server *srv, struct MHD_Connection *conn, const char *path,
+                                           bool raw)
+{
+        for (unsigned i = 0; i < srv->n_matchers; i++) {
+                const struct pd_route_matcher *m = srv->matchers[i];
+                if (!!(m->route.flags & PD_ROUTE_RAW_PATH) == raw && m->match(srv, conn, path))
+                        return &m->route;
+        }
+        return NULL;
 }
 
 /* The route for method+path; *path_known tells 405 from 404. */
-static const struct pd_route *route_find(const char *method, const char *path, struct req_ctx *c, bool *path_known)
+static const struct pd_route *route_find(struct pd_server *srv, const char *method, const char *path,
+                                         struct req_ctx *c, bool *path_known)
 {
         *path_known = false;
-        for (const struct pd_route *const *t = tables(); *t; t++)
-                for (const struct pd_route *rt = *t; rt->pattern; rt++) {
+        for (unsigned i = 0; i < srv->n_route_tables; i++)
+                for (const struct pd_route *rt = srv->route_tables[i].table; rt->pattern; rt++) {
                         if (!match(rt->pattern, path, c))
                                 continue;
                         *path_known = true;
@@ -347,15 +270,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 size_t pl = strlen(path);
                 if (pl > 1 && path[pl - 1] == '/')
                         path[pl - 1] = '\0';
-                /* E2B's envd and code interpreter share our address: the SDK
-                 * names the sandbox in a header, whatever the path, and
-                 * authenticates with that sandbox's own access token. */
-                static const struct pd_route e2b_envd = { "*", "*", pd_e2b_envd_handle,
-                                                          PD_ROUTE_PUBLIC | PD_ROUTE_STREAM_BODY, 0 };
-                /* Sandbox ports: by Host <port>-<id>.<domain> or by
-                 * path; the handler checks the port token itself. */
-                static const struct pd_route ports = { "*", "*", pd_ports_handle,
-                                                       PD_ROUTE_PUBLIC | PD_ROUTE_STREAM_BODY, 0 };
                 char why[160];
                 unsigned refuse = request_refusal(conn, c, why, sizeof why);
                 if (refuse) {
@@ -364,16 +278,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                         return pd_reply_error(&c->r, refuse, code, "%s", why);
                 }
                 bool known = true;
-                if (pd_ports_match(srv, conn, c->raw_url ? c->raw_url : path))
-                        c->route = &ports;      /* relayed as sent: the service decodes it */
+                /* matchers that relay the request as sent (a sandbox's port:
+                 * the service decodes it) see it before the NUL checks */
+                if ((c->route = matcher_find(srv, conn, c->raw_url ? c->raw_url : path, true)))
+                        ;
                 else if (nul_escape(c->raw_url) == 1)
                         return pd_reply_error(&c->r, 404, "not_found", "no such route: a NUL byte (%%00) in the path");
                 else if (nul_escape(c->raw_url) == 2)
                         return pd_reply_error(&c->r, 400, "bad_request", "a NUL byte (%%00) in the query");
-                else if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "E2b-Sandbox-Id"))
-                        c->route = &e2b_envd;
-                else
-                        c->route = route_find(method, path, c, &known);
+                else if (!(c->route = matcher_find(srv, conn, path, false)))
+                        c->route = route_find(srv, method, path, c, &known);
                 if (!c->route) {
                         if (known)
                                 return pd_reply_error(&c->r, 405, "method_not_allowed",

@@ -1,6 +1,8 @@
-/* The sandbox manager (manager.c): the server's sandbox table, creation
- * (from warm pools when the limits class matches), deletion, TTL reaper,
- * pause/resume, and re-adoption of the sandboxes of an earlier server.
+/* The sandbox manager (manager.c and the files mgr_int.h lists): the
+ * server's sandbox table, creation (from warm pools when the limits class
+ * matches), deletion, TTL reaper, pause/resume, and re-adoption of the
+ * sandboxes of an earlier server. It answers with typed data; api/ and
+ * e2b/ format it.
  *
  * Locking: s->lock (one sandbox's lifecycle) may be taken before srv->lock
  * (the table), never the other way round. */
@@ -24,6 +26,50 @@ struct pd_manager_counts {
         uint64_t creates_total;
 };
 
+/* A sandbox as the manager knows it. env, metadata and notes are new
+ * references: release with pd_sandbox_info_clear. */
+struct pd_sandbox_info {
+        char id[PD_ID_LEN + 1];
+        char template_name[65];
+        char isolation[16];
+        enum pd_sb_state state;
+        uint64_t created_ms;            /* wall clock, ms since the epoch */
+        uint64_t expires_ms;            /* wall clock; 0: no deadline (paused) */
+        uint64_t timeout_remaining_ms;  /* paused: the TTL it resumes with */
+        uint32_t timeout_s;
+        uint64_t memory_bytes, disk_bytes;
+        uint32_t pids, millicpus;
+        bool auto_pause;
+        bool tier_pauses_to_disk;       /* what a pause does on its tier */
+        char accel[8];                  /* the tier's CPU ("kvm", "tcg"), "" if not a guest */
+        json_t *env, *metadata, *notes;
+};
+
+/* Stats with the limits they are measured against. */
+struct pd_sandbox_metrics {
+        struct pd_sandbox_stats st;
+        uint64_t memory_limit, disk_limit;
+        uint32_t pids_limit;
+};
+
+/* A snapshot taken through the API. */
+struct pd_snapshot_info {
+        char name[65];
+        char source[PD_ID_LEN + 1];
+        char template_name[65];
+        char isolation[16];
+};
+
+/* Warm sandboxes ready in one pool class (template and limits); there are
+ * at most PD_POOL_CLASSES_MAX: the pools must not grow with every odd limit
+ * a client asks for. */
+#define PD_POOL_CLASSES_MAX 4
+struct pd_pool_count {
+        char template_name[65];
+        char isolation[16];
+        unsigned ready;
+};
+
 /* Adopt the store's sandboxes, clean up strays, start the reaper and the
  * pool filler. */
 int pd_manager_start(struct pd_server *srv, struct pd_error *err);
@@ -35,14 +81,12 @@ void pd_manager_stop(struct pd_server *srv);
 
 /* Errors: -EAGAIN (limit reached: 429), -ESHUTDOWN (stopping: 503), or the
  * library's. On success *out holds a reference (pd_server_sandbox_put). */
-/* The network policy a sandbox runs with ({"mode":"none"} without one). */
-json_t *pd_manager_network_json(struct pd_server *srv, const char *id);
 int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const struct pd_create_req *req,
                       struct pd_srv_sandbox **out, struct pd_error *err);
 /* How many more sandboxes key may have now (server and key limits). */
 unsigned pd_manager_slots_free(struct pd_server *srv, const struct pd_key *key);
-/* event: "sandbox.delete" (caller) or "sandbox.timeout" (reaper). */
-int pd_manager_delete(struct pd_server *srv, struct pd_srv_sandbox *s, const char *event, struct pd_error *err);
+/* Destroy s and forget it (audited sandbox.delete); -ENOENT if gone. */
+int pd_manager_delete(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_error *err);
 int pd_manager_set_timeout(struct pd_server *srv, struct pd_srv_sandbox *s, uint32_t timeout_s,
                            struct pd_error *err);
 /* -EBUSY when the sandbox is not in a state that allows it. */
@@ -55,25 +99,33 @@ int pd_manager_resume(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd
 /* snapshots.c: a named snapshot of s (running or paused), recorded for
  * key; -EEXIST if the name is taken. */
 int pd_manager_take_snapshot(struct pd_server *srv, const struct pd_key *key, struct pd_srv_sandbox *s,
-                             const char *name, json_t **out, struct pd_error *err);
-/* n new sandboxes (API objects appended to out, an array) from s's
- * current filesystem, each independent; all or none. */
+                             const char *name, struct pd_snapshot_info *out, struct pd_error *err);
+/* n new sandboxes from s's current state, each independent; all or none.
+ * made[0..n) get a reference each (pd_server_sandbox_put). */
 int pd_manager_fork(struct pd_server *srv, const struct pd_key *key, struct pd_srv_sandbox *s, unsigned n,
-                    json_t *out, struct pd_error *err);
+                    struct pd_srv_sandbox **made, struct pd_error *err);
 /* The create parameters s was made with (template, limits, env,
  * metadata, timeout, autoPause); env and metadata are new references. */
 void pd_manager_create_params(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_create_req *out);
-/* The API's sandbox object. */
-json_t *pd_manager_sandbox_json(struct pd_server *srv, struct pd_srv_sandbox *s);
+void pd_manager_sandbox_info(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_sandbox_info *out);
+void pd_sandbox_info_clear(struct pd_sandbox_info *i);
 /* Stats (with the sandbox's limits) for GET .../metrics. */
-int pd_manager_stats(struct pd_server *srv, struct pd_srv_sandbox *s, json_t **out, struct pd_error *err);
+int pd_manager_stats(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_sandbox_metrics *out,
+                     struct pd_error *err);
 /* A referenced snapshot of key's live sandboxes (all keys if key is NULL),
  * sorted by id. Release with pd_manager_snapshot_free. */
 int pd_manager_snapshot(struct pd_server *srv, const struct pd_key *key, struct pd_srv_sandbox ***out, size_t *n);
 void pd_manager_snapshot_free(struct pd_server *srv, struct pd_srv_sandbox **v, size_t n);
 void pd_manager_counts(struct pd_server *srv, struct pd_manager_counts *out);
-/* {"<template>": ready count, ...} over every pool class. */
-json_t *pd_manager_pool_ready(struct pd_server *srv);
+/* network.c: the network s runs with, as its tier reports it (-ENOENT: it
+ * has none, mode none); a live change of its policy, audited as
+ * sandbox.network for key (-ENOENT: it has none to change). */
+int pd_manager_net_info(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_net_info *out,
+                        struct pd_error *err);
+int pd_manager_net_update(struct pd_server *srv, struct pd_srv_sandbox *s, const struct pd_key *key,
+                          const struct pd_netpol *pol, struct pd_error *err);
+/* The warm pools' classes (at most max), with their ready counts. */
+size_t pd_manager_pool_ready(struct pd_server *srv, struct pd_pool_count *out, size_t max);
 /* watcher.c: the thread that notices a sandbox's agent dying (pidfds) and
  * calls pd_manager_agent_died; the manager starts and joins it. */
 void *pd_watcher_main(void *srv);

@@ -16,7 +16,6 @@
 #include "lib/template.h"
 #include "lib/util.h"
 
-#define MAX_POOL_CLASSES 4
 #define POOL_RETRY_MS 5000u
 
 struct pool_class {
@@ -34,7 +33,7 @@ struct pd_pool {
         pthread_t filler;
         bool filler_started;
         bool stopping;
-        struct pool_class classes[MAX_POOL_CLASSES];
+        struct pool_class classes[PD_POOL_CLASSES_MAX];
         unsigned n_classes;
 };
 
@@ -58,7 +57,7 @@ static struct pool_class *class_find(struct pd_pool *m, const struct pd_spec *sp
 static struct pool_class *class_add(struct pd_pool *m, const struct pd_spec *spec, const char *tpl)
 {
         struct pd_server *srv = m->srv;
-        if (srv->cfg.pool_size == 0 || m->n_classes >= MAX_POOL_CLASSES)
+        if (srv->cfg.pool_size == 0 || m->n_classes >= PD_POOL_CLASSES_MAX)
                 return NULL;
         struct pool_class *c = &m->classes[m->n_classes];
         memset(c, 0, sizeof *c);
@@ -174,7 +173,7 @@ static void *filler_main(void *arg)
                                 sb = NULL;
                         }
                 }
-                if (r == 0 && spec.isolation == PD_ISO_MICROVM && pool_warm(sb, &err) < 0)
+                if (r == 0 && (pd_tier_caps(spec.isolation) & PD_TIER_POOL_WARMUP) && pool_warm(sb, &err) < 0)
                         pd_log("warn", "warm pool: warm-up command failed, the sandbox is pooled cold sandbox=%s "
                                        "error=\"%s\"", sb->id, err.msg);
                 pthread_mutex_lock(&m->lock);
@@ -249,21 +248,16 @@ void pd_pool_stop(struct pd_pool *m)
         }
 }
 
-json_t *pd_pool_ready(struct pd_pool *m)
+size_t pd_pool_ready(struct pd_pool *m, struct pd_pool_count *out, size_t max)
 {
-        json_t *o = json_object();
+        size_t n = 0;
         pthread_mutex_lock(&m->lock);
-        for (unsigned i = 0; i < m->n_classes; i++) {
-                const char *t = m->classes[i].template_name;
-                const char *iso = pd_isolation_name(m->classes[i].spec.isolation);
-                json_t *by = json_object_get(o, t);
-                if (!by) {
-                        by = json_object();
-                        json_object_set_new(o, t, by);
-                }
-                json_int_t have = json_integer_value(json_object_get(by, iso));
-                json_object_set_new(by, iso, json_integer(have + m->classes[i].n_ready));
+        for (unsigned i = 0; i < m->n_classes && n < max; i++, n++) {
+                snprintf(out[n].template_name, sizeof out[n].template_name, "%s", m->classes[i].template_name);
+                snprintf(out[n].isolation, sizeof out[n].isolation, "%s",
+                         pd_isolation_name(m->classes[i].spec.isolation));
+                out[n].ready = m->classes[i].n_ready;
         }
         pthread_mutex_unlock(&m->lock);
-        return o;
+        return n;
 }

@@ -2,7 +2,7 @@
  * pool has its own lock, taken only in pool.c and with no other lock taken
  * under it. */
 #pragma once
-#include "server/core/server.h"
+#include "server/core/manager.h"
 
 struct pd_pool;
 
@@ -25,8 +25,8 @@ struct pd_sandbox *pd_pool_take(struct pd_pool *p, const struct pd_spec *spec, c
  * every clone inherits (src/tiers/microvm.c). */
 #define PD_TEMPLATE_WARMUP "paddock-template-warmup"
 
-/* {"<template>": {"<isolation>": ready count, ...}, ...} over every class. */
-json_t *pd_pool_ready(struct pd_pool *p);
+/* Every class (at most max) with its ready count. */
+size_t pd_pool_ready(struct pd_pool *p, struct pd_pool_count *out, size_t max);
 /* Is the sandbox's agent still running? (its pidfd polls readable once it
  * has exited) */
 bool pd_agent_alive(struct pd_sandbox *sb);

@@ -1,14 +1,23 @@
-/* paddock serve: shared types of the server's modules.
+/* paddock serve's core: the types every part of the server shares. The
+ * server is three folders (docs/architecture.md): core/ (this: the sandbox
+ * table and lifecycle, HTTP dispatch, store, audit, log), api/ (the native
+ * routes) and e2b/ (E2B compatibility); core includes neither of the
+ * others, and src/server/routes.c registers their route tables.
  *
- *   http.c      libmicrohttpd daemon, router, auth, body caps, JSON replies
- *   store.c     SQLite (WAL): sandboxes, keys, templates
- *   manager.c   the sandbox table: create, delete, TTL, adoption (pools: pool.c)
- *   routes_sandboxes.c  /sandboxes, /templates, /health, /metrics
- *   routes_procs.c      /sandboxes/{id}/processes..., /exec (with procs_*.c, procs.h)
- *   routes_files.c      /sandboxes/{id}/files...
- *   audit.c     per-sandbox append-only JSON lines
+ *   http.c      libmicrohttpd daemon, dispatch over registered routes, auth, body caps
+ *   reply.c     JSON replies and errors, request bodies and queries
+ *   log.c       structured log lines
+ *   store.c     SQLite (WAL): sandboxes, keys, templates, snapshots
+ *   manager.c   the sandbox manager (mgr_int.h lists its files); pools: pool.c,
+ *               the agent watcher: watcher.c
+ *   lifecycle_table.c  the states and the one transition table (lifecycle.h)
+ *   audit_log.c per-sandbox append-only JSON lines
  *   agentc.c    a fresh agent connection for a route (the calls are
  *               proto/client.h's)
+ *   agent_io.c  connecting with retries, waiting while watching the sandbox
+ *   stream.c    a streaming response fed by an agent connection
+ *   tunnel.c    HTTP through an agent tunnel
+ *   tokens.c    HMAC tokens of the server's secret
  *
  * Threading: libmicrohttpd runs one thread per connection
  * (MHD_USE_THREAD_PER_CONNECTION), so a route handler may block: a streaming
@@ -21,11 +30,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "proto/client.h"
 #include "lib/error.h"
 #include "lib/sandbox.h"
 #include "lib/state.h"
+#include "server/core/lifecycle.h"
+#include "server/core/log.h"
 
 struct pd_store;
 
@@ -52,12 +64,13 @@ struct pd_srv_sandbox {
         char template_name[65];
         json_t *env;            /* sandbox-wide env applied to every process */
         json_t *metadata;
-        char state[16];         /* "running", "paused", "failed", "deleted" */
+        /* lifecycle.h; changed only by pd_sb_apply under lock and srv->lock,
+         * read under either or with pd_srv_sandbox_state */
+        enum pd_sb_state state;
         uint64_t created_ms;    /* wall clock, ms since epoch */
         uint64_t deadline_boot_ms;      /* CLOCK_BOOTTIME ms; 0 = none */
         uint32_t timeout_s;
         int refs;
-        bool deleted;
         bool ports_public;      /* ports reachable without a port token (not persisted) */
         pthread_mutex_t lock;   /* serialises lifecycle changes of this sandbox */
 };
@@ -91,6 +104,14 @@ struct pd_server {
         void *manager_private;
         uint64_t http_requests[6];      /* by status class: 1xx..5xx, other */
         int audit_dirfd;
+        /* what the router dispatches to (pd_http_register*), in order */
+        struct {
+                const char *group;
+                const struct pd_route *table;
+        } route_tables[16];
+        unsigned n_route_tables;
+        const struct pd_route_matcher *matchers[8];
+        unsigned n_matchers;
 };
 
 /* One HTTP request as a route sees it. */
@@ -118,6 +139,8 @@ typedef enum MHD_Result (*pd_route_fn)(struct pd_req *r, const char *chunk, size
 enum pd_route_flags {
         PD_ROUTE_PUBLIC = 1u << 0,      /* no API key needed */
         PD_ROUTE_STREAM_BODY = 1u << 1, /* body handed over in chunks, not buffered */
+        PD_ROUTE_RAW_PATH = 1u << 2,    /* matchers: see the request as sent, before the
+                                           router refuses NUL escapes (a relay) */
 };
 
 struct pd_route {
@@ -128,13 +151,30 @@ struct pd_route {
         size_t body_max;                /* buffered routes: 413 beyond this (0 = 1 MiB) */
 };
 
-/* Route tables, one per routes_*.c file (NULL-terminated). */
-extern const struct pd_route pd_routes_sandboxes[];
-extern const struct pd_route pd_routes_network[];     /* routes_network.c */
-extern const struct pd_route pd_routes_procs[];
-extern const struct pd_route pd_routes_files[];
+/* A route that claims requests by what they carry rather than by method
+ * and path: a Host naming a sandbox's port, E2B's E2b-Sandbox-Id header.
+ * path: the request's path (with PD_ROUTE_RAW_PATH, its raw URL). */
+typedef bool (*pd_route_match_fn)(struct pd_server *srv, struct MHD_Connection *conn, const char *path);
+struct pd_route_matcher {
+        const char *name;               /* for --print-routes */
+        const char *group;
+        pd_route_match_fn match;
+        struct pd_route route;          /* its handler and flags; method and pattern "*" */
+};
 
-/* Replies (http.c). Each returns the MHD_queue_response result. */
+/* Registration (http.c), before pd_http_start, by whoever assembles the
+ * server (src/server/routes.c). Matchers are tried first, in the order
+ * registered (those with PD_ROUTE_RAW_PATH before the NUL-escape checks),
+ * then the tables' patterns, table by table. group names the table's part
+ * of the API ("native", "e2b") for --print-routes. -ENOSPC when full. */
+int pd_http_register(struct pd_server *srv, const char *group, const struct pd_route *table /* NULL-terminated */);
+int pd_http_register_matcher(struct pd_server *srv, const struct pd_route_matcher *m);
+/* One line per route: "METHOD PATTERN GROUP[ public]", then per matcher
+ * "match NAME GROUP[ public][ raw]" (first). */
+void pd_http_print_routes(const struct pd_server *srv, FILE *f);
+
+/* Replies (reply.c; pd_reply_response is http.c's). Each returns the
+ * MHD_queue_response result. */
 enum MHD_Result pd_reply_json(struct pd_req *r, unsigned status, json_t *body /* stolen */);
 enum MHD_Result pd_reply_empty(struct pd_req *r, unsigned status);
 enum MHD_Result pd_reply_error(struct pd_req *r, unsigned status, const char *code, const char *fmt, ...)
@@ -147,7 +187,14 @@ enum MHD_Result pd_reply_response(struct pd_req *r, unsigned status, struct MHD_
 json_t *pd_req_json(struct pd_req *r, enum MHD_Result *ret);
 const char *pd_req_query(struct pd_req *r, const char *name);
 
-/* Sandbox table (manager.c). get: NULL if unknown, deleted, or owned by
+/* The state without a lock: an answer that may be stale by the time it is
+ * used (callers that act on it take s->lock, or fail cleanly later). */
+static inline enum pd_sb_state pd_srv_sandbox_state(const struct pd_srv_sandbox *s)
+{
+        return (enum pd_sb_state)__atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+}
+
+/* Sandbox table (registry.c). get: NULL if unknown, deleted, or owned by
  * another key (callers answer 404 either way). */
 struct pd_srv_sandbox *pd_server_sandbox_get(struct pd_server *srv, const char *id, const struct pd_key *key);
 void pd_server_sandbox_put(struct pd_server *srv, struct pd_srv_sandbox *s);
@@ -156,50 +203,16 @@ void pd_server_sandbox_put(struct pd_server *srv, struct pd_srv_sandbox *s);
  * initialised, closed, first: pd_client_close it whatever the result). */
 int pd_agentc_connect(struct pd_srv_sandbox *s, struct pd_client *out, struct pd_error *err);
 
-/* Audit (audit.c): append one event for sandbox id; fields is stolen. */
+/* Audit (audit_log.c): append one event for sandbox id; fields is stolen. */
 void pd_audit(struct pd_server *srv, const char *sandbox_id, const char *key_id, const char *event, json_t *fields);
 
-/* --- Helpers shared by the routes that call the agent (defined in
- * routes_common.c). --- */
-
-/* The sandbox named by r->params[0] with a reference taken; NULL with a 404
- * (unknown, deleted, another key's) already queued in *ret. */
-struct pd_srv_sandbox *pd_route_sandbox(struct pd_req *r, enum MHD_Result *ret);
-/* pd_agentc_connect, retried for a while when the agent turns connections
- * away (it serves a bounded number at once). */
-int pd_route_agent(struct pd_srv_sandbox *s, struct pd_client *c, struct pd_error *err);
-/* Make c's waits also give up when the sandbox is deleted or the server
- * stops (-ESHUTDOWN), or the HTTP client mc has gone (-ECONNABORTED; mc
- * may be NULL). */
-void pd_route_watch(struct pd_client *c, struct pd_server *srv, struct MHD_Connection *mc,
-                    struct pd_srv_sandbox *s);
-/* An agent's ENTRY's name, path and link target as JSON strings, set in o
- * under "name", "path" and link_key, in the agent's order (a string that
- * is not UTF-8 becomes ""). */
-void pd_route_entry_names(const struct pd_entry *e, json_t *o, const char *link_key);
-/* Answer an agent failure: ESRCH/ENOENT 404, EINVAL 400, ... (message from err). */
-enum MHD_Result pd_route_reply_agent_error(struct pd_req *r, int neg_errno, const struct pd_error *err);
-/* "user" (default) or "root": uid, gid, home, name. false if unknown. */
-struct pd_route_user {
-        uint32_t uid, gid;
-        const char *home, *name;
-        uint32_t groups[3];
-        unsigned n_groups;
-};
-bool pd_route_user_parse(const char *name, struct pd_route_user *u);
-
-/* ---- added by the server core (http.c, manager.c, serve.c) ---- */
-
-/* Structured log line on stderr: "<RFC3339 ts> <level> <msg>"; callers
- * write msg as "words key=value key=value". level: info, warn, error. */
-void pd_log(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* An eventfd that becomes readable when the server stops: streaming
  * responses that block (follow=1) poll it with their own fds and end. */
 int pd_server_stop_fd(struct pd_server *srv);
 /* http.c: start/stop the libmicrohttpd daemon on srv->cfg.listen_addr. */
 int pd_http_start(struct pd_server *srv, struct pd_error *err);
 void pd_http_stop(struct pd_server *srv);
-/* audit.c: the route streaming GET /sandboxes/{id}/audit[?follow=1]. */
+/* audit_log.c: the route streaming GET /sandboxes/{id}/audit[?follow=1]. */
 enum MHD_Result pd_audit_reply(struct pd_req *r, const char *sandbox_id, struct pd_srv_sandbox *live);
 /* Note: pd_reply_response takes over resp (it drops the caller's reference
  * with MHD_destroy_response after queueing); do not destroy it again. */
@@ -208,39 +221,9 @@ enum MHD_Result pd_audit_reply(struct pd_req *r, const char *sandbox_id, struct 
  * once more with chunk == NULL and chunk_len == NULL, only to free its state
  * (no reply can be queued then). */
 
-/* ---- E2B compatibility (e2b_*.c, docs/e2b.md) ---- */
-/* The E2B control plane (/v2/sandboxes, /sandboxes/...) and the signed
- * /files URLs; NULL-terminated like the other tables. */
-extern const struct pd_route pd_routes_e2b[];
-/* envd and the code interpreter: the router calls this for every request
- * that carries an E2b-Sandbox-Id header, whatever its path, with the
- * calling convention of a PD_ROUTE_STREAM_BODY route and without API-key
- * auth (it checks X-Access-Token itself). */
-enum MHD_Result pd_e2b_envd_handle(struct pd_req *r, const char *chunk, size_t *chunk_len);
-
-/* ---- sandbox ports (ports.c, docs/api.md "Ports") ---- */
-/* POST /api/v1/sandboxes/{id}/ports/public */
-extern const struct pd_route pd_routes_ports[];
-/* routes_snapshots.c: snapshots and forks */
-extern const struct pd_route pd_routes_snapshots[];
-/* true if the request is for a sandbox port: its Host is
- * <port>-<id>.<domain>[:n] or its path /api/v1/sandboxes/{id}/ports/{port}/...
- * The router then calls pd_ports_handle (a PD_ROUTE_PUBLIC |
- * PD_ROUTE_STREAM_BODY route: it authenticates itself). */
-bool pd_ports_match(struct pd_server *srv, struct MHD_Connection *conn, const char *path);
-enum MHD_Result pd_ports_handle(struct pd_req *r, const char *chunk, size_t *chunk_len);
-/* Relay one buffered HTTP request through a TUNNEL_OPEN stream already open
- * on st->cl (tunnel id tid) and stream the answer back (e2b_ci.c).
- * head: the request line and headers, as sent. all_headers: pass the
- * answer's headers on (else only its Content-Type). */
-struct pd_e2b_stream;
-enum MHD_Result pd_tunnel_http_relay(struct pd_req *r, struct pd_e2b_stream *st, uint32_t tid, const char *head,
-                                     size_t head_len, const char *body, size_t body_len, bool all_headers,
-                                     const char *what);
-
 /* An error decided while a streaming request is still arriving, answered
  * when it ends (libmicrohttpd cannot answer mid-upload). The first error
- * wins; status 0 = none. */
+ * wins; status 0 = none (reply.c). */
 struct pd_deferred_error {
         unsigned status;
         char code[32];

@@ -9,26 +9,18 @@
 
 #include "server/core/manager.h"
 #include "server/core/pool.h"
-#include "net/router.h"
 #include "server/core/store.h"
 #include "lib/template.h"
 
 /* s->lock held: a sandbox whose filesystem can be copied. */
 static int check_state(struct pd_srv_sandbox *s, struct pd_error *err)
 {
-        if (s->deleted)
-                return pd_error_setx(err, ENOENT, "sandbox %s is gone", s->id);
-        if (!s->sb || (strcmp(s->state, "running") && strcmp(s->state, "paused")))
-                return pd_error_setx(err, EBUSY, "sandbox %s is %s: only a running or paused sandbox can be "
-                                     "snapshotted or forked", s->id, s->state);
         /* paused to disk: its state is a file, nothing runs to copy */
-        if (s->sb->paused && !pd_agent_alive(s->sb))
-                return pd_error_setx(err, EBUSY, "sandbox %s is paused to disk: resume it first", s->id);
-        return 0;
+        return pd_sb_can(s->id, s->state, PD_OP_SNAPSHOT, err);
 }
 
 int pd_manager_take_snapshot(struct pd_server *srv, const struct pd_key *key, struct pd_srv_sandbox *s,
-                             const char *name, json_t **out, struct pd_error *err)
+                             const char *name, struct pd_snapshot_info *out, struct pd_error *err)
 {
         int r = pd_snapshot_name_check(name, err);
         if (r < 0)
@@ -48,12 +40,16 @@ int pd_manager_take_snapshot(struct pd_server *srv, const struct pd_key *key, st
         }
         pd_audit(srv, s->id, s->key_id, "sandbox.snapshot", json_pack("{s:s}", "name", name));
         pd_log("info", "snapshot taken sandbox=%s snapshot=%s", s->id, name);
-        *out = json_pack("{s:s, s:s, s:s, s:s}", "name", name, "source", s->id, "template", tpl, "isolation", iso);
-        return *out ? 0 : pd_error_set(err, ENOMEM, "snapshot reply");
+        memset(out, 0, sizeof *out);
+        snprintf(out->name, sizeof out->name, "%s", name);
+        snprintf(out->source, sizeof out->source, "%s", s->id);
+        snprintf(out->template_name, sizeof out->template_name, "%s", tpl);
+        snprintf(out->isolation, sizeof out->isolation, "%s", iso);
+        return 0;
 }
 
 int pd_manager_fork(struct pd_server *srv, const struct pd_key *key, struct pd_srv_sandbox *s, unsigned n,
-                    json_t *out, struct pd_error *err)
+                    struct pd_srv_sandbox **made, struct pd_error *err)
 {
         if (n == 0 || n > PD_FORK_MAX)
                 return pd_error_setx(err, EINVAL, "'count' must be 1..%d", PD_FORK_MAX);
@@ -90,13 +86,11 @@ int pd_manager_fork(struct pd_server *srv, const struct pd_key *key, struct pd_s
          * live change included), each with its own address; the router
          * keeps the policy, not the spec */
         if (r == 0 && !tier_fork && req.spec.net != PD_NET_NONE) {
-                char *text = NULL;
-                if (pd_router_policy_json(&srv->state, s->id, &text) < 0 ||
-                    !(req.network = json_loads(text, 0, NULL)))
+                struct pd_net_info ni;
+                if (pd_manager_net_info(srv, s, &ni, NULL) < 0 || !(req.network = json_loads(ni.policy_json, 0, NULL)))
                         r = pd_error_setx(err, EIO, "the network policy of %s is not readable", s->id);
-                free(text);
+                pd_net_info_clear(&ni);
         }
-        struct pd_srv_sandbox *made[PD_FORK_MAX];
         unsigned k = 0;
         for (; r == 0 && k < n; k++) {
                 req.made = dst[k];
@@ -113,12 +107,7 @@ int pd_manager_fork(struct pd_server *srv, const struct pd_key *key, struct pd_s
         if (r < 0) {
                 /* all or none: the copies made so far go */
                 for (unsigned i = 0; i < k; i++) {
-                        (void)pd_manager_delete(srv, made[i], "sandbox.delete", NULL);
-                        pd_server_sandbox_put(srv, made[i]);
-                }
-        } else {
-                for (unsigned i = 0; i < k; i++) {
-                        json_array_append_new(out, pd_manager_sandbox_json(srv, made[i]));
+                        (void)pd_manager_delete(srv, made[i], NULL);
                         pd_server_sandbox_put(srv, made[i]);
                 }
         }

@@ -33,7 +33,7 @@ void *pd_watcher_main(void *arg)
                         /* A dup: the sandbox's own fd may be closed by a
                          * delete while we poll, and its number reused. */
                         pthread_mutex_lock(&v[i]->lock);
-                        int fd = v[i]->sb && !v[i]->deleted && v[i]->sb->agent_pidfd >= 0
+                        int fd = v[i]->sb && v[i]->state != PD_SB_DELETED && v[i]->sb->agent_pidfd >= 0
                                          ? fcntl(v[i]->sb->agent_pidfd, F_DUPFD_CLOEXEC, 3)
                                          : -1;
                         pthread_mutex_unlock(&v[i]->lock);

@@ -1,31 +1,45 @@
-/* E2B compatibility (docs/e2b.md): private declarations shared by the
- * e2b_*.c files. The public entry points (route table, envd handler) are
- * declared at the end of server.h. */
+/* E2B compatibility (docs/e2b.md): the route table and envd matcher that
+ * src/server/routes.c registers, then the declarations the e2b_*.c files
+ * share. Built on core/ (and api/procs.h's spawn helpers); nothing in
+ * core/ or api/ includes this. */
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "server/core/agent_io.h"
 #include "server/core/server.h"
+#include "server/core/stream.h"
+#include "server/core/tokens.h"
+#include "server/core/tunnel.h"
+
+/* The E2B control plane (/v2/sandboxes, /sandboxes/...) and the signed
+ * /files URLs (e2b_api.c). */
+extern const struct pd_route pd_routes_e2b[];
+/* envd and the code interpreter: every request that carries an
+ * E2b-Sandbox-Id header, whatever its path, without API-key auth (the
+ * handler checks X-Access-Token itself). */
+extern const struct pd_route_matcher pd_e2b_envd_matcher;
+/* Its handler (e2b_envd.c), with the calling convention of a
+ * PD_ROUTE_STREAM_BODY route; also behind GET/POST /files. */
+enum MHD_Result pd_e2b_envd_handle(struct pd_req *r, const char *chunk, size_t *chunk_len);
 
 #define PD_E2B_ENVD_VERSION "0.6.1"
 #define PD_E2B_ENVD_PORT 49983
 #define PD_E2B_CI_PORT 49999
-#define PD_E2B_TOKEN_LEN 64     /* hex chars */
+#define PD_E2B_TOKEN_LEN PD_TOKEN_LEN
 
 /* E2B control-plane error: {"code": status, "message": "..."}. */
 enum MHD_Result pd_e2b_reply_error(struct pd_req *r, unsigned status, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
-/* The sandbox's envd access token: hex HMAC-SHA256(server secret, id). The
- * secret is <state>/e2b-secret (32 random bytes, 0600, made on first use),
- * so tokens survive a server restart and need no column in the store. */
 /* e2b_network.c: allow_internet_access and network.{allowOut,denyOut} of a
  * create body as paddock's policy JSON (new reference), or NULL: no
  * network when why is empty, a bad request (why says) otherwise. */
 json_t *pd_e2b_network_policy(struct pd_server *srv, json_t *body, char *why, size_t whysz);
+/* The sandbox's envd access token: pd_token of its id (core/tokens.h). */
 int pd_e2b_token(struct pd_server *srv, const char *sandbox_id, char out[PD_E2B_TOKEN_LEN + 1]);
-/* Constant-time string equality. */
+/* Constant-time string equality (pd_streq_ct). */
 bool pd_e2b_streq(const char *a, const char *b);
 /* Standard base64 (with padding) of len bytes into a new string. */
 char *pd_e2b_b64(const void *data, size_t len);
@@ -69,44 +83,12 @@ json_t *pd_e2b_entry_json(const struct pd_entry *e);
 /* ---- code interpreter (e2b_ci.c) ---- */
 enum MHD_Result pd_e2b_ci_forward(struct pd_req *r, struct pd_e2b_call *c);
 
-/* ---- a streaming response fed by one agent connection ---- */
-struct pd_e2b_stream;
-typedef void (*pd_e2b_stream_fn)(struct pd_e2b_stream *st, const struct pd_frame_hdr *h, const uint8_t *p);
-struct pd_e2b_stream {
-        struct pd_server *srv;
-        struct pd_srv_sandbox *s;       /* referenced; dropped at free */
-        struct pd_client cl;            /* watched (pd_route_watch) by the response's reader */
-        struct MHD_Connection *mc;
-        char *buf;                      /* bytes ready for the client */
-        size_t len, pos, cap;
-        bool done;                      /* nothing more after buf */
-        bool failed;                    /* with done: the body is incomplete, abort the connection */
-        uint64_t size;                  /* Content-Length; MHD_SIZE_UNKNOWN (default): chunked */
-        uint64_t sent;                  /* body bytes taken in (downloads) */
-        int idle_ms;                    /* on_idle after this long without a frame */
-        pd_e2b_stream_fn on_frame;
-        void (*on_idle)(struct pd_e2b_stream *st);
-        void (*on_fail)(struct pd_e2b_stream *st, int neg_errno);  /* agent gone, sandbox deleted... */
-        void (*on_free)(struct pd_e2b_stream *st);
-        uint32_t id;
-        int kind;
-        bool pty;
-        void *priv;
-        char *resp_headers;             /* "Name: value\n" lines added to the response */
-        size_t resp_headers_len;
-};
-/* Add one "Name: value" header line (n bytes) to the response to come. */
-int pd_e2b_stream_put_header(struct pd_e2b_stream *st, const char *line, size_t n);
-/* Allocate with the client closed. */
-struct pd_e2b_stream *pd_e2b_stream_new(struct pd_req *r, struct pd_srv_sandbox *s);
-void pd_e2b_stream_free(struct pd_e2b_stream *st);
-int pd_e2b_stream_put(struct pd_e2b_stream *st, const void *p, size_t n);
+/* ---- Connect streams: the core's streaming response (core/stream.h) ---- */
+/* A stream whose lost agent connection ends it with a Connect error. */
+struct pd_agent_stream *pd_e2b_stream_new(struct pd_req *r, struct pd_srv_sandbox *s);
 /* A Connect envelope into the stream (flags 0 message, 2 end). */
-void pd_e2b_stream_msg(struct pd_e2b_stream *st, uint8_t flags, json_t *msg /* stolen */);
-void pd_e2b_stream_end_error(struct pd_e2b_stream *st, const char *code, const char *msg);
-/* Queue the response (takes st over); content_type NULL: none added. */
-enum MHD_Result pd_e2b_stream_reply(struct pd_req *r, struct pd_e2b_stream *st, unsigned status,
-                                    const char *content_type);
+void pd_e2b_stream_msg(struct pd_agent_stream *st, uint8_t flags, json_t *msg /* stolen */);
+void pd_e2b_stream_end_error(struct pd_agent_stream *st, const char *code, const char *msg);
 /* Agent errno to a Connect code. */
 const char *pd_e2b_connect_code(int neg_errno);
 /* 200 application/connect+json holding only an end-of-stream error: how a

@@ -28,7 +28,6 @@
 
 #include "server/e2b/e2b.h"
 #include "server/core/manager.h"
-#include "server/api/ports.h"
 #include "server/core/store.h"
 #include "lib/template.h"
 #include "lib/util.h"
@@ -51,76 +50,16 @@ enum MHD_Result pd_e2b_reply_error(struct pd_req *r, unsigned status, const char
         return pd_reply_json(r, status, o);
 }
 
-/* ---- secrets and tokens ---- */
-
-static pthread_mutex_t secret_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint8_t secret[32];
-static bool secret_loaded;
-
-static int load_secret(struct pd_server *srv)
-{
-        if (secret_loaded)
-                return 0;
-        char path[PATH_MAX + 32];
-        snprintf(path, sizeof path, "%s/e2b-secret", srv->state.dir);
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd >= 0) {
-                ssize_t n = read(fd, secret, sizeof secret);
-                close(fd);
-                if (n == (ssize_t)sizeof secret) {
-                        secret_loaded = true;
-                        return 0;
-                }
-        }
-        if (RAND_bytes(secret, sizeof secret) != 1)
-                return -EIO;
-        char tmp[PATH_MAX + 48];
-        snprintf(tmp, sizeof tmp, "%s.%d", path, (int)getpid());
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd < 0)
-                return -errno;
-        int r = pd_write_all(fd, secret, sizeof secret);
-        if (r >= 0 && fsync(fd) < 0)
-                r = -errno;
-        close(fd);
-        if (r >= 0 && rename(tmp, path) < 0)
-                r = -errno;
-        if (r < 0) {
-                unlink(tmp);
-                return r;
-        }
-        secret_loaded = true;
-        return 0;
-}
+/* ---- tokens (core/tokens.h) ---- */
 
 int pd_e2b_token(struct pd_server *srv, const char *sandbox_id, char out[PD_E2B_TOKEN_LEN + 1])
 {
-        pthread_mutex_lock(&secret_lock);
-        int r = load_secret(srv);
-        uint8_t mac[32];
-        unsigned maclen = 0;
-        if (r == 0 && !HMAC(EVP_sha256(), secret, sizeof secret, (const unsigned char *)sandbox_id,
-                            strlen(sandbox_id), mac, &maclen))
-                r = -EIO;
-        pthread_mutex_unlock(&secret_lock);
-        if (r < 0)
-                return r;
-        static const char hex[] = "0123456789abcdef";
-        for (unsigned i = 0; i < 32; i++) {
-                out[2 * i] = hex[mac[i] >> 4];
-                out[2 * i + 1] = hex[mac[i] & 15];
-        }
-        out[PD_E2B_TOKEN_LEN] = '\0';
-        return 0;
+        return pd_token(srv, sandbox_id, out);
 }
 
 bool pd_e2b_streq(const char *a, const char *b)
 {
-        size_t la = strlen(a), lb = strlen(b);
-        unsigned char d = la != lb;
-        for (size_t i = 0; i < la && i < lb; i++)
-                d |= (unsigned char)(a[i] ^ b[i]);
-        return d == 0;
+        return pd_streq_ct(a, b);
 }
 
 char *pd_e2b_b64(const void *data, size_t len)
@@ -158,24 +97,29 @@ static json_t *create_body(struct pd_server *srv, struct pd_srv_sandbox *s)
                          srv->cfg.domain ? srv->cfg.domain : "localhost", "alias", s->template_name);
 }
 
+/* E2B's view of a state (lifecycle.h): it knows running and paused; a
+ * failed sandbox shows as running (its calls fail). */
+static const char *e2b_state(enum pd_sb_state s)
+{
+        return pd_sb_is_paused(s) ? "paused" : "running";
+}
+
 static json_t *info_body(struct pd_server *srv, struct pd_srv_sandbox *s)
 {
-        json_t *n = pd_manager_sandbox_json(srv, s);
-        if (!n)
-                return NULL;
-        json_t *exp = json_object_get(n, "expires_at");
-        const char *state = json_string_value(json_object_get(n, "state"));
-        double cpus = json_number_value(json_object_get(n, "cpus"));
-        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:O, s:O, s:O, s:i, s:I, s:I, s:s, s:s, s:[s]}",
-                              "sandboxID", s->id, "templateID", s->template_name, "alias", s->template_name,
-                              "clientID", "paddock", "startedAt", json_object_get(n, "created_at"), "endAt",
-                              json_is_string(exp) ? exp : json_object_get(n, "created_at"), "metadata",
-                              json_object_get(n, "metadata"), "cpuCount", (int)ceil(cpus > 0 ? cpus : 1),
-                              "memoryMB", json_integer_value(json_object_get(n, "memory_mb")), "diskSizeMB",
-                              json_integer_value(json_object_get(n, "disk_mb")), "envdVersion",
-                              PD_E2B_ENVD_VERSION, "state", state && !strcmp(state, "paused") ? "paused" : "running",
-                              "notes", "network: none (paddock sandboxes have no network yet)");
-        json_decref(n);
+        struct pd_sandbox_info i;
+        pd_manager_sandbox_info(srv, s, &i);
+        char started[32], end[32];
+        pd_rfc3339_ms(i.created_ms, started);
+        pd_rfc3339_ms(i.expires_ms ? i.expires_ms : i.created_ms, end);
+        double cpus = i.millicpus / 1000.0;
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:i, s:I, s:I, s:s, s:s, s:[s]}",
+                              "sandboxID", i.id, "templateID", i.template_name, "alias", i.template_name,
+                              "clientID", "paddock", "startedAt", started, "endAt", end, "metadata", i.metadata,
+                              "cpuCount", (int)ceil(cpus > 0 ? cpus : 1), "memoryMB", (json_int_t)(i.memory_bytes >> 20),
+                              "diskSizeMB", (json_int_t)(i.disk_bytes >> 20), "envdVersion", PD_E2B_ENVD_VERSION,
+                              "state", e2b_state(i.state), "notes",
+                              "network: none (paddock sandboxes have no network yet)");
+        pd_sandbox_info_clear(&i);
         return o;
 }
 
@@ -227,15 +171,14 @@ static enum MHD_Result route_create(struct pd_req *r, const char *chunk, size_t 
                         return pd_e2b_reply_error(r, 400, "templateID must be a string");
                 tpl = json_string_value(v);
         }
-        /* the microvm tier: templateID "microvm" (the SDKs pass no other
-         * field through), or an "isolation" field from other clients */
-        if (!strcmp(tpl, "microvm")) {
+        /* another tier: a templateID that names it ("microvm": the SDKs
+         * pass no other field through; its base template), or an
+         * "isolation" field from other clients */
+        if (pd_isolation_parse(tpl, &cr.spec.isolation) == 0)
                 tpl = "base";
-                cr.spec.isolation = PD_ISO_MICROVM;
-        }
         if ((v = json_object_get(body, "isolation")) && !json_is_null(v) &&
             (!json_is_string(v) || pd_isolation_parse(json_string_value(v), &cr.spec.isolation) < 0))
-                return pd_e2b_reply_error(r, 400, "isolation must be one of process, container, supervised, microvm");
+                return pd_e2b_reply_error(r, 400, "isolation must be one of %s", pd_isolation_names());
         const char *real = e2b_template_for(tpl);
         if (pd_template_name_check(real) < 0 ||
             (strcmp(real, "base") && !pd_store_template_exists(r->srv->store, real)))
@@ -455,9 +398,10 @@ static enum MHD_Result route_metrics(struct pd_req *r, const char *chunk, size_t
         struct pd_srv_sandbox *s = get_sb(r, &ret);
         if (!s)
                 return ret;
-        json_t *info = info_body(r->srv, s), *st = NULL;
+        json_t *info = info_body(r->srv, s);
         struct pd_error err = { 0 };
-        int rc = pd_manager_stats(r->srv, s, &st, &err);
+        struct pd_sandbox_metrics m;
+        int rc = pd_manager_stats(r->srv, s, &m, &err);
         uint64_t age_ms = 0;
         {
                 struct timespec ts;
@@ -473,7 +417,7 @@ static enum MHD_Result route_metrics(struct pd_req *r, const char *chunk, size_t
                 clock_gettime(CLOCK_REALTIME, &now);
                 pd_rfc3339_ms((uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u, ts);
                 json_int_t cpus = json_integer_value(json_object_get(info, "cpuCount"));
-                double cpu_s = json_number_value(json_object_get(st, "cpu_seconds"));
+                double cpu_s = (double)m.st.cpu_ns / 1e9;
                 double pct = age_ms ? 100.0 * cpu_s / ((double)age_ms / 1000.0) / (double)(cpus ? cpus : 1) : 0;
                 if (pct > 100)
                         pct = 100;
@@ -481,13 +425,11 @@ static enum MHD_Result route_metrics(struct pd_req *r, const char *chunk, size_t
                         arr, json_pack("{s:s, s:s, s:I, s:f, s:I, s:I, s:I, s:I}", "timestamp", ts, "sandboxID",
                                        json_string_value(json_object_get(info, "sandboxID")), "cpuCount", cpus,
                                        "cpuUsedPct", pct, "memUsed",
-                                       json_integer_value(json_object_get(st, "memory_bytes")), "memTotal",
-                                       json_integer_value(json_object_get(st, "memory_limit_bytes")), "diskUsed",
-                                       json_integer_value(json_object_get(st, "disk_used_bytes")), "diskTotal",
-                                       json_integer_value(json_object_get(st, "disk_limit_bytes"))));
+                                       (json_int_t)m.st.memory_current, "memTotal", (json_int_t)m.memory_limit,
+                                       "diskUsed", (json_int_t)m.st.disk_used, "diskTotal",
+                                       (json_int_t)m.disk_limit));
         }
         json_decref(info);
-        json_decref(st);
         return pd_reply_json(r, 200, arr);
 }
 
@@ -519,7 +461,7 @@ static enum MHD_Result route_delete(struct pd_req *r, const char *chunk, size_t 
         if (!s)
                 return ret;
         struct pd_error err = { 0 };
-        int rc = pd_manager_delete(r->srv, s, "sandbox.delete", &err);
+        int rc = pd_manager_delete(r->srv, s, &err);
         pd_server_sandbox_put(r->srv, s);
         return rc < 0 ? manager_error(r, rc, &err) : pd_reply_empty(r, 204);
 }
@@ -557,9 +499,9 @@ static enum MHD_Result route_connect(struct pd_req *r, const char *chunk, size_t
         struct pd_error err = { 0 };
         unsigned status = 200;
         int rc = 0;
-        if (!strcmp(s->state, "paused")) {
+        if (pd_sb_is_paused(pd_srv_sandbox_state(s))) {
                 rc = pd_manager_resume(r->srv, s, &err);
-                if (rc == -EBUSY && strcmp(s->state, "paused"))
+                if (rc == -EBUSY && !pd_sb_is_paused(pd_srv_sandbox_state(s)))
                         rc = 0; /* resumed by a concurrent connect */
                 else if (rc == 0)
                         status = 201;
@@ -593,4 +535,19 @@ const struct pd_route pd_routes_e2b[] = {
         { "GET", "/files", pd_e2b_envd_handle, PD_ROUTE_PUBLIC | PD_ROUTE_STREAM_BODY, 0 },
         { "POST", "/files", pd_e2b_envd_handle, PD_ROUTE_PUBLIC | PD_ROUTE_STREAM_BODY, 0 },
         { NULL, NULL, NULL, 0, 0 },
+};
+
+static bool envd_match(struct pd_server *srv, struct MHD_Connection *conn, const char *path)
+{
+        return MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "E2b-Sandbox-Id") != NULL;
+}
+
+/* E2B's envd and code interpreter share our address: the SDK names the
+ * sandbox in a header, whatever the path, and authenticates with that
+ * sandbox's own access token. */
+const struct pd_route_matcher pd_e2b_envd_matcher = {
+        .name = "e2b-envd",
+        .group = "e2b",
+        .match = envd_match,
+        .route = { "*", "*", pd_e2b_envd_handle, PD_ROUTE_PUBLIC | PD_ROUTE_STREAM_BODY, 0 },
 };

@@ -32,7 +32,6 @@
 #define BRIDGE_PATH "/opt/paddock/kernel_bridge.py"
 #define BRIDGE_TAG "paddock-e2b-kernel-bridge"
 #define BRIDGE_MAX (1u << 20)
-#define RESP_HDR_MAX (16u << 10)
 
 static pthread_mutex_t bridge_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -166,28 +165,6 @@ static int bridge_tunnel(struct pd_server *srv, struct pd_srv_sandbox *s, struct
         return k;
 }
 
-static void ci_frame(struct pd_e2b_stream *st, const struct pd_frame_hdr *h, const uint8_t *p)
-{
-        if (h->id != st->id)
-                return;
-        if (h->type == PD_T_DATA) {
-                if (h->len && pd_e2b_stream_put(st, p, h->len) < 0)
-                        st->done = true;
-        } else if (h->type == PD_T_TUNNEL_CLOSE || h->type == PD_T_ERROR) {
-                st->done = true;
-        }
-}
-
-static void ci_idle(struct pd_e2b_stream *st)
-{
-        /* a long computation: keep waiting */
-}
-
-static void ci_fail(struct pd_e2b_stream *st, int k)
-{
-        st->done = true;
-}
-
 static enum MHD_Result ci_error(struct pd_req *r, unsigned status, const char *msg)
 {
         return pd_reply_json(r, status, json_pack("{s:s, s:s}", "error", msg, "message", msg));
@@ -195,7 +172,7 @@ static enum MHD_Result ci_error(struct pd_req *r, unsigned status, const char *m
 
 enum MHD_Result pd_e2b_ci_forward(struct pd_req *r, struct pd_e2b_call *c)
 {
-        struct pd_e2b_stream *st = pd_e2b_stream_new(r, c->s);
+        struct pd_agent_stream *st = pd_e2b_stream_new(r, c->s);
         if (!st)
                 return MHD_NO;
         c->s = NULL;
@@ -207,7 +184,7 @@ enum MHD_Result pd_e2b_ci_forward(struct pd_req *r, struct pd_e2b_call *c)
         if (k < 0) {
                 pd_log("warn", "e2b code interpreter unreachable sandbox=%s error=\"%s\"", st->s->id, err.msg);
                 enum MHD_Result ret = ci_error(r, 502, err.msg);
-                pd_e2b_stream_free(st);
+                pd_agent_stream_free(st);
                 return ret;
         }
         st->id = tid;
@@ -219,108 +196,9 @@ enum MHD_Result pd_e2b_ci_forward(struct pd_req *r, struct pd_e2b_call *c)
                           "Connection: close\r\n\r\n",
                           r->method, c->path, ct ? ct : "application/json", c->len);
         if (hn < 0 || (size_t)hn >= sizeof head || strpbrk(c->path, "\r\n ") || (ct && strpbrk(ct, "\r\n"))) {
-                pd_e2b_stream_free(st);
+                pd_agent_stream_free(st);
                 return ci_error(r, 400, "bad request line");
         }
         return pd_tunnel_http_relay(r, st, tid, head, (size_t)hn, c->body, c->len, false, "the code interpreter");
 }
 
-static bool hop_header(const char *line, size_t n)
-{
-        static const char *const hop[] = { "Connection:", "Keep-Alive:", "Transfer-Encoding:", "Content-Length:",
-                                           "Proxy-Connection:", "Upgrade:", "Date:", "Server:" };
-        for (size_t i = 0; i < PD_ARRAY_SIZE(hop); i++) {
-                size_t l = strlen(hop[i]);
-                if (n >= l && !strncasecmp(line, hop[i], l))
-                        return true;
-        }
-        return false;
-}
-
-enum MHD_Result pd_tunnel_http_relay(struct pd_req *r, struct pd_e2b_stream *st, uint32_t tid, const char *head,
-                                     size_t head_len, const char *body, size_t body_len, bool all_headers,
-                                     const char *what)
-{
-        char msg[160];
-        int k = pd_client_tunnel_send(&st->cl, tid, head, head_len);
-        if (k >= 0)
-                k = pd_client_tunnel_send(&st->cl, tid, body, body_len);
-        if (k >= 0)
-                k = pd_client_flush(&st->cl, CALL_TIMEOUT_MS);
-        pd_route_watch(&st->cl, r->srv, r->conn, st->s);
-        /* the response head */
-        char *hb = NULL;
-        size_t hlen = 0;
-        char *eoh = NULL;
-        while (k >= 0 && !eoh) {
-                struct pd_frame_hdr h;
-                const uint8_t *p;
-                k = pd_client_next(&st->cl, &h, &p, 120000);
-                if (k < 0)
-                        break;
-                if (h.id != tid)
-                        continue;
-                if (h.type == PD_T_TUNNEL_CLOSE || h.type == PD_T_ERROR) {
-                        k = -ECONNRESET;
-                        break;
-                }
-                if (h.type != PD_T_DATA || !h.len)
-                        continue;
-                if (hlen + h.len > RESP_HDR_MAX + PD_DATA_CHUNK) {
-                        k = -EMSGSIZE;
-                        break;
-                }
-                char *nb = realloc(hb, hlen + h.len + 1);
-                if (!nb) {
-                        k = -ENOMEM;
-                        break;
-                }
-                hb = nb;
-                memcpy(hb + hlen, p, h.len);
-                hlen += h.len;
-                hb[hlen] = '\0';
-                eoh = strstr(hb, "\r\n\r\n");
-        }
-        if (k < 0 || !eoh) {
-                free(hb);
-                pd_e2b_stream_free(st);
-                snprintf(msg, sizeof msg, "%s closed the connection", what);
-                return ci_error(r, 502, msg);
-        }
-        unsigned status = 502;
-        if (!strncmp(hb, "HTTP/1.", 7) && strlen(hb) > 12)
-                status = (unsigned)strtoul(hb + 9, NULL, 10);
-        if (status < 100 || status > 599)
-                status = 502;
-        char rct[256] = "application/json";
-        for (char *line = strstr(hb, "\r\n"); line && line < eoh; line = strstr(line + 2, "\r\n")) {
-                size_t ll = strcspn(line + 2, "\r\n");
-                if (all_headers && ll && !hop_header(line + 2, ll)) {
-                        if (pd_e2b_stream_put_header(st, line + 2, ll) < 0) {
-                                free(hb);
-                                pd_e2b_stream_free(st);
-                                return MHD_NO;
-                        }
-                        continue;
-                }
-                if (!strncasecmp(line + 2, "Content-Type:", 13)) {
-                        const char *v = line + 15;
-                        while (*v == ' ')
-                                v++;
-                        size_t vl = strcspn(v, "\r\n");
-                        if (vl < sizeof rct) {
-                                memcpy(rct, v, vl);
-                                rct[vl] = '\0';
-                        }
-                }
-        }
-        size_t body_off = (size_t)(eoh + 4 - hb);
-        if (hlen > body_off)
-                pd_e2b_stream_put(st, hb + body_off, hlen - body_off);
-        free(hb);
-        st->on_frame = ci_frame;
-        st->on_idle = ci_idle;
-        st->on_fail = ci_fail;
-        st->idle_ms = 30000;
-        return pd_e2b_stream_reply(r, st, status, all_headers ? NULL : rct);
-}

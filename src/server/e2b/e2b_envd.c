@@ -31,7 +31,6 @@
 
 #include "server/e2b/e2b.h"
 #include "server/core/manager.h"
-#include "server/api/ports.h"
 #include "server/api/procs.h"
 #include "server/core/store.h"
 #include "lib/spec.h"
@@ -41,7 +40,6 @@
 #define JSON_BODY_MAX (4u << 20)
 #define CI_BODY_MAX (16u << 20)
 #define KEEPALIVE_DEFAULT_MS 30000
-#define STREAM_BLOCK (64u << 10)
 
 /* ------------------------------------------------------------------ */
 /* Connect helpers                                                      */
@@ -145,67 +143,22 @@ int pd_e2b_envelope(char **buf, size_t *len, size_t *cap, uint8_t flags, json_t 
 /* ------------------------------------------------------------------ */
 /* streaming responses                                                  */
 
-struct pd_e2b_stream *pd_e2b_stream_new(struct pd_req *r, struct pd_srv_sandbox *s)
+/* A Connect stream: the core's streaming response (core/stream.h) whose
+ * agent connection, when lost, ends it with a Connect error. */
+static void connect_fail(struct pd_agent_stream *st, int k)
 {
-        struct pd_e2b_stream *st = calloc(1, sizeof *st);
-        if (!st)
-                return NULL;
-        st->srv = r->srv;
-        st->s = s;
-        st->mc = r->conn;
-        pd_client_init(&st->cl);
-        st->idle_ms = KEEPALIVE_DEFAULT_MS;
-        st->size = MHD_SIZE_UNKNOWN;
+        pd_e2b_stream_end_error(st, pd_e2b_connect_code(k), "sandbox agent connection lost");
+}
+
+struct pd_agent_stream *pd_e2b_stream_new(struct pd_req *r, struct pd_srv_sandbox *s)
+{
+        struct pd_agent_stream *st = pd_agent_stream_new(r, s);
+        if (st)
+                st->on_fail = connect_fail;
         return st;
 }
 
-void pd_e2b_stream_free(struct pd_e2b_stream *st)
-{
-        if (!st)
-                return;
-        if (st->on_free)
-                st->on_free(st);
-        pd_client_close(&st->cl);
-        if (st->s)
-                pd_server_sandbox_put(st->srv, st->s);
-        free(st->buf);
-        free(st->resp_headers);
-        free(st);
-}
-
-int pd_e2b_stream_put_header(struct pd_e2b_stream *st, const char *line, size_t n)
-{
-        char *b = realloc(st->resp_headers, st->resp_headers_len + n + 2);
-        if (!b)
-                return -ENOMEM;
-        st->resp_headers = b;
-        memcpy(b + st->resp_headers_len, line, n);
-        st->resp_headers_len += n;
-        b[st->resp_headers_len++] = '\n';
-        b[st->resp_headers_len] = '\0';
-        return 0;
-}
-
-int pd_e2b_stream_put(struct pd_e2b_stream *st, const void *p, size_t n)
-{
-        if (st->pos == st->len)
-                st->pos = st->len = 0;
-        if (st->len + n > st->cap) {
-                size_t c = st->cap ? st->cap : 4096;
-                while (c < st->len + n)
-                        c *= 2;
-                char *b = realloc(st->buf, c);
-                if (!b)
-                        return -ENOMEM;
-                st->buf = b;
-                st->cap = c;
-        }
-        memcpy(st->buf + st->len, p, n);
-        st->len += n;
-        return 0;
-}
-
-void pd_e2b_stream_msg(struct pd_e2b_stream *st, uint8_t flags, json_t *msg)
+void pd_e2b_stream_msg(struct pd_agent_stream *st, uint8_t flags, json_t *msg)
 {
         if (st->pos == st->len)
                 st->pos = st->len = 0;
@@ -215,91 +168,12 @@ void pd_e2b_stream_msg(struct pd_e2b_stream *st, uint8_t flags, json_t *msg)
                 st->done = true;
 }
 
-void pd_e2b_stream_end_error(struct pd_e2b_stream *st, const char *code, const char *msg)
+void pd_e2b_stream_end_error(struct pd_agent_stream *st, const char *code, const char *msg)
 {
         json_t *e = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg);
         if (!e)
                 e = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", "error");
         pd_e2b_stream_msg(st, 2, e);
-}
-
-static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
-{
-        struct pd_e2b_stream *st = cls;
-        while (st->pos == st->len) {
-                if (st->done)
-                        return st->failed ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
-                if (!pd_client_is_open(&st->cl)) {
-                        st->done = true;
-                        continue;
-                }
-                struct pd_frame_hdr h;
-                const uint8_t *p;
-                int k = pd_client_next(&st->cl, &h, &p, st->idle_ms);
-                if (k == -ETIMEDOUT) {
-                        if (st->on_idle)
-                                st->on_idle(st);
-                        continue;
-                }
-                if (k == -ECONNABORTED)
-                        return MHD_CONTENT_READER_END_WITH_ERROR;
-                if (k < 0) {
-                        if (st->on_fail)
-                                st->on_fail(st, k);
-                        else
-                                pd_e2b_stream_end_error(st, pd_e2b_connect_code(k), "sandbox agent connection lost");
-                        st->done = true;
-                        continue;
-                }
-                st->on_frame(st, &h, p);
-        }
-        size_t n = st->len - st->pos;
-        if (n > max)
-                n = max;
-        memcpy(buf, st->buf + st->pos, n);
-        st->pos += n;
-        return (ssize_t)n;
-}
-
-static void stream_free_cb(void *cls)
-{
-        pd_e2b_stream_free(cls);
-}
-
-enum MHD_Result pd_e2b_stream_reply(struct pd_req *r, struct pd_e2b_stream *st, unsigned status,
-                                    const char *content_type)
-{
-        /* from here on the agent is read for this client: its hang-up, the
-         * sandbox's deletion or the server's stop end the stream */
-        pd_route_watch(&st->cl, st->srv, st->mc, st->s);
-        struct MHD_Response *resp =
-                MHD_create_response_from_callback(st->size, STREAM_BLOCK, stream_reader, st, stream_free_cb);
-        if (!resp) {
-                pd_e2b_stream_free(st);
-                return MHD_NO;
-        }
-        if (content_type) {
-                MHD_add_response_header(resp, "Content-Type", content_type);
-                MHD_add_response_header(resp, "Cache-Control", "no-store");
-        }
-        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-        for (char *line = st->resp_headers; line && *line;) {
-                char *nl = strchr(line, '\n');
-                if (nl)
-                        *nl = '\0';
-                char *colon = strchr(line, ':');
-                if (colon) {
-                        *colon = '\0';
-                        const char *v = colon + 1;
-                        while (*v == ' ' || *v == '\t')
-                                v++;
-                        MHD_add_response_header(resp, line, v);
-                }
-                if (!nl)
-                        break;
-                line = nl + 1;
-        }
-        return pd_reply_response(r, status, resp);
 }
 
 enum MHD_Result pd_e2b_stream_error_reply(struct pd_req *r, const char *code, const char *fmt, ...)
@@ -545,7 +419,7 @@ static struct pd_e2b_call *call_open(struct pd_req *r)
                 pd_deferred_fail(&c->fail, 502, "unavailable", "The sandbox %.64s was not found", id);
                 return c;
         }
-        if (!strcmp(c->s->state, "paused"))
+        if (pd_sb_is_paused(pd_srv_sandbox_state(c->s)))
                 pd_deferred_fail(&c->fail, 502, "unavailable", "sandbox %s is paused; connect to resume it", c->s->id);
         return c;
 }
@@ -654,7 +528,7 @@ static int find_proc(struct pd_client *conn, json_t *selector, struct eproc *out
 }
 
 /* The process events of a Start/Connect stream. */
-static void proc_frame(struct pd_e2b_stream *st, const struct pd_frame_hdr *h, const uint8_t *p)
+static void proc_frame(struct pd_agent_stream *st, const struct pd_frame_hdr *h, const uint8_t *p)
 {
         if (h->id != st->id)
                 return;
@@ -692,7 +566,7 @@ static void proc_frame(struct pd_e2b_stream *st, const struct pd_frame_hdr *h, c
         }
 }
 
-static void proc_idle(struct pd_e2b_stream *st)
+static void proc_idle(struct pd_agent_stream *st)
 {
         pd_e2b_stream_msg(st, 0, json_pack("{s:{s:{}}}", "event", "keepalive"));
 }
@@ -834,7 +708,7 @@ static enum MHD_Result proc_start(struct pd_req *r, struct pd_e2b_call *c, json_
                 return k == -ENOMEM ? pd_e2b_connect_error(r, 500, "internal", "%s", why)
                                     : pd_e2b_connect_error(r, 400, "invalid_argument", "%s", why);
         }
-        struct pd_e2b_stream *st = pd_e2b_stream_new(r, c->s);
+        struct pd_agent_stream *st = pd_e2b_stream_new(r, c->s);
         if (!st) {
                 estart_free(&x);
                 return MHD_NO;
@@ -848,7 +722,7 @@ static enum MHD_Result proc_start(struct pd_req *r, struct pd_e2b_call *c, json_
         if (k < 0) {
                 estart_free(&x);
                 enum MHD_Result ret = pd_e2b_stream_error_reply(r, pd_e2b_connect_code(k), "%s", err.msg);
-                pd_e2b_stream_free(st);
+                pd_agent_stream_free(st);
                 return ret;
         }
         pd_audit(r->srv, st->s->id, st->s->key_id, "process.start",
@@ -861,7 +735,7 @@ static enum MHD_Result proc_start(struct pd_req *r, struct pd_e2b_call *c, json_
         st->on_idle = proc_idle;
         st->idle_ms = keepalive_ms(r);
         pd_e2b_stream_msg(st, 0, json_pack("{s:{s:{s:i}}}", "event", "start", "pid", (int)pid));
-        return pd_e2b_stream_reply(r, st, 200, "application/connect+json");
+        return pd_agent_stream_reply(r, st, 200, "application/connect+json");
 }
 
 /* Connect: output from now on (E2B semantics: a new subscriber sees new
@@ -875,7 +749,7 @@ static int proc_frame_early(void *ctx, const struct pd_frame_hdr *h, const uint8
 
 static enum MHD_Result proc_connect(struct pd_req *r, struct pd_e2b_call *c, json_t *body)
 {
-        struct pd_e2b_stream *st = pd_e2b_stream_new(r, c->s);
+        struct pd_agent_stream *st = pd_e2b_stream_new(r, c->s);
         if (!st)
                 return MHD_NO;
         c->s = NULL;
@@ -889,7 +763,7 @@ static enum MHD_Result proc_connect(struct pd_req *r, struct pd_e2b_call *c, jso
         json_decref(e.config);
         if (k < 0) {
                 enum MHD_Result ret = pd_e2b_stream_error_reply(r, pd_e2b_connect_code(k), "%s", err.msg);
-                pd_e2b_stream_free(st);
+                pd_agent_stream_free(st);
                 return ret;
         }
         st->id = e.pid;
@@ -909,10 +783,10 @@ static enum MHD_Result proc_connect(struct pd_req *r, struct pd_e2b_call *c, jso
         st->cl.on_frame = NULL;
         if (k < 0) {
                 enum MHD_Result ret = pd_e2b_stream_error_reply(r, pd_e2b_connect_code(k), "%s", err.msg);
-                pd_e2b_stream_free(st);
+                pd_agent_stream_free(st);
                 return ret;
         }
-        return pd_e2b_stream_reply(r, st, 200, "application/connect+json");
+        return pd_agent_stream_reply(r, st, 200, "application/connect+json");
 }
 
 static int parse_signal(json_t *j)

@@ -204,7 +204,7 @@ static const char *event_type(uint32_t e)
         }
 }
 
-static void watch_frame(struct pd_e2b_stream *st, const struct pd_frame_hdr *h, const uint8_t *p)
+static void watch_frame(struct pd_agent_stream *st, const struct pd_frame_hdr *h, const uint8_t *p)
 {
         if (h->type != PD_T_WATCH_EVENT)
                 return;
@@ -248,7 +248,7 @@ static void watch_frame(struct pd_e2b_stream *st, const struct pd_frame_hdr *h, 
         json_decref(n);
 }
 
-static void watch_idle(struct pd_e2b_stream *st)
+static void watch_idle(struct pd_agent_stream *st)
 {
         pd_e2b_stream_msg(st, 0, json_pack("{s:{}}", "keepalive"));
 }
@@ -261,7 +261,7 @@ enum MHD_Result pd_e2b_fs_watch(struct pd_req *r, struct pd_e2b_call *c, json_t 
                 return pd_e2b_stream_error_reply(r, "invalid_argument", "unknown user");
         if (!path_of(body, "path", &path))
                 return pd_e2b_stream_error_reply(r, "invalid_argument", "path required");
-        struct pd_e2b_stream *st = pd_e2b_stream_new(r, c->s);
+        struct pd_agent_stream *st = pd_e2b_stream_new(r, c->s);
         if (!st)
                 return MHD_NO;
         c->s = NULL;
@@ -281,7 +281,7 @@ enum MHD_Result pd_e2b_fs_watch(struct pd_req *r, struct pd_e2b_call *c, json_t 
                 k = pd_client_watch(&st->cl, &f, json_is_true(json_object_get(body, "recursive")), &id, &err);
         if (k < 0) {
                 enum MHD_Result ret = pd_e2b_stream_error_reply(r, pd_e2b_connect_code(k), "%s", err.msg);
-                pd_e2b_stream_free(st);
+                pd_agent_stream_free(st);
                 return ret;
         }
         pd_audit(r->srv, st->s->id, st->s->key_id, "file.watch",
@@ -292,7 +292,7 @@ enum MHD_Result pd_e2b_fs_watch(struct pd_req *r, struct pd_e2b_call *c, json_t 
         long kas = ka ? strtol(ka, NULL, 10) : 0;
         st->idle_ms = kas > 0 && kas <= 300 ? (int)(kas * 500) : 25000;
         pd_e2b_stream_msg(st, 0, json_pack("{s:{}}", "start"));
-        return pd_e2b_stream_reply(r, st, 200, "application/connect+json");
+        return pd_agent_stream_reply(r, st, 200, "application/connect+json");
 }
 
 /* ---- REST /files ---- */
@@ -536,24 +536,24 @@ static enum MHD_Result files_error(struct pd_req *r, int k, const char *msg)
  * file of unknown length, procfs, goes chunked). Anything short of a REPLY
  * after all the bytes aborts the connection: never a short 200 (see
  * routes_files.c, route_download). */
-static void dl_data(struct pd_e2b_stream *st, const uint8_t *p, size_t n)
+static void dl_data(struct pd_agent_stream *st, const uint8_t *p, size_t n)
 {
         if (st->size != MHD_SIZE_UNKNOWN && n > st->size - st->sent) {
                 st->done = st->failed = true;   /* more than announced */
                 return;
         }
         st->sent += n;
-        if (n && pd_e2b_stream_put(st, p, n) < 0)
+        if (n && pd_agent_stream_put(st, p, n) < 0)
                 st->done = st->failed = true;
 }
 
-static void dl_end(struct pd_e2b_stream *st)
+static void dl_end(struct pd_agent_stream *st)
 {
         st->done = true;
         st->failed = st->size != MHD_SIZE_UNKNOWN && st->sent != st->size;
 }
 
-static void dl_frame(struct pd_e2b_stream *st, const struct pd_frame_hdr *h, const uint8_t *p)
+static void dl_frame(struct pd_agent_stream *st, const struct pd_frame_hdr *h, const uint8_t *p)
 {
         if (h->id != st->id)
                 return;
@@ -566,7 +566,7 @@ static void dl_frame(struct pd_e2b_stream *st, const struct pd_frame_hdr *h, con
         }
 }
 
-static void dl_fail(struct pd_e2b_stream *st, int k)
+static void dl_fail(struct pd_agent_stream *st, int k)
 {
         st->done = st->failed = true;
 }
@@ -579,7 +579,7 @@ static enum MHD_Result files_download(struct pd_req *r, struct pd_e2b_call *c)
                 return files_error(r, -EINVAL, "unknown user");
         if (!path || !*path)
                 return files_error(r, -EINVAL, "path is required");
-        struct pd_e2b_stream *st = pd_e2b_stream_new(r, c->s);
+        struct pd_agent_stream *st = pd_e2b_stream_new(r, c->s);
         if (!st)
                 return MHD_NO;
         c->s = NULL;
@@ -605,13 +605,13 @@ static enum MHD_Result files_download(struct pd_req *r, struct pd_e2b_call *c)
                  json_pack("{s:s, s:s, s:s}", "path", path, "user", u.name, "via", c->signed_ok ? "e2b-signed-url" : "e2b"));
         if (k < 0) {
                 enum MHD_Result ret = files_error(r, k, err.msg);
-                pd_e2b_stream_free(st);
+                pd_agent_stream_free(st);
                 return ret;
         }
         st->on_frame = dl_frame;
         st->on_fail = dl_fail;
         st->idle_ms = CALL_TIMEOUT_MS;
-        return pd_e2b_stream_reply(r, st, 200, "application/octet-stream");
+        return pd_agent_stream_reply(r, st, 200, "application/octet-stream");
 }
 
 enum MHD_Result pd_e2b_files_finish(struct pd_req *r, struct pd_e2b_call *c)

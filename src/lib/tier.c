@@ -1,0 +1,26 @@
+/* The tier table: enum pd_isolation to its driver, built from the one list
+ * in lib/tier_list.h. */
+#include "lib/tier.h"
+
+#include <stdlib.h>
+
+#define OPS_(E, name) [PD_ISO_##E] = &pd_tier_##name,
+static const struct pd_tier_ops *const tiers[PD_ISO__MAX] = { PD_TIERS(OPS_) };
+#undef OPS_
+
+const struct pd_tier_ops *pd_tier_find(enum pd_isolation iso)
+{
+        return (unsigned)iso < PD_ISO__MAX ? tiers[iso] : NULL;
+}
+
+unsigned pd_tier_caps(enum pd_isolation iso)
+{
+        const struct pd_tier_ops *t = pd_tier_find(iso);
+        return t ? t->caps : 0;
+}
+
+void pd_net_info_clear(struct pd_net_info *i)
+{
+        free(i->policy_json);
+        i->policy_json = NULL;
+}

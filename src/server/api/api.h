@@ -1,0 +1,39 @@
+/* The native API (docs/api.md, docs/openapi.yaml): its route tables, the
+ * port relay's matcher, and what the routes share. Registered by
+ * src/server/routes.c; nothing in core/ includes this. */
+#pragma once
+#include <stdbool.h>
+
+#include "server/core/agent_io.h"
+#include "server/core/manager.h"
+#include "server/core/server.h"
+
+/* Route tables (NULL-terminated), one per file. */
+extern const struct pd_route pd_routes_sandboxes[];   /* routes_sandboxes.c */
+extern const struct pd_route pd_routes_procs[];       /* routes_procs.c, procs_*.c */
+extern const struct pd_route pd_routes_files[];       /* routes_files.c */
+extern const struct pd_route pd_routes_snapshots[];   /* routes_snapshots.c */
+extern const struct pd_route pd_routes_network[];     /* routes_network.c */
+extern const struct pd_route pd_routes_ports[];       /* ports.c: GET .../ports, POST .../ports/public */
+/* A sandbox's ports (ports.c): a request whose Host is
+ * <port>-<id>.<domain>[:n] or whose path is /api/v1/sandboxes/{id}/ports/
+ * {port}/...; relayed as sent, authenticated by the port token. */
+extern const struct pd_route_matcher pd_ports_matcher;
+
+/* ---- sandbox_json.c: the API's objects ---- */
+
+/* The sandbox object (GET /sandboxes/{id}). */
+json_t *pd_api_sandbox_json(struct pd_server *srv, struct pd_srv_sandbox *s);
+/* The network policy a sandbox runs with ({"mode":"none"} without one);
+ * drops: with what the kernel dropped so far. */
+json_t *pd_api_network_json(struct pd_server *srv, struct pd_srv_sandbox *s, bool drops);
+/* GET .../metrics */
+json_t *pd_api_metrics_json(const struct pd_sandbox_metrics *m);
+
+/* ---- routes_common.c ---- */
+
+/* The sandbox named by r->params[0] with a reference taken; NULL with a 404
+ * (unknown, deleted, another key's) already queued in *ret. */
+struct pd_srv_sandbox *pd_route_sandbox(struct pd_req *r, enum MHD_Result *ret);
+/* Answer an agent failure: ESRCH/ENOENT 404, EINVAL 400, ... (message from err). */
+enum MHD_Result pd_route_reply_agent_error(struct pd_req *r, int neg_errno, const struct pd_error *err);

@@ -1,0 +1,146 @@
+/* HTTP through an agent tunnel (tunnel.h): TUNNEL_OPEN to a port inside
+ * the sandbox, then one request relayed as sent and its answer streamed
+ * back as it comes. Used by the port relay (api/ports.c) and E2B's code
+ * interpreter (e2b/e2b_ci.c). */
+#include "server/core/tunnel.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "proto/proto.h"
+#include "server/core/agent_io.h"
+#include "lib/util.h"
+
+#define CALL_TIMEOUT_MS 30000
+#define RESP_HDR_MAX (16u << 10)
+
+static void relay_frame(struct pd_agent_stream *st, const struct pd_frame_hdr *h, const uint8_t *p)
+{
+        if (h->id != st->id)
+                return;
+        if (h->type == PD_T_DATA) {
+                if (h->len && pd_agent_stream_put(st, p, h->len) < 0)
+                        st->done = true;
+        } else if (h->type == PD_T_TUNNEL_CLOSE || h->type == PD_T_ERROR) {
+                st->done = true;
+        }
+}
+
+static void relay_idle(struct pd_agent_stream *st)
+{
+        /* a long computation: keep waiting */
+}
+
+static void relay_fail(struct pd_agent_stream *st, int k)
+{
+        st->done = true;
+}
+
+/* The relay's own failures (the service never answered): 502 as JSON. */
+static enum MHD_Result relay_error(struct pd_req *r, unsigned status, const char *msg)
+{
+        return pd_reply_json(r, status, json_pack("{s:s, s:s}", "error", msg, "message", msg));
+}
+
+static bool hop_header(const char *line, size_t n)
+{
+        static const char *const hop[] = { "Connection:", "Keep-Alive:", "Transfer-Encoding:", "Content-Length:",
+                                           "Proxy-Connection:", "Upgrade:", "Date:", "Server:" };
+        for (size_t i = 0; i < PD_ARRAY_SIZE(hop); i++) {
+                size_t l = strlen(hop[i]);
+                if (n >= l && !strncasecmp(line, hop[i], l))
+                        return true;
+        }
+        return false;
+}
+
+enum MHD_Result pd_tunnel_http_relay(struct pd_req *r, struct pd_agent_stream *st, uint32_t tid, const char *head,
+                                     size_t head_len, const char *body, size_t body_len, bool all_headers,
+                                     const char *what)
+{
+        char msg[160];
+        int k = pd_client_tunnel_send(&st->cl, tid, head, head_len);
+        if (k >= 0)
+                k = pd_client_tunnel_send(&st->cl, tid, body, body_len);
+        if (k >= 0)
+                k = pd_client_flush(&st->cl, CALL_TIMEOUT_MS);
+        pd_route_watch(&st->cl, r->srv, r->conn, st->s);
+        /* the response head */
+        char *hb = NULL;
+        size_t hlen = 0;
+        char *eoh = NULL;
+        while (k >= 0 && !eoh) {
+                struct pd_frame_hdr h;
+                const uint8_t *p;
+                k = pd_client_next(&st->cl, &h, &p, 120000);
+                if (k < 0)
+                        break;
+                if (h.id != tid)
+                        continue;
+                if (h.type == PD_T_TUNNEL_CLOSE || h.type == PD_T_ERROR) {
+                        k = -ECONNRESET;
+                        break;
+                }
+                if (h.type != PD_T_DATA || !h.len)
+                        continue;
+                if (hlen + h.len > RESP_HDR_MAX + PD_DATA_CHUNK) {
+                        k = -EMSGSIZE;
+                        break;
+                }
+                char *nb = realloc(hb, hlen + h.len + 1);
+                if (!nb) {
+                        k = -ENOMEM;
+                        break;
+                }
+                hb = nb;
+                memcpy(hb + hlen, p, h.len);
+                hlen += h.len;
+                hb[hlen] = '\0';
+                eoh = strstr(hb, "\r\n\r\n");
+        }
+        if (k < 0 || !eoh) {
+                free(hb);
+                pd_agent_stream_free(st);
+                snprintf(msg, sizeof msg, "%s closed the connection", what);
+                return relay_error(r, 502, msg);
+        }
+        unsigned status = 502;
+        if (!strncmp(hb, "HTTP/1.", 7) && strlen(hb) > 12)
+                status = (unsigned)strtoul(hb + 9, NULL, 10);
+        if (status < 100 || status > 599)
+                status = 502;
+        char rct[256] = "application/json";
+        for (char *line = strstr(hb, "\r\n"); line && line < eoh; line = strstr(line + 2, "\r\n")) {
+                size_t ll = strcspn(line + 2, "\r\n");
+                if (all_headers && ll && !hop_header(line + 2, ll)) {
+                        if (pd_agent_stream_put_header(st, line + 2, ll) < 0) {
+                                free(hb);
+                                pd_agent_stream_free(st);
+                                return MHD_NO;
+                        }
+                        continue;
+                }
+                if (!strncasecmp(line + 2, "Content-Type:", 13)) {
+                        const char *v = line + 15;
+                        while (*v == ' ')
+                                v++;
+                        size_t vl = strcspn(v, "\r\n");
+                        if (vl < sizeof rct) {
+                                memcpy(rct, v, vl);
+                                rct[vl] = '\0';
+                        }
+                }
+        }
+        size_t body_off = (size_t)(eoh + 4 - hb);
+        if (hlen > body_off)
+                pd_agent_stream_put(st, hb + body_off, hlen - body_off);
+        free(hb);
+        st->on_frame = relay_frame;
+        st->on_idle = relay_idle;
+        st->on_fail = relay_fail;
+        st->idle_ms = 30000;
+        return pd_agent_stream_reply(r, st, status, all_headers ? NULL : rct);
+}

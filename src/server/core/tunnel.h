@@ -1,0 +1,15 @@
+/* HTTP through an agent tunnel (tunnel.c). */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/core/stream.h"
+
+/* Relay one buffered HTTP request through tunnel tid, already open on
+ * st->cl (pd_client_tunnel_open), and stream the answer back. head: the request line and
+ * headers, as sent. all_headers: pass the answer's headers on (else only
+ * its Content-Type). what names the service in a 502. Takes st over. */
+enum MHD_Result pd_tunnel_http_relay(struct pd_req *r, struct pd_agent_stream *st, uint32_t tid, const char *head,
+                                     size_t head_len, const char *body, size_t body_len, bool all_headers,
+                                     const char *what);

@@ -1,0 +1,32 @@
+/* The server assembled: the one place that knows core/, api/ and e2b/
+ * together. Order matters for the matchers only (the tables' patterns do
+ * not overlap): a sandbox port's Host or path wins over everything, as the
+ * service behind it is relayed the request as sent; then E2B's envd, which
+ * the SDK reaches on our address with an E2b-Sandbox-Id header whatever
+ * the path; then the paths. */
+#include "server/routes.h"
+
+#include <errno.h>
+
+#include "server/api/api.h"
+#include "server/e2b/e2b.h"
+
+int pd_server_routes(struct pd_server *srv, struct pd_error *err)
+{
+        static const struct {
+                const char *group;
+                const struct pd_route *table;
+        } tables[] = {
+                { "native", pd_routes_sandboxes }, { "native", pd_routes_procs },
+                { "native", pd_routes_files },     { "e2b", pd_routes_e2b },
+                { "native", pd_routes_ports },     { "native", pd_routes_snapshots },
+                { "native", pd_routes_network },
+        };
+        if (pd_http_register_matcher(srv, &pd_ports_matcher) < 0 ||
+            pd_http_register_matcher(srv, &pd_e2b_envd_matcher) < 0)
+                return pd_error_setx(err, ENOSPC, "too many route matchers");
+        for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
+                if (pd_http_register(srv, tables[i].group, tables[i].table) < 0)
+                        return pd_error_setx(err, ENOSPC, "too many route tables");
+        return 0;
+}
