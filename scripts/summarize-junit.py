@@ -15,6 +15,7 @@ depth and naming it after the <testsuite> elements around it:
           top-level test() is a <testcase> directly under <testsuites>, and
           its classname is always "test"."""
 import pathlib
+import re
 import sys
 import xml.etree.ElementTree as ET
 
@@ -38,6 +39,21 @@ def label(suites, case):
 def first_line(text, limit=200):
     line = (text or "").strip().splitlines()
     return line[0][:limit] if line else ""
+
+
+def skip_reason(case):
+    """Why a test was skipped. pytest and node put it in <skipped message>;
+    meson (1.0) writes a bare <skipped/> and puts the TAP directive's text
+    ("ok 54 - desc # SKIP why") in the test case's <system-out>, or, for a
+    whole test skipped by its plan ("1..0 # SKIP why"), its whole output
+    there. A skip that names no reason says so, never an empty string."""
+    skipped = case.find("skipped")
+    why = first_line(skipped.get("message")) or first_line(skipped.text)
+    out = case.find("system-out")
+    if not why and out is not None and out.text:
+        m = re.search(r"#\s*SKIP\b[ \t]*(.*)", out.text, re.IGNORECASE)
+        why = first_line(m.group(1)) if m else first_line(out.text)
+    return why or "(no reason given)"
 
 
 def node_summary(xml):
@@ -77,8 +93,7 @@ def summarize(results):
                 print(f"FAILED {name}: {label(suites, case)}" + (f": {why}" if why else ""))
             elif case.find("skipped") is not None:
                 s_skip += 1
-                reason = case.find("skipped").get("message", "")
-                print(f"SKIPPED {name}: {label(suites, case)}: {reason}")
+                print(f"SKIPPED {name}: {label(suites, case)}: {skip_reason(case)}")
             else:
                 s_pass += 1
         if rc != 0 and s_fail == 0:

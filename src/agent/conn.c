@@ -430,14 +430,20 @@ static int conn_reserve(struct ag_conn *c, size_t chunk)
 }
 
 /* Read and handle frames. Before HELLO, read exactly up to the end of the
- * current frame; after it, a bounded read-ahead. */
+ * current frame; after it, a bounded read-ahead. At most 16 reads per call
+ * so other fds get their turn; the rest waits in the socket, and EPOLLIN
+ * (level-triggered) brings us back for it. Every read is followed by
+ * handling what it completed: frames left in c->in after the last read
+ * would wait for an EPOLLIN that never comes once the peer has sent
+ * everything (a STDIN_CLOSE stuck there left `paddock run -- sha256sum`
+ * waiting for EOF for good). */
 static void conn_read(struct agent *ag, struct ag_conn *c)
 {
-        for (int rounds = 0; rounds < 16; rounds++) {
+        for (int rounds = 0;; rounds++) {
                 if (conn_check(ag, c) < 0)
                         return;
                 conn_process(ag, c);
-                if (c->dead || !c->want_in || c->closing || ag->quit)
+                if (c->dead || !c->want_in || c->closing || ag->quit || rounds == 16)
                         return;
                 size_t used = ag_buf_used(&c->in), want;
                 if (used < PD_FRAME_HDR_LEN) {

@@ -1,5 +1,7 @@
-/* Unit tests for src/jail/seccomp.c. TAP; exit 77 when the kernel has no
- * seccomp filter support.
+/* Unit tests for src/jail/seccomp.c. TAP; the whole test is skipped, with
+ * its reason, where the kernel has no seccomp filter support or a filter
+ * cannot be installed. Such a skip is said in TAP and the exit status is 0:
+ * meson's TAP protocol turns any other status (77 too) into an error.
  *
  * Each check forks a child that sets no_new_privs, installs the filter
  * (built in the parent: the child does not allocate), makes one attempt and
@@ -686,7 +688,7 @@ int main(void)
 {
         if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) < 0 && errno == EINVAL) {
                 printf("1..0 # SKIP kernel without seccomp\n");
-                return 77;
+                return 0;
         }
 
         struct pd_error err = { 0 };
@@ -707,9 +709,12 @@ int main(void)
                 return tap_done();
         int st = run_child(&f, do_getpid, NULL);
         if (WIFEXITED(st) && WEXITSTATUS(st) == CHILD_INSTALL_FAILED) {
-                /* E.g. inside a container whose own filter refuses seccomp(). */
-                printf("# cannot install a seccomp filter here\n1..%d # SKIP\n", tap_n);
-                return 77;
+                /* E.g. inside a container whose own filter refuses seccomp().
+                 * A plan of 1..N cannot carry SKIP: the rest is one skipped
+                 * point that names why. */
+                tap_skip("filter enforcement (the remaining checks)",
+                         "cannot install a seccomp filter here (seccomp() refused, e.g. by an enclosing container's filter)");
+                return tap_done();
         }
 
         test_basics(&f);

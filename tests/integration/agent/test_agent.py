@@ -198,6 +198,40 @@ def test_stdin_roundtrip(c):
     assert hashlib.sha256(got).hexdigest() == hashlib.sha256(data).hexdigest()
 
 
+def test_stdin_close_in_the_last_read_of_a_batch(agent):
+    """The agent reads a connection at most 16 times per wakeup, 64 KiB at
+    a time (src/agent/conn.c, conn_read). The frames completed by the last
+    of those reads must be handled then: when the host has sent everything,
+    no further EPOLLIN comes for them. Here STDIN_CLOSE ends exactly at the
+    16th read; it used to stay unhandled, sha256sum never saw EOF and the
+    caller waited for EXIT for good (paddock run -- sha256sum, under load).
+    The agent is stopped while the bytes are queued, so its reads see the
+    whole batch at once, every time."""
+    c = agent.conn()
+    c.s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+    batch = 16 * 65536
+    if c.s.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) < 2 * batch:
+        c.s.setsockopt(socket.SOL_SOCKET, 32, 4 << 20)      # SO_SNDBUFFORCE
+    assert c.s.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) >= 2 * batch
+    pid = c.spawn_ok(["sha256sum"], STDIN=1)
+    c.ok("ATTACH", [("PID", pid), ("STREAM", STDOUT), ("OFFSET", 0), ("FOLLOW", 1)])
+    close = c.frame_bytes("STDIN_CLOSE", 999, [("PID", pid)])
+    # STDIN frames of 4 KiB (each read takes a full 64 KiB), the last one
+    # shortened so that STDIN_CLOSE ends the batch
+    data = os.urandom(batch - len(close) - 256 * HDR.size)
+    blob = b"".join(c.frame_bytes("STDIN", pid, raw=data[i:i + 4080]) for i in range(0, len(data), 4080))
+    blob += close
+    assert len(blob) == batch
+    os.kill(agent.proc.pid, signal.SIGSTOP)
+    try:
+        c.s.sendall(blob)
+    finally:
+        os.kill(agent.proc.pid, signal.SIGCONT)
+    out, ex = c.collect(pid, streams=(STDOUT,), attach=False)
+    assert one(ex, "EXIT_CODE") == 0
+    assert out[STDOUT].split()[0].decode() == hashlib.sha256(data).hexdigest()
+
+
 def test_pty(c):
     pid = c.spawn_ok(["sh", "-c", "tty; stty size; read x; stty size"], PTY_ROWS=24, PTY_COLS=80)
     c.ok("ATTACH", [("PID", pid), ("STREAM", PTY), ("OFFSET", 0), ("FOLLOW", 1)])
