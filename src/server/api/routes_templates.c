@@ -113,7 +113,10 @@ static bool path_name(struct pd_req *r, char owner[40], enum MHD_Result *ret)
         }
         char status[16];
         pd_tpl_status(r->srv, name, status, NULL, 0);
-        bool known = !strcmp(name, "base") || status[0] || template_there(r->srv, name);
+        /* snapshots are the key's own and have their routes (/snapshots):
+         * here they are unknown, whoever asks */
+        bool known = !strcmp(name, "base") || status[0] ||
+                     (template_there(r->srv, name) && !pd_snapshot_is(&r->srv->state, name));
         if (!known || !pd_tpl_visible(r->srv, name, r->key.id, owner)) {
                 (void)err;
                 *ret = pd_reply_error(r, 404, "not_found", "unknown template '%s'", name);
@@ -255,7 +258,8 @@ static enum MHD_Result create_template(struct pd_req *r, const char *chunk, size
         if ((st = pd_tpl_reserve(r->srv, name, r->key.id, ji ? json_string_value(ji) : "recipe", why, sizeof why))) {
                 for (unsigned i = 0; i < nargs; i++)
                         free(args[i]);
-                return pd_reply_error(r, st, st == 409 ? "conflict" : "internal", "%s", why);
+                return pd_reply_error(r, st, st == 409 ? "conflict" : st == 429 ? "too_many_requests" : "internal",
+                                      "%s", why);
         }
         int kk = 0;
         if (jr) {
@@ -406,7 +410,8 @@ static enum MHD_Result build_upload(struct pd_req *r, const char *chunk, size_t 
                 (void)pd_rm_rf(tmp, NULL);
                 upload_free(r, u);
                 return pd_reply_error(r, st, st == 409 ? "conflict" : st == 403 ? "forbidden" : st == 404 ? "not_found" :
-                                      st >= 500 ? "internal" : "bad_request", "%s", why);
+                                      st == 429 ? "too_many_requests" : st >= 500 ? "internal" : "bad_request",
+                                      "%s", why);
         }
         pd_tpl_dir(r->srv, name, dir, sizeof dir);
         char ctx[PATH_MAX + 16];

@@ -24,6 +24,7 @@
 #define PD_TPL_RECIPE_MAX (256u << 10)          /* recipe text in a JSON body */
 #define PD_TPL_CONTEXT_MAX (64ull << 20)        /* a context tar upload */
 #define PD_TPL_CONTEXT_ENTRIES 20000
+#define PD_TPL_BUILDS_MAX 4                     /* builds under way at once, all keys */
 
 /* Who may use template name: 1 visible to key (shared, or its own), 0
  * not (another key's, or none). owner (33 bytes) gets the owner, "" when
@@ -40,7 +41,8 @@ unsigned pd_tpl_ref_check(struct pd_server *srv, const char *ref, char *why, siz
 unsigned pd_tpl_recipe_check(struct pd_server *srv, const char *key_id, const char *recipe, char *why,
                              size_t whysz);
 /* Reserve name for key (a new record dir, status queued): 0, or a status
- * (409: taken by another key, a shared template, a build under way) with
+ * (409: taken by another key, a shared template, a build under way; 429:
+ * PD_TPL_BUILDS_MAX builds under way) with
  * why. A failed or finished record of the same key is replaced. */
 unsigned pd_tpl_reserve(struct pd_server *srv, const char *name, const char *key_id, const char *source,
                         char *why, size_t whysz);

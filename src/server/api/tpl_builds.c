@@ -6,7 +6,7 @@
  * and a build survives a restart of the server as sandboxes do. */
 #include <archive.h>
 #include <archive_entry.h>
-#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -193,6 +193,24 @@ unsigned pd_tpl_recipe_check(struct pd_server *srv, const char *key_id, const ch
 
 /* ---- records ---- */
 
+static unsigned builds_under_way(struct pd_server *srv)
+{
+        char p[PATH_MAX], status[16];
+        snprintf(p, sizeof p, "%s/template-builds", srv->state.dir);
+        DIR *d = opendir(p);
+        unsigned n = 0;
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                if (de->d_name[0] == '.')
+                        continue;
+                pd_tpl_status(srv, de->d_name, status, NULL, 0);
+                n += !strcmp(status, "queued") || !strcmp(status, "building");
+        }
+        if (d)
+                closedir(d);
+        return n;
+}
+
 unsigned pd_tpl_reserve(struct pd_server *srv, const char *name, const char *key_id, const char *source,
                         char *why, size_t whysz)
 {
@@ -201,6 +219,11 @@ unsigned pd_tpl_reserve(struct pd_server *srv, const char *name, const char *key
         if (pd_mkdir_p(p, 0700, NULL) < 0) {
                 snprintf(why, whysz, "cannot make %s", p);
                 return 500;
+        }
+        if (builds_under_way(srv) >= PD_TPL_BUILDS_MAX) {
+                snprintf(why, whysz, "%u template builds are under way on this server; try again when one has "
+                                     "ended", PD_TPL_BUILDS_MAX);
+                return 429;
         }
         pd_tpl_dir(srv, name, dir, sizeof dir);
         bool had_record = false;
