@@ -348,3 +348,21 @@ def test_delete_api_template_drops_its_layers(srv, registry, regenv, work):
     assert srv.api("DELETE", "/templates/apionly")[0] == 204
     assert not (added & set(layers(srv)))
     assert "apionly" not in templates(srv) and "apionly" not in builds(srv)
+
+
+def test_snapshot_is_not_a_template_here(srv, other):
+    """Snapshots are their key's and have their own routes: on
+    /templates/{name} they are unknown to every key, the owner included."""
+    sid = srv.create({})["id"]
+    try:
+        srv.api("POST", "/sandboxes/%s/snapshots" % sid, {"name": "apisnap"})
+    finally:
+        srv.delete(sid)
+    try:
+        for key in ("default", other):
+            assert srv.api("GET", "/templates/apisnap", key=key)[0] == 404
+            assert srv.api("DELETE", "/templates/apisnap", key=key)[0] == 404
+        names = [t["name"] for t in srv.api("GET", "/templates", key=other, expect=200)[1]["templates"]]
+        assert "apisnap" not in names
+    finally:
+        assert srv.api("DELETE", "/snapshots/apisnap")[0] == 204
