@@ -8,6 +8,7 @@ internet."""
 import io
 import json
 import os
+import subprocess
 import tarfile
 
 import pytest
@@ -215,6 +216,17 @@ def test_failing_build(srv, apibb):
     assert st == 400, j
     names = {t["name"]: t for t in srv.api("GET", "/templates", expect=200)[1]["templates"]}
     assert names["apifail"]["status"] == "failed"
+    # a build whose process died while no server watched it (a restart):
+    # failed, not "building" for ever, and it can be deleted
+    rec = os.path.join(srv.state, "template-builds", "apifail")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    with open(os.path.join(rec, "status"), "w") as f:
+        f.write('{"status": "building"}')
+    with open(os.path.join(rec, "pid"), "w") as f:
+        f.write("%d\n" % dead.pid)
+    t = srv.api("GET", "/templates/apifail", expect=200)[1]
+    assert t["status"] == "failed" and "without a result" in t["error"], t
     assert srv.api("DELETE", "/templates/apifail")[0] == 204
     assert "apifail" not in builds(srv)
 

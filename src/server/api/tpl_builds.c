@@ -98,6 +98,20 @@ void pd_tpl_status(struct pd_server *srv, const char *name, char status[16], cha
         if (error && errsz)
                 snprintf(error, errsz, "%s", json_string_value(json_object_get(j, "error")) ?: "");
         json_decref(j);
+        /* under way, by a child that is gone without a word (this server's
+         * waiter would have said): one that ran when an earlier server
+         * stopped, and died meanwhile */
+        if (!strcmp(status, "queued") || !strcmp(status, "building")) {
+                char pp[PATH_MAX], buf[32];
+                pd_tpl_dir(srv, name, pp, sizeof pp);
+                strncat(pp, "/pid", sizeof pp - strlen(pp) - 1);
+                long pid = read_small(pp, buf, sizeof buf) ? strtol(buf, NULL, 10) : 0;
+                if (pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH) {
+                        snprintf(status, 16, "failed");
+                        if (error && errsz)
+                                snprintf(error, errsz, "the build process ended without a result");
+                }
+        }
 }
 
 /* ---- image references ---- */
@@ -124,7 +138,7 @@ unsigned pd_tpl_ref_check(struct pd_server *srv, const char *ref, char *why, siz
         const char *colon = strchr(host, ':');
         bool port_ok = !colon || (colon[1] && strspn(colon + 1, "0123456789") == strlen(colon + 1));
         bool qualified = slash && hl > 0 && port_ok && slash[1] &&
-                         (strchr(host, '.') || colon || !strncmp(host, "localhost", 9));
+                         (strchr(host, '.') || colon || !strcmp(host, "localhost"));
         if (!qualified) {
                 /* a short name would be resolved through registries.conf's
                  * search list, past the allowlist; a transport (oci:,
@@ -393,6 +407,10 @@ int pd_tpl_start(struct pd_server *srv, const char *name, const char *ref, const
                 return pd_error_set(err, EAGAIN, "start the build's waiter");
         }
         pthread_attr_destroy(&ta);
+        char pidp[PATH_MAX + 16], pidt[32];
+        snprintf(pidp, sizeof pidp, "%s/pid", dir);
+        snprintf(pidt, sizeof pidt, "%d\n", (int)pid);
+        (void)write_small(pidp, pidt);
         pd_log("info", "template=%s build started pid=%d source=%s", name, (int)pid, ref ? ref : "recipe");
         return 0;
 }
