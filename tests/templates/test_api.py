@@ -165,6 +165,11 @@ def test_another_key_sees_nothing(srv, apibb, other):
     st, _h, body = srv.request("POST", "/v2/sandboxes", {"templateID": apibb}, key=None,
                                headers={"X-API-Key": other, "Content-Type": "application/json"})
     assert st == 404, body
+    # ... while its owner's E2B create finds it
+    st, _h, body = srv.request("POST", "/v2/sandboxes", {"templateID": apibb}, key=None,
+                               headers={"X-API-Key": srv.key, "Content-Type": "application/json"})
+    assert st == 201, body
+    assert srv.delete(json.loads(body)["sandboxID"]) == 204
     # one namespace: the name is taken for every key
     st, j = srv.api("POST", "/templates", {"name": apibb, "image": "x"}, key=other)
     assert st in (400, 409), j
