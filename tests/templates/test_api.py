@@ -8,6 +8,7 @@ internet."""
 import io
 import json
 import os
+import shutil
 import subprocess
 import tarfile
 
@@ -383,3 +384,27 @@ def test_snapshot_is_not_a_template_here(srv, other):
         assert "apisnap" not in names
     finally:
         assert srv.api("DELETE", "/snapshots/apisnap")[0] == 204
+
+
+def test_builds_at_once_are_capped(srv, bb_image):
+    """At most 4 builds under way on a server: the fifth is 429 and
+    reserves nothing. (Records of builds under way, their process this
+    test's own: alive, so not taken for dead.)"""
+    fake = ["apibusy%d" % i for i in range(4)]
+    for n in fake:
+        d = os.path.join(srv.state, "template-builds", n)
+        os.makedirs(d)
+        with open(os.path.join(d, "owner"), "w") as f:
+            f.write("0" * 16 + "\n")
+        with open(os.path.join(d, "status"), "w") as f:
+            f.write('{"status": "building"}')
+        with open(os.path.join(d, "pid"), "w") as f:
+            f.write("%d\n" % os.getpid())
+    try:
+        before = (builds(srv), templates(srv))
+        st, j = srv.api("POST", "/templates", {"name": "apififth", "image": bb_image})
+        assert st == 429 and "under way" in json.dumps(j), j
+        assert (builds(srv), templates(srv)) == before
+    finally:
+        for n in fake:
+            shutil.rmtree(os.path.join(srv.state, "template-builds", n), ignore_errors=True)
