@@ -100,6 +100,8 @@ static void serve_usage(FILE *f)
                 "  --net-resolver IP[,IP] upstream DNS resolvers for paddock's resolver\n"
                 "  --e2b-network open|none  E2B creates that say nothing about the network\n"
                 "                         (default: open with --net-uplink, none without)\n"
+                "  --template-registry HOST[:PORT]  a registry POST /api/v1/templates may pull from\n"
+                "                         (repeatable; default none: server-side pulls refused)\n"
                 "  --destroy-on-exit      destroy every sandbox on SIGTERM/SIGINT (default: keep them\n"
                 "                         running; the next server adopts them)\n",
                 PD_DEFAULT_STATE_DIR);
@@ -108,7 +110,7 @@ static void serve_usage(FILE *f)
 int pd_cmd_serve(int argc, char **argv)
 {
         enum { O_LISTEN = 256, O_STATE, O_POOL, O_MAX, O_MAXKEY, O_DESTROY, O_DOMAIN, O_UPLINK, O_RESOLVER,
-               O_E2BNET, O_PRINT_ROUTES };
+               O_E2BNET, O_PRINT_ROUTES, O_TPLREG };
         static const struct option opts[] = {
                 { "listen", required_argument, NULL, O_LISTEN },
                 { "state-dir", required_argument, NULL, O_STATE },
@@ -120,6 +122,7 @@ int pd_cmd_serve(int argc, char **argv)
                 { "net-uplink", required_argument, NULL, O_UPLINK },
                 { "net-resolver", required_argument, NULL, O_RESOLVER },
                 { "e2b-network", required_argument, NULL, O_E2BNET },
+                { "template-registry", required_argument, NULL, O_TPLREG },
                 /* hidden: the registered routes, one a line (tests/server/test_openapi.py) */
                 { "print-routes", no_argument, NULL, O_PRINT_ROUTES },
                 { "help", no_argument, NULL, 'h' },
@@ -134,6 +137,8 @@ int pd_cmd_serve(int argc, char **argv)
                 .max_per_key = 100,
                 .default_timeout_s = 300,
         };
+        static const char *registries[32];
+        unsigned n_registries = 0;
         int c;
         bool print_routes = false;
         optind = 1;
@@ -178,6 +183,24 @@ int pd_cmd_serve(int argc, char **argv)
                                 return PD_EXIT_PADDOCK;
                         }
                         cfg.e2b_network = optarg;
+                        break;
+                case O_TPLREG:
+                        /* a host[:port] as image references name it */
+                        if (!*optarg || strlen(optarg) > 253 || strspn(optarg, "abcdefghijklmnopqrstuvwxyz"
+                                                                       "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]") !=
+                                                                         strlen(optarg)) {
+                                fprintf(stderr, "paddock serve: --template-registry '%s': expected HOST[:PORT]\n",
+                                        optarg);
+                                return PD_EXIT_PADDOCK;
+                        }
+                        if (n_registries == PD_ARRAY_SIZE(registries)) {
+                                fprintf(stderr, "paddock serve: at most %zu --template-registry\n",
+                                        PD_ARRAY_SIZE(registries));
+                                return PD_EXIT_PADDOCK;
+                        }
+                        registries[n_registries++] = optarg;
+                        cfg.template_registries = registries;
+                        cfg.n_template_registries = n_registries;
                         break;
                 case 'h': serve_usage(stdout); return 0;
                 default:

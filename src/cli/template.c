@@ -30,6 +30,10 @@ struct topts {
         char *build_args[MAX_BUILD_ARGS];
         unsigned n_args;
         bool json, replace;
+        /* hidden, for paddock serve's builds (server/api/tpl_builds.c):
+         * no host sources, and the result written to a file */
+        bool no_local;
+        const char *status_file;
 };
 
 struct display {
@@ -164,11 +168,12 @@ static void usage(FILE *f)
 
 static int parse(int argc, char **argv, struct topts *o)
 {
-        enum { O_STATE = 256, O_JSON, O_ARG, O_REPLACE };
+        enum { O_STATE = 256, O_JSON, O_ARG, O_REPLACE, O_NOLOCAL, O_STATUS };
         static const struct option opts[] = {
                 { "state-dir", required_argument, NULL, O_STATE }, { "json", no_argument, NULL, O_JSON },
                 { "file", required_argument, NULL, 'f' },          { "build-arg", required_argument, NULL, O_ARG },
                 { "replace", no_argument, NULL, O_REPLACE },       { "help", no_argument, NULL, 'h' },
+                { "no-local", no_argument, NULL, O_NOLOCAL },      { "status-file", required_argument, NULL, O_STATUS },
                 { 0 },
         };
         int c;
@@ -179,6 +184,8 @@ static int parse(int argc, char **argv, struct topts *o)
                 case O_STATE: o->state_dir = optarg; break;
                 case O_JSON: o->json = true; break;
                 case O_REPLACE: o->replace = true; break;
+                case O_NOLOCAL: o->no_local = true; break;
+                case O_STATUS: o->status_file = optarg; break;
                 case 'f': o->recipe = optarg; break;
                 case O_ARG:
                         if (o->n_args == MAX_BUILD_ARGS || !strchr(optarg, '=')) {
@@ -297,6 +304,22 @@ static int template_add(struct pd_state *st, struct pd_store *store, const char 
         return 0;
 }
 
+/* --status-file: {"status": "building"|"ready"|"failed", "error": ...},
+ * written whole then renamed, so a reader never sees half of it. */
+static void write_status(const char *path, const char *status, const char *error)
+{
+        if (!path)
+                return;
+        char tmp[PATH_MAX];
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        json_t *j = json_pack("{s:s}", "status", status);
+        if (error)
+                json_object_set_new(j, "error", json_string(error));
+        if (json_dump_file(j, tmp, JSON_COMPACT) == 0)
+                (void)rename(tmp, path);
+        json_decref(j);
+}
+
 int pd_cmd_template(int argc, char **argv)
 {
         struct topts o = { .state_dir = pd_state_dir_default() };
@@ -350,7 +373,9 @@ int pd_cmd_template(int argc, char **argv)
                 return PD_EXIT_PADDOCK;
         }
         struct display d = { .tty = isatty(2), .json = o.json, .t0_ns = pd_now_ns() };
-        struct pd_image_opts io = { .progress = on_progress, .arg = &d, .allow_local = true, .replace = o.replace };
+        struct pd_image_opts io = { .progress = on_progress, .arg = &d, .allow_local = !o.no_local,
+                                    .replace = o.replace };
+        write_status(o.status_file, "building", NULL);
         int r = 0;
         json_t *j = NULL;
         if (!strcmp(sub, "ls") || !strcmp(sub, "list")) {
@@ -409,6 +434,7 @@ int pd_cmd_template(int argc, char **argv)
         json_decref(j);
         if (r < 0 && err.msg[0])
                 pd_cli_error("template %s: %s", sub, err.msg);
+        write_status(o.status_file, r < 0 ? "failed" : "ready", r < 0 ? (err.msg[0] ? err.msg : "failed") : NULL);
         if (store)
                 pd_store_close(store);
         pd_state_close(&st);

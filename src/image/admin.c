@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "image/digest.h"
 #include "image/image.h"
 #include "image/layers.h"
 #include "lib/template.h"
@@ -166,6 +168,36 @@ int pd_image_inspect(struct pd_state *st, const char *name, json_t **out, struct
         return 0;
 }
 
+/* After a remove: the layers of ids (the removed template's) that no
+ * template uses any more go too. Only when no pull or build is between
+ * unpacking and registering (they hold the store's lock shared and may be
+ * about to use one of them): else they stay for `template prune`. */
+static void drop_unused_layers(struct pd_state *st, json_t *ids)
+{
+        struct pd_error e;
+        _pd_cleanup_close_ int d = pd_layers_dir(st, &e);
+        if (d < 0 || !json_array_size(ids))
+                return;
+        _pd_cleanup_close_ int lk = openat(d, ".gc.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (lk < 0 || flock(lk, LOCK_EX | LOCK_NB) < 0)
+                return;
+        json_t *refs = layer_refs(st);
+        size_t i;
+        json_t *l;
+        json_array_foreach(ids, i, l) {
+                const char *hex = json_string_value(l);
+                if (!hex || !pd_digest_hex_ok(hex) || json_object_get(refs, hex))
+                        continue;
+                char p[PATH_MAX], gone[PATH_MAX];
+                snprintf(p, sizeof p, "%s/layers/%s", st->dir, hex);
+                snprintf(gone, sizeof gone, "%s/layers/.tmp-gone-%s", st->dir, hex);
+                /* out of the store by a rename, then deleted */
+                if (rename(p, gone) == 0)
+                        (void)pd_rm_rf(gone, NULL);
+        }
+        json_decref(refs);
+}
+
 int pd_image_remove(struct pd_state *st, const char *name, struct pd_error *err)
 {
         if (pd_template_name_check(name) < 0)
@@ -193,13 +225,20 @@ int pd_image_remove(struct pd_state *st, const char *name, struct pd_error *err)
                 return pd_error_setx(err, EBUSY, "template '%s' is in use by sandbox %s (remove that first)", name,
                                      who);
         }
+        json_t *doc = pd_image_config(st, name);
         char from[PATH_MAX], to[PATH_MAX];
         snprintf(from, sizeof from, "%s/templates/%s", st->dir, name);
         snprintf(to, sizeof to, "%s/templates/.deleted-%s-%d", st->dir, name, (int)getpid());
         /* rename first: a half-removed tree never answers to the name */
-        if (rename(from, to) < 0)
+        if (rename(from, to) < 0) {
+                json_decref(doc);
                 return pd_error_set(err, errno, "remove template '%s'", name);
+        }
         (void)pd_rm_rf(to, NULL);
+        close(lock);
+        lock = -1;
+        drop_unused_layers(st, json_object_get(doc, "layers"));
+        json_decref(doc);
         return 0;
 }
 

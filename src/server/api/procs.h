@@ -6,13 +6,15 @@
  *   procs_spawn.c   spawn options from a JSON body (argv, env, user, cwd, pty)
  *   procs_json.c    the agent's process list and exits as API JSON
  *   procs_output.c  GET .../output: raw or frames, resumable by offset
- *   procs_exec.c    POST /exec: spawn, collect both streams, wait */
+ *   procs_exec.c    POST /exec: spawn, collect both streams, wait
+ *   procs_image.c   an image template's Env, WorkingDir and User */
 #pragma once
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/template.h"
 #include "server/api/api.h"
 
 #define PROCS_CALL_TIMEOUT_MS 30000
@@ -29,12 +31,13 @@ struct pd_spawn_req {
         char cwd[PATH_MAX];
         const char *tag;                /* in the body */
         bool pty;
+        struct pd_template_run img;     /* the sandbox's image defaults (user points into it) */
 };
 
 /* The options of POST /processes (exec: of POST /exec, whose body may
  * carry stdin_data); on a bad body, write a message into msg and return
  * -EINVAL. Free sr with pd_spawn_req_free whatever the result. */
-int pd_spawn_build(struct pd_srv_sandbox *s, json_t *body, bool exec, struct pd_spawn_req *sr, char *msg,
+int pd_spawn_build(struct pd_server *srv, struct pd_srv_sandbox *s, json_t *body, bool exec, struct pd_spawn_req *sr, char *msg,
                    size_t msgsz);
 void pd_spawn_req_free(struct pd_spawn_req *sr);
 /* Answer a failed SPAWN: a command that cannot run is the caller's 400. */
@@ -60,6 +63,24 @@ int pd_spawn_env_list(json_t *env, struct pd_strv *out);
 /* The process.start audit event; via: "processes" or "exec". */
 void pd_spawn_audit(struct pd_req *r, struct pd_srv_sandbox *s, const struct pd_spawn_req *sr, uint32_t pid,
                     const char *via);
+
+/* ---- procs_image.c ---- */
+
+/* The image defaults of sandbox s's template (all empty for base, a host
+ * directory, or a template whose config cannot be read: logged). Free
+ * with pd_template_run_free. */
+int pd_spawn_image_load(struct pd_server *srv, const struct pd_srv_sandbox *s, struct pd_template_run *img);
+/* A user by name: NULL (none asked) or the image's own User's name is
+ * the image's user when img has one; else pd_route_user_parse. u points
+ * into img. */
+bool pd_spawn_user_parse(const struct pd_template_run *img, const char *name, struct pd_route_user *u);
+/* Where a process starts when the request names no cwd: the image's
+ * WorkingDir, else the user's home. */
+const char *pd_spawn_default_cwd(const struct pd_template_run *img, const struct pd_route_user *u);
+/* pd_spawn_env_base with the image's Env between paddock's defaults and
+ * the sandbox's own env. */
+json_t *pd_spawn_env_image(const struct pd_srv_sandbox *s, const struct pd_route_user *u, bool pty,
+                           const struct pd_template_run *img);
 
 /* ---- procs_json.c ---- */
 

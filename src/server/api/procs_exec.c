@@ -70,7 +70,7 @@ enum MHD_Result pd_procs_route_exec(struct pd_req *r, const char *chunk, size_t 
         uint8_t *in = NULL;
         size_t inlen = 0;
         json_t *exitj = NULL;
-        int k = pd_spawn_build(s, body, true, &sr, msg, sizeof msg);
+        int k = pd_spawn_build(r->srv, s, body, true, &sr, msg, sizeof msg);
         if (k < 0) {
                 ret = k == -ENOMEM ? pd_reply_error(r, 500, "internal", "%s", msg)
                                    : pd_reply_error(r, 400, "bad_request", "%s", msg);

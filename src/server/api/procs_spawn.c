@@ -18,6 +18,7 @@ void pd_spawn_req_free(struct pd_spawn_req *sr)
         pd_strv_free(&sr->env);
         json_decref(sr->argv);
         sr->argv = NULL;
+        pd_template_run_free(&sr->img);
 }
 
 /* Strings from JSON must not carry NUL bytes (jansson keeps them with
@@ -82,7 +83,7 @@ int pd_spawn_env_list(json_t *env, struct pd_strv *out)
         return 0;
 }
 
-int pd_spawn_build(struct pd_srv_sandbox *s, json_t *body, bool exec, struct pd_spawn_req *sr,
+int pd_spawn_build(struct pd_server *srv, struct pd_srv_sandbox *s, json_t *body, bool exec, struct pd_spawn_req *sr,
                    char *msg, size_t msgsz)
 {
         static const char *const allowed[] = { "cmd", "env", "cwd", "user", "pty", "stdin", "tag", "timeout", NULL };
@@ -99,15 +100,21 @@ int pd_spawn_build(struct pd_srv_sandbox *s, json_t *body, bool exec, struct pd_
                         return -EINVAL;
                 }
         }
-        /* user first: cwd and HOME depend on it */
+        /* user first: cwd and HOME depend on it; an image template's
+         * User when the request names none */
+        pd_spawn_image_load(srv, s, &sr->img);
         json_t *ju = json_object_get(body, "user");
         if (ju && !json_is_null(ju) &&
-            (!json_is_string(ju) || !pd_route_user_parse(json_string_value(ju), &sr->user))) {
-                snprintf(msg, msgsz, "user must be \"user\" or \"root\"");
+            (!json_is_string(ju) || !pd_spawn_user_parse(&sr->img, json_string_value(ju), &sr->user))) {
+                if (sr->img.has_user)
+                        snprintf(msg, msgsz, "user must be \"user\", \"root\" or the image's \"%.64s\"",
+                                 sr->img.user);
+                else
+                        snprintf(msg, msgsz, "user must be \"user\" or \"root\"");
                 return -EINVAL;
         }
         if (!ju || json_is_null(ju))
-                pd_route_user_parse(NULL, &sr->user);
+                pd_spawn_user_parse(&sr->img, NULL, &sr->user);
 
         json_t *cmd = json_object_get(body, "cmd");
         sr->argv = json_array();
@@ -167,7 +174,7 @@ int pd_spawn_build(struct pd_srv_sandbox *s, json_t *body, bool exec, struct pd_
                 snprintf(msg, msgsz, "env must be an object of strings");
                 return -EINVAL;
         }
-        json_t *env = pd_spawn_env_base(s, &sr->user, sr->pty);
+        json_t *env = pd_spawn_env_image(s, &sr->user, sr->pty, &sr->img);
         if (json_is_object(jenv) && pd_spawn_env_merge(env, jenv, msg, msgsz) < 0) {
                 json_decref(env);
                 return -EINVAL;
@@ -191,7 +198,7 @@ int pd_spawn_build(struct pd_srv_sandbox *s, json_t *body, bool exec, struct pd_
                         return -EINVAL;
                 }
         } else {
-                snprintf(sr->cwd, sizeof sr->cwd, "%s", sr->user.home);
+                snprintf(sr->cwd, sizeof sr->cwd, "%s", pd_spawn_default_cwd(&sr->img, &sr->user));
         }
         o->cwd = sr->cwd;
         o->uid = sr->user.uid;

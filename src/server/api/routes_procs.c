@@ -67,7 +67,7 @@ static enum MHD_Result route_start(struct pd_req *r, const char *chunk, size_t *
         struct pd_client c;
         pd_client_init(&c);
         uint32_t pid = 0;
-        int k = pd_spawn_build(s, body, false, &sr, msg, sizeof msg);
+        int k = pd_spawn_build(r->srv, s, body, false, &sr, msg, sizeof msg);
         if (k < 0) {
                 ret = k == -ENOMEM ? pd_reply_error(r, 500, "internal", "%s", msg)
                                    : pd_reply_error(r, 400, "bad_request", "%s", msg);

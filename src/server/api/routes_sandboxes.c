@@ -12,6 +12,7 @@
 
 #include "server/api/api.h"
 #include "lib/state.h"
+#include "server/api/templates.h"
 #include "server/core/store.h"
 #include "net/policy.h"
 #include "lib/template.h"
@@ -78,6 +79,10 @@ static bool template_known(struct pd_server *srv, const char *name, const char *
         char owner[64];
         if (!strcmp(name, "base"))
                 return true;
+        /* another key's template is not there for this one (templates.h) */
+        char tpl_owner[40];
+        if (!pd_tpl_visible(srv, name, key_id, tpl_owner))
+                return false;
         /* A snapshot starts sandboxes for the key that took it only. */
         if (pd_store_snapshot_owner(srv->store, name, owner))
                 return !strcmp(owner, key_id) && pd_snapshot_is(&srv->state, name);
@@ -559,26 +564,7 @@ static enum MHD_Result sandbox_audit(struct pd_req *r, const char *chunk, size_t
         return ret;
 }
 
-/* ---- templates, health, metrics ---- */
-
-static enum MHD_Result list_templates(struct pd_req *r, const char *chunk, size_t *chunk_len)
-{
-        json_t *arr = NULL;
-        struct pd_error err = { 0 };
-        if (pd_store_template_list(r->srv->store, &arr, &err) < 0)
-                return pd_reply_errno(r, -EIO, err.msg);
-        char path[PATH_MAX + 64];
-        struct stat st;
-        snprintf(path, sizeof path, "%s/templates/base/version", r->srv->state.dir);
-        json_t *created = json_null();
-        if (stat(path, &st) == 0) {
-                char ts[32];
-                pd_rfc3339_ms((uint64_t)st.st_mtim.tv_sec * 1000u + (uint64_t)st.st_mtim.tv_nsec / 1000000u, ts);
-                created = json_string(ts);
-        }
-        json_array_insert_new(arr, 0, json_pack("{s:s, s:o, s:b}", "name", "base", "created_at", created, "builtin", 1));
-        return pd_reply_json(r, 200, json_pack("{s:o}", "templates", arr));
-}
+/* ---- health, metrics (templates: routes_templates.c) ---- */
 
 static enum MHD_Result health(struct pd_req *r, const char *chunk, size_t *chunk_len)
 {
@@ -690,7 +676,6 @@ const struct pd_route pd_routes_sandboxes[] = {
         { "POST", "/api/v1/sandboxes/{id}/resume", resume_sandbox, 0, 0 },
         { "GET", "/api/v1/sandboxes/{id}/metrics", sandbox_metrics, 0, 0 },
         { "GET", "/api/v1/sandboxes/{id}/audit", sandbox_audit, 0, 0 },
-        { "GET", "/api/v1/templates", list_templates, 0, 0 },
         { "GET", "/api/v1/health", health, PD_ROUTE_PUBLIC, 0 },
         { "GET", "/metrics", prom_metrics, PD_ROUTE_PUBLIC, 0 },
         { 0 },

@@ -90,6 +90,10 @@ struct pd_server_config {
         const char *net_uplink;
         const char *net_resolver;
         const char *e2b_network;
+        /* registries POST /api/v1/templates may pull from ("host[:port]",
+         * exact); none: server-side pulls are refused (docs/templates.md) */
+        const char *const *template_registries;
+        unsigned n_template_registries;
 };
 
 struct pd_server {

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/template.h"
 #include "server/core/agent_io.h"
 #include "server/core/server.h"
 #include "server/core/stream.h"
@@ -56,6 +57,7 @@ struct pd_e2b_call {
         unsigned port;                  /* 49983 or 49999 */
         char user[32];                  /* from Authorization: Basic (default "user") */
         bool user_given;
+        struct pd_template_run img;     /* the sandbox's image defaults (procs_image.c) */
         bool signed_ok;                 /* authorised by a URL signature */
         struct pd_deferred_error fail;  /* an error to answer at the end */
         void *upload;                   /* e2b_fs.c: multipart / raw upload */
@@ -67,7 +69,8 @@ enum MHD_Result pd_e2b_connect_error(struct pd_req *r, unsigned status, const ch
 enum MHD_Result pd_e2b_connect_agent_error(struct pd_req *r, int neg_errno, const char *msg);
 /* Append one envelope (flags, 4-byte BE length, JSON) to a growing buffer. */
 int pd_e2b_envelope(char **buf, size_t *len, size_t *cap, uint8_t flags, json_t *msg /* stolen */);
-/* The sandbox user of the call (user/root). */
+/* The sandbox user of the call: user, root, or the image template's
+ * User (its default when the call names none). */
 bool pd_e2b_call_user(struct pd_e2b_call *c, struct pd_route_user *u);
 
 /* ---- filesystem (e2b_fs.c) ---- */

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "server/e2b/e2b.h"
+#include "server/api/templates.h"
 #include "server/core/manager.h"
 #include "server/core/store.h"
 #include "lib/template.h"
@@ -180,8 +181,10 @@ static enum MHD_Result route_create(struct pd_req *r, const char *chunk, size_t 
             (!json_is_string(v) || pd_isolation_parse(json_string_value(v), &cr.spec.isolation) < 0))
                 return pd_e2b_reply_error(r, 400, "isolation must be one of %s", pd_isolation_names());
         const char *real = e2b_template_for(tpl);
+        char tpl_owner[40];
         if (pd_template_name_check(real) < 0 ||
-            (strcmp(real, "base") && !pd_store_template_exists(r->srv->store, real)))
+            (strcmp(real, "base") && (!pd_store_template_exists(r->srv->store, real) ||
+                                      !pd_tpl_visible(r->srv, real, r->key.id, tpl_owner))))
                 return pd_e2b_reply_error(r, 404, "template '%.64s' not found", tpl);
         snprintf(cr.template_name, sizeof cr.template_name, "%s", real);
         if ((v = json_object_get(body, "timeout")) && !json_is_null(v)) {

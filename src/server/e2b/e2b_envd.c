@@ -209,7 +209,7 @@ static const char *hdr(struct pd_req *r, const char *name)
 
 bool pd_e2b_call_user(struct pd_e2b_call *c, struct pd_route_user *u)
 {
-        return pd_route_user_parse(c->user[0] ? c->user : NULL, u);
+        return pd_spawn_user_parse(&c->img, c->user[0] ? c->user : NULL, u);
 }
 
 static void parse_basic_user(struct pd_req *r, struct pd_e2b_call *c)
@@ -346,8 +346,21 @@ static void call_free(struct pd_req *r, struct pd_e2b_call *c)
         if (c->s)
                 pd_server_sandbox_put(r->srv, c->s);
         free(c->body);
+        pd_template_run_free(&c->img);
         free(c);
         r->route_state = NULL;
+}
+
+/* The sandbox's image defaults, and the call's user among its users
+ * (user, root, the image's own User): known once the sandbox is. */
+static void check_user(struct pd_req *r, struct pd_e2b_call *c)
+{
+        pd_spawn_image_load(r->srv, c->s, &c->img);
+        struct pd_route_user u;
+        if (c->user[0] && !pd_e2b_call_user(c, &u))
+                pd_deferred_fail(&c->fail, 400, "invalid_argument", "unknown user '%.32s' (user or root%s%.64s)",
+                                 c->user, c->img.has_user ? ", or the image's " : "",
+                                 c->img.has_user ? c->img.user : "");
 }
 
 static struct pd_e2b_call *call_open(struct pd_req *r)
@@ -369,11 +382,6 @@ static struct pd_e2b_call *call_open(struct pd_req *r)
                 snprintf(c->user, sizeof c->user, "%s", qu);
                 c->user_given = true;
         }
-        struct pd_route_user u;
-        if (c->user[0] && !pd_route_user_parse(c->user, &u)) {
-                pd_deferred_fail(&c->fail, 400, "invalid_argument", "unknown user '%.32s' (user or root)", c->user);
-                return c;
-        }
         const char *id = hdr(r, "E2b-Sandbox-Id");
         bool is_files = !strcmp(c->path, "/files");
         bool write = !strcmp(r->method, "POST");
@@ -383,6 +391,7 @@ static struct pd_e2b_call *call_open(struct pd_req *r)
                         return c;
                 }
                 c->signed_ok = true;
+                check_user(r, c);
                 return c;
         }
         /* Whether the caller may use this id is settled before whether it
@@ -421,6 +430,8 @@ static struct pd_e2b_call *call_open(struct pd_req *r)
         }
         if (pd_sb_is_paused(pd_srv_sandbox_state(c->s)))
                 pd_deferred_fail(&c->fail, 502, "unavailable", "sandbox %s is paused; connect to resume it", c->s->id);
+        else
+                check_user(r, c);
         return c;
 }
 
@@ -640,7 +651,7 @@ static int estart_build(struct pd_req *r, struct pd_e2b_call *c, json_t *body, s
                 o->pty_cols = (uint16_t)cols;
         }
         /* env: defaults, the sandbox's envVars, the request's envs */
-        json_t *env = pd_spawn_env_base(c->s, &x->u, pty);
+        json_t *env = pd_spawn_env_image(c->s, &x->u, pty, &c->img);
         json_t *envs = json_object_get(proc, "envs");
         int k = 0;
         if (envs && !json_is_null(envs) && !json_is_object(envs)) {
@@ -666,7 +677,7 @@ static int estart_build(struct pd_req *r, struct pd_e2b_call *c, json_t *body, s
                 if (n < 0 || (size_t)n >= sizeof x->cwd)
                         return refuse(why, whysz, -EINVAL, "process.cwd too long");
         } else {
-                snprintf(x->cwd, sizeof x->cwd, "%s", x->u.home);
+                snprintf(x->cwd, sizeof x->cwd, "%s", pd_spawn_default_cwd(&c->img, &x->u));
         }
         o->cwd = x->cwd;
         o->uid = x->u.uid;

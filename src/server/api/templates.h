@@ -1,0 +1,61 @@
+/* Templates over HTTP (docs/templates.md "Templates over HTTP"):
+ *
+ *   tpl_builds.c       build records, who may see a template, the checks of
+ *                      an image reference against the operator's registry
+ *                      allowlist, and the build itself: a `paddock template
+ *                      pull|build --no-local --status-file` child of the
+ *                      server whose stderr is the build log
+ *   routes_templates.c the routes under /api/v1/templates
+ *
+ * A build record is <state>/template-builds/<name>/:
+ *   owner    the key id that made it (templates without a record are
+ *            shared: base, the operator's from the local CLI)
+ *   status   {"status": "queued"|"building"|"ready"|"failed", "error"}
+ *   log      the build's output (plain lines), appended while it runs
+ *   source   the image reference, or "recipe"
+ *   context/ the unpacked build context; recipe: a recipe given as text */
+#pragma once
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "server/core/server.h"
+
+#define PD_TPL_RECIPE_MAX (256u << 10)          /* recipe text in a JSON body */
+#define PD_TPL_CONTEXT_MAX (64ull << 20)        /* a context tar upload */
+#define PD_TPL_CONTEXT_ENTRIES 20000
+#define PD_TPL_BUILDS_MAX 4                     /* builds under way at once, all keys */
+
+/* Who may use template name: 1 visible to key (shared, or its own), 0
+ * not (another key's, or none). owner (33 bytes) gets the owner, "" when
+ * shared. */
+int pd_tpl_visible(struct pd_server *srv, const char *name, const char *key_id, char *owner);
+/* The record's status ("" when there is no record) and its error. */
+void pd_tpl_status(struct pd_server *srv, const char *name, char status[16], char *error, size_t errsz);
+/* An image reference a key may have the server pull: fully qualified
+ * (registry host first), no host source, its registry in the allowlist.
+ * 0, or an HTTP status (400, 403) with a message in why. */
+unsigned pd_tpl_ref_check(struct pd_server *srv, const char *ref, char *why, size_t whysz);
+/* A recipe's FROM lines, for a key: scratch, an image template it may
+ * see, or a reference pd_tpl_ref_check admits. 0 or a status with why. */
+unsigned pd_tpl_recipe_check(struct pd_server *srv, const char *key_id, const char *recipe, char *why,
+                             size_t whysz);
+/* Reserve name for key (a new record dir, status queued): 0, or a status
+ * (409: taken by another key, a shared template, a build under way; 429:
+ * PD_TPL_BUILDS_MAX builds under way) with
+ * why. A failed or finished record of the same key is replaced. */
+unsigned pd_tpl_reserve(struct pd_server *srv, const char *name, const char *key_id, const char *source,
+                        char *why, size_t whysz);
+/* Drop a reserved record whose build never started. */
+void pd_tpl_unreserve(struct pd_server *srv, const char *name);
+/* The record's directory ("<state>/template-builds/<name>"). */
+void pd_tpl_dir(struct pd_server *srv, const char *name, char *out, size_t size);
+/* Start the build of a reserved record: image ref, or (ref NULL) the
+ * recipe at recipe_rel under the record's context/ (build_args "K=V").
+ * 0 or -errno with err. */
+int pd_tpl_start(struct pd_server *srv, const char *name, const char *ref, const char *recipe_rel,
+                 char *const *build_args, unsigned n_args, struct pd_error *err);
+/* Unpack the tar at tar_fd into dir (a new directory): regular files,
+ * directories and symlinks only, no absolute or '..' path, nothing
+ * through a symlink. 0, or -EINVAL with a message in why. */
+int pd_tpl_untar(int tar_fd, const char *dir, char *why, size_t whysz);
