@@ -30,6 +30,9 @@ def _procs():
 
 
 def _mounts_mentioning(*needles):
+    """Mount table lines naming one of needles: this test's own state dir
+    and instance (other paddock instances on the host mount and unmount as
+    they please while this test runs)."""
     with open("/proc/self/mountinfo") as f:
         return sorted(l for l in f if any(n in l for n in needles))
 
@@ -48,7 +51,7 @@ def _cgroup_procs(instance):
 def test_200_runs_leave_nothing(fresh_paddock):
     p = fresh_paddock
     before_procs = _procs()
-    before_mounts = _mounts_mentioning(p.state, "paddock")
+    before_mounts = _mounts_mentioning(p.state, "/paddock/%s/" % p.instance, "paddock-%s" % p.instance)
 
     def one(_):
         return p.run(["--", "/bin/true"], timeout=60)
@@ -63,7 +66,7 @@ def test_200_runs_leave_nothing(fresh_paddock):
     ours = {pid: v for pid, v in new.items() if "paddock-" + p.instance in v[1]}
     assert ours == {}
     assert _cgroup_procs(p.instance) == []
-    assert _mounts_mentioning(p.state, "paddock") == before_mounts
+    assert _mounts_mentioning(p.state, "/paddock/%s/" % p.instance, "paddock-%s" % p.instance) == before_mounts
     assert p.leftovers() == {}
     assert sandbox_dirs(p.state) == []
     r = p.gc()
