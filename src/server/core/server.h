@@ -71,7 +71,7 @@ struct pd_srv_sandbox {
         uint64_t deadline_boot_ms;      /* CLOCK_BOOTTIME ms; 0 = none */
         uint32_t timeout_s;
         int refs;
-        bool ports_public;      /* ports reachable without a port token (not persisted) */
+        bool ports_public;      /* ports reachable without a port token (persisted; atomic reads) */
         pthread_mutex_t lock;   /* serialises lifecycle changes of this sandbox */
 };
 
