@@ -276,7 +276,12 @@ def main():
              "into a TCP connect inside the sandbox; the request goes as HTTP/1.0 and the answer streams back "
              "in frames. A direct request is one loopback connect to the service. The fixed per-request part "
              "(agent connect, handshake, tunnel open) dominates small requests; bulk data pays two extra copies "
-             "(agent, server).", ""]
+             "(agent, server) and crosses two more processes (the server's connection thread and the agent), "
+             "each woken per 64 KiB frame. On a machine whose load average exceeds its CPUs those wake-ups "
+             "wait for a CPU and the ratios come out worse than on an idle one: see the load below.", "",
+             "What would cut the fixed part: reusing agent connections per sandbox (no connect and handshake "
+             "per request) and sending the request head with TUNNEL_OPEN instead of after its reply (one agent "
+             "round trip fewer).", ""]
     errs = relay.errors + direct.errors
     if errs:
         lines += ["## Errors", ""] + ["- %s" % e for e in errs[:20]] + [""]
