@@ -18,6 +18,7 @@
  *   stream.c    a streaming response fed by an agent connection
  *   tunnel.c    HTTP through an agent tunnel
  *   tokens.c    HMAC tokens of the server's secret
+ *   port_host.c the domain of sandbox port URLs (with the server's port)
  *
  * Threading: libmicrohttpd runs one thread per connection
  * (MHD_USE_THREAD_PER_CONNECTION), so a route handler may block: a streaming
