@@ -26,6 +26,9 @@ packages=(
   # runtimes (libclang-rt is only a recommendation of clang), and
   # llvm-symbolizer for readable reports
   clang libclang-rt-14-dev llvm
+  # sandbox port URLs: http://<port>-<id>.localhost:<server port>/ resolves
+  # here (nss myhostname answers *.localhost; docs/api.md "Ports")
+  libnss-myhostname
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -37,6 +40,9 @@ if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# ... and its hosts-line entry, put back if nsswitch.conf was edited since
+./scripts/nss-myhostname.sh /etc/nsswitch.conf
 
 # microvm tier: the guest kernel and its modules, unpacked from Debian's
 # linux-image package (never installed on the host) into a cache dir that

@@ -73,6 +73,7 @@ static const struct {
         { "timeout", "set a sandbox's timeout" },
         { "snapshot", "save a sandbox's filesystem as a named snapshot" },
         { "fork", "new sandboxes from a sandbox's current filesystem" },
+        { "port", "print the URL (and token) of a port inside a sandbox" },
 };
 
 static void usage(FILE *f)

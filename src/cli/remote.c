@@ -587,6 +587,8 @@ int pd_cmd_remote(const char *verb, int argc, char **argv)
                 k = cmd_snapshot(&rc, argc, argv);
         else if (!strcmp(verb, "fork"))
                 k = cmd_fork(&rc, argc, argv);
+        else if (!strcmp(verb, "port"))
+                k = pd_remote_port(&rc, argc, argv);
         else {
                 pd_cli_error("unknown client command '%s'", verb);
                 k = PD_RC_USAGE;

@@ -6,6 +6,7 @@
 int pd_remote_exec(const struct pd_rc *rc, int argc, char **argv);
 int pd_remote_logs(const struct pd_rc *rc, int argc, char **argv);
 int pd_remote_cp(const struct pd_rc *rc, int argc, char **argv);
+int pd_remote_port(const struct pd_rc *rc, int argc, char **argv);
 
 /* "paddock VERB: unknown option" / missing operand: print, return PD_RC_USAGE. */
 int pd_remote_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -348,6 +348,17 @@ int pd_manager_resume(struct pd_server *s, struct pd_srv_sandbox *sb, struct pd_
         return 0;
 }
 
+int pd_manager_resume_on_traffic(struct pd_server *s, struct pd_srv_sandbox *sb, struct pd_error *err)
+{
+        return pd_sb_can(sb->id, pd_srv_sandbox_state(sb), PD_OP_PORTS, err);
+}
+
+int pd_manager_set_ports_public(struct pd_server *s, struct pd_srv_sandbox *sb, bool pub, struct pd_error *err)
+{
+        __atomic_store_n(&sb->ports_public, pub, __ATOMIC_RELAXED);
+        return 0;
+}
+
 void pd_manager_sandbox_info(struct pd_server *s, struct pd_srv_sandbox *sb, struct pd_sandbox_info *out)
 {
         /* what lifecycle.c's says, with fixed values */

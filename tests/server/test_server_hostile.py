@@ -176,7 +176,10 @@ def live(srv):
     r = srv.cli("key", "create", "--name", "other", "--state-dir", srv.state)
     assert r.returncode == 0, r.stderr
     other = r.stdout.strip()
-    st, _h, body = srv.request("POST", "/v2/sandboxes", {"templateID": "base"}, key=None,
+    # private ports (E2B-created sandboxes are public by default, and a
+    # public port answers whoever asks, which tells that the id is live)
+    st, _h, body = srv.request("POST", "/v2/sandboxes",
+                               {"templateID": "base", "network": {"allowPublicTraffic": False}}, key=None,
                                headers={"X-API-Key": srv.key, "Content-Type": "application/json"})
     assert st == 201, (st, body)
     sb = json.loads(body)

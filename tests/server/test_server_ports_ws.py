@@ -610,8 +610,9 @@ def test_sandbox_deleted_while_connected(srv):
     finally:
         ws.close()
         srv.api("DELETE", "/sandboxes/%s" % sid)
+    # the host form answers a gone sandbox as E2B's proxy does: 502
     ws = WS(srv, sid, token=token)
-    assert ws.status == 404
+    assert ws.status == 502
     ws.close()
 
 
@@ -626,8 +627,9 @@ def test_sandbox_paused_while_connected(srv):
             assert ws.wait_eof(30), "connection still open after the sandbox was paused"
         finally:
             ws.close()
+        # paused without autoResume: E2B's 502 in the host form, nothing resumed
         ws = WS(srv, sid, token=token)
-        assert ws.status == 409
+        assert ws.status == 502
         ws.close()
         srv.api("POST", "/sandboxes/%s/resume" % sid)
         ws = WS(srv, sid, token=token)

@@ -27,6 +27,7 @@
 
 #include "server/api/api.h"
 #include "server/api/ports.h"
+#include "server/core/port_host.h"
 #include "server/core/tunnel.h"
 #include "server/core/store.h"
 #include "lib/util.h"
@@ -39,6 +40,7 @@ struct port_call {
         unsigned port;
         bool host_form;
         bool key_used;          /* path form authorised by the API key */
+        char id[PD_ID_LEN + 1];
         bool upgrade;           /* Connection: upgrade + Upgrade: (WebSocket) */
         struct pd_ports_ws *ws; /* the upgraded connection's relay, once answered 101 */
         char *target;           /* "/rest?query" as sent upstream */
@@ -60,26 +62,30 @@ static unsigned parse_port(const char *p, size_t n)
         return v <= 65535 ? v : 0;
 }
 
-/* Host: <port>-<id>.<domain>[:n] -> port and id; false if not that form. */
+/* Host: <port>-<id>.<domain>[:n] -> port and id; false if not exactly
+ * that form: digits, a dash, an id of [a-z0-9] (any case), a dot, our
+ * domain (its port, if any, is not compared: a proxy in front may change
+ * it), and nothing else. Port 0 or past 65535 parses as port 0 (400). */
 static bool host_parse(struct pd_server *srv, const char *host, unsigned *port, char id[PD_ID_LEN + 1])
 {
         if (!host || !srv->cfg.domain)
                 return false;
-        const char *dash = strchr(host, '-'), *dot = dash ? strchr(dash, '.') : NULL;
-        if (!dash || !dot)
+        size_t pl = strspn(host, "0123456789");
+        if (pl == 0 || host[pl] != '-')
                 return false;
-        const char *dom = dot + 1, *want = srv->cfg.domain;
+        const char *ids = host + pl + 1;
+        size_t il = strspn(ids, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789");
+        if (il == 0 || il > PD_ID_LEN || ids[il] != '.')
+                return false;
+        const char *dom = ids + il + 1, *want = srv->cfg.domain;
         size_t dl = strcspn(dom, ":"), wl = strcspn(want, ":");
         if (dl != wl || strncasecmp(dom, want, dl))
                 return false;
-        size_t il = (size_t)(dot - dash - 1);
-        if (il == 0 || il > PD_ID_LEN)
+        if (dom[dl] == ':' && (!dom[dl + 1] || strspn(dom + dl + 1, "0123456789") != strlen(dom + dl + 1)))
                 return false;
-        *port = parse_port(host, (size_t)(dash - host));
-        if (!*port && strspn(host, "0123456789") != (size_t)(dash - host))
-                return false;
+        *port = parse_port(host, pl);
         for (size_t i = 0; i < il; i++)
-                id[i] = (char)tolower((unsigned char)dash[1 + i]);
+                id[i] = (char)tolower((unsigned char)ids[i]);
         id[il] = '\0';
         return true;
 }
@@ -203,8 +209,10 @@ static void call_open(struct pd_req *r, struct port_call *c)
                 pd_deferred_fail(&c->fail, 400, "bad_request", "port must be 1..65535");
                 return;
         }
+        snprintf(c->id, sizeof c->id, "%s", id);
         /* 1. the owner's API key (path form only) */
         struct pd_key key;
+        bool code_port = port == PD_PORTS_CODE_PORT;
         if (!c->host_form && api_key(r, &key)) {
                 c->s = pd_server_sandbox_get(r->srv, id, &key);
                 if (!c->s) {
@@ -213,8 +221,23 @@ static void call_open(struct pd_req *r, struct port_call *c)
                         return;
                 }
                 c->key_used = true;
+        } else if (code_port) {
+                /* 2. the code interpreter: the access token, nothing less */
+                char token[PD_TOKEN_LEN + 1];
+                const char *given = hdr(r->conn, "X-Access-Token");
+                if (pd_token(r->srv, id, token) < 0) {
+                        pd_deferred_fail(&c->fail, 500, "internal", "cannot compute the access token");
+                        return;
+                }
+                if (!given || !pd_streq_ct(given, token)) {
+                        pd_deferred_fail(&c->fail, 401, "unauthorized",
+                                         "port %u runs code: it needs the sandbox's access token "
+                                         "(X-Access-Token) or, by path, its owner's API key", port);
+                        return;
+                }
+                c->s = pd_server_sandbox_get(r->srv, id, NULL);
         } else {
-                /* 2. a port token for this id; 3. public ports */
+                /* 3. a port token for this id; 4. public ports */
                 char token[PD_TOKEN_LEN + 1];
                 const char *given = given_token(r);
                 if (pd_ports_token(r->srv, id, token) < 0) {
@@ -223,20 +246,25 @@ static void call_open(struct pd_req *r, struct port_call *c)
                 }
                 bool token_ok = given && pd_streq_ct(given, token);
                 c->s = pd_server_sandbox_get(r->srv, id, NULL);
-                if (token_ok && !c->s) {
-                        pd_deferred_fail(&c->fail, 404, "not_found", "no sandbox %s", id);
-                        return;
-                }
                 if (!token_ok && !(c->s && __atomic_load_n(&c->s->ports_public, __ATOMIC_RELAXED))) {
                         pd_deferred_fail(&c->fail, 401, "unauthorized",
-                                         "missing or wrong port token (send X-Paddock-Port-Token or "
-                                         "?paddock_port_token=)");
+                                         "missing or wrong port token (send X-Paddock-Port-Token, "
+                                         "E2B-Traffic-Access-Token or ?paddock_port_token=)");
                         return;
                 }
         }
-        struct pd_error e2;
-        if (pd_sb_can(c->s->id, pd_srv_sandbox_state(c->s), PD_OP_PORTS, &e2) < 0)
-                pd_deferred_fail(&c->fail, 409, "conflict", "%s", e2.msg);
+        if (!c->s) {
+                /* only a caller with the id's token gets this far */
+                pd_deferred_fail(&c->fail, c->host_form ? 502 : 404, "not_found", "no sandbox %s", id);
+                return;
+        }
+        /* authorised: a paused autoResume sandbox resumes now */
+        struct pd_error e2 = { 0 };
+        int k = pd_manager_resume_on_traffic(r->srv, c->s, &e2);
+        if (k == -ENOENT)
+                pd_deferred_fail(&c->fail, c->host_form ? 502 : 404, "not_found", "no sandbox %s", id);
+        else if (k < 0)
+                pd_deferred_fail(&c->fail, c->host_form ? 502 : 409, "conflict", "%s", e2.msg);
 }
 
 static void call_free(struct pd_req *r, struct port_call *c)
@@ -252,8 +280,11 @@ static void call_free(struct pd_req *r, struct port_call *c)
         r->route_state = NULL;
 }
 
-static bool skip_header(const char *name, bool key_used, bool upgrade)
+static bool skip_header(const char *name, bool key_used, bool upgrade, bool code_port)
 {
+        /* the access token is ours, not the service's */
+        if (code_port && !strcasecmp(name, "X-Access-Token"))
+                return true;
         static const char *const hop[] = { "Connection", "Keep-Alive", "Transfer-Encoding", "Content-Length",
                                            "Proxy-Connection", "Upgrade", "TE", "Trailer",
                                            "X-Paddock-Port-Token", "E2B-Traffic-Access-Token", "Host",
@@ -270,7 +301,7 @@ static bool skip_header(const char *name, bool key_used, bool upgrade)
 struct head_buf {
         char *p;
         size_t len, cap;
-        bool key_used, upgrade, bad;
+        bool key_used, upgrade, code_port, bad;
 };
 
 static void head_add(struct head_buf *h, const char *s, size_t n)
@@ -297,7 +328,7 @@ static void head_add(struct head_buf *h, const char *s, size_t n)
 static enum MHD_Result head_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
         struct head_buf *h = cls;
-        if (skip_header(key, h->key_used, h->upgrade) || strpbrk(key, "\r\n:") || (value && strpbrk(value, "\r\n")))
+        if (skip_header(key, h->key_used, h->upgrade, h->code_port) || strpbrk(key, "\r\n:") || (value && strpbrk(value, "\r\n")))
                 return MHD_YES;
         head_add(h, key, strlen(key));
         head_add(h, ": ", 2);
@@ -307,15 +338,25 @@ static enum MHD_Result head_header(void *cls, enum MHD_ValueKind kind, const cha
         return MHD_YES;
 }
 
-static enum MHD_Result reply_fail(struct pd_req *r, unsigned status, const char *code, const char *msg)
+/* The host form is how E2B clients reach ports: its 502s (sandbox gone,
+ * paused, failed; nothing listening) have the shape of E2B's proxy's. */
+static enum MHD_Result reply_fail(struct pd_req *r, const struct port_call *c, unsigned status, const char *code,
+                                  const char *msg, bool with_port)
 {
+        if (c->host_form && status == 502) {
+                json_t *o = json_pack("{s:i, s:s, s:s}", "code", 502, "message", msg, "sandboxId", c->id);
+                if (o && with_port)
+                        json_object_set_new(o, "port", json_integer(c->port));
+                if (o)
+                        return pd_reply_json(r, 502, o);
+        }
         return pd_reply_error(r, status, code, "%s", msg);
 }
 
 static enum MHD_Result finish(struct pd_req *r, struct port_call *c)
 {
         if (c->fail.status)
-                return reply_fail(r, c->fail.status, c->fail.code, c->fail.msg);
+                return reply_fail(r, c, c->fail.status, c->fail.code, c->fail.msg, false);
         struct pd_agent_stream *st = pd_agent_stream_new(r, c->s);
         if (!st)
                 return MHD_NO;
@@ -336,12 +377,13 @@ static enum MHD_Result finish(struct pd_req *r, struct port_call *c)
                         snprintf(msg, sizeof msg, "port %u of sandbox %s unreachable: %s", c->port, st->s->id,
                                  err.msg);
                 pd_agent_stream_free(st);
-                return reply_fail(r, status, "bad_gateway", msg);
+                return reply_fail(r, c, status, "bad_gateway", msg, true);
         }
         st->id = tid;
         /* HTTP/1.0: the answer ends with the connection, never chunked;
          * an upgrade needs HTTP/1.1 */
-        struct head_buf h = { .key_used = c->key_used, .upgrade = c->upgrade };
+        struct head_buf h = { .key_used = c->key_used, .upgrade = c->upgrade,
+                              .code_port = c->port == PD_PORTS_CODE_PORT };
         char line[256];
         head_add(&h, r->method, strlen(r->method));
         head_add(&h, " ", 1);
@@ -364,7 +406,7 @@ static enum MHD_Result finish(struct pd_req *r, struct port_call *c)
         if (h.bad) {
                 free(h.p);
                 pd_agent_stream_free(st);
-                return reply_fail(r, 431, "too_large", "request headers too large");
+                return reply_fail(r, c, 431, "too_large", "request headers too large", false);
         }
         if (c->upgrade) {
                 enum MHD_Result ret = pd_ports_ws_forward(r, st, tid, h.p, h.len, c->body, c->len, c->port, &c->ws);
@@ -425,6 +467,18 @@ static enum MHD_Result ports_handle(struct pd_req *r, const char *chunk, size_t 
         return ret;
 }
 
+/* {"id", "public", "domain", "port_token"}: what a client needs to build
+ * http://<port>-<id>.<domain>/ and authenticate to it. */
+static json_t *ports_json(struct pd_server *srv, struct pd_srv_sandbox *s)
+{
+        char token[PD_TOKEN_LEN + 1], domain[PD_PORTS_DOMAIN_MAX];
+        int k = pd_ports_token(srv, s->id, token);
+        pd_ports_domain(srv, domain);
+        return json_pack("{s:s, s:b, s:s, s:s?}", "id", s->id, "public",
+                         (int)__atomic_load_n(&s->ports_public, __ATOMIC_RELAXED), "domain", domain, "port_token",
+                         k == 0 ? token : NULL);
+}
+
 /* POST /api/v1/sandboxes/{id}/ports/public {"public": bool} */
 static enum MHD_Result ports_public(struct pd_req *r, const char *chunk, size_t *chunk_len)
 {
@@ -433,7 +487,7 @@ static enum MHD_Result ports_public(struct pd_req *r, const char *chunk, size_t 
         if (!b)
                 return ret;
         json_t *v = json_object_get(b, "public");
-        if (!json_is_boolean(v)) {
+        if (!json_is_boolean(v) || json_object_size(b) != 1) {
                 json_decref(b);
                 return pd_reply_error(r, 400, "bad_request", "expected {\"public\": true|false}");
         }
@@ -442,13 +496,13 @@ static enum MHD_Result ports_public(struct pd_req *r, const char *chunk, size_t 
         struct pd_srv_sandbox *s = pd_route_sandbox(r, &ret);
         if (!s)
                 return ret;
-        __atomic_store_n(&s->ports_public, pub, __ATOMIC_RELAXED);
-        char token[PD_TOKEN_LEN + 1];
-        int k = pd_ports_token(r->srv, s->id, token);
-        pd_audit(r->srv, s->id, r->key.id, "ports.public", json_pack("{s:b}", "public", pub));
-        json_t *o = json_pack("{s:s, s:b, s:s, s:s?}", "id", s->id, "public", pub, "domain",
-                              r->srv->cfg.domain ? r->srv->cfg.domain : "localhost", "port_token",
-                              k == 0 ? token : NULL);
+        struct pd_error err = { 0 };
+        int k = pd_manager_set_ports_public(r->srv, s, pub, &err);
+        if (k < 0) {
+                pd_server_sandbox_put(r->srv, s);
+                return pd_reply_errno(r, k, err.msg);
+        }
+        json_t *o = ports_json(r->srv, s);
         pd_server_sandbox_put(r->srv, s);
         return pd_reply_json(r, 200, o);
 }
@@ -460,12 +514,7 @@ static enum MHD_Result ports_info(struct pd_req *r, const char *chunk, size_t *c
         struct pd_srv_sandbox *s = pd_route_sandbox(r, &ret);
         if (!s)
                 return ret;
-        char token[PD_TOKEN_LEN + 1];
-        int k = pd_ports_token(r->srv, s->id, token);
-        json_t *o = json_pack("{s:s, s:b, s:s, s:s?}", "id", s->id, "public",
-                              (int)__atomic_load_n(&s->ports_public, __ATOMIC_RELAXED), "domain",
-                              r->srv->cfg.domain ? r->srv->cfg.domain : "localhost", "port_token",
-                              k == 0 ? token : NULL);
+        json_t *o = ports_json(r->srv, s);
         pd_server_sandbox_put(r->srv, s);
         return pd_reply_json(r, 200, o);
 }

@@ -23,10 +23,11 @@
 static json_t *spec_json(const struct entry *e, enum pd_sb_state state)
 {
         const struct pd_spec *sp = &e->spec;
-        return json_pack("{s:I, s:I, s:I, s:I, s:b, s:b}", "memory_bytes", (json_int_t)sp->memory_bytes,
+        return json_pack("{s:I, s:I, s:I, s:I, s:b, s:b, s:b, s:b}", "memory_bytes", (json_int_t)sp->memory_bytes,
                          "disk_bytes", (json_int_t)sp->disk_bytes, "pids", (json_int_t)sp->pids, "millicpus",
                          (json_int_t)sp->millicpus, "auto_pause", e->auto_pause, "paused_disk",
-                         state == PD_SB_PAUSED_DISK);
+                         state == PD_SB_PAUSED_DISK, "auto_resume", e->auto_resume, "ports_public",
+                         (int)__atomic_load_n(&e->s.ports_public, __ATOMIC_RELAXED));
 }
 
 /* The row of e in state (the state it is going to). s->lock held (or s
@@ -236,6 +237,8 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
         e->s.created_ms = pd_wall_ms();
         e->s.timeout_s = req->timeout_s;
         e->auto_pause = req->auto_pause;
+        e->auto_resume = req->auto_resume;
+        e->s.ports_public = req->ports_public;
         e->s.deadline_boot_ms = pd_boot_ms() + (uint64_t)req->timeout_s * 1000u;
         /* the caller's reference, taken while nobody else can see it */
         pthread_mutex_lock(&srv->lock);
@@ -352,17 +355,62 @@ int pd_manager_pause_mode(struct pd_server *srv, struct pd_srv_sandbox *s, enum 
         return r < 0 ? r : 0;
 }
 
-int pd_manager_resume(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_error *err)
+/* s->lock held: resume s as ev (PD_EV_RESUME or PD_EV_AUTO_RESUME). */
+static int resume_locked(struct pd_server *srv, struct entry *e, enum pd_sb_event ev, struct pd_error *err)
 {
-        struct entry *e = E(s);
-        pthread_mutex_lock(&s->lock);
-        int r = pd_sb_next(s->id, s->state, PD_EV_RESUME, err);
-        if (r >= 0 && (r = pd_sandbox_resume(s->sb, err)) == 0) {
+        int r = pd_sb_next(e->s.id, e->s.state, ev, err);
+        if (r >= 0 && (r = pd_sandbox_resume(e->s.sb, err)) == 0) {
                 pd_mgr_set_deadline(srv, e, pd_boot_ms() + e->paused_remaining_ms);
                 e->paused_remaining_ms = 0;
                 /* (set_state tells the watcher: a resume from disk started
                  * a new agent process) */
-                r = pd_mgr_transition(srv, e, PD_EV_RESUME, NULL, err);
+                r = pd_mgr_transition(srv, e, ev, NULL, err);
+        }
+        return r < 0 ? r : 0;
+}
+
+int pd_manager_resume(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_error *err)
+{
+        pthread_mutex_lock(&s->lock);
+        int r = resume_locked(srv, E(s), PD_EV_RESUME, err);
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}
+
+int pd_manager_resume_on_traffic(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_error *err)
+{
+        struct entry *e = E(s);
+        pthread_mutex_lock(&s->lock);
+        int r = 0;
+        bool resumed = false;
+        /* decided under the lock: requests that arrive together resume it
+         * once, the others find it running */
+        if (s->state == PD_SB_RUNNING)
+                r = 0;
+        else if (pd_sb_is_paused(s->state) && !e->auto_resume)
+                r = pd_error_setx(err, EBUSY, "sandbox %s is paused and was not created with autoResume: "
+                                              "resume it (connect) first", s->id);
+        else if (!pd_sb_is_paused(s->state))
+                r = pd_sb_can(s->id, s->state, PD_OP_PORTS, err);
+        else
+                resumed = (r = resume_locked(srv, e, PD_EV_AUTO_RESUME, err)) == 0;
+        pthread_mutex_unlock(&s->lock);
+        if (resumed)
+                pd_log("info", "sandbox resumed by traffic sandbox=%s", s->id);
+        return r;
+}
+
+int pd_manager_set_ports_public(struct pd_server *srv, struct pd_srv_sandbox *s, bool pub, struct pd_error *err)
+{
+        struct entry *e = E(s);
+        pthread_mutex_lock(&s->lock);
+        int r = pd_sb_next(s->id, s->state, PD_EV_SET_PORTS, err);
+        if (r >= 0) {
+                bool was = __atomic_load_n(&s->ports_public, __ATOMIC_RELAXED);
+                __atomic_store_n(&s->ports_public, pub, __ATOMIC_RELAXED);
+                r = pd_mgr_transition(srv, e, PD_EV_SET_PORTS, json_pack("{s:b}", "public", pub), err);
+                if (r < 0)
+                        __atomic_store_n(&s->ports_public, was, __ATOMIC_RELAXED);
         }
         pthread_mutex_unlock(&s->lock);
         return r < 0 ? r : 0;
@@ -395,6 +443,7 @@ void pd_manager_sandbox_info(struct pd_server *srv, struct pd_srv_sandbox *s, st
         out->pids = e->spec.pids;
         out->millicpus = e->spec.millicpus;
         out->auto_pause = e->auto_pause;
+        out->auto_resume = e->auto_resume;
         out->tier_pauses_to_disk = s->sb && (s->sb->ops->caps & PD_TIER_PAUSE_DISK);
         if (s->sb) {
                 struct pd_tier_info ti;
@@ -466,4 +515,6 @@ void pd_manager_create_params(struct pd_server *srv, struct pd_srv_sandbox *s, s
         out->metadata = json_incref(s->metadata);
         out->timeout_s = s->timeout_s;
         out->auto_pause = e->auto_pause;
+        out->auto_resume = e->auto_resume;
+        out->ports_public = __atomic_load_n(&s->ports_public, __ATOMIC_RELAXED);
 }

@@ -2,7 +2,7 @@
  * the one table that says, for each (state, event), where it goes, what
  * the store keeps and what the audit log says (lifecycle_table.c).
  *
- *   creating ──created──▶ running ◀──resume── paused, paused_disk
+ *   creating ──created──▶ running ◀──resume, auto_resume── paused, paused_disk
  *      │                   │  ▲                  ▲
  *   create_failed          │  └──── pause, auto_pause (memory or disk)
  *      ▼                   ├──agent_died──▶ failed   (also from paused)
@@ -38,7 +38,9 @@ enum pd_sb_event {
         PD_EV_AUTO_PAUSE,       /* the reaper, at the deadline of an autoPause sandbox */
         PD_EV_AUTO_PAUSE_DISK,
         PD_EV_RESUME,
+        PD_EV_AUTO_RESUME,      /* traffic to a port of an autoResume sandbox (api/ports.c) */
         PD_EV_SET_TIMEOUT,
+        PD_EV_SET_PORTS,        /* its ports made public or private */
         PD_EV_AGENT_DIED,       /* the watcher saw the agent exit */
         PD_EV_LOST,             /* adoption: gone or unusable after a restart */
         PD_EV_REVIVED,          /* adoption: paused to disk, found after a reboot */

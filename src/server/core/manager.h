@@ -15,6 +15,8 @@ struct pd_create_req {
         json_t *env, *metadata;         /* borrowed */
         uint32_t timeout_s;
         bool auto_pause;                /* pause at the deadline instead of deleting */
+        bool auto_resume;               /* paused: a request to one of its ports resumes it */
+        bool ports_public;              /* its ports answer without a port token */
         json_t *network;                /* borrowed: policy JSON (src/net/policy.h); NULL = none */
         /* Already built (a fork's copy from the tier's own fork op): taken
          * over instead of a new create; destroyed if the create fails. */
@@ -40,6 +42,7 @@ struct pd_sandbox_info {
         uint64_t memory_bytes, disk_bytes;
         uint32_t pids, millicpus;
         bool auto_pause;
+        bool auto_resume;
         bool tier_pauses_to_disk;       /* what a pause does on its tier */
         char accel[8];                  /* the tier's CPU ("kvm", "tcg"), "" if not a guest */
         json_t *env, *metadata, *notes;
@@ -96,6 +99,15 @@ int pd_manager_pause(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_
 int pd_manager_pause_mode(struct pd_server *srv, struct pd_srv_sandbox *s, enum pd_pause_mode mode,
                           struct pd_error *err);
 int pd_manager_resume(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_error *err);
+/* A request reached a port of s (api/ports.c) and its caller is
+ * authorised: resume s if it is paused and was made with auto_resume
+ * (audited sandbox.auto_resume). 0 when s is running (already, or now);
+ * -EBUSY with a message when it is paused without auto_resume, failed or
+ * gone (-ENOENT). */
+int pd_manager_resume_on_traffic(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_error *err);
+/* Make s's ports public (no port token needed) or private; persisted and
+ * audited (ports.public). */
+int pd_manager_set_ports_public(struct pd_server *srv, struct pd_srv_sandbox *s, bool pub, struct pd_error *err);
 /* snapshots.c: a named snapshot of s (running or paused), recorded for
  * key; -EEXIST if the name is taken. */
 int pd_manager_take_snapshot(struct pd_server *srv, const struct pd_key *key, struct pd_srv_sandbox *s,

@@ -29,6 +29,7 @@ struct entry {
         char isolation[16];
         uint64_t paused_remaining_ms;   /* frozen TTL while paused */
         bool auto_pause;                /* pause at the deadline instead of deleting */
+        bool auto_resume;               /* resumed by traffic to its ports */
         json_t *notes;                  /* array of strings */
 };
 

@@ -18,6 +18,7 @@
  *   stream.c    a streaming response fed by an agent connection
  *   tunnel.c    HTTP through an agent tunnel
  *   tokens.c    HMAC tokens of the server's secret
+ *   port_host.c the domain of sandbox port URLs (with the server's port)
  *
  * Threading: libmicrohttpd runs one thread per connection
  * (MHD_USE_THREAD_PER_CONNECTION), so a route handler may block: a streaming
@@ -71,7 +72,7 @@ struct pd_srv_sandbox {
         uint64_t deadline_boot_ms;      /* CLOCK_BOOTTIME ms; 0 = none */
         uint32_t timeout_s;
         int refs;
-        bool ports_public;      /* ports reachable without a port token (not persisted) */
+        bool ports_public;      /* ports reachable without a port token (persisted; atomic reads) */
         pthread_mutex_t lock;   /* serialises lifecycle changes of this sandbox */
 };
 

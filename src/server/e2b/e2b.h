@@ -38,6 +38,16 @@ enum MHD_Result pd_e2b_reply_error(struct pd_req *r, unsigned status, const char
  * create body as paddock's policy JSON (new reference), or NULL: no
  * network when why is empty, a bad request (why says) otherwise. */
 json_t *pd_e2b_network_policy(struct pd_server *srv, json_t *body, char *why, size_t whysz);
+/* e2b_ports.c: network.allowPublicTraffic and autoResume of a create
+ * body into cr (after autoPause is read): 0, or -1 with why set. */
+struct pd_create_req;
+struct pd_sandbox_info;
+int pd_e2b_ports_opts(json_t *body, struct pd_create_req *cr, char *why, size_t whysz);
+/* The create/connect answer's domain and trafficAccessToken; -1 if the
+ * token cannot be made. */
+int pd_e2b_ports_answer(struct pd_server *srv, struct pd_srv_sandbox *s, json_t *o);
+/* The info's domain, network.allowPublicTraffic and lifecycle. */
+void pd_e2b_ports_info(struct pd_server *srv, struct pd_srv_sandbox *s, const struct pd_sandbox_info *i, json_t *o);
 /* The sandbox's envd access token: pd_token of its id (core/tokens.h). */
 int pd_e2b_token(struct pd_server *srv, const char *sandbox_id, char out[PD_E2B_TOKEN_LEN + 1]);
 /* Constant-time string equality (pd_streq_ct). */

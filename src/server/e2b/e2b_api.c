@@ -86,16 +86,18 @@ static const char *e2b_template_for(const char *name)
 
 static json_t *create_body(struct pd_server *srv, struct pd_srv_sandbox *s)
 {
-        char token[PD_E2B_TOKEN_LEN + 1], traffic[PD_E2B_TOKEN_LEN + 1];
-        if (pd_e2b_token(srv, s->id, token) < 0 || pd_ports_token(srv, s->id, traffic) < 0)
+        char token[PD_E2B_TOKEN_LEN + 1];
+        if (pd_e2b_token(srv, s->id, token) < 0)
                 return NULL;
-        /* the SDK's getHost(port) is "<port>-<id>.<domain>": our ports, which
-         * take the trafficAccessToken (our port token) in
-         * E2B-Traffic-Access-Token; the code-interpreter SDK sends it too */
-        return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "sandboxID", s->id, "templateID",
-                         s->template_name, "clientID", "paddock", "envdVersion", PD_E2B_ENVD_VERSION,
-                         "envdAccessToken", token, "trafficAccessToken", traffic, "domain",
-                         srv->cfg.domain ? srv->cfg.domain : "localhost", "alias", s->template_name);
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "sandboxID", s->id, "templateID", s->template_name,
+                              "clientID", "paddock", "envdVersion", PD_E2B_ENVD_VERSION, "envdAccessToken", token,
+                              "alias", s->template_name);
+        /* domain and trafficAccessToken: the SDK's getHost(port) (e2b_ports.c) */
+        if (o && pd_e2b_ports_answer(srv, s, o) < 0) {
+                json_decref(o);
+                return NULL;
+        }
+        return o;
 }
 
 /* E2B's view of a state (lifecycle.h): it knows running and paused; a
@@ -120,6 +122,8 @@ static json_t *info_body(struct pd_server *srv, struct pd_srv_sandbox *s)
                               "diskSizeMB", (json_int_t)(i.disk_bytes >> 20), "envdVersion", PD_E2B_ENVD_VERSION,
                               "state", e2b_state(i.state), "notes",
                               "network: none (paddock sandboxes have no network yet)");
+        if (o)
+                pd_e2b_ports_info(srv, s, &i, o);
         pd_sandbox_info_clear(&i);
         return o;
 }
@@ -214,6 +218,10 @@ static enum MHD_Result route_create(struct pd_req *r, const char *chunk, size_t 
                         return pd_e2b_reply_error(r, 400, "autoPause must be true or false");
                 cr.auto_pause = json_is_true(v);
         }
+        /* network.allowPublicTraffic and autoResume (e2b_ports.c) */
+        char pwhy[256];
+        if (pd_e2b_ports_opts(body, &cr, pwhy, sizeof pwhy) < 0)
+                return pd_e2b_reply_error(r, 400, "%s", pwhy);
         /* allow_internet_access and network: paddock's policy (e2b_network.c);
          * secure, mcp...: accepted. */
         char why[256];

@@ -308,16 +308,32 @@ static struct pd_srv_sandbox *find_by_signature(struct pd_req *r, bool write)
         return found;
 }
 
+/* Context management on the code interpreter (the kernel bridge's
+ * /contexts routes; /health): what the traffic token may reach. Anything
+ * else (/execute runs code) needs the access token. The bridge matches
+ * exact paths after stripping trailing slashes, and so does this. */
+static bool ci_traffic_path(const char *path)
+{
+        size_t n = strlen(path);
+        while (n > 1 && path[n - 1] == '/')
+                n--;
+        return (n == 9 && !strncmp(path, "/contexts", 9)) || (n > 10 && !strncmp(path, "/contexts/", 10)) ||
+               (n == 7 && !strncmp(path, "/health", 7));
+}
+
 /* The code interpreter (port 49999): the sandbox's envd token is checked
  * by the caller; here the two other credentials. The code-interpreter SDK
  * sends X-Access-Token with /execute only; with /contexts it sends
  * E2B-Traffic-Access-Token, the trafficAccessToken of the create answer
- * (our port token, e2b_api.c). Other clients may use the owner's API key. */
-static bool ci_auth_ok(struct pd_req *r, const char *id)
+ * (our port token, e2b_ports.c), which opens context management only: a
+ * port token is what a sandbox's owner shares to show a web page, and it
+ * must not run code. Other clients may use the owner's API key. */
+static bool ci_auth_ok(struct pd_req *r, const char *id, const char *path)
 {
         const char *traffic = hdr(r, "E2B-Traffic-Access-Token");
         char token[PD_E2B_TOKEN_LEN + 1];
-        if (traffic && pd_ports_token(r->srv, id, token) == 0 && pd_e2b_streq(traffic, token))
+        if (traffic && ci_traffic_path(path) && pd_ports_token(r->srv, id, token) == 0 &&
+            pd_e2b_streq(traffic, token))
                 return true;
         const char *a = hdr(r, "Authorization"), *k = NULL;
         if (a && !strncasecmp(a, "Bearer ", 7)) {
@@ -412,7 +428,7 @@ static struct pd_e2b_call *call_open(struct pd_req *r)
         } else if (is_files && pd_req_query(r, "signature")) {
                 pd_deferred_fail(&c->fail, 403, "permission_denied", "invalid or expired signature");
                 return c;
-        } else if (c->port == PD_E2B_CI_PORT && ci_auth_ok(r, id)) {
+        } else if (c->port == PD_E2B_CI_PORT && ci_auth_ok(r, id, c->path)) {
                 /* fine */
         } else {
                 pd_deferred_fail(&c->fail, 401, "unauthenticated",

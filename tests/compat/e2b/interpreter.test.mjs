@@ -71,4 +71,10 @@ test('the sandbox id alone runs nothing: /execute and /contexts need a credentia
   assert.ok(sbx.trafficAccessToken, 'the create answer carries a trafficAccessToken')
   const ok = await fetch(`${base}/contexts`, { headers: { ...h, 'E2B-Traffic-Access-Token': sbx.trafficAccessToken } })
   assert.equal(ok.status, 200)
+  // ... but the traffic token, which opens the sandbox's web ports, runs no code
+  const run = await fetch(`${base}/execute`, {
+    method: 'POST', headers: { ...h, 'E2B-Traffic-Access-Token': sbx.trafficAccessToken },
+    body: JSON.stringify({ code: '1 + 1' }),
+  })
+  assert.equal(run.status, 401)
 })
