@@ -162,10 +162,12 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *cls)
 }
 
 /* The server's message from an error body, or a fallback. */
-static void error_message(const char *body, long status, char *out, size_t outsz)
+static void error_message(const char *body, long status, char *out, size_t outsz, char reason[32])
 {
         json_t *j = body ? json_loads(body, 0, NULL) : NULL;
         const char *m = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+        const char *why = json_string_value(json_object_get(json_object_get(j, "error"), "reason"));
+        snprintf(reason, 32, "%s", why ? why : "");
         if (m)
                 snprintf(out, outsz, "%s", m);
         else if (body && *body)
@@ -179,7 +181,7 @@ int pd_rc_stream(const struct pd_rc *rc, struct pd_rc_stream *s)
 {
         s->status = 0;
         s->sink_status = 0;
-        s->neterr[0] = s->message[0] = '\0';
+        s->neterr[0] = s->message[0] = s->reason[0] = '\0';
         CURL *h = curl_easy_init();
         if (!h) {
                 pd_cli_error("cannot start an HTTP client (libcurl)");
@@ -239,7 +241,7 @@ int pd_rc_stream(const struct pd_rc *rc, struct pd_rc_stream *s)
         } else if (s->status && (s->status < 200 || s->status > 299) &&
                    (cc == CURLE_OK || x.err_len || cc == CURLE_SEND_ERROR)) {
                 /* an error answer (a refused upload may be answered early) */
-                error_message(x.err, s->status, s->message, sizeof s->message);
+                error_message(x.err, s->status, s->message, sizeof s->message, s->reason);
                 if (!s->quiet)
                         pd_cli_error("%s", s->message);
                 ret = s->status < 500 ? PD_RC_REFUSED : PD_RC_INTERNAL;
@@ -288,6 +290,13 @@ static int mem_sink(void *ctx, const char *data, size_t n)
 
 int pd_rc_json(const struct pd_rc *rc, const char *method, const char *path, json_t *body, json_t **out)
 {
+        char reason[32];
+        return pd_rc_json_reason(rc, method, path, body, out, reason);
+}
+
+int pd_rc_json_reason(const struct pd_rc *rc, const char *method, const char *path, json_t *body, json_t **out,
+                      char reason[32])
+{
         _pd_cleanup_free_ char *req = body ? json_dumps(body, JSON_COMPACT) : NULL;
         struct membuf m = { 0 };
         struct pd_rc_stream s = {
@@ -298,6 +307,7 @@ int pd_rc_json(const struct pd_rc *rc, const char *method, const char *path, jso
         if (out)
                 *out = NULL;
         int k = pd_rc_stream(rc, &s);
+        snprintf(reason, 32, "%s", s.reason);
         if (k == PD_RC_UNREACHABLE) {
                 free(m.p);
                 return pd_rc_net_error(rc, &s);

@@ -598,9 +598,20 @@ static int start_command(struct pd_sandbox *sb, const struct run_opts *o, struct
         }
         if (r < 0) {
                 s->res->exit_code = -1;
-                if (r == -ENOENT) {
+                /* the same words as the server's refusal (paddock exec) */
+                if (!strncmp(err->msg, "cannot change directory", 23)) {
+                        s->res->status = PD_EXIT_CANNOT_EXEC;
+                        s->res->reason = "no-workdir";
+                        if (r == -ENOENT) {
+                                snprintf(s->res->message, sizeof s->res->message,
+                                         "working directory '%s' does not exist in the sandbox", so.cwd);
+                                return 1;
+                        }
+                } else if (r == -ENOENT) {
                         s->res->status = PD_EXIT_NOT_FOUND;
                         s->res->reason = "not-found";
+                        snprintf(s->res->message, sizeof s->res->message, "command not found: '%s'", o->argv[0]);
+                        return 1;
                 } else if (r == -EACCES || r == -ENOEXEC || r == -EISDIR || r == -EPERM) {
                         s->res->status = PD_EXIT_CANNOT_EXEC;
                         s->res->reason = "cannot-execute";

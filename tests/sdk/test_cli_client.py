@@ -71,10 +71,28 @@ def test_exec_status_streams_stdin(server, sid):
     assert r.returncode == 128 + 15
     r = pd(server, "exec", "-e", "A=1", "-w", "/tmp", "-u", "root", sid, "--", "sh", "-c", 'echo $A $FOO $(pwd) $(id -u)')
     assert (r.returncode, r.stdout) == (0, "1 bar /tmp 0\n")
-    r = pd(server, "exec", sid, "--", "no-such-command-xyz")
-    assert r.returncode == 1 and r.stderr.startswith("paddock: ") and "not found" in r.stderr
     r = pd(server, "exec", "--timeout", "1", sid, "--", "sleep", "30")
     assert r.returncode == 124
+    assert r.stderr == "paddock: timeout: killed after 1s\n", r.stderr
+
+
+def test_exec_cannot_start_statuses_like_run(server, sid):
+    """A command that cannot start exits as `paddock run` does (127 not
+    found, 126 not executable), with run's one-line message."""
+    r = pd(server, "exec", sid, "--", "no-such-command-xyz")
+    assert (r.returncode, r.stderr) == (127, "paddock: command not found: 'no-such-command-xyz'\n")
+    r = pd(server, "exec", sid, "--", "/etc/passwd")
+    assert r.returncode == 126 and r.stderr.startswith("paddock: cannot execute '/etc/passwd'"), r.stderr
+    assert r.stderr.count("\n") == 1
+    state = os.path.join(os.path.dirname(server.state), "run-state")
+    try:
+        for argv, code in ((["no-such-command-xyz"], 127), (["/etc/passwd"], 126)):
+            ran = subprocess.run([PADDOCK, "run", "--state-dir", state, "--"] + argv, capture_output=True,
+                                 text=True, env=server.env, timeout=120, stdin=subprocess.DEVNULL)
+            ex = pd(server, "exec", sid, "--", *argv)
+            assert (ran.returncode, ran.stderr) == (ex.returncode, ex.stderr) == (code, ex.stderr)
+    finally:
+        subprocess.run([PADDOCK, "gc", "--state-dir", state], capture_output=True, env=server.env, timeout=120)
 
 
 def test_exec_big_output(server, sid):
