@@ -1,0 +1,42 @@
+/* Was a process's SIGKILL the kernel's out-of-memory killer? Every surface
+ * that reports an exit (POST /exec, the process object, the output
+ * stream's exit record, E2B's end event) asks here, so an OOM kill reads
+ * the same everywhere: reason "oom" and the memory limit that was hit.
+ *
+ * The agent cannot tell (it sees no cgroupfs inside the sandbox); the host
+ * reads the workload cgroup's OOM-kill count (v2 memory.events oom_kill,
+ * v1 memory.oom_control oom_kill) through the tier's stats. The count is
+ * per sandbox, not per process: a SIGKILL from another source in a
+ * sandbox that already had an OOM kill is reported as oom too (docs/api.md
+ * says so). */
+#include <signal.h>
+#include <string.h>
+
+#include "server/core/manager.h"
+#include "server/api/procs.h"
+
+bool pd_procs_oom(struct pd_server *srv, struct pd_srv_sandbox *s, bool killed, uint64_t *limit_mb)
+{
+        *limit_mb = 0;
+        if (!killed || !s)
+                return false;
+        struct pd_sandbox_metrics m;
+        struct pd_error err = { 0 };
+        if (pd_manager_stats(srv, s, &m, &err) < 0 || !m.st.oom_kills)
+                return false;
+        *limit_mb = m.memory_limit >> 20;
+        return true;
+}
+
+void pd_procs_oom_mark(struct pd_server *srv, struct pd_srv_sandbox *s, json_t *o)
+{
+        const char *reason = json_string_value(json_object_get(o, "reason"));
+        uint64_t mb;
+        if (!reason || strcmp(reason, "signal") ||
+            json_integer_value(json_object_get(o, "signal")) != SIGKILL ||
+            !pd_procs_oom(srv, s, true, &mb))
+                return;
+        json_object_set_new(o, "reason", json_string("oom"));
+        if (mb)
+                json_object_set_new(o, "memory_limit_mb", json_integer((json_int_t)mb));
+}
