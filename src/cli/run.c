@@ -89,8 +89,8 @@ static void usage(FILE *f)
                 "  --state-dir DIR    state directory (default %s)\n"
                 "  --json             print a final JSON result on stderr\n\n"
                 "Exit status: the command's own; 128+N if signal N ended it; 124 timeout;\n"
-                "125 paddock's own error; 126 cannot execute; 127 not found; 137 with\n"
-                "reason oom after an out-of-memory kill.\n",
+                "125 paddock's own error; 126 cannot execute or no such -w directory;\n"
+                "127 not found; 137 with reason oom after an out-of-memory kill.\n",
                 PD_DEFAULT_STATE_DIR);
 }
 

@@ -95,6 +95,24 @@ def test_exec_cannot_start_statuses_like_run(server, sid):
         subprocess.run([PADDOCK, "gc", "--state-dir", state], capture_output=True, env=server.env, timeout=120)
 
 
+def test_workdir_that_does_not_exist_is_refused_clearly(server, sid):
+    """exec -w and run -w: 126 and a message that names the directory, not
+    127 (command not found); nothing is created."""
+    msg = "paddock: working directory '/nonexistent-pd' does not exist in the sandbox\n"
+    r = pd(server, "exec", "-w", "/nonexistent-pd", sid, "--", "true")
+    assert (r.returncode, r.stderr) == (126, msg)
+    r = pd(server, "exec", "-w", "/etc/passwd", sid, "--", "true")
+    assert r.returncode == 126 and "cannot change directory to '/etc/passwd': Not a directory" in r.stderr
+    assert pd(server, "exec", sid, "--", "test", "-e", "/nonexistent-pd").returncode == 1
+    state = os.path.join(os.path.dirname(server.state), "run-state-w")
+    try:
+        r = subprocess.run([PADDOCK, "run", "--state-dir", state, "-w", "/nonexistent-pd", "--", "true"],
+                           capture_output=True, text=True, env=server.env, timeout=120, stdin=subprocess.DEVNULL)
+        assert (r.returncode, r.stderr) == (126, msg)
+    finally:
+        subprocess.run([PADDOCK, "gc", "--state-dir", state], capture_output=True, env=server.env, timeout=120)
+
+
 def test_exec_big_output(server, sid):
     r = pd(server, "exec", sid, "--", "sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' x", text=False)
     assert r.returncode == 0 and r.stdout == b"x" * 3000000
