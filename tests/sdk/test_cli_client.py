@@ -149,6 +149,68 @@ def test_cp_both_ways(server, sid, tmp_path):
     assert r.returncode == 2
 
 
+def test_cp_directories_as_tar(server, sid, tmp_path):
+    """cp -r: a directory tree both ways (files, a subdirectory, a symlink,
+    modes), and - as a tar stream on stdin/stdout."""
+    import io
+    import tarfile
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "a.txt").write_text("alpha\n")
+    (tree / "sub" / "b.bin").write_bytes(os.urandom(200000))
+    os.chmod(tree / "a.txt", 0o750)
+    os.symlink("a.txt", tree / "link")
+    r = pd(server, "cp", "-r", str(tree), "%s:/tmp/up" % sid)
+    assert r.returncode == 0, r.stderr
+    r = pd(server, "exec", sid, "--", "sh", "-c", "cd /tmp/up && stat -c '%n %A' a.txt && readlink link && "
+                                               "sha256sum sub/b.bin | cut -d' ' -f1")
+    assert r.stdout.splitlines() == ["a.txt -rwxr-x---", "a.txt",
+                                     hashlib.sha256((tree / "sub" / "b.bin").read_bytes()).hexdigest()], r
+    # into an existing directory: under the source's own name, as cp -r does
+    r = pd(server, "cp", "-r", str(tree), "%s:/tmp/up" % sid)
+    assert r.returncode == 0 and pd(server, "exec", sid, "--", "test", "-f", "/tmp/up/tree/a.txt").returncode == 0
+    back = tmp_path / "back"
+    r = pd(server, "cp", "-r", "%s:/tmp/up" % sid, str(back))
+    assert r.returncode == 0, r.stderr
+    assert (back / "a.txt").read_text() == "alpha\n" and os.readlink(back / "link") == "a.txt"
+    assert (back / "sub" / "b.bin").read_bytes() == (tree / "sub" / "b.bin").read_bytes()
+    r = pd(server, "cp", "-r", "%s:/tmp/up/sub" % sid, str(back))       # existing: back/sub... again
+    assert r.returncode == 0 and (back / "sub" / "b.bin").exists()
+    # - : a tar stream on stdout, and one on stdin
+    r = pd(server, "cp", "-r", "%s:/tmp/up/sub" % sid, "-", text=False)
+    assert r.returncode == 0, r.stderr
+    names = sorted(m.name for m in tarfile.open(fileobj=io.BytesIO(r.stdout)).getmembers())
+    assert names == [".", "./b.bin"]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        info = tarfile.TarInfo("from-stdin/x.txt")
+        info.size = 3
+        t.addfile(info, io.BytesIO(b"xyz"))
+    r = pd(server, "cp", "-r", "-", "%s:/tmp/tarin" % sid, input=buf.getvalue(), text=False)
+    assert r.returncode == 0, r.stderr
+    r = pd(server, "exec", sid, "--", "cat", "/tmp/tarin/from-stdin/x.txt")
+    assert r.stdout == "xyz"
+    # a missing source: the sandbox's tar says so, nothing is left here
+    r = pd(server, "cp", "-r", "%s:/tmp/no-such-dir" % sid, str(tmp_path / "none"))
+    assert r.returncode != 0 and "No such file" in r.stderr and not (tmp_path / "none").exists()
+    # without -r a directory is refused with what to do
+    r = pd(server, "cp", str(tree), "%s:/tmp/x" % sid)
+    assert r.returncode == 2 and "is a directory (use cp -r)" in r.stderr
+
+
+def test_cp_errors_name_the_problem(server, sid, tmp_path):
+    r = pd(server, "cp", "-r", "a", "b", "c")
+    assert r.returncode == 2 and r.stderr == \
+        "paddock: cp: expected SRC DST, got 3 operands (usage: paddock cp [-r] SRC DST)\n"
+    r = pd(server, "cp", "abc:/x", str(tmp_path))
+    assert r.returncode == 1 and r.stderr == \
+        "paddock: cp: no sandbox 'abc' (a sandbox id is 20 characters, a-z 0-9)\n"
+    r = pd(server, "cp", "z" * 20 + ":/x", str(tmp_path))
+    assert r.returncode == 1 and r.stderr == "paddock: no sandbox '%s'\n" % ("z" * 20)
+    r = pd(server, "cp", "--bogus", "a", "b")
+    assert r.returncode == 2 and "unknown option '--bogus'" in r.stderr
+
+
 def test_logs(server, sid):
     r = pd(server, "exec", "--detach", sid, "--", "sh", "-c", "echo one; echo two >&2; sleep 1; echo three")
     assert r.returncode == 0, r.stderr
