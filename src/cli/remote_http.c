@@ -47,11 +47,19 @@ int pd_rc_init(struct pd_rc *rc, int *argc, char **argv)
 {
         const char *url = NULL, *key = NULL;
         int out = 1;
-        bool dashdash = false;
+        bool dashdash = false, verbose = false;
         for (int i = 1; i < *argc; i++) {
                 const char *a = argv[i];
                 if (!dashdash && !strcmp(a, "--")) {
                         dashdash = true;
+                } else if (!dashdash && !strcmp(a, "--verbose")) {
+                        verbose = true;
+                        continue;
+                } else if (i == 1 && !strcmp(a, "-v") && strcmp(argv[0], "create")) {
+                        /* first after the verb only: later it may be the command's
+                         * (exec ID ls -v); create's -v is a volume, as in run */
+                        verbose = true;
+                        continue;
                 } else if (!dashdash && (!strcmp(a, "--url") || !strcmp(a, "--key"))) {
                         if (i + 1 >= *argc) {
                                 pd_cli_error("%s needs a value", a);
@@ -91,10 +99,12 @@ int pd_rc_init(struct pd_rc *rc, int *argc, char **argv)
                 char path[4096];
                 const char *sd = getenv("PADDOCK_STATE_DIR");
                 snprintf(path, sizeof path, "%s/api-key", sd && *sd ? sd : PD_DEFAULT_STATE_DIR);
-                if (read_key_file(path, rc->key, sizeof rc->key))
-                        fprintf(stderr, "paddock: no --key or PADDOCK_API_KEY: using the key in %s\n", path);
-                else
+                if (read_key_file(path, rc->key, sizeof rc->key)) {
+                        if (verbose)
+                                fprintf(stderr, "paddock: no --key or PADDOCK_API_KEY: using the key in %s\n", path);
+                } else {
                         rc->key[0] = '\0';      /* the server will say 401 */
+                }
         }
         return 0;
 }

@@ -21,8 +21,9 @@ struct pd_rc {
 };
 
 /* --url/--key (taken out of argv, up to a "--"), else PADDOCK_URL and
- * PADDOCK_API_KEY, else the default state dir's api-key file (said once on
- * stderr). Returns 0 or an exit status (after printing why). */
+ * PADDOCK_API_KEY, else the default state dir's api-key file (said on
+ * stderr with --verbose, or -v right after the verb but create's). Returns
+ * 0 or an exit status (after printing why). */
 int pd_rc_init(struct pd_rc *rc, int *argc, char **argv);
 
 /* A JSON call: path is under /api/v1 and already escaped; body may be NULL.

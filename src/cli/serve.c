@@ -89,19 +89,21 @@ static void serve_usage(FILE *f)
                 "Run the sandbox server (HTTP API, docs/api.md) in the foreground.\n\n"
                 "  --listen ADDR:PORT     address to listen on (default 127.0.0.1:49982)\n"
                 "  --state-dir DIR        state directory (default %s)\n"
-                "  --pool N               warm sandboxes per template and limits (default 2, 0 = none)\n"
+                "  --pool N               warm sandboxes per template and limits (default 2,\n"
+                "                         0 = none)\n"
                 "  --max-sandboxes N      sandboxes in all (default 1000)\n"
                 "  --max-per-key N        sandboxes per API key (default 100)\n"
                 "  --domain D             domain of sandbox ports: <port>-<id>.D reaches a port\n"
-                "                         inside a sandbox (default localhost; docs/api.md, Ports)\n"
-                "  --net-uplink netns:PATH|IFACE:ADDR/PREFIX:GW  where sandbox traffic leaves (the\n"
-                "                         router's uplink; docs/network.md). Without it, sandboxes with a\n"
+                "                         inside a sandbox (default localhost; docs/api.md)\n"
+                "  --net-uplink netns:PATH|IFACE:ADDR/PREFIX:GW\n"
+                "                         where sandbox traffic leaves (the router's uplink;\n"
+                "                         docs/network.md). Without it, sandboxes with a\n"
                 "                         network reach only paddock's resolver\n"
                 "  --net-resolver IP[,IP] upstream DNS resolvers for paddock's resolver\n"
                 "  --e2b-network open|none  E2B creates that say nothing about the network\n"
                 "                         (default: open with --net-uplink, none without)\n"
-                "  --destroy-on-exit      destroy every sandbox on SIGTERM/SIGINT (default: keep them\n"
-                "                         running; the next server adopts them)\n",
+                "  --destroy-on-exit      destroy every sandbox on SIGTERM/SIGINT (default:\n"
+                "                         keep them running; the next server adopts them)\n",
                 PD_DEFAULT_STATE_DIR);
 }
 

@@ -52,14 +52,49 @@ def test_create_json_and_ls(server, sid):
     r = pd(server, "ls")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0].split() == ["ID", "TEMPLATE", "STATE", "CREATED", "EXPIRES"]
+    assert lines[0].split() == ["ID", "TEMPLATE", "TIER", "STATE", "CREATED", "EXPIRES"]
     rows = {l.split()[0]: l.split() for l in lines[1:]}
-    assert rows[sid][1:3] == ["base", "running"] and o["id"] in rows
+    assert rows[sid][1:4] == ["base", "container", "running"] and o["id"] in rows
     r = pd(server, "ls", "--metadata", "who=json", "--json")
     assert [s["id"] for s in json.loads(r.stdout)] == [o["id"]]
     r = pd(server, "ls", "--metadata", "who=nobody")
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 1
     assert pd(server, "kill", o["id"]).returncode == 0
+
+
+def test_create_takes_runs_options(server, sid, monkeypatch):
+    """create: --isolation (every tier in --help), -e K taken from here,
+    -v refused clearly (no host path over HTTP) with nothing created; ls
+    shows the tier and keeps its columns aligned past long template names."""
+    h = pd(server, "create", "--help").stdout
+    for tier in ("container", "process", "supervised", "microvm"):
+        assert tier in h, h
+    r = pd(server, "create", "--isolation", "supervised", "-e", "FROM_HERE", "--metadata", "who=opts",
+           env={"FROM_HERE": "yes"})
+    assert r.returncode == 0, r.stderr
+    pid_ = r.stdout.strip()
+    try:
+        assert pd(server, "exec", pid_, "--", "sh", "-c", "echo $FROM_HERE").stdout == "yes\n"
+        before = pd(server, "ls", "-q").stdout
+        r = pd(server, "create", "-v", "/tmp:/data")
+        assert r.returncode == 2 and "volumes are not available through the server" in r.stderr
+        assert pd(server, "ls", "-q").stdout == before
+        name = "a-rather-long-snapshot-name-for-column-alignment-x"
+        assert pd(server, "snapshot", sid, name, timeout=300).returncode == 0
+        r = pd(server, "create", "--template", name, "--metadata", "who=opts")
+        assert r.returncode == 0, r.stderr
+        long_id = r.stdout.strip()
+        lines = pd(server, "ls", "--metadata", "who=opts").stdout.splitlines()
+        assert len(lines) == 3, lines
+        col = lines[0].index("TIER")
+        st = lines[0].index("STATE")
+        for l in lines[1:]:
+            f = l.split()
+            assert l[col:].startswith(f[2]) and l[st:].startswith(f[3]), lines
+        assert {l.split()[2] for l in lines[1:]} == {"supervised", "container"}
+        pd(server, "kill", long_id)
+    finally:
+        pd(server, "kill", pid_)
 
 
 def test_exec_status_streams_stdin(server, sid):
@@ -295,6 +330,14 @@ def test_errors_and_exit_codes(server, sid):
 
 
 def test_key_from_state_dir(server):
-    # no --key and no PADDOCK_API_KEY: the state dir's api-key file, said on stderr
-    r = pd(server, "ls", key=False, env={"PADDOCK_STATE_DIR": server.state})
-    assert r.returncode == 0 and "using the key in" in r.stderr
+    # no --key and no PADDOCK_API_KEY: the state dir's api-key file, said
+    # on stderr only when asked (-v right after the verb, or --verbose)
+    env = {"PADDOCK_STATE_DIR": server.state}
+    r = pd(server, "ls", key=False, env=env)
+    assert (r.returncode, r.stderr) == (0, "")
+    notice = "paddock: no --key or PADDOCK_API_KEY: using the key in %s/api-key\n" % server.state
+    for args in (["ls", "-v"], ["ls", "--verbose"], ["create", "--verbose", "--metadata", "who=verbose"]):
+        r = pd(server, *args, key=False, env=env)
+        assert (r.returncode, r.stderr) == (0, notice), args
+    r = pd(server, "ls", "-q", "--metadata", "who=verbose")
+    assert pd(server, "kill", r.stdout.strip()).returncode == 0
