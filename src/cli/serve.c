@@ -236,6 +236,9 @@ int pd_cmd_serve(int argc, char **argv)
                 pd_cli_error("%s", err.msg);
                 return PD_EXIT_PADDOCK;
         }
+        /* The key is printed once, when it is made: a log or a terminal
+         * scrollback of every later start would otherwise hold it. */
+        bool key_file_ok = false;
         if (nkeys == 0) {
                 if (pd_store_key_create(srv.store, "default", key, NULL, &err) < 0 ||
                     write_key_file(&srv.state, key, &err) < 0) {
@@ -247,9 +250,9 @@ int pd_cmd_serve(int argc, char **argv)
                 struct pd_key k;
                 if (pd_read_file_at(srv.state.dirfd, "api-key", buf, sizeof buf) > 0) {
                         buf[strcspn(buf, "\n")] = '\0';
-                        if (pd_store_key_lookup(srv.store, buf, &k) == 0)
-                                snprintf(key, sizeof key, "%s", buf);
+                        key_file_ok = pd_store_key_lookup(srv.store, buf, &k) == 0;
                 }
+                explicit_bzero(buf, sizeof buf);
         }
 
         pd_log("info", "starting state_dir=%s listen=%s pool=%u", srv.state.dir, cfg.listen_addr, cfg.pool_size);
@@ -264,12 +267,18 @@ int pd_cmd_serve(int argc, char **argv)
                 return PD_EXIT_PADDOCK;
         }
         printf("paddock %s serving on http://%s (state %s)\n", PD_VERSION, cfg.listen_addr, srv.state.dir);
-        if (key[0])
-                printf("API key: %s\n", key);
-        else
+        if (key[0]) {
+                printf("API key (new, also in %s/api-key): %s\n", srv.state.dir, key);
+                printf("Try:\n  curl -H \"Authorization: Bearer %s\" http://%s/api/v1/sandboxes -d '{}'\n", key,
+                       cfg.listen_addr);
+        } else if (key_file_ok) {
+                printf("API key: in %s/api-key\n", srv.state.dir);
+                printf("Try:\n  curl -H \"Authorization: Bearer $(cat %s/api-key)\" http://%s/api/v1/sandboxes "
+                       "-d '{}'\n", srv.state.dir, cfg.listen_addr);
+        } else {
                 printf("API key: create one with `paddock key create --state-dir %s`\n", srv.state.dir);
-        printf("Try:\n  curl -H \"Authorization: Bearer %s\" http://%s/api/v1/sandboxes -d '{}'\n",
-               key[0] ? key : "KEY", cfg.listen_addr);
+        }
+        explicit_bzero(key, sizeof key);
         fflush(stdout);
         pd_log("info", "listening url=http://%s", cfg.listen_addr);
 
