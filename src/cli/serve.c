@@ -103,14 +103,18 @@ static void serve_usage(FILE *f)
                 "  --e2b-network open|none  E2B creates that say nothing about the network\n"
                 "                         (default: open with --net-uplink, none without)\n"
                 "  --destroy-on-exit      destroy every sandbox on SIGTERM/SIGINT (default:\n"
-                "                         keep them running; the next server adopts them)\n",
+                "                         keep them running; the next server adopts them)\n"
+                "  --log-level L          error, warn, info (default) or debug\n"
+                "  --access-log FILE|-    one line per request (time, key id, method, route,\n"
+                "                         status, bytes, duration; never a key or a body) to\n"
+                "                         FILE or stderr (-); without it, stderr at debug\n",
                 PD_DEFAULT_STATE_DIR);
 }
 
 int pd_cmd_serve(int argc, char **argv)
 {
         enum { O_LISTEN = 256, O_STATE, O_POOL, O_MAX, O_MAXKEY, O_DESTROY, O_DOMAIN, O_UPLINK, O_RESOLVER,
-               O_E2BNET, O_PRINT_ROUTES };
+               O_E2BNET, O_PRINT_ROUTES, O_LOGLEVEL, O_ACCESSLOG };
         static const struct option opts[] = {
                 { "listen", required_argument, NULL, O_LISTEN },
                 { "state-dir", required_argument, NULL, O_STATE },
@@ -122,6 +126,8 @@ int pd_cmd_serve(int argc, char **argv)
                 { "net-uplink", required_argument, NULL, O_UPLINK },
                 { "net-resolver", required_argument, NULL, O_RESOLVER },
                 { "e2b-network", required_argument, NULL, O_E2BNET },
+                { "log-level", required_argument, NULL, O_LOGLEVEL },
+                { "access-log", required_argument, NULL, O_ACCESSLOG },
                 /* hidden: the registered routes, one a line (tests/server/test_openapi.py) */
                 { "print-routes", no_argument, NULL, O_PRINT_ROUTES },
                 { "help", no_argument, NULL, 'h' },
@@ -138,6 +144,7 @@ int pd_cmd_serve(int argc, char **argv)
         };
         int c;
         bool print_routes = false;
+        const char *access_log = NULL;
         optind = 1;
         opterr = 0;
         while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
@@ -181,6 +188,13 @@ int pd_cmd_serve(int argc, char **argv)
                         }
                         cfg.e2b_network = optarg;
                         break;
+                case O_LOGLEVEL:
+                        if (pd_log_set_level(optarg) < 0) {
+                                pd_cli_error("serve: --log-level '%s': expected error, warn, info or debug", optarg);
+                                return PD_EXIT_PADDOCK;
+                        }
+                        break;
+                case O_ACCESSLOG: access_log = optarg; break;
                 case 'h': serve_usage(stdout); return 0;
                 default:
                         pd_cli_error("serve: unknown option '%s' or missing value (see paddock serve --help)",
@@ -201,6 +215,10 @@ int pd_cmd_serve(int argc, char **argv)
         if (print_routes) {
                 pd_http_print_routes(&srv, stdout);
                 return fflush(stdout) == 0 ? 0 : PD_EXIT_PADDOCK;
+        }
+        if (access_log && pd_access_log_open(access_log, &err) < 0) {
+                pd_cli_error("serve: %s", err.msg);
+                return PD_EXIT_PADDOCK;
         }
         if (geteuid() != 0)
                 pd_cli_error("warning: not root; the container tier needs root, sandbox creation will fail");
