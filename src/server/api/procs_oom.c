@@ -15,6 +15,13 @@
 #include "server/core/manager.h"
 #include "server/api/procs.h"
 
+static void oom_set(json_t *o, uint64_t mb)
+{
+        json_object_set_new(o, "reason", json_string("oom"));
+        if (mb)
+                json_object_set_new(o, "memory_limit_mb", json_integer((json_int_t)mb));
+}
+
 bool pd_procs_oom(struct pd_server *srv, struct pd_srv_sandbox *s, bool killed, uint64_t *limit_mb)
 {
         *limit_mb = 0;
@@ -30,13 +37,21 @@ bool pd_procs_oom(struct pd_server *srv, struct pd_srv_sandbox *s, bool killed, 
 
 void pd_procs_oom_mark(struct pd_server *srv, struct pd_srv_sandbox *s, json_t *o)
 {
-        const char *reason = json_string_value(json_object_get(o, "reason"));
-        uint64_t mb;
-        if (!reason || strcmp(reason, "signal") ||
-            json_integer_value(json_object_get(o, "signal")) != SIGKILL ||
-            !pd_procs_oom(srv, s, true, &mb))
-                return;
-        json_object_set_new(o, "reason", json_string("oom"));
-        if (mb)
-                json_object_set_new(o, "memory_limit_mb", json_integer((json_int_t)mb));
+        pd_procs_oom_mark_all(srv, s, o, 1);
+}
+
+void pd_procs_oom_mark_all(struct pd_server *srv, struct pd_srv_sandbox *s, json_t *v, size_t n)
+{
+        int known = -1;         /* the sandbox's count is read once, if at all */
+        uint64_t mb = 0;
+        for (size_t i = 0; i < n; i++) {
+                json_t *o = json_is_array(v) ? json_array_get(v, i) : v;
+                const char *reason = json_string_value(json_object_get(o, "reason"));
+                if (!reason || strcmp(reason, "signal") || json_integer_value(json_object_get(o, "signal")) != SIGKILL)
+                        continue;
+                if (known < 0)
+                        known = pd_procs_oom(srv, s, true, &mb);
+                if (known)
+                        oom_set(o, mb);
+        }
 }

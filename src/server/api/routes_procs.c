@@ -110,10 +110,7 @@ static enum MHD_Result route_list(struct pd_req *r, const char *chunk, size_t *c
         if (k < 0)
                 ret = pd_route_reply_agent_error(r, k, &err);
         else {
-                size_t i;
-                json_t *o;
-                json_array_foreach(all, i, o)
-                        pd_procs_oom_mark(r->srv, s, o);
+                pd_procs_oom_mark_all(r->srv, s, all, json_array_size(all));
                 ret = pd_reply_json(r, 200, json_pack("{s:o}", "processes", all));
         }
         pd_client_close(&c);
