@@ -398,7 +398,8 @@ static void on_exit_frame(struct session *s, const uint8_t *p, size_t len)
         s->res->signo = x.has_signal ? (int)x.signo : 0;
         if (s->res->signo) {
                 s->res->status = 128 + s->res->signo;
-                s->res->reason = "signal";
+                /* a microvm guest's agent tells an OOM kill itself */
+                s->res->reason = !strcmp(x.reason, "oom") ? "oom" : "signal";
         } else {
                 s->res->status = s->res->exit_code & 0xff;
                 s->res->reason = "exit";
@@ -749,7 +750,8 @@ int pd_cmd_run(int argc, char **argv)
         pd_trace("command done");
         struct pd_sandbox_stats stats = { 0 };
         (void)pd_sandbox_stats(sb, &stats, NULL);
-        if (!strcmp(res.reason, "signal") && res.signo == SIGKILL && stats.oom_kills > 0) {
+        if ((!strcmp(res.reason, "signal") && res.signo == SIGKILL && stats.oom_kills > 0) ||
+            !strcmp(res.reason, "oom")) {
                 res.reason = "oom";
                 snprintf(res.message, sizeof res.message,
                          "out of memory: the kernel killed the command (limit %" PRIu64 " MiB)",

@@ -91,6 +91,8 @@ bool pd_procs_oom(struct pd_server *srv, struct pd_srv_sandbox *s, bool killed, 
 /* On an exit or process object {"signal": 9, "reason": "signal"} of an OOM
  * kill: reason "oom" and "memory_limit_mb". */
 void pd_procs_oom_mark(struct pd_server *srv, struct pd_srv_sandbox *s, json_t *o);
+/* The sandbox's memory limit in MiB. */
+uint64_t pd_procs_memory_limit_mb(struct pd_server *srv, struct pd_srv_sandbox *s);
 /* The same over the n objects of an array (the sandbox's count read once). */
 void pd_procs_oom_mark_all(struct pd_server *srv, struct pd_srv_sandbox *s, json_t *v, size_t n);
 

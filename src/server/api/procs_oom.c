@@ -35,6 +35,14 @@ bool pd_procs_oom(struct pd_server *srv, struct pd_srv_sandbox *s, bool killed, 
         return true;
 }
 
+uint64_t pd_procs_memory_limit_mb(struct pd_server *srv, struct pd_srv_sandbox *s)
+{
+        struct pd_sandbox_metrics m;
+        struct pd_error err = { 0 };
+        (void)pd_manager_stats(srv, s, &m, &err);       /* the limit is filled either way */
+        return m.memory_limit >> 20;
+}
+
 void pd_procs_oom_mark(struct pd_server *srv, struct pd_srv_sandbox *s, json_t *o)
 {
         pd_procs_oom_mark_all(srv, s, o, 1);
@@ -47,6 +55,13 @@ void pd_procs_oom_mark_all(struct pd_server *srv, struct pd_srv_sandbox *s, json
         for (size_t i = 0; i < n; i++) {
                 json_t *o = json_is_array(v) ? json_array_get(v, i) : v;
                 const char *reason = json_string_value(json_object_get(o, "reason"));
+                if (reason && !strcmp(reason, "oom")) {
+                        /* the agent's own finding (a microvm guest's kernel) */
+                        uint64_t lim = pd_procs_memory_limit_mb(srv, s);
+                        if (lim)
+                                json_object_set_new(o, "memory_limit_mb", json_integer((json_int_t)lim));
+                        continue;
+                }
                 if (!reason || strcmp(reason, "signal") || json_integer_value(json_object_get(o, "signal")) != SIGKILL)
                         continue;
                 if (known < 0)
