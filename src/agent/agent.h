@@ -81,6 +81,8 @@ struct ag_proc {
         bool reaped;            /* waitpid reported it */
         bool exited;            /* reaped and pipes drained: end offsets final */
         bool timed_out;
+        bool oom_killed;        /* guest: SIGKILLed while the kernel's OOM count rose */
+        uint64_t oom_at_start;  /* guest: /proc/vmstat oom_kill at spawn */
         uint64_t end_at_exit[2];
         uint64_t exit_seq;
         bool dead;
@@ -121,6 +123,7 @@ struct ag_conn {
 struct agent {
         int epfd, listen_fd, sigfd, rootfd;
         bool pid1;
+        bool guest;             /* a microvm guest's init: the kernel is the sandbox's own */
         int *cgroup_fds;
         size_t ncgroup;
         size_t ring_size;
@@ -154,6 +157,9 @@ struct ag_req {
 int ag_guest_boot(struct agent *ag, struct pd_error *err);
 /* After reaping children: restart the demux if the workload killed it. */
 void ag_guest_check(struct agent *ag);
+/* The guest kernel's OOM kills so far (/proc/vmstat oom_kill; 0 if unknown).
+ * Only a guest's own kernel: in a container it would count the host's. */
+uint64_t ag_guest_oom_kills(void);
 /* guest_net.c: eth0 from the host's NETCFG frame (vmmux.h) */
 void ag_guest_net_apply(const uint8_t *p, size_t n);
 

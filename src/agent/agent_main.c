@@ -199,6 +199,7 @@ int main(int argc, char **argv)
         struct pd_error err = { 0 };
         /* booted as a microvm guest's /init (src/agent/guest.c) */
         if (getpid() == 1 && strcmp(base, "init") == 0) {
+                ag.guest = true;
                 if (ag_guest_boot(&ag, &err) < 0) {
                         fprintf(stderr, "paddock-agent: guest boot: %s\n", err.msg);
                         return 125;

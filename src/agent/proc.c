@@ -172,6 +172,10 @@ void ag_proc_reap_all(struct agent *ag)
                         if (p->pid == pid && !p->reaped && !p->dead) {
                                 p->status = status;
                                 p->reaped = true;
+                                /* a guest OOM kill: the host sees only QEMU,
+                                 * whose cgroup the guest kernel never leaves */
+                                p->oom_killed = ag->guest && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL &&
+                                                ag_guest_oom_kills() > p->oom_at_start;
                                 proc_finish(ag, p);
                                 break;
                         }
@@ -228,7 +232,7 @@ void ag_proc_put_exit_attrs(const struct ag_proc *p, struct pd_msg *m)
                 pd_msg_put_u32(m, PD_A_EXIT_CODE, (uint32_t)WEXITSTATUS(p->status));
         if (WIFSIGNALED(p->status))
                 pd_msg_put_u32(m, PD_A_SIGNO, (uint32_t)WTERMSIG(p->status));
-        pd_msg_put_str(m, PD_A_REASON, p->timed_out ? "timeout" :
+        pd_msg_put_str(m, PD_A_REASON, p->timed_out ? "timeout" : p->oom_killed ? "oom" :
                        WIFSIGNALED(p->status) ? "signal" : "exit");
         pd_msg_put_u64(m, PD_A_END_OUT, p->end_at_exit[0]);
         pd_msg_put_u64(m, PD_A_END_ERR, p->end_at_exit[1]);
@@ -250,7 +254,7 @@ int ag_req_list(struct agent *ag, struct ag_conn *c, struct ag_req *r)
                                 pd_msg_put_u32(m, PD_A_EXIT_CODE, (uint32_t)WEXITSTATUS(p->status));
                         if (WIFSIGNALED(p->status))
                                 pd_msg_put_u32(m, PD_A_SIGNO, (uint32_t)WTERMSIG(p->status));
-                        pd_msg_put_str(m, PD_A_REASON, p->timed_out ? "timeout" :
+                        pd_msg_put_str(m, PD_A_REASON, p->timed_out ? "timeout" : p->oom_killed ? "oom" :
                                        WIFSIGNALED(p->status) ? "signal" : "exit");
                 }
                 pd_msg_put_u64(m, PD_A_START_OUT, pd_ring_start(&p->out[0].ring));

@@ -344,6 +344,8 @@ int ag_spawn(struct agent *ag, const struct ag_spawn *s, struct ag_proc **out, s
                 goto fail;
         }
         p->pid = pid;
+        if (ag->guest)
+                p->oom_at_start = ag_guest_oom_kills();
         p->pty = s->pty;
         p->rows = s->rows;
         p->cols = s->cols;

@@ -61,17 +61,24 @@ static void create_usage(FILE *f)
 {
         fprintf(f, "usage: paddock create [OPTIONS]\n"
                    "Create a sandbox on the server and print its id.\n\n"
-                   "  --template NAME    registered template (default base)\n"
+                   "  --template NAME    registered template or snapshot (default base)\n"
+                   "  --isolation TIER   container (default), process (no namespaces: Landlock,\n"
+                   "                     seccomp, a uid and cgroup of its own), supervised\n"
+                   "                     (brokered opens and connects, audited), or microvm (a\n"
+                   "                     QEMU guest); docs/security.md, docs/microvm.md\n"
                    "  --memory SIZE      memory limit (default 512M)\n"
                    "  --cpus N           CPU limit, fractions allowed (default 1)\n"
                    "  --pids N           process limit (default 512)\n"
                    "  --disk SIZE        writable layer size (default 1G)\n"
                    "  --timeout DURATION remove the sandbox after this long (default 300s)\n"
-                   "  --isolation TIER   container (default) or process\n"
-                   "  -e, --env K=V      environment variable for every command\n"
+                   "  -e, --env K=V      variable for every command (K alone: take it from here)\n"
                    "  --metadata K=V     a label (filter with paddock ls --metadata)\n"
+                   "  -v, --volume ...   refused: the server takes no host paths (use paddock run)\n"
                    "  --json             print the whole sandbox object\n"
-                   "  --url URL, --key KEY   server and API key (default $PADDOCK_URL, $PADDOCK_API_KEY)\n");
+                   "  --url URL          server (default $PADDOCK_URL)\n"
+                   "  --key KEY          API key (default $PADDOCK_API_KEY, else the local\n"
+                   "                     state dir's api-key file; --verbose says when)\n"
+                   "Per-command options of paddock run (-w, -u, -t) are paddock exec's.\n");
 }
 
 static int cmd_create(const struct pd_rc *rc, int argc, char **argv)
@@ -83,7 +90,8 @@ static int cmd_create(const struct pd_rc *rc, int argc, char **argv)
                 { "disk", required_argument, NULL, O_DISK },         { "timeout", required_argument, NULL, O_TIMEOUT },
                 { "isolation", required_argument, NULL, O_ISO },     { "env", required_argument, NULL, 'e' },
                 { "metadata", required_argument, NULL, O_META },     { "json", no_argument, NULL, O_JSON },
-                { "help", no_argument, NULL, 'h' },                  { 0 },
+                { "volume", required_argument, NULL, 'v' },          { "help", no_argument, NULL, 'h' },
+                { 0 },
         };
         json_t *body = json_object(), *env = json_object(), *meta = json_object();
         struct pd_error err = { 0 };
@@ -92,8 +100,13 @@ static int cmd_create(const struct pd_rc *rc, int argc, char **argv)
         int c, ret = PD_RC_USAGE;
         optind = 1;
         opterr = 0;
-        while ((c = getopt_long(argc, argv, "+e:h", opts, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, "+e:v:h", opts, NULL)) != -1) {
                 switch (c) {
+                case 'v':
+                        /* a host path is never accepted over HTTP (docs/api.md) */
+                        pd_cli_error("create: -v %s: volumes are not available through the server (it never "
+                                     "takes a host path); use paddock run -v", optarg);
+                        goto out;
                 case O_TEMPLATE: json_object_set_new(body, "template", json_string(optarg)); break;
                 case O_ISO: json_object_set_new(body, "isolation", json_string(optarg)); break;
                 case O_MEMORY:
@@ -135,6 +148,12 @@ static int cmd_create(const struct pd_rc *rc, int argc, char **argv)
                         json_object_set_new(body, "timeout", json_integer((json_int_t)((v + 999) / 1000)));
                         break;
                 case 'e':
+                        if (!strchr(optarg, '=') && *optarg) {
+                                /* K alone: its value here, as run and exec do */
+                                if (getenv(optarg))
+                                        json_object_set_new(env, optarg, json_string(getenv(optarg)));
+                                break;
+                        }
                         if (!put_kv(env, "create", "-e", optarg))
                                 goto out;
                         break;
@@ -176,7 +195,7 @@ out:
 static void ls_usage(FILE *f)
 {
         fprintf(f, "usage: paddock ls [--state S[,S]] [--metadata K=V]... [--json]\n"
-                   "List this key's sandboxes: ID TEMPLATE STATE CREATED EXPIRES.\n\n"
+                   "List this key's sandboxes: ID TEMPLATE TIER STATE CREATED EXPIRES.\n\n"
                    "  --state S          running, paused, failed (comma list)\n"
                    "  --metadata K=V     only sandboxes with this label (repeatable: all must match)\n"
                    "  -q, --quiet        print the ids only\n"
@@ -261,15 +280,28 @@ static int cmd_ls(const struct pd_rc *rc, int argc, char **argv)
                 json_array_foreach(all, i, sb)
                         printf("%s\n", json_string_value(json_object_get(sb, "id")));
         } else {
-                printf("%-20s  %-16s  %-8s  %-19s  %-19s\n", "ID", "TEMPLATE", "STATE", "CREATED", "EXPIRES");
+                /* columns as wide as their longest value (template names
+                 * run to 64 characters) */
+                int wt = 8, wi = 4, ws = 5;
+                json_array_foreach(all, i, sb) {
+                        const char *t = json_string_value(json_object_get(sb, "template"));
+                        const char *iso = json_string_value(json_object_get(sb, "isolation"));
+                        const char *st = json_string_value(json_object_get(sb, "state"));
+                        wt = t && (int)strlen(t) > wt ? (int)strlen(t) : wt;
+                        wi = iso && (int)strlen(iso) > wi ? (int)strlen(iso) : wi;
+                        ws = st && (int)strlen(st) > ws ? (int)strlen(st) : ws;
+                }
+                printf("%-20s  %-*s  %-*s  %-*s  %-19s  %s\n", "ID", wt, "TEMPLATE", wi, "TIER", ws, "STATE", "CREATED",
+                       "EXPIRES");
                 json_array_foreach(all, i, sb) {
                         char created[32], expires[32];
                         short_time(json_object_get(sb, "created_at"), created, sizeof created);
                         short_time(json_object_get(sb, "expires_at"), expires, sizeof expires);
                         const char *t = json_string_value(json_object_get(sb, "template"));
+                        const char *iso = json_string_value(json_object_get(sb, "isolation"));
                         const char *st = json_string_value(json_object_get(sb, "state"));
-                        printf("%-20s  %-16s  %-8s  %-19s  %-19s\n", json_string_value(json_object_get(sb, "id")),
-                               t ? t : "-", st ? st : "-", created, expires);
+                        printf("%-20s  %-*s  %-*s  %-*s  %-19s  %s\n", json_string_value(json_object_get(sb, "id")),
+                               wt, t ? t : "-", wi, iso ? iso : "-", ws, st ? st : "-", created, expires);
                 }
         }
         json_decref(all);
@@ -348,8 +380,8 @@ static int cmd_state(const struct pd_rc *rc, const char *verb, int argc, char **
         char usage[512];
         snprintf(usage, sizeof usage, "usage: paddock %s\n%s\n", verb,
                  !strcmp(verb, "pause")
-                         ? "[--disk|--memory] ID\nStop a sandbox (its timeout stops counting): in memory, or saved "
-                           "to disk with its memory released (microvm);\nby default as the tier prefers."
+                         ? "[--disk|--memory] ID\nStop a sandbox (its timeout stops counting): in memory, or\n"
+                           "saved to disk with its memory released (microvm); by default as the tier\nprefers."
                          : "ID\nThaw a paused sandbox (its timeout starts again).");
         /* pause's --disk / --memory, taken out before the common options */
         const char *mode = NULL;
@@ -410,8 +442,8 @@ static int cmd_timeout(const struct pd_rc *rc, int argc, char **argv)
 static int cmd_snapshot(const struct pd_rc *rc, int argc, char **argv)
 {
         const char *usage = "usage: paddock snapshot ID NAME\n"
-                            "Save the sandbox's filesystem as snapshot NAME ([a-z0-9-]{1,64}); start sandboxes\n"
-                            "from it with `paddock create --template NAME`.\n";
+                            "Save the sandbox's filesystem as snapshot NAME ([a-z0-9-]{1,64}); start\n"
+                            "sandboxes from it with `paddock create --template NAME`.\n";
         int i = simple_opts("snapshot", argc, argv, NULL, usage);
         if (i < 0)
                 return DONE(i);

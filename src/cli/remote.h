@@ -7,6 +7,12 @@ int pd_remote_exec(const struct pd_rc *rc, int argc, char **argv);
 int pd_remote_logs(const struct pd_rc *rc, int argc, char **argv);
 int pd_remote_cp(const struct pd_rc *rc, int argc, char **argv);
 int pd_remote_port(const struct pd_rc *rc, int argc, char **argv);
+/* cp -r (remote_cp_tar.c): sandbox directory src to a local directory or
+ * "-" (a tar stream on stdout); a local directory or "-" (a tar stream on
+ * stdin) into the sandbox's dst (dst_is_dir: an existing directory there,
+ * which receives src under its own name). */
+int pd_remote_cp_tar_out(const struct pd_rc *rc, const char *id, const char *src, const char *dst);
+int pd_remote_cp_tar_in(const struct pd_rc *rc, const char *src, const char *id, const char *dst, bool dst_is_dir);
 
 /* "paddock VERB: unknown option" / missing operand: print, return PD_RC_USAGE. */
 int pd_remote_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -2,7 +2,7 @@
  * other a local path or "-" (stdin/stdout). Both directions are streamed:
  * an upload is sent as it is read, a download written as it arrives (into
  * a temporary file renamed over DST at the end, so a failed copy leaves
- * DST as it was). Regular files only. */
+ * DST as it was). Directories with -r: remote_cp_tar.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -88,7 +88,7 @@ static int upload(const struct pd_rc *rc, const char *src, const char *id, const
                 if (fstat(fileno(in), &st) == 0) {
                         if (S_ISDIR(st.st_mode)) {
                                 fclose(in);
-                                pd_cli_error("cp: '%s' is a directory (copy files one by one, or a tar archive)", src);
+                                pd_cli_error("cp: '%s' is a directory (use cp -r)", src);
                                 return PD_RC_USAGE;
                         }
                         if (S_ISREG(st.st_mode))
@@ -185,27 +185,65 @@ static int download(const struct pd_rc *rc, const char *id, const char *src, con
         return k;
 }
 
+/* Neither operand is ID:PATH: name what looks like a sandbox id that is
+ * not one (an "X:..." that is no local path), else say what is needed. */
+static int no_remote_side(const char *a, const char *b)
+{
+        const char *args[2] = { a, b };
+        for (int i = 0; i < 2; i++) {
+                const char *c = strchr(args[i], ':');
+                struct stat st;
+                if (c && c > args[i] && !memchr(args[i], '/', (size_t)(c - args[i])) && lstat(args[i], &st) < 0) {
+                        pd_cli_error("cp: no sandbox '%.*s' (a sandbox id is 20 characters, a-z 0-9)",
+                                     (int)(c - args[i]), args[i]);
+                        return PD_RC_REFUSED;
+                }
+        }
+        return pd_remote_usage_error("cp", "one side must be ID:PATH (a path in a sandbox)");
+}
+
 int pd_remote_cp(const struct pd_rc *rc, int argc, char **argv)
 {
         int i = 1;
-        if (i < argc && (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))) {
-                printf("usage: paddock cp SRC DST\n"
-                       "Copy a file into or out of a sandbox; one side is ID:PATH, the other a local\n"
-                       "path or - (stdin or stdout). Relative sandbox paths start at the user's home;\n"
-                       "a DST that is a directory (or ends in /) receives the file under its own name.\n");
-                return 0;
+        bool recursive = false;
+        for (; i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
+                if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+                        printf("usage: paddock cp [-r] SRC DST\n"
+                               "Copy a file into or out of a sandbox; one side is ID:PATH, the other a local\n"
+                               "path or - (stdin or stdout). Relative sandbox paths start at the user's home;\n"
+                               "a DST that is a directory (or ends in /) receives the file under its own name.\n\n"
+                               "  -r, --recursive  copy a directory, as a tar stream (tar runs on both sides);\n"
+                               "                   - is then a tar archive on stdin or stdout\n");
+                        return 0;
+                }
+                if (!strcmp(argv[i], "-r") || !strcmp(argv[i], "-R") || !strcmp(argv[i], "--recursive")) {
+                        recursive = true;
+                } else if (!strcmp(argv[i], "--")) {
+                        i++;
+                        break;
+                } else {
+                        return pd_remote_usage_error("cp", "unknown option '%s'", argv[i]);
+                }
         }
-        if (i < argc && !strcmp(argv[i], "--"))
-                i++;
-        if (argc - i != 2)
-                return pd_remote_usage_error("cp", "expected SRC DST");
+        if (argc - i != 2) {
+                pd_cli_error("cp: expected SRC DST, got %d operand%s (usage: paddock cp [-r] SRC DST)", argc - i,
+                             argc - i == 1 ? "" : "s");
+                return PD_RC_USAGE;
+        }
         char *src = strdupa(argv[i]), *dst = strdupa(argv[i + 1]);
         char *sid, *spath, *did, *dpath;
         bool sr = split_remote(src, &sid, &spath), dr = split_remote(dst, &did, &dpath);
-        if (sr == dr)
-                return pd_remote_usage_error("cp", sr ? "both sides are in a sandbox (copy through a local file)"
-                                                      : "one side must be ID:PATH");
+        if (sr && dr)
+                return pd_remote_usage_error("cp", "both sides are in a sandbox (copy through a local file)");
+        if (!sr && !dr)
+                return no_remote_side(argv[i], argv[i + 1]);
         if (sr && !*spath)
                 return pd_remote_usage_error("cp", "no path after '%s:'", sid);
+        if (recursive) {
+                if (dr && !*dpath)
+                        return pd_remote_usage_error("cp", "no path after '%s:'", did);
+                return sr ? pd_remote_cp_tar_out(rc, sid, spath, dst)
+                          : pd_remote_cp_tar_in(rc, src, did, dpath, strcmp(src, "-") && remote_is_dir(rc, did, dpath));
+        }
         return sr ? download(rc, sid, spath, dst) : upload(rc, src, did, dpath);
 }

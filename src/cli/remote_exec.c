@@ -273,7 +273,8 @@ static void exec_usage(FILE *f)
 {
         fprintf(f, "usage: paddock exec [OPTIONS] ID [--] CMD [ARGS...]\n"
                    "Run CMD in a sandbox: stream its output, forward stdin and signals, exit with\n"
-                   "its status (128+N if signal N killed it).\n\n"
+                   "its status (128+N if signal N killed it; 137 after an out-of-memory kill; 127\n"
+                   "command not found; 126 cannot execute or no such working directory).\n\n"
                    "  -t, --tty          give the command a terminal (raw mode here)\n"
                    "  -e, --env K=V      environment variable (K alone: take it from here)\n"
                    "  -w, --workdir DIR  working directory (default the user's home)\n"
@@ -370,10 +371,17 @@ int pd_remote_exec(const struct pd_rc *rc, int argc, char **argv)
         char path[128];
         snprintf(path, sizeof path, "/sandboxes/%s/processes", id);
         json_t *started = NULL;
-        ret = pd_rc_json(rc, "POST", path, body, &started);
+        char why[32];
+        ret = pd_rc_json_reason(rc, "POST", path, body, &started, why);
         json_decref(body);
-        if (ret)
+        if (ret) {
+                /* the command did not start: the statuses of paddock run */
+                if (ret == PD_RC_REFUSED && !strcmp(why, "not-found"))
+                        ret = PD_EXIT_NOT_FOUND;
+                else if (ret == PD_RC_REFUSED && (!strcmp(why, "cannot-execute") || !strcmp(why, "no-workdir")))
+                        ret = PD_EXIT_CANNOT_EXEC;
                 goto out;
+        }
         json_int_t pid = json_integer_value(json_object_get(started, "pid"));
         json_decref(started);
         if (pid <= 0) {
@@ -414,9 +422,18 @@ int pd_remote_exec(const struct pd_rc *rc, int argc, char **argv)
         if (!ret) {
                 json_t *ec = json_object_get(f.exit, "exit_code"), *sg = json_object_get(f.exit, "signal");
                 const char *reason = json_string_value(json_object_get(f.exit, "reason"));
-                if (reason && !strcmp(reason, "timeout"))
+                if (reason && !strcmp(reason, "timeout")) {
+                        pd_cli_error("timeout: killed after %.3gs", (double)timeout_ms / 1000.0);
                         ret = PD_EXIT_TIMEOUT;
-                else if (json_is_integer(ec))
+                } else if (reason && !strcmp(reason, "oom")) {
+                        json_int_t mb = json_integer_value(json_object_get(f.exit, "memory_limit_mb"));
+                        if (mb > 0)
+                                pd_cli_error("out of memory: the kernel killed the command (limit %lld MiB)",
+                                             (long long)mb);
+                        else
+                                pd_cli_error("out of memory: the kernel killed the command");
+                        ret = 128 + SIGKILL;
+                } else if (json_is_integer(ec))
                         ret = (int)json_integer_value(ec);
                 else if (json_is_integer(sg))
                         ret = 128 + (int)json_integer_value(sg);

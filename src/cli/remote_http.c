@@ -47,11 +47,19 @@ int pd_rc_init(struct pd_rc *rc, int *argc, char **argv)
 {
         const char *url = NULL, *key = NULL;
         int out = 1;
-        bool dashdash = false;
+        bool dashdash = false, verbose = false;
         for (int i = 1; i < *argc; i++) {
                 const char *a = argv[i];
                 if (!dashdash && !strcmp(a, "--")) {
                         dashdash = true;
+                } else if (!dashdash && !strcmp(a, "--verbose")) {
+                        verbose = true;
+                        continue;
+                } else if (i == 1 && !strcmp(a, "-v") && strcmp(argv[0], "create")) {
+                        /* first after the verb only: later it may be the command's
+                         * (exec ID ls -v); create's -v is a volume, as in run */
+                        verbose = true;
+                        continue;
                 } else if (!dashdash && (!strcmp(a, "--url") || !strcmp(a, "--key"))) {
                         if (i + 1 >= *argc) {
                                 pd_cli_error("%s needs a value", a);
@@ -91,10 +99,12 @@ int pd_rc_init(struct pd_rc *rc, int *argc, char **argv)
                 char path[4096];
                 const char *sd = getenv("PADDOCK_STATE_DIR");
                 snprintf(path, sizeof path, "%s/api-key", sd && *sd ? sd : PD_DEFAULT_STATE_DIR);
-                if (read_key_file(path, rc->key, sizeof rc->key))
-                        fprintf(stderr, "paddock: no --key or PADDOCK_API_KEY: using the key in %s\n", path);
-                else
+                if (read_key_file(path, rc->key, sizeof rc->key)) {
+                        if (verbose)
+                                fprintf(stderr, "paddock: no --key or PADDOCK_API_KEY: using the key in %s\n", path);
+                } else {
                         rc->key[0] = '\0';      /* the server will say 401 */
+                }
         }
         return 0;
 }
@@ -162,10 +172,12 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *cls)
 }
 
 /* The server's message from an error body, or a fallback. */
-static void error_message(const char *body, long status, char *out, size_t outsz)
+static void error_message(const char *body, long status, char *out, size_t outsz, char reason[32])
 {
         json_t *j = body ? json_loads(body, 0, NULL) : NULL;
         const char *m = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+        const char *why = json_string_value(json_object_get(json_object_get(j, "error"), "reason"));
+        snprintf(reason, 32, "%s", why ? why : "");
         if (m)
                 snprintf(out, outsz, "%s", m);
         else if (body && *body)
@@ -179,7 +191,7 @@ int pd_rc_stream(const struct pd_rc *rc, struct pd_rc_stream *s)
 {
         s->status = 0;
         s->sink_status = 0;
-        s->neterr[0] = s->message[0] = '\0';
+        s->neterr[0] = s->message[0] = s->reason[0] = '\0';
         CURL *h = curl_easy_init();
         if (!h) {
                 pd_cli_error("cannot start an HTTP client (libcurl)");
@@ -239,7 +251,7 @@ int pd_rc_stream(const struct pd_rc *rc, struct pd_rc_stream *s)
         } else if (s->status && (s->status < 200 || s->status > 299) &&
                    (cc == CURLE_OK || x.err_len || cc == CURLE_SEND_ERROR)) {
                 /* an error answer (a refused upload may be answered early) */
-                error_message(x.err, s->status, s->message, sizeof s->message);
+                error_message(x.err, s->status, s->message, sizeof s->message, s->reason);
                 if (!s->quiet)
                         pd_cli_error("%s", s->message);
                 ret = s->status < 500 ? PD_RC_REFUSED : PD_RC_INTERNAL;
@@ -288,6 +300,13 @@ static int mem_sink(void *ctx, const char *data, size_t n)
 
 int pd_rc_json(const struct pd_rc *rc, const char *method, const char *path, json_t *body, json_t **out)
 {
+        char reason[32];
+        return pd_rc_json_reason(rc, method, path, body, out, reason);
+}
+
+int pd_rc_json_reason(const struct pd_rc *rc, const char *method, const char *path, json_t *body, json_t **out,
+                      char reason[32])
+{
         _pd_cleanup_free_ char *req = body ? json_dumps(body, JSON_COMPACT) : NULL;
         struct membuf m = { 0 };
         struct pd_rc_stream s = {
@@ -298,6 +317,7 @@ int pd_rc_json(const struct pd_rc *rc, const char *method, const char *path, jso
         if (out)
                 *out = NULL;
         int k = pd_rc_stream(rc, &s);
+        snprintf(reason, 32, "%s", s.reason);
         if (k == PD_RC_UNREACHABLE) {
                 free(m.p);
                 return pd_rc_net_error(rc, &s);

@@ -21,14 +21,18 @@ struct pd_rc {
 };
 
 /* --url/--key (taken out of argv, up to a "--"), else PADDOCK_URL and
- * PADDOCK_API_KEY, else the default state dir's api-key file (said once on
- * stderr). Returns 0 or an exit status (after printing why). */
+ * PADDOCK_API_KEY, else the default state dir's api-key file (said on
+ * stderr with --verbose, or -v right after the verb but create's). Returns
+ * 0 or an exit status (after printing why). */
 int pd_rc_init(struct pd_rc *rc, int *argc, char **argv);
 
 /* A JSON call: path is under /api/v1 and already escaped; body may be NULL.
  * 2xx: 0 and *out (NULL for an empty answer; may pass out = NULL). Else
  * prints "paddock: <server message>" and returns the exit status. */
 int pd_rc_json(const struct pd_rc *rc, const char *method, const char *path, json_t *body, json_t **out);
+/* The same, also giving the error's "reason" (empty if none) in reason. */
+int pd_rc_json_reason(const struct pd_rc *rc, const char *method, const char *path, json_t *body, json_t **out,
+                      char reason[32]);
 
 /* Sink for a streamed 2xx body; return < 0 to stop (the call returns
  * s->sink_status then). */
@@ -51,6 +55,7 @@ struct pd_rc_stream {
         int sink_status;
         char neterr[256];       /* transport error text */
         char message[512];      /* the server's error message */
+        char reason[32];        /* its error.reason, if any (exec: not-found, ...) */
 };
 
 /* 0 on a complete 2xx transfer; PD_RC_UNREACHABLE on a transport error

@@ -56,25 +56,29 @@ static void usage(FILE *f)
                 "usage: paddock run [OPTIONS] [--] CMD [ARGS...]\n"
                 "Run CMD in a fresh sandbox, stream its output, exit with its status.\n\n"
                 "  --isolation TIER   container (default) or process (no namespaces: Landlock,\n"
-                "                     seccomp, a uid and cgroup of its own; see docs/security.md),\n"
+                "                     seccomp, a uid and cgroup of its own; docs/security.md),\n"
                 "                     supervised, or microvm (a QEMU guest: docs/microvm.md)\n"
-                "  --allow-weaker     process tier: run even if the kernel's Landlock lacks a right\n"
-                "  --policy FILE      supervised tier: path and connect rules (JSON, docs/security.md)\n"
+                "  --allow-weaker     process tier: run even if Landlock lacks a right\n"
+                "  --policy FILE      supervised tier: path and connect rules (JSON;\n"
+                "                     docs/security.md)\n"
                 "  --template NAME|DIR  registered template name (default base) or a directory\n"
                 "  --memory SIZE      memory limit (default 512M)\n"
                 "  --pids N           process limit (default 512)\n"
                 "  --cpus N           CPU limit, fractions allowed (default 1)\n"
-                "  --disk SIZE        writable layer size (default 1G; tmpfs, capped below --memory)\n"
+                "  --disk SIZE        writable layer size (default 1G; tmpfs, capped below\n"
+                "                     --memory)\n"
                 "  --timeout DURATION kill the sandbox after this long (exit 124)\n"
                 "  -e, --env K=V      set an environment variable (K alone: take it from here)\n"
                 "  -w, --workdir DIR  working directory inside (default: the image's WorkingDir,\n"
                 "                     else the user's home)\n"
-                "  -u, --user USER    user or root (default: the image's User, else user, uid 1000)\n"
-                "  -v, --volume HOST:SANDBOX[:OPTIONS]  bind a host path into the sandbox (container,\n"
-                "                     supervised); OPTIONS, comma-separated: ro, rw (default),\n"
-                "                     uid=N, gid=N (host ids `user` writes as; default: the\n"
-                "                     path's owner, never root), map=sandbox with ro (no host\n"
-                "                     account: every id is the sandbox's own); docs/security.md\n"
+                "  -u, --user USER    user or root (default: the image's User, else user,\n"
+                "                     uid 1000)\n"
+                "  -v, --volume HOST:SANDBOX[:OPTIONS]  bind a host path into the sandbox\n"
+                "                     (container, supervised); OPTIONS, comma-separated: ro,\n"
+                "                     rw (default), uid=N, gid=N (host ids `user` writes as;\n"
+                "                     default: the path's owner, never root), map=sandbox\n"
+                "                     with ro (no host account: every id is the sandbox's\n"
+                "                     own); docs/security.md\n"
                 "  -t, --tty          give the command a terminal\n"
                 "  --net MODE         none (default: loopback only), open (the public internet,\n"
                 "                     never metadata, LAN or host) or policy (only what --allow\n"
@@ -89,8 +93,8 @@ static void usage(FILE *f)
                 "  --state-dir DIR    state directory (default %s)\n"
                 "  --json             print a final JSON result on stderr\n\n"
                 "Exit status: the command's own; 128+N if signal N ended it; 124 timeout;\n"
-                "125 paddock's own error; 126 cannot execute; 127 not found; 137 with\n"
-                "reason oom after an out-of-memory kill.\n",
+                "125 paddock's own error; 126 cannot execute or no such -w directory;\n"
+                "127 not found; 137 with reason oom after an out-of-memory kill.\n",
                 PD_DEFAULT_STATE_DIR);
 }
 
@@ -394,7 +398,8 @@ static void on_exit_frame(struct session *s, const uint8_t *p, size_t len)
         s->res->signo = x.has_signal ? (int)x.signo : 0;
         if (s->res->signo) {
                 s->res->status = 128 + s->res->signo;
-                s->res->reason = "signal";
+                /* a microvm guest's agent tells an OOM kill itself */
+                s->res->reason = !strcmp(x.reason, "oom") ? "oom" : "signal";
         } else {
                 s->res->status = s->res->exit_code & 0xff;
                 s->res->reason = "exit";
@@ -598,9 +603,20 @@ static int start_command(struct pd_sandbox *sb, const struct run_opts *o, struct
         }
         if (r < 0) {
                 s->res->exit_code = -1;
-                if (r == -ENOENT) {
+                /* the same words as the server's refusal (paddock exec) */
+                if (!strncmp(err->msg, "cannot change directory", 23)) {
+                        s->res->status = PD_EXIT_CANNOT_EXEC;
+                        s->res->reason = "no-workdir";
+                        if (r == -ENOENT) {
+                                snprintf(s->res->message, sizeof s->res->message,
+                                         "working directory '%s' does not exist in the sandbox", so.cwd);
+                                return 1;
+                        }
+                } else if (r == -ENOENT) {
                         s->res->status = PD_EXIT_NOT_FOUND;
                         s->res->reason = "not-found";
+                        snprintf(s->res->message, sizeof s->res->message, "command not found: '%s'", o->argv[0]);
+                        return 1;
                 } else if (r == -EACCES || r == -ENOEXEC || r == -EISDIR || r == -EPERM) {
                         s->res->status = PD_EXIT_CANNOT_EXEC;
                         s->res->reason = "cannot-execute";
@@ -734,7 +750,8 @@ int pd_cmd_run(int argc, char **argv)
         pd_trace("command done");
         struct pd_sandbox_stats stats = { 0 };
         (void)pd_sandbox_stats(sb, &stats, NULL);
-        if (!strcmp(res.reason, "signal") && res.signo == SIGKILL && stats.oom_kills > 0) {
+        if ((!strcmp(res.reason, "signal") && res.signo == SIGKILL && stats.oom_kills > 0) ||
+            !strcmp(res.reason, "oom")) {
                 res.reason = "oom";
                 snprintf(res.message, sizeof res.message,
                          "out of memory: the kernel killed the command (limit %" PRIu64 " MiB)",

@@ -89,29 +89,36 @@ static void serve_usage(FILE *f)
                 "Run the sandbox server (HTTP API, docs/api.md) in the foreground.\n\n"
                 "  --listen ADDR:PORT     address to listen on (default 127.0.0.1:49982)\n"
                 "  --state-dir DIR        state directory (default %s)\n"
-                "  --pool N               warm sandboxes per template and limits (default 2, 0 = none)\n"
+                "  --pool N               warm sandboxes per template and limits (default 2,\n"
+                "                         0 = none)\n"
                 "  --max-sandboxes N      sandboxes in all (default 1000)\n"
                 "  --max-per-key N        sandboxes per API key (default 100)\n"
                 "  --domain D             domain of sandbox ports: <port>-<id>.D reaches a port\n"
-                "                         inside a sandbox (default localhost, given out with the\n"
-                "                         server's port unless D names one; docs/api.md, Ports)\n"
-                "  --net-uplink netns:PATH|IFACE:ADDR/PREFIX:GW  where sandbox traffic leaves (the\n"
-                "                         router's uplink; docs/network.md). Without it, sandboxes with a\n"
+                "                         inside a sandbox (default localhost, given out with\n"
+                "                         the server's port unless D names one; docs/api.md)\n"
+                "  --net-uplink netns:PATH|IFACE:ADDR/PREFIX:GW\n"
+                "                         where sandbox traffic leaves (the router's uplink;\n"
+                "                         docs/network.md). Without it, sandboxes with a\n"
                 "                         network reach only paddock's resolver\n"
                 "  --net-resolver IP[,IP] upstream DNS resolvers for paddock's resolver\n"
                 "  --e2b-network open|none  E2B creates that say nothing about the network\n"
                 "                         (default: open with --net-uplink, none without)\n"
-                "  --template-registry HOST[:PORT]  a registry POST /api/v1/templates may pull from\n"
+                "  --template-registry HOST[:PORT]\n"
+                "                         a registry POST /api/v1/templates may pull from\n"
                 "                         (repeatable; default none: server-side pulls refused)\n"
-                "  --destroy-on-exit      destroy every sandbox on SIGTERM/SIGINT (default: keep them\n"
-                "                         running; the next server adopts them)\n",
+                "  --destroy-on-exit      destroy every sandbox on SIGTERM/SIGINT (default:\n"
+                "                         keep them running; the next server adopts them)\n"
+                "  --log-level L          error, warn, info (default) or debug\n"
+                "  --access-log FILE|-    one line per request (time, key id, method, route,\n"
+                "                         status, bytes, duration; never a key or a body) to\n"
+                "                         FILE or stderr (-); without it, stderr at debug\n",
                 PD_DEFAULT_STATE_DIR);
 }
 
 int pd_cmd_serve(int argc, char **argv)
 {
         enum { O_LISTEN = 256, O_STATE, O_POOL, O_MAX, O_MAXKEY, O_DESTROY, O_DOMAIN, O_UPLINK, O_RESOLVER,
-               O_E2BNET, O_PRINT_ROUTES, O_TPLREG };
+               O_E2BNET, O_PRINT_ROUTES, O_TPLREG, O_LOGLEVEL, O_ACCESSLOG };
         static const struct option opts[] = {
                 { "listen", required_argument, NULL, O_LISTEN },
                 { "state-dir", required_argument, NULL, O_STATE },
@@ -124,6 +131,8 @@ int pd_cmd_serve(int argc, char **argv)
                 { "net-resolver", required_argument, NULL, O_RESOLVER },
                 { "e2b-network", required_argument, NULL, O_E2BNET },
                 { "template-registry", required_argument, NULL, O_TPLREG },
+                { "log-level", required_argument, NULL, O_LOGLEVEL },
+                { "access-log", required_argument, NULL, O_ACCESSLOG },
                 /* hidden: the registered routes, one a line (tests/server/test_openapi.py) */
                 { "print-routes", no_argument, NULL, O_PRINT_ROUTES },
                 { "help", no_argument, NULL, 'h' },
@@ -142,6 +151,7 @@ int pd_cmd_serve(int argc, char **argv)
         unsigned n_registries = 0;
         int c;
         bool print_routes = false;
+        const char *access_log = NULL;
         optind = 1;
         opterr = 0;
         while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
@@ -203,6 +213,13 @@ int pd_cmd_serve(int argc, char **argv)
                         cfg.template_registries = registries;
                         cfg.n_template_registries = n_registries;
                         break;
+                case O_LOGLEVEL:
+                        if (pd_log_set_level(optarg) < 0) {
+                                pd_cli_error("serve: --log-level '%s': expected error, warn, info or debug", optarg);
+                                return PD_EXIT_PADDOCK;
+                        }
+                        break;
+                case O_ACCESSLOG: access_log = optarg; break;
                 case 'h': serve_usage(stdout); return 0;
                 default:
                         pd_cli_error("serve: unknown option '%s' or missing value (see paddock serve --help)",
@@ -223,6 +240,10 @@ int pd_cmd_serve(int argc, char **argv)
         if (print_routes) {
                 pd_http_print_routes(&srv, stdout);
                 return fflush(stdout) == 0 ? 0 : PD_EXIT_PADDOCK;
+        }
+        if (access_log && pd_access_log_open(access_log, &err) < 0) {
+                pd_cli_error("serve: %s", err.msg);
+                return PD_EXIT_PADDOCK;
         }
         if (geteuid() != 0)
                 pd_cli_error("warning: not root; the container tier needs root, sandbox creation will fail");
@@ -258,6 +279,9 @@ int pd_cmd_serve(int argc, char **argv)
                 pd_cli_error("%s", err.msg);
                 return PD_EXIT_PADDOCK;
         }
+        /* The key is printed once, when it is made: a log or a terminal
+         * scrollback of every later start would otherwise hold it. */
+        bool key_file_ok = false;
         if (nkeys == 0) {
                 if (pd_store_key_create(srv.store, "default", key, NULL, &err) < 0 ||
                     write_key_file(&srv.state, key, &err) < 0) {
@@ -269,9 +293,9 @@ int pd_cmd_serve(int argc, char **argv)
                 struct pd_key k;
                 if (pd_read_file_at(srv.state.dirfd, "api-key", buf, sizeof buf) > 0) {
                         buf[strcspn(buf, "\n")] = '\0';
-                        if (pd_store_key_lookup(srv.store, buf, &k) == 0)
-                                snprintf(key, sizeof key, "%s", buf);
+                        key_file_ok = pd_store_key_lookup(srv.store, buf, &k) == 0;
                 }
+                explicit_bzero(buf, sizeof buf);
         }
 
         pd_log("info", "starting state_dir=%s listen=%s pool=%u", srv.state.dir, cfg.listen_addr, cfg.pool_size);
@@ -286,12 +310,18 @@ int pd_cmd_serve(int argc, char **argv)
                 return PD_EXIT_PADDOCK;
         }
         printf("paddock %s serving on http://%s (state %s)\n", PD_VERSION, cfg.listen_addr, srv.state.dir);
-        if (key[0])
-                printf("API key: %s\n", key);
-        else
+        if (key[0]) {
+                printf("API key (new, also in %s/api-key): %s\n", srv.state.dir, key);
+                printf("Try:\n  curl -H \"Authorization: Bearer %s\" http://%s/api/v1/sandboxes -d '{}'\n", key,
+                       cfg.listen_addr);
+        } else if (key_file_ok) {
+                printf("API key: in %s/api-key\n", srv.state.dir);
+                printf("Try:\n  curl -H \"Authorization: Bearer $(cat %s/api-key)\" http://%s/api/v1/sandboxes "
+                       "-d '{}'\n", srv.state.dir, cfg.listen_addr);
+        } else {
                 printf("API key: create one with `paddock key create --state-dir %s`\n", srv.state.dir);
-        printf("Try:\n  curl -H \"Authorization: Bearer %s\" http://%s/api/v1/sandboxes -d '{}'\n",
-               key[0] ? key : "KEY", cfg.listen_addr);
+        }
+        explicit_bzero(key, sizeof key);
         fflush(stdout);
         pd_log("info", "listening url=http://%s", cfg.listen_addr);
 

@@ -145,13 +145,14 @@ static void on_progress(const struct pd_image_event *ev, void *arg)
 static void usage(FILE *f)
 {
         fprintf(f,
-                "usage: paddock template COMMAND [OPTIONS]   (local: works on the state dir; root)\n\n"
+                "usage: paddock template COMMAND [OPTIONS]  (local: on the state dir; root)\n\n"
                 "  ls | list                 templates, snapshots and their sizes and users\n"
-                "  pull NAME IMAGE           an OCI image as template NAME: docker://REF or REF (a\n"
-                "                            registry), oci:DIR[:TAG], oci-archive:FILE,\n"
+                "  pull NAME IMAGE           an OCI image as template NAME: docker://REF or\n"
+                "                            REF (a registry), oci:DIR[:TAG], oci-archive:FILE,\n"
                 "                            docker-archive:FILE, containers-storage:REF\n"
                 "  build NAME [-f RECIPE] CONTEXT_DIR   a recipe (Dockerfile subset; default\n"
-                "                            CONTEXT_DIR/Dockerfile) built in sandboxes, steps cached\n"
+                "                            CONTEXT_DIR/Dockerfile) built in sandboxes, steps\n"
+                "                            cached\n"
                 "  inspect NAME              a template's details (JSON)\n"
                 "  rm NAME                   remove (refused while a sandbox or snapshot uses it)\n"
                 "  prune                     remove layers no template uses, and the caches\n"
@@ -161,7 +162,8 @@ static void usage(FILE *f)
                 "  -f, --file RECIPE         build: the recipe file\n"
                 "  --build-arg K=V           build: a value for ARG K\n"
                 "  --replace                 pull, build: replace an image template of that name\n"
-                "  --json                    machine-readable output (progress as JSON lines on stderr)\n"
+                "  --json                    machine-readable output (progress: JSON lines on\n"
+                "                            stderr)\n"
                 "docs/templates.md has the details.\n",
                 PD_DEFAULT_STATE_DIR);
 }

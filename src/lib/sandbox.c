@@ -42,6 +42,9 @@ int pd_sandbox_new(struct pd_state *st, const struct pd_spec *spec, struct pd_sa
                                      "isolation '%s' is not available in this version of paddock; "
                                      "use --isolation container (the default)",
                                      pd_isolation_name(spec->isolation));
+        int r = pd_tier_check_memory(spec->isolation, spec->memory_bytes, err);
+        if (r < 0)
+                return r;
         char id[PD_ID_LEN + 1];
         pd_id_new(id);
         struct pd_sandbox *sb = sandbox_alloc(st, id, ops);

@@ -60,6 +60,10 @@ struct pd_tier_info {
 struct pd_tier_ops {
         const char *name;
         unsigned caps;          /* PD_TIER_* */
+        /* The least memory limit a sandbox of the tier can start with
+         * (0: no floor of its own): refused up front, with this figure,
+         * rather than a guest that never boots. */
+        uint64_t memory_min;
         /* Bytes of tier-private state (sb->tier_data) the sandbox layer
          * allocates, zeroed, with every sandbox object of this tier: the
          * jail's handles (cgroup, uid range) live there, not in struct
@@ -130,4 +134,7 @@ PD_TIERS(PD_TIER_EXTERN_)
 /* The driver of a tier (NULL if out of range), and its capabilities. */
 const struct pd_tier_ops *pd_tier_find(enum pd_isolation iso);
 unsigned pd_tier_caps(enum pd_isolation iso);
+/* 0, or -EINVAL with a message naming the tier's minimum when memory_bytes
+ * is below it (the CLI's --memory and the API's memory_mb say MiB). */
+int pd_tier_check_memory(enum pd_isolation iso, uint64_t memory_bytes, struct pd_error *err);
 void pd_net_info_clear(struct pd_net_info *i);

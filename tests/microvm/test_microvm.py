@@ -93,6 +93,20 @@ def test_signal_and_not_found(vm):
     assert r.returncode == 127 and "no-such-command-xyz" in r.stderr
 
 
+def test_guest_oom_kill_is_reported_as_oom(vm):
+    """The guest kernel's OOM killer (the host sees only QEMU): the agent
+    tells it from another SIGKILL by the guest's own oom_kill count; run
+    says so as on the other tiers. Chunks, so no single allocation is
+    refused by overcommit (that would be a MemoryError, not a kill)."""
+    r = vrun(vm, ["--json", "--", "python3", "-c", "a = [bytearray(16 << 20) for _ in range(100)]"])
+    assert r.returncode == 137, r.stderr
+    j = parse_json_result(r.stderr)
+    assert (j["reason"], j["signal"]) == ("oom", 9), j
+    assert "out of memory: the kernel killed the command (limit 512 MiB)" in r.stderr
+    r = vrun(vm, ["--json", "--", "bash", "-c", "kill -KILL $$"])
+    assert parse_json_result(r.stderr)["reason"] == "signal"      # a plain SIGKILL stays one
+
+
 def test_stdin_and_large_output(vm):
     data = "".join("line %d\n" % i for i in range(20000))
     r = vrun(vm, ["--", "bash", "-c", "cat; head -c 3000000 /dev/zero | tr '\\0' x | wc -c"], input=data)

@@ -52,14 +52,49 @@ def test_create_json_and_ls(server, sid):
     r = pd(server, "ls")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0].split() == ["ID", "TEMPLATE", "STATE", "CREATED", "EXPIRES"]
+    assert lines[0].split() == ["ID", "TEMPLATE", "TIER", "STATE", "CREATED", "EXPIRES"]
     rows = {l.split()[0]: l.split() for l in lines[1:]}
-    assert rows[sid][1:3] == ["base", "running"] and o["id"] in rows
+    assert rows[sid][1:4] == ["base", "container", "running"] and o["id"] in rows
     r = pd(server, "ls", "--metadata", "who=json", "--json")
     assert [s["id"] for s in json.loads(r.stdout)] == [o["id"]]
     r = pd(server, "ls", "--metadata", "who=nobody")
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 1
     assert pd(server, "kill", o["id"]).returncode == 0
+
+
+def test_create_takes_runs_options(server, sid, monkeypatch):
+    """create: --isolation (every tier in --help), -e K taken from here,
+    -v refused clearly (no host path over HTTP) with nothing created; ls
+    shows the tier and keeps its columns aligned past long template names."""
+    h = pd(server, "create", "--help").stdout
+    for tier in ("container", "process", "supervised", "microvm"):
+        assert tier in h, h
+    r = pd(server, "create", "--isolation", "supervised", "-e", "FROM_HERE", "--metadata", "who=opts",
+           env={"FROM_HERE": "yes"})
+    assert r.returncode == 0, r.stderr
+    pid_ = r.stdout.strip()
+    try:
+        assert pd(server, "exec", pid_, "--", "sh", "-c", "echo $FROM_HERE").stdout == "yes\n"
+        before = pd(server, "ls", "-q").stdout
+        r = pd(server, "create", "-v", "/tmp:/data")
+        assert r.returncode == 2 and "volumes are not available through the server" in r.stderr
+        assert pd(server, "ls", "-q").stdout == before
+        name = "a-rather-long-snapshot-name-for-column-alignment-x"
+        assert pd(server, "snapshot", sid, name, timeout=300).returncode == 0
+        r = pd(server, "create", "--template", name, "--metadata", "who=opts")
+        assert r.returncode == 0, r.stderr
+        long_id = r.stdout.strip()
+        lines = pd(server, "ls", "--metadata", "who=opts").stdout.splitlines()
+        assert len(lines) == 3, lines
+        col = lines[0].index("TIER")
+        st = lines[0].index("STATE")
+        for l in lines[1:]:
+            f = l.split()
+            assert l[col:].startswith(f[2]) and l[st:].startswith(f[3]), lines
+        assert {l.split()[2] for l in lines[1:]} == {"supervised", "container"}
+        pd(server, "kill", long_id)
+    finally:
+        pd(server, "kill", pid_)
 
 
 def test_exec_status_streams_stdin(server, sid):
@@ -71,10 +106,46 @@ def test_exec_status_streams_stdin(server, sid):
     assert r.returncode == 128 + 15
     r = pd(server, "exec", "-e", "A=1", "-w", "/tmp", "-u", "root", sid, "--", "sh", "-c", 'echo $A $FOO $(pwd) $(id -u)')
     assert (r.returncode, r.stdout) == (0, "1 bar /tmp 0\n")
-    r = pd(server, "exec", sid, "--", "no-such-command-xyz")
-    assert r.returncode == 1 and r.stderr.startswith("paddock: ") and "not found" in r.stderr
     r = pd(server, "exec", "--timeout", "1", sid, "--", "sleep", "30")
     assert r.returncode == 124
+    assert r.stderr == "paddock: timeout: killed after 1s\n", r.stderr
+
+
+def test_exec_cannot_start_statuses_like_run(server, sid):
+    """A command that cannot start exits as `paddock run` does (127 not
+    found, 126 not executable), with run's one-line message."""
+    r = pd(server, "exec", sid, "--", "no-such-command-xyz")
+    assert (r.returncode, r.stderr) == (127, "paddock: command not found: 'no-such-command-xyz'\n")
+    r = pd(server, "exec", sid, "--", "/etc/passwd")
+    assert r.returncode == 126 and r.stderr.startswith("paddock: cannot execute '/etc/passwd'"), r.stderr
+    assert r.stderr.count("\n") == 1
+    state = os.path.join(os.path.dirname(server.state), "run-state")
+    try:
+        for argv, code in ((["no-such-command-xyz"], 127), (["/etc/passwd"], 126)):
+            ran = subprocess.run([PADDOCK, "run", "--state-dir", state, "--"] + argv, capture_output=True,
+                                 text=True, env=server.env, timeout=120, stdin=subprocess.DEVNULL)
+            ex = pd(server, "exec", sid, "--", *argv)
+            assert (ran.returncode, ran.stderr) == (ex.returncode, ex.stderr) == (code, ex.stderr)
+    finally:
+        subprocess.run([PADDOCK, "gc", "--state-dir", state], capture_output=True, env=server.env, timeout=120)
+
+
+def test_workdir_that_does_not_exist_is_refused_clearly(server, sid):
+    """exec -w and run -w: 126 and a message that names the directory, not
+    127 (command not found); nothing is created."""
+    msg = "paddock: working directory '/nonexistent-pd' does not exist in the sandbox\n"
+    r = pd(server, "exec", "-w", "/nonexistent-pd", sid, "--", "true")
+    assert (r.returncode, r.stderr) == (126, msg)
+    r = pd(server, "exec", "-w", "/etc/passwd", sid, "--", "true")
+    assert r.returncode == 126 and "cannot change directory to '/etc/passwd': Not a directory" in r.stderr
+    assert pd(server, "exec", sid, "--", "test", "-e", "/nonexistent-pd").returncode == 1
+    state = os.path.join(os.path.dirname(server.state), "run-state-w")
+    try:
+        r = subprocess.run([PADDOCK, "run", "--state-dir", state, "-w", "/nonexistent-pd", "--", "true"],
+                           capture_output=True, text=True, env=server.env, timeout=120, stdin=subprocess.DEVNULL)
+        assert (r.returncode, r.stderr) == (126, msg)
+    finally:
+        subprocess.run([PADDOCK, "gc", "--state-dir", state], capture_output=True, env=server.env, timeout=120)
 
 
 def test_exec_big_output(server, sid):
@@ -111,6 +182,68 @@ def test_cp_both_ways(server, sid, tmp_path):
     assert [p.name for p in tmp_path.iterdir() if "paddock-" in p.name] == []
     r = pd(server, "cp", str(src), str(out))
     assert r.returncode == 2
+
+
+def test_cp_directories_as_tar(server, sid, tmp_path):
+    """cp -r: a directory tree both ways (files, a subdirectory, a symlink,
+    modes), and - as a tar stream on stdin/stdout."""
+    import io
+    import tarfile
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "a.txt").write_text("alpha\n")
+    (tree / "sub" / "b.bin").write_bytes(os.urandom(200000))
+    os.chmod(tree / "a.txt", 0o750)
+    os.symlink("a.txt", tree / "link")
+    r = pd(server, "cp", "-r", str(tree), "%s:/tmp/up" % sid)
+    assert r.returncode == 0, r.stderr
+    r = pd(server, "exec", sid, "--", "sh", "-c", "cd /tmp/up && stat -c '%n %A' a.txt && readlink link && "
+                                               "sha256sum sub/b.bin | cut -d' ' -f1")
+    assert r.stdout.splitlines() == ["a.txt -rwxr-x---", "a.txt",
+                                     hashlib.sha256((tree / "sub" / "b.bin").read_bytes()).hexdigest()], r
+    # into an existing directory: under the source's own name, as cp -r does
+    r = pd(server, "cp", "-r", str(tree), "%s:/tmp/up" % sid)
+    assert r.returncode == 0 and pd(server, "exec", sid, "--", "test", "-f", "/tmp/up/tree/a.txt").returncode == 0
+    back = tmp_path / "back"
+    r = pd(server, "cp", "-r", "%s:/tmp/up" % sid, str(back))
+    assert r.returncode == 0, r.stderr
+    assert (back / "a.txt").read_text() == "alpha\n" and os.readlink(back / "link") == "a.txt"
+    assert (back / "sub" / "b.bin").read_bytes() == (tree / "sub" / "b.bin").read_bytes()
+    r = pd(server, "cp", "-r", "%s:/tmp/up/sub" % sid, str(back))       # existing: back/sub... again
+    assert r.returncode == 0 and (back / "sub" / "b.bin").exists()
+    # - : a tar stream on stdout, and one on stdin
+    r = pd(server, "cp", "-r", "%s:/tmp/up/sub" % sid, "-", text=False)
+    assert r.returncode == 0, r.stderr
+    names = sorted(m.name for m in tarfile.open(fileobj=io.BytesIO(r.stdout)).getmembers())
+    assert names == [".", "./b.bin"]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as t:
+        info = tarfile.TarInfo("from-stdin/x.txt")
+        info.size = 3
+        t.addfile(info, io.BytesIO(b"xyz"))
+    r = pd(server, "cp", "-r", "-", "%s:/tmp/tarin" % sid, input=buf.getvalue(), text=False)
+    assert r.returncode == 0, r.stderr
+    r = pd(server, "exec", sid, "--", "cat", "/tmp/tarin/from-stdin/x.txt")
+    assert r.stdout == "xyz"
+    # a missing source: the sandbox's tar says so, nothing is left here
+    r = pd(server, "cp", "-r", "%s:/tmp/no-such-dir" % sid, str(tmp_path / "none"))
+    assert r.returncode != 0 and "No such file" in r.stderr and not (tmp_path / "none").exists()
+    # without -r a directory is refused with what to do
+    r = pd(server, "cp", str(tree), "%s:/tmp/x" % sid)
+    assert r.returncode == 2 and "is a directory (use cp -r)" in r.stderr
+
+
+def test_cp_errors_name_the_problem(server, sid, tmp_path):
+    r = pd(server, "cp", "-r", "a", "b", "c")
+    assert r.returncode == 2 and r.stderr == \
+        "paddock: cp: expected SRC DST, got 3 operands (usage: paddock cp [-r] SRC DST)\n"
+    r = pd(server, "cp", "abc:/x", str(tmp_path))
+    assert r.returncode == 1 and r.stderr == \
+        "paddock: cp: no sandbox 'abc' (a sandbox id is 20 characters, a-z 0-9)\n"
+    r = pd(server, "cp", "z" * 20 + ":/x", str(tmp_path))
+    assert r.returncode == 1 and r.stderr == "paddock: no sandbox '%s'\n" % ("z" * 20)
+    r = pd(server, "cp", "--bogus", "a", "b")
+    assert r.returncode == 2 and "unknown option '--bogus'" in r.stderr
 
 
 def test_logs(server, sid):
@@ -197,6 +330,14 @@ def test_errors_and_exit_codes(server, sid):
 
 
 def test_key_from_state_dir(server):
-    # no --key and no PADDOCK_API_KEY: the state dir's api-key file, said on stderr
-    r = pd(server, "ls", key=False, env={"PADDOCK_STATE_DIR": server.state})
-    assert r.returncode == 0 and "using the key in" in r.stderr
+    # no --key and no PADDOCK_API_KEY: the state dir's api-key file, said
+    # on stderr only when asked (-v right after the verb, or --verbose)
+    env = {"PADDOCK_STATE_DIR": server.state}
+    r = pd(server, "ls", key=False, env=env)
+    assert (r.returncode, r.stderr) == (0, "")
+    notice = "paddock: no --key or PADDOCK_API_KEY: using the key in %s/api-key\n" % server.state
+    for args in (["ls", "-v"], ["ls", "--verbose"], ["create", "--verbose", "--metadata", "who=verbose"]):
+        r = pd(server, *args, key=False, env=env)
+        assert (r.returncode, r.stderr) == (0, notice), args
+    r = pd(server, "ls", "-q", "--metadata", "who=verbose")
+    assert pd(server, "kill", r.stdout.strip()).returncode == 0

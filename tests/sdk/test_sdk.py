@@ -105,6 +105,37 @@ def test_connect_resumes_paused(server):
 
 # ---- errors ----
 
+def test_403_is_a_permission_error_with_the_servers_message(sbx):
+    """Permission denied inside the sandbox is not an authentication
+    problem: 403 raises PermissionError (also the builtin's subclass)
+    carrying what the server said; 401 stays AuthenticationError."""
+    with pytest.raises(paddock.PermissionError) as e:
+        sbx.files.read("/etc/shadow")
+    assert e.value.status == 403 and e.value.code == "forbidden"
+    assert str(e.value) == "open '/etc/shadow': Permission denied"
+    assert isinstance(e.value, PermissionError) and not isinstance(e.value, AuthenticationError)
+    with pytest.raises(paddock.PermissionError) as e:
+        sbx.files.write("/root/x", "no")
+    assert "'/root/x': Permission denied" in str(e.value)
+
+
+def test_key_read_like_the_cli(server, monkeypatch):
+    """No api_key= and no PADDOCK_API_KEY: the local state dir's api-key
+    file, as the CLI reads it (the README example works as written); an
+    unreadable or missing file means no key (the server's 401)."""
+    monkeypatch.delenv("PADDOCK_API_KEY", raising=False)
+    monkeypatch.setenv("PADDOCK_URL", server.url)
+    monkeypatch.setenv("PADDOCK_STATE_DIR", server.state)
+    with Sandbox.create(timeout=60) as s:
+        assert s.commands.run("echo hello").stdout == "hello\n"
+    monkeypatch.setenv("PADDOCK_STATE_DIR", "/nonexistent-pd-state")
+    with pytest.raises(AuthenticationError) as e:
+        Sandbox.list()
+    assert e.value.status == 401
+    monkeypatch.setenv("PADDOCK_API_KEY", server.key)
+    assert isinstance(Sandbox.list(), list)
+
+
 def test_typed_errors(server, sbx):
     with pytest.raises(AuthenticationError) as e:
         Sandbox.list(api_key="pdk_wrong", url=server.url)

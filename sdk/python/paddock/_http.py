@@ -9,6 +9,7 @@ import urllib.parse
 from .exceptions import ConnectionError, PaddockError, TimeoutError, error_for
 
 DEFAULT_URL = "http://127.0.0.1:49982"
+DEFAULT_STATE_DIR = "/var/lib/paddock"
 DEFAULT_REQUEST_TIMEOUT = 60.0
 CHUNK = 64 * 1024
 
@@ -22,7 +23,7 @@ except Exception:  # not installed: used from a source tree
 class ApiClient:
     def __init__(self, api_key=None, url=None, request_timeout=None):
         self.url = (url or os.environ.get("PADDOCK_URL") or DEFAULT_URL).rstrip("/")
-        self.api_key = api_key if api_key is not None else os.environ.get("PADDOCK_API_KEY")
+        self.api_key = api_key if api_key is not None else os.environ.get("PADDOCK_API_KEY") or local_key()
         self.request_timeout = request_timeout or DEFAULT_REQUEST_TIMEOUT
         u = urllib.parse.urlsplit(self.url)
         if u.scheme not in ("http", "https") or not u.hostname:
@@ -111,6 +112,18 @@ class ApiClient:
             return json.loads(data)
         except ValueError as e:
             raise PaddockError("%s %s: the server answered something that is not JSON" % (method, path)) from e
+
+
+def local_key():
+    """The key `paddock serve` stored in the local state dir, as the CLI
+    reads it: $PADDOCK_STATE_DIR/api-key (default /var/lib/paddock), when
+    this user may read it; else None."""
+    path = os.path.join(os.environ.get("PADDOCK_STATE_DIR") or DEFAULT_STATE_DIR, "api-key")
+    try:
+        with open(path) as f:
+            return f.read().strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _error(status, raw):

@@ -177,11 +177,13 @@ class CommandHandle:
         if reason == "timeout":
             error = "command timed out" + (" (signal %d)" % sig if sig else "")
         elif reason == "oom":
-            error = "killed: out of memory"
+            error = "out of memory: the kernel killed the command"
+            if e.get("memory_limit_mb"):
+                error += " (limit %d MiB)" % e["memory_limit_mb"]
         if code is None:
             code = -1
         return CommandResult(stdout=self.stdout, stderr=self.stderr, exit_code=code, error=error, signal=sig,
-                             reason=reason)
+                             reason=reason, memory_limit_mb=e.get("memory_limit_mb"))
 
     def wait(self, on_stdout=None, on_stderr=None, on_pty=None, timeout=None):
         """Wait for the process to end; return its CommandResult, or raise

@@ -17,6 +17,12 @@ class AuthenticationError(PaddockError):
     """401: missing or wrong API key."""
 
 
+class PermissionError(PaddockError, builtins.PermissionError):
+    """403: the key is valid but this is not allowed (inside the sandbox:
+    a path the sandbox's user may not read or write). The server's message
+    says what was refused."""
+
+
 class NotFoundError(PaddockError):
     """404: no such sandbox, process, file (or not this key's)."""
 
@@ -53,11 +59,12 @@ InvalidArgumentException = InvalidArgumentError
 TimeoutException = TimeoutError
 RateLimitException = RateLimitError
 NoSpaceException = NoSpaceError
+PermissionDeniedError = PermissionError
 
 _BY_STATUS = {
     400: InvalidArgumentError,
     401: AuthenticationError,
-    403: AuthenticationError,
+    403: PermissionError,
     404: NotFoundError,
     409: SandboxError,
     413: InvalidArgumentError,

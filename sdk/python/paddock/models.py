@@ -116,13 +116,15 @@ class ProcessInfo:
     exit_code: Optional[int]
     signal: Optional[int]
     raw: dict = field(default_factory=dict, repr=False)
+    reason: Optional[str] = None            # once exited: exit, signal, timeout, oom
+    memory_limit_mb: Optional[int] = None   # with reason "oom": the limit that was hit
 
     @classmethod
     def from_json(cls, j):
         argv = j.get("cmd") or []
         return cls(pid=j["pid"], tag=j.get("tag"), cmd=argv[0] if argv else "", args=list(argv[1:]),
                    cwd=j.get("cwd"), state=j.get("state"), exit_code=j.get("exit_code"),
-                   signal=j.get("signal"), raw=j)
+                   signal=j.get("signal"), raw=j, reason=j.get("reason"), memory_limit_mb=j.get("memory_limit_mb"))
 
 
 @dataclass
@@ -133,3 +135,4 @@ class CommandResult:
     error: Optional[str] = None
     signal: Optional[int] = None
     reason: str = "exit"
+    memory_limit_mb: Optional[int] = None   # reason "oom": the memory limit that was hit

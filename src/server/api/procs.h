@@ -104,6 +104,19 @@ json_t *pd_procs_text_json(const char *buf, size_t len);
 /* {"exit_code", "signal", "reason"} of how a process ended. */
 json_t *pd_procs_exit_json(const struct pd_exit *x);
 
+/* ---- procs_oom.c ---- */
+
+/* Whether a process killed by SIGKILL (killed) was the OOM killer's
+ * victim; *limit_mb: the sandbox's memory limit (0 if unknown). */
+bool pd_procs_oom(struct pd_server *srv, struct pd_srv_sandbox *s, bool killed, uint64_t *limit_mb);
+/* On an exit or process object {"signal": 9, "reason": "signal"} of an OOM
+ * kill: reason "oom" and "memory_limit_mb". */
+void pd_procs_oom_mark(struct pd_server *srv, struct pd_srv_sandbox *s, json_t *o);
+/* The sandbox's memory limit in MiB. */
+uint64_t pd_procs_memory_limit_mb(struct pd_server *srv, struct pd_srv_sandbox *s);
+/* The same over the n objects of an array (the sandbox's count read once). */
+void pd_procs_oom_mark_all(struct pd_server *srv, struct pd_srv_sandbox *s, json_t *v, size_t n);
+
 /* ---- routes_procs.c ---- */
 
 /* Common prologue of the /processes/{pid}... routes: sandbox, pid, agent

@@ -109,6 +109,7 @@ enum MHD_Result pd_procs_route_exec(struct pd_req *r, const char *chunk, size_t 
                 goto out;
         }
         exitj = pd_procs_exit_json(&ex);
+        pd_procs_oom_mark(r->srv, s, exitj);
         pd_audit(r->srv, s->id, r->key.id, "process.exit",
                  json_pack("{s:i,s:O,s:O,s:O}", "pid", (int)pid, "exit_code", json_object_get(exitj, "exit_code"),
                            "signal", json_object_get(exitj, "signal"), "reason", json_object_get(exitj, "reason")));
@@ -118,6 +119,8 @@ enum MHD_Result pd_procs_route_exec(struct pd_req *r, const char *chunk, size_t 
                                 "reason", json_object_get(exitj, "reason"),
                                 "stdout", pd_procs_text_json(x.out.data, x.out.len),
                                 "stderr", pd_procs_text_json(x.err.data, x.err.len));
+        if (json_object_get(exitj, "memory_limit_mb"))
+                json_object_set(res, "memory_limit_mb", json_object_get(exitj, "memory_limit_mb"));
         if (x.out.total > x.out.len) {
                 json_object_set_new(res, "stdout_truncated", json_true());
                 json_object_set_new(res, "stdout_bytes", json_integer((json_int_t)x.out.total));

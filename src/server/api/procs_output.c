@@ -163,7 +163,9 @@ static void out_frame(struct out_stream *o, const struct pd_frame_hdr *h, const 
                 if (o->frames) {
                         struct pd_exit x;
                         pd_exit_decode(p, h->len, &x);
-                        out_set_line(o, json_pack("{s:o}", "exit", pd_procs_exit_json(&x)));
+                        json_t *xj = pd_procs_exit_json(&x);
+                        pd_procs_oom_mark(o->srv, o->s, xj);
+                        out_set_line(o, json_pack("{s:o}", "exit", xj));
                 }
                 return;
         case PD_T_ERROR:

@@ -251,17 +251,36 @@ nomem:
         return -ENOMEM;
 }
 
+/* A refused start, with the reason a client maps to an exit status
+ * (docs/api.md): "not-found" (127), "cannot-execute" (126), "no-workdir". */
+static enum MHD_Result spawn_refused(struct pd_req *r, const char *reason, const char *msg)
+{
+        json_t *body = json_pack("{s:{s:s, s:s, s:s}}", "error", "code", "bad_request", "message", msg, "reason",
+                                 reason);
+        if (!body)      /* the message quotes user input that is not UTF-8 */
+                return pd_reply_error(r, 400, "bad_request", "%s", msg);
+        return pd_reply_json(r, 400, body);
+}
+
 enum MHD_Result pd_spawn_reply_error(struct pd_req *r, int k, const struct pd_error *err,
                                      const struct pd_spawn_req *sr)
 {
         const char *cmd0 = json_string_value(json_array_get(sr->argv, 0));
         bool exec_fail = !strncmp(err->msg, "cannot execute", 14);
-        if (k == -ENOENT && exec_fail)
-                return pd_reply_error(r, 400, "bad_request", "command not found: '%s'", cmd0);
-        if ((k == -EACCES || k == -ENOEXEC) && exec_fail)
-                return pd_reply_error(r, 400, "bad_request", "%s", err->msg);
-        if (!strncmp(err->msg, "cannot change directory", 23))
-                return pd_reply_error(r, 400, "bad_request", "%s", err->msg);
+        char msg[PATH_MAX + 128];
+        if (k == -ENOENT && exec_fail) {
+                snprintf(msg, sizeof msg, "command not found: '%s'", cmd0 ? cmd0 : "");
+                return spawn_refused(r, "not-found", msg);
+        }
+        if ((k == -EACCES || k == -ENOEXEC || k == -EISDIR || k == -EPERM) && exec_fail)
+                return spawn_refused(r, "cannot-execute", err->msg);
+        if (!strncmp(err->msg, "cannot change directory", 23)) {
+                if (k == -ENOENT)
+                        snprintf(msg, sizeof msg, "working directory '%s' does not exist in the sandbox", sr->cwd);
+                else
+                        snprintf(msg, sizeof msg, "%s", err->msg);
+                return spawn_refused(r, "no-workdir", msg);
+        }
         if (k == -EINVAL)
                 return pd_reply_error(r, 400, "bad_request", "%s", err->msg);
         return pd_route_reply_agent_error(r, k, err);

@@ -109,8 +109,10 @@ static enum MHD_Result route_list(struct pd_req *r, const char *chunk, size_t *c
                 k = pd_procs_list(&c, 0, NULL, &all, &err);
         if (k < 0)
                 ret = pd_route_reply_agent_error(r, k, &err);
-        else
+        else {
+                pd_procs_oom_mark_all(r->srv, s, all, json_array_size(all));
                 ret = pd_reply_json(r, 200, json_pack("{s:o}", "processes", all));
+        }
         pd_client_close(&c);
         pd_server_sandbox_put(r->srv, s);
         return ret;
@@ -162,8 +164,10 @@ static enum MHD_Result route_get(struct pd_req *r, const char *chunk, size_t *ch
                 ret = pd_route_reply_agent_error(r, k, &x.err);
         else if (!pi.found)
                 ret = pd_procs_reply_no_process(r, x.pid);
-        else
+        else {
+                pd_procs_oom_mark(r->srv, x.s, pi.obj);
                 ret = pd_reply_json(r, 200, pi.obj);
+        }
         pd_pid_ctx_close(r, &x);
         return ret;
 }

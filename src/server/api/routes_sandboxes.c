@@ -249,6 +249,13 @@ static int parse_create(struct pd_server *srv, const char *key_id, json_t *body,
                 }
                 cr->metadata = v;
         }
+        /* a guest that cannot boot in that much is refused now, not after a
+         * start that times out */
+        struct pd_error me = { 0 };
+        if (pd_tier_check_memory(cr->spec.isolation, cr->spec.memory_bytes, &me) < 0) {
+                snprintf(why, whysz, "'memory_mb': %s", me.msg);
+                return -1;
+        }
         return 0;
 }
 

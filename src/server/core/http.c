@@ -56,6 +56,8 @@ struct req_ctx {
         bool too_large;         /* body over the cap: discarding the rest */
         size_t discarded;
         unsigned query_args;    /* arguments in the raw URI's query */
+        uint64_t t0_ns;         /* the request line arrived (access log) */
+        unsigned status;        /* of the answer queued */
 };
 
 /* One per connection (MHD_OPTION_NOTIFY_CONNECTION): its request in flight. */
@@ -98,6 +100,7 @@ enum MHD_Result pd_reply_response(struct pd_req *r, unsigned status, struct MHD_
         MHD_destroy_response(resp);
         struct req_ctx *c = (struct req_ctx *)r;
         c->replied = true;
+        c->status = status;
         return ret;
 }
 
@@ -259,6 +262,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                         return MHD_NO;
                 *con_cls = c;
                 c->started = true;
+                if (!c->t0_ns) {        /* no URI callback came first */
+                        c->t0_ns = pd_now_ns();
+                        c->r.resp_bytes = -1;
+                }
                 c->r.raw_url = c->raw_url;
                 c->r.srv = srv;
                 c->r.conn = conn;
@@ -382,9 +389,33 @@ static void req_free(struct req_ctx *c)
         free(c);
 }
 
+/* The route's name for the access log: its pattern, or a matcher's name. */
+static const char *route_name(const struct pd_server *srv, const struct pd_route *route)
+{
+        if (!route)
+                return NULL;
+        for (unsigned i = 0; i < srv->n_matchers; i++)
+                if (route == &srv->matchers[i]->route)
+                        return srv->matchers[i]->name;
+        return route->pattern;
+}
+
+static void access_line(struct pd_server *srv, const struct req_ctx *c, enum MHD_RequestTerminationCode toe)
+{
+        struct pd_access a = {
+                .key_id = c->r.authed ? c->r.key.id : NULL, .method = c->r.method,
+                .route = route_name(srv, c->route), .status = c->status,
+                .bytes = c->r.resp_bytes, .duration_ns = c->t0_ns ? pd_now_ns() - c->t0_ns : 0,
+                .aborted = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK,
+        };
+        pd_access_log(&a);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
         struct req_ctx *c = *con_cls;
+        if (c && c->started)
+                access_line(cls, c, toe);
         struct conn_ctx *cc = conn_ctx_of(conn);
         if (cc && cc->req == c)
                 cc->req = NULL;
@@ -423,6 +454,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
         if (c) {
                 c->raw_url = uri ? strdup(uri) : NULL;
                 c->query_args = count_query_args(uri);
+                c->t0_ns = pd_now_ns();
+                c->r.resp_bytes = -1;
         }
         if (cc) {
                 /* the last request of this connection never completed (see

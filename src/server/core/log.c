@@ -2,6 +2,7 @@
  * from concurrent threads never interleave. */
 #include "server/core/log.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,8 +12,36 @@
 #include "server/core/store.h"
 #include "lib/util.h"
 
+/* Set once at start (--log-level), read by every thread. */
+static int min_rank = 2;
+
+static int rank_of(const char *level)
+{
+        static const char *const names[] = { "error", "warn", "info", "debug" };
+        for (int i = 0; i < 4; i++)
+                if (!strcmp(level, names[i]))
+                        return i;
+        return -1;
+}
+
+int pd_log_set_level(const char *name)
+{
+        int r = rank_of(name);
+        if (r < 0)
+                return -EINVAL;
+        min_rank = r;
+        return 0;
+}
+
+bool pd_log_enabled(const char *level)
+{
+        return rank_of(level) <= min_rank;      /* an unknown level is always said */
+}
+
 void pd_log(const char *level, const char *fmt, ...)
 {
+        if (!pd_log_enabled(level))
+                return;
         char line[2048];
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);

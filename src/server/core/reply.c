@@ -30,12 +30,14 @@ enum MHD_Result pd_reply_json(struct pd_req *r, unsigned status, json_t *body)
                 return MHD_NO;
         }
         MHD_add_response_header(resp, "Content-Type", "application/json");
+        r->resp_bytes = (int64_t)n;
         return pd_reply_response(r, status, resp);
 }
 
 enum MHD_Result pd_reply_empty(struct pd_req *r, unsigned status)
 {
         struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        r->resp_bytes = 0;
         return pd_reply_response(r, status, resp);
 }
 

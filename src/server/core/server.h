@@ -133,6 +133,7 @@ struct pd_req {
         struct pd_key key;              /* authenticated caller */
         bool authed;
         void *route_state;              /* for streaming-body routes */
+        int64_t resp_bytes;             /* body of a buffered answer (reply.c); -1: streamed */
 };
 
 /* Route handler: queue a response (pd_reply_*) and return its result.

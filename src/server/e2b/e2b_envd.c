@@ -584,6 +584,17 @@ static void proc_frame(struct pd_agent_stream *st, const struct pd_frame_hdr *h,
                         const char *sn = x.has_signal ? sigabbrev_np((int)x.signo) : NULL;
                         snprintf(status, sizeof status, "signal: %s", x.signo == SIGKILL ? "killed" : sn ? sn : "unknown");
                         end = json_pack("{s:i, s:b, s:s}", "exitCode", -1, "exited", false, "status", status);
+                        /* envd's EndEvent.error: what the SDKs show as the result's error */
+                        uint64_t mb = 0;
+                        bool guest_oom = !strcmp(x.reason, "oom");     /* a microvm's agent says so */
+                        if (guest_oom)
+                                mb = pd_procs_memory_limit_mb(st->srv, st->s);
+                        if (guest_oom || pd_procs_oom(st->srv, st->s, x.has_signal && x.signo == SIGKILL, &mb)) {
+                                char why[96];
+                                snprintf(why, sizeof why, "out of memory: the kernel killed the command (limit %llu MiB)",
+                                         (unsigned long long)mb);
+                                json_object_set_new(end, "error", json_string(why));
+                        }
                 } else {
                         snprintf(status, sizeof status, "exit status %u", x.code);
                         end = json_pack("{s:i, s:b, s:s}", "exitCode", (int)x.code, "exited", true, "status", status);

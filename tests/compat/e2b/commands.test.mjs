@@ -43,6 +43,16 @@ test('non-zero exit: CommandExitError with exitCode and output', async () => {
   })
 })
 
+test('an out-of-memory kill: CommandExitError whose error says so and names the limit', async () => {
+  // 2 GiB under the default 512 MiB limit; exec: the killed process is the command itself
+  await assert.rejects(sbx.commands.run("exec python3 -c 'a = bytearray(2048 << 20)'"), (e) => {
+    assert.ok(e instanceof CommandExitError, `${e?.constructor?.name}: ${e?.message}`)
+    assert.equal(e.exitCode, -1)
+    assert.match(e.error, /^out of memory: the kernel killed the command \(limit \d+ MiB\)$/)
+    return true
+  })
+})
+
 test('timeoutMs kills the command with the SDK\'s TimeoutError', async () => {
   const t0 = Date.now()
   await assert.rejects(sbx.commands.run('sleep 30', { timeoutMs: 1500 }), (e) => {
