@@ -734,7 +734,11 @@ int pd_cmd_run(int argc, char **argv)
         pd_trace("command done");
         struct pd_sandbox_stats stats = { 0 };
         (void)pd_sandbox_stats(sb, &stats, NULL);
-        if (!strcmp(res.reason, "signal") && res.signo == SIGKILL && stats.oom_kills > 0) {
+        /* gvisor: an overrun OOM-kills the Sentry, and with it the whole
+         * sandbox and its agent (docs/gvisor.md): an OOM all the same */
+        bool died = !strcmp(res.reason, "error") && res.exit_code < 0;
+        if (((!strcmp(res.reason, "signal") && res.signo == SIGKILL) || died) && stats.oom_kills > 0) {
+                res.status = 128 + SIGKILL;     /* DESIGN §8: an OOM kill is 137 */
                 res.reason = "oom";
                 snprintf(res.message, sizeof res.message,
                          "out of memory: the kernel killed the command (limit %" PRIu64 " MiB)",

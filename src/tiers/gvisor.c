@@ -19,11 +19,13 @@
  * with --ignore-cgroups): its limits are the sandbox's plus a headroom for
  * gVisor's own tasks and memory (GV_*_HEADROOM). The record keeps the Sentry
  * as the "agent" process. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,10 +47,12 @@
 #include "tiers/host.h"
 
 /* What gVisor itself needs beside the workload's limits (docs/gvisor.md):
- * an idle sandbox is ~34 MB (Sentry + gofer) and ~31 host tasks (Sentry
- * threads, gofer, ptrace stubs). */
+ * an idle sandbox is ~34 MB (Sentry + gofer) and 30-80 host tasks (Sentry
+ * threads, gofer, ptrace stubs), and each workload process costs a
+ * ptrace stub and Sentry threads: the host's pids limit is 2 * --pids +
+ * GV_PIDS_HEADROOM. */
 #define GV_MEMORY_HEADROOM (128ull << 20)
-#define GV_PIDS_HEADROOM 96u
+#define GV_PIDS_HEADROOM 256u
 #define GV_START_TIMEOUT_MS 60000
 #define GV_SOCK_TMPFS "size=64k,nr_inodes=16,mode=0700"
 #define GV_IN_DIR "/.paddock"
@@ -216,9 +220,16 @@ static int write_bundle(struct pd_sandbox *sb, const char *agent, struct pd_erro
         json_object_set_new(proc, "cwd", json_string("/"));
         json_object_set_new(proc, "capabilities", caps);
         json_object_set_new(proc, "noNewPrivileges", json_true());
+        /* The pids limit inside: the Sentry refuses a fork past it with
+         * EAGAIN (RLIMIT_NPROC; root inside is exempt, as on Linux). The
+         * host's pids cgroup only backs it up: every workload process costs
+         * the Sentry host tasks too (a ptrace stub, threads), and a fork
+         * the host refuses kills the Sentry (docs/gvisor.md). */
+        json_object_set_new(proc, "rlimits", json_pack("[{s s s I s I}]", "type", "RLIMIT_NPROC", "hard",
+                                                       (json_int_t)sb->spec.pids, "soft", (json_int_t)sb->spec.pids));
         json_object_set_new(doc, "ociVersion", json_string("1.0.2"));
         json_object_set_new(doc, "process", proc);
-        json_object_set_new(doc, "root", json_pack("{s s s b}", "path", root, "readonly", 1));
+        json_object_set_new(doc, "root", json_pack("{s s s b}", "path", root, "readonly", 0));
         json_object_set_new(doc, "hostname", json_string("paddock"));
         json_t *mounts = json_array();
         static const char *const ro[] = { "rbind", "ro", "nosuid", "nodev" };
@@ -249,8 +260,22 @@ static int bind_ro(const char *src, const char *dst)
         return mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
 }
 
+/* The template's top-level entries, read before the fork (the child may
+ * not allocate): the child rebuilds the root's top level on a tmpfs and
+ * binds each entry, because runsc creates the mount points of the spec's
+ * mounts (/.paddock/...) in the root tree as host root, before it makes
+ * the root read-only: never in a template's own directory. */
+#define GV_MAX_TOP 64
+struct gv_top {
+        char name[256];
+        char link[PATH_MAX];    /* a symlink's target; "" for a directory or file */
+        bool dir;
+};
+
 struct gv_launch {
         char root[PATH_MAX + 16];
+        struct gv_top top[GV_MAX_TOP];
+        unsigned n_top;
         const struct pd_template *tpl;
         char graft_dst[PD_MAX_GRAFTS][PATH_MAX + 80];
         int cg_fds[PD_CG_MAX_CTRL];
@@ -259,6 +284,55 @@ struct gv_launch {
         const char *runsc;
         char **argv;
 };
+
+/* a + b + c into out (truncated), async-signal-safe */
+static void pd_strjoin3(char *out, size_t size, const char *a, const char *b, const char *c)
+{
+        size_t o = 0;
+        for (const char *p = a; *p && o + 1 < size; p++)
+                out[o++] = *p;
+        for (const char *p = b; *p && o + 1 < size; p++)
+                out[o++] = *p;
+        for (const char *p = c; *p && o + 1 < size; p++)
+                out[o++] = *p;
+        out[o] = '\0';
+}
+
+static int read_top(const char *rootfs, struct gv_launch *l, struct pd_error *err)
+{
+        DIR *d = opendir(rootfs);
+        if (!d)
+                return pd_error_set(err, errno, "open template '%s'", rootfs);
+        struct dirent *de;
+        int r = 0;
+        while ((de = readdir(d))) {
+                if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                        continue;
+                if (l->n_top == GV_MAX_TOP) {
+                        r = pd_error_setx(err, E2BIG, "template '%s' has more than %d top-level entries",
+                                          rootfs, GV_MAX_TOP);
+                        break;
+                }
+                struct gv_top *t = &l->top[l->n_top];
+                struct stat st;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                snprintf(t->name, sizeof t->name, "%s", de->d_name);
+                t->link[0] = '\0';
+                t->dir = S_ISDIR(st.st_mode);
+                if (S_ISLNK(st.st_mode)) {
+                        ssize_t n = readlinkat(dirfd(d), de->d_name, t->link, sizeof t->link - 1);
+                        if (n <= 0)
+                                continue;
+                        t->link[n] = '\0';
+                } else if (!t->dir && !S_ISREG(st.st_mode)) {
+                        continue;       /* no devices, FIFOs or sockets from a template */
+                }
+                l->n_top++;
+        }
+        closedir(d);
+        return r;
+}
 
 static void child(const struct gv_launch *l)
 {
@@ -272,7 +346,23 @@ static void child(const struct gv_launch *l)
         if (nul < 0 || dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(l->log_fd, 2) < 0)
                 _exit(123);
         if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-            bind_ro(l->tpl->rootfs, l->root) < 0)
+            mount("paddock-gvisor-root", l->root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755") < 0)
+                _exit(124);
+        char src[PATH_MAX + 300], dst[PATH_MAX + 300];
+        for (unsigned i = 0; i < l->n_top; i++) {
+                const struct gv_top *t = &l->top[i];
+                pd_strjoin3(dst, sizeof dst, l->root, "/", t->name);
+                if (t->link[0]) {
+                        if (symlink(t->link, dst) < 0)
+                                _exit(124);
+                        continue;
+                }
+                pd_strjoin3(src, sizeof src, l->tpl->rootfs, "/", t->name);
+                int fd = t->dir ? mkdir(dst, 0755) : open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+                if (fd < 0 || (!t->dir && close(fd) < 0) || bind_ro(src, dst) < 0)
+                        _exit(124);
+        }
+        if (mount(NULL, l->root, NULL, MS_REMOUNT | MS_NOSUID | MS_NODEV, "size=1m,mode=0755") < 0)
                 _exit(124);
         for (unsigned i = 0; i < l->tpl->n_grafts; i++)
                 if (bind_ro(l->tpl->grafts[i].source, l->graft_dst[i]) < 0)
@@ -343,6 +433,90 @@ static int read_pid(struct pd_sandbox *sb, pid_t *out, struct pd_error *err)
         return 0;
 }
 
+/* Fork the child that builds the root in a private mount namespace and
+ * execs `runsc run --detach`; wait for it, then for the agent. */
+static int launch(struct pd_sandbox *sb, const struct pd_template *tpl, const char *runsc, const char *root,
+                  const char *sock, struct pd_error *err)
+{
+        /* large (the top-level list): not on the stack of a server thread */
+        _pd_cleanup_free_ struct gv_launch *l = calloc(1, sizeof *l);
+        if (!l)
+                return pd_error_set(err, ENOMEM, "allocate");
+        int r;
+        l->tpl = tpl;
+        l->runsc = runsc;
+        l->log_fd = -1;
+        snprintf(l->root, sizeof l->root, "%s", root);
+        if ((r = read_top(tpl->rootfs, l, err)) < 0)
+                return r;
+        for (unsigned i = 0; i < tpl->n_grafts; i++)
+                snprintf(l->graft_dst[i], sizeof l->graft_dst[i], "%s/%s", root, tpl->grafts[i].target);
+        char store[2 * PATH_MAX + 16], pidf[PATH_MAX + 8], bundle[PATH_MAX + 16];
+        char *argv[32];
+        int a = global_args(sb, runsc, argv, store, sizeof store);
+        if (a < 0)
+                return pd_error_setx(err, ENAMETOOLONG, "sandbox path too long");
+        snprintf(pidf, sizeof pidf, "%s/pid", sb->dir);
+        snprintf(bundle, sizeof bundle, "%s/bundle", sb->dir);
+        argv[a++] = "run";
+        argv[a++] = "--detach";
+        argv[a++] = "--bundle";
+        argv[a++] = bundle;
+        argv[a++] = "--pid-file";
+        argv[a++] = pidf;
+        argv[a++] = sb->id;
+        argv[a] = NULL;
+        l->argv = argv;
+        char logp[PATH_MAX + 16];
+        snprintf(logp, sizeof logp, "%s/runsc.log", sb->dir);
+        _pd_cleanup_close_ int logfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        if (logfd < 0)
+                return pd_error_set(err, errno, "create '%s'", logp);
+        l->log_fd = logfd;
+        if ((r = pd_cgroup_open_procs(&pd_host(sb)->cg, "work", l->cg_fds, (int)PD_ARRAY_SIZE(l->cg_fds), err)) < 0)
+                return r;
+        l->n_cg = r;
+        _pd_cleanup_close_ int ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (ino < 0 || inotify_add_watch(ino, sock, IN_CREATE) < 0) {
+                r = pd_error_set(err, errno, "inotify on '%s'", sock);
+                goto out_fds;
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+                r = pd_error_set(err, errno, "fork");
+                goto out_fds;
+        }
+        if (pid == 0)
+                child(l);
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+                ;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+                int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+                char tail[400];
+                log_tail(sb, tail, sizeof tail);
+                r = pd_error_setx(err, EIO, "runsc run failed (status %d%s): %s", code,
+                                  code >= 121 && code <= 127 ? ": its setup failed before runsc ran" : "",
+                                  tail[0] ? tail : "(runsc logged nothing)");
+                goto out_fds;
+        }
+        if ((r = read_pid(sb, &sb->agent_pid, err)) < 0)
+                goto out_fds;
+        sb->agent_start = pd_proc_starttime(sb->agent_pid);
+        sb->agent_pidfd = (int)syscall(SYS_pidfd_open, sb->agent_pid, 0);
+        if (sb->agent_pidfd < 0 || pd_proc_starttime(sb->agent_pid) != sb->agent_start) {
+                r = pd_error_setx(err, ESRCH, "the gVisor sandbox exited at once (see %s/runsc.log)", sb->dir);
+                goto out_fds;
+        }
+        if ((r = pd_sandbox_save(sb, err)) < 0 || (r = wait_agent(sb, ino, err)) < 0)
+                goto out_fds;
+        r = 0;
+out_fds:
+        for (int i = 0; i < l->n_cg; i++)
+                close(l->cg_fds[i]);
+        return r;
+}
+
 static int gvisor_create(struct pd_sandbox *sb, struct pd_error *err)
 {
         int r;
@@ -377,7 +551,7 @@ static int gvisor_create(struct pd_sandbox *sb, struct pd_error *err)
         if ((r = pd_cgroup_init(&h->cg, sb->state->instance, sb->id, err)) < 0)
                 return r;
         h->have_cgroup = true;
-        struct pd_cgroup_limits lim = { sb->spec.memory_bytes + GV_MEMORY_HEADROOM, sb->spec.pids + GV_PIDS_HEADROOM,
+        struct pd_cgroup_limits lim = { sb->spec.memory_bytes + GV_MEMORY_HEADROOM, 2 * sb->spec.pids + GV_PIDS_HEADROOM,
                                         sb->spec.millicpus, 0 };
         if ((r = pd_cgroup_create(&h->cg, &lim, err)) < 0)
                 return r;
@@ -396,74 +570,7 @@ static int gvisor_create(struct pd_sandbox *sb, struct pd_error *err)
         if ((r = pd_sandbox_save(sb, err)) < 0 || (r = write_bundle(sb, agent, err)) < 0)
                 return r;
 
-        struct gv_launch l = { .tpl = &tpl, .runsc = runsc, .log_fd = -1 };
-        snprintf(l.root, sizeof l.root, "%s", root);
-        for (unsigned i = 0; i < tpl.n_grafts; i++)
-                snprintf(l.graft_dst[i], sizeof l.graft_dst[i], "%s/%s", root, tpl.grafts[i].target);
-        char store[2 * PATH_MAX + 16], pidf[PATH_MAX + 8], bundle[PATH_MAX + 16];
-        char *argv[32];
-        int a = global_args(sb, runsc, argv, store, sizeof store);
-        if (a < 0)
-                return pd_error_setx(err, ENAMETOOLONG, "sandbox path too long");
-        snprintf(pidf, sizeof pidf, "%s/pid", sb->dir);
-        snprintf(bundle, sizeof bundle, "%s/bundle", sb->dir);
-        argv[a++] = "run";
-        argv[a++] = "--detach";
-        argv[a++] = "--bundle";
-        argv[a++] = bundle;
-        argv[a++] = "--pid-file";
-        argv[a++] = pidf;
-        argv[a++] = sb->id;
-        argv[a] = NULL;
-        l.argv = argv;
-        char logp[PATH_MAX + 16];
-        snprintf(logp, sizeof logp, "%s/runsc.log", sb->dir);
-        _pd_cleanup_close_ int logfd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-        if (logfd < 0)
-                return pd_error_set(err, errno, "create '%s'", logp);
-        l.log_fd = logfd;
-        if ((r = pd_cgroup_open_procs(&h->cg, "work", l.cg_fds, (int)PD_ARRAY_SIZE(l.cg_fds), err)) < 0)
-                return r;
-        l.n_cg = r;
-        _pd_cleanup_close_ int ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-        if (ino < 0 || inotify_add_watch(ino, sock, IN_CREATE) < 0) {
-                r = pd_error_set(err, errno, "inotify on '%s'", sock);
-                goto out_fds;
-        }
-        pid_t pid = fork();
-        if (pid < 0) {
-                r = pd_error_set(err, errno, "fork");
-                goto out_fds;
-        }
-        if (pid == 0)
-                child(&l);
-        int st;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-                ;
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-                int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-                char tail[400];
-                log_tail(sb, tail, sizeof tail);
-                r = pd_error_setx(err, EIO, "runsc run failed (status %d%s): %s", code,
-                                  code >= 121 && code <= 127 ? ": its setup failed before runsc ran" : "",
-                                  tail[0] ? tail : "(runsc logged nothing)");
-                goto out_fds;
-        }
-        if ((r = read_pid(sb, &sb->agent_pid, err)) < 0)
-                goto out_fds;
-        sb->agent_start = pd_proc_starttime(sb->agent_pid);
-        sb->agent_pidfd = (int)syscall(SYS_pidfd_open, sb->agent_pid, 0);
-        if (sb->agent_pidfd < 0 || pd_proc_starttime(sb->agent_pid) != sb->agent_start) {
-                r = pd_error_setx(err, ESRCH, "the gVisor sandbox exited at once (see %s/runsc.log)", sb->dir);
-                goto out_fds;
-        }
-        if ((r = pd_sandbox_save(sb, err)) < 0 || (r = wait_agent(sb, ino, err)) < 0)
-                goto out_fds;
-        r = 0;
-out_fds:
-        for (int i = 0; i < l.n_cg; i++)
-                close(l.cg_fds[i]);
-        return r;
+        return launch(sb, &tpl, runsc, root, sock, err);
 }
 
 static int gvisor_connect(struct pd_sandbox *sb, struct pd_error *err)
