@@ -220,3 +220,23 @@ def test_escape_agent_socket_dir_is_tiny(gv):
     r = grun(gv, ["-u", "root", "--", "sh", "-c",
                   "dd if=/dev/zero of=/.paddock/sock/fill bs=64k count=64 2>&1; echo rc=$?"])
     assert "rc=0" not in r.stdout, r.stdout
+
+
+def test_tiers_lists_gvisor(gv):
+    r = gv.run(["--state-dir", gv.state], verb="tiers", state=False)
+    assert r.returncode == 0, r.stderr
+    rows = {l.split()[0]: l.split()[1] for l in r.stdout.splitlines()[1:] if l[:1].strip()}
+    assert set(rows) == {"process", "container", "supervised", "gvisor", "microvm"}
+    assert rows["gvisor"] == "yes"
+    r = gv.run(["--isolation", "gvisor"], verb="tiers", state=False, env={"PADDOCK_RUNSC": "/nonexistent/runsc"})
+    assert r.returncode == 0
+    assert r.stdout.splitlines()[1].split()[:2] == ["gvisor", "no"]
+    assert "install the Debian package 'runsc'" in r.stdout
+
+
+def test_tiers_measures_gvisor(gv):
+    r = gv.run(["--measure", "--isolation", "gvisor"], verb="tiers", timeout=T)
+    assert r.returncode == 0, r.stderr
+    line = r.stdout.splitlines()[1].split()
+    assert line[:2] == ["gvisor", "yes"] and line[3] == "ms" and int(line[2]) > 0, r.stdout
+    assert gv.run(["--isolation", "bogus"], verb="tiers", state=False).returncode == 125
