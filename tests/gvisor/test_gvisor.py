@@ -240,3 +240,25 @@ def test_tiers_measures_gvisor(gv):
     line = r.stdout.splitlines()[1].split()
     assert line[:2] == ["gvisor", "yes"] and line[3] == "ms" and int(line[2]) > 0, r.stdout
     assert gv.run(["--isolation", "bogus"], verb="tiers", state=False).returncode == 125
+
+
+def test_gc_removes_a_sandbox_whose_cli_was_killed(gv):
+    """paddock run killed with SIGKILL leaves its gVisor sandbox running (the
+    Sentry is not its child); paddock gc removes all of it: Sentry, gofer,
+    cgroup, the socket tmpfs, the runtime dir with runsc's state."""
+    p = gv.popen(GV + ["--", "sh", "-c", "echo started; sleep 600"])
+    try:
+        assert p.stdout.readline() == b"started\n"
+        sentry = _sentry_of(gv)
+        assert sentry > 0
+        p.kill()
+        p.wait()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    r = gv.gc(timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert wait_until(lambda: not os.path.exists("/proc/%d" % sentry), 30)
+    assert gv.leftovers() == {}
+    assert not [l for l in open("/proc/self/mountinfo") if "paddock-gvisor" in l and gv.instance in l]
