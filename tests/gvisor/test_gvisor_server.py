@@ -151,3 +151,16 @@ def test_adopted_after_server_kill9(srv):
     assert srv.agent_pid(sid) == sentry
     assert srv.delete(sid) == 204
     assert wait_until(lambda: not pid_alive(sentry), 30)
+
+
+def test_file_api_refuses_symlinks_without_openat2(srv, gv):
+    """This Sentry has no openat2: the agent walks request paths with
+    O_NOFOLLOW and refuses a symlink anywhere in them (docs/gvisor.md)."""
+    sid = gv["id"]
+    sh(srv, sid, "mkdir -p /home/user/real && echo in > /home/user/real/f && ln -sfn /home/user/real /home/user/link")
+    assert req(srv, "GET", sid + "/files", query={"path": "/home/user/real/f"})[2] == b"in\n"
+    st, _h, body = req(srv, "GET", sid + "/files", query={"path": "/home/user/link/f"})
+    assert 400 <= st < 500, (st, body)
+    st, _h, body = req(srv, "PUT", sid + "/files", b"x", query={"path": "/home/user/link/g"})
+    assert 400 <= st < 500, (st, body)
+    assert sh(srv, sid, "test -e /home/user/real/g && echo made || echo none") == "none\n"
