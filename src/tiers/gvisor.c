@@ -433,6 +433,28 @@ static int read_pid(struct pd_sandbox *sb, pid_t *out, struct pd_error *err)
         return 0;
 }
 
+/* cgroup.procs of every hierarchy for runsc: the "work" leaf where the
+ * layout splits (memory, pids), the sandbox level elsewhere (cpu, freezer).
+ * pd_cgroup_open_procs gives the split ones only (a container's agent has
+ * joined the sandbox level before); runsc joins nothing by itself. */
+static int open_procs(const struct pd_cgroup *cg, int *fds, int max, struct pd_error *err)
+{
+        int n = 0;
+        for (unsigned i = 0; i < cg->n && n < max; i++) {
+                char path[256];
+                snprintf(path, sizeof path, "%s%s/cgroup.procs", cg->rel, cg->h[i].split ? "/work" : "");
+                int fd = openat(cg->h[i].rootfd, path, O_WRONLY | O_CLOEXEC);
+                if (fd < 0) {
+                        int r = pd_error_set(err, errno, "open cgroup '%s' (%s)", path, cg->h[i].name);
+                        while (n > 0)
+                                close(fds[--n]);
+                        return r;
+                }
+                fds[n++] = fd;
+        }
+        return n;
+}
+
 /* Fork the child that builds the root in a private mount namespace and
  * execs `runsc run --detach`; wait for it, then for the agent. */
 static int launch(struct pd_sandbox *sb, const struct pd_template *tpl, const char *runsc, const char *root,
@@ -473,7 +495,7 @@ static int launch(struct pd_sandbox *sb, const struct pd_template *tpl, const ch
         if (logfd < 0)
                 return pd_error_set(err, errno, "create '%s'", logp);
         l->log_fd = logfd;
-        if ((r = pd_cgroup_open_procs(&pd_host(sb)->cg, "work", l->cg_fds, (int)PD_ARRAY_SIZE(l->cg_fds), err)) < 0)
+        if ((r = open_procs(&pd_host(sb)->cg, l->cg_fds, (int)PD_ARRAY_SIZE(l->cg_fds), err)) < 0)
                 return r;
         l->n_cg = r;
         _pd_cleanup_close_ int ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
