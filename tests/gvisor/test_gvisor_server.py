@@ -164,3 +164,21 @@ def test_file_api_refuses_symlinks_without_openat2(srv, gv):
     st, _h, body = req(srv, "PUT", sid + "/files", b"x", query={"path": "/home/user/link/g"})
     assert 400 <= st < 500, (st, body)
     assert sh(srv, sid, "test -e /home/user/real/g && echo made || echo none") == "none\n"
+
+
+def test_runsc_missing_refuses_create_with_the_package_name(tmproot):
+    os.environ["PADDOCK_RUNSC"] = "/nonexistent/runsc"
+    try:
+        s = Server(os.path.join(tmproot, "gvisor-norunsc"), "--pool", "0").start()
+    finally:
+        del os.environ["PADDOCK_RUNSC"]
+    try:
+        st, _h, data = s.request("POST", "/api/v1/sandboxes", GV, timeout=T)
+        assert 400 <= st < 600 and st != 201, (st, data)
+        assert b"install the Debian package 'runsc'" in data, data
+        assert json.loads(s.request("GET", "/api/v1/sandboxes")[2]).get("sandboxes", []) == []
+        st, _h, data = s.request("POST", "/api/v1/sandboxes", {}, timeout=T)      # other tiers unaffected
+        assert st == 201, data
+        assert s.delete(json.loads(data)["id"]) == 204
+    finally:
+        s.finish()
