@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TIERS = ["container", "supervised", "process", "microvm"]
+TIERS = ["container", "supervised", "process", "gvisor", "microvm"]
 
 # microvm: tests/microvm/test_microvm_escape.py runs the attacks that aim at
 # the host (each must be blocked, checked host-side) and writes its own
@@ -35,6 +35,31 @@ def merge_microvm(d, path):
     d["results"]["microvm"] = res
     for a in d["expect"]:
         d["expect"][a]["microvm"] = "blocked" if a in res else GUEST_OWN
+
+
+# gvisor: tests/gvisor/test_gvisor_escape.py runs every attack but the
+# supervised tier's races and the volume ones (the tier refuses volumes);
+# those aimed at the host are asserted blocked there, the rest (aimed at the
+# kernel, now the Sentry) are recorded.
+GVISOR_HOST_AIMED = {
+    "fs/host_canary", "fs/paddock_state", "fs/etc_shadow", "fs/hardlink_secret", "fs/dotdot_walk",
+    "fs/proc1_root", "fs/root_secrets", "fs/leaked_fds",
+    "net/host_loopback_listener", "net/udp_to_host", "net/metadata_endpoints", "net/abstract_unix_host",
+    "net/host_unix_socket", "net/interfaces_visible", "proc/kill_host_pid", "proc/ptrace_host_supervisor",
+}
+NOT_RUN = "not-run"
+
+
+def merge_gvisor(d, path):
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        res = json.load(f)["results"]
+    d["tiers"]["gvisor"] = {"available": True, "why": ""}
+    d["results"]["gvisor"] = res
+    for a in d["expect"]:
+        d["expect"][a]["gvisor"] = ("blocked" if a in GVISOR_HOST_AIMED else
+                                    "not-promised" if a in res else NOT_RUN)
 
 
 COVERED_ELSEWHERE = [
@@ -54,6 +79,8 @@ COVERED_ELSEWHERE = [
 
 def cell(res, exp):
     if res is None:
+        if exp == NOT_RUN:
+            return "not run (supervised races; volumes refused on this tier)"
         return "not run: aims at the guest's own kernel" if exp == GUEST_OWN else "—"
     out, how = res.get("outcome"), res.get("how", "")
     how = how.replace("|", "/")
@@ -71,7 +98,7 @@ def cell(res, exp):
 
 
 def verdict(res, exp):
-    if res is None or exp == GUEST_OWN:
+    if res is None or exp in (GUEST_OWN, NOT_RUN):
         return None
     if exp == "not-promised":
         return "recorded"
@@ -195,17 +222,20 @@ def main():
     ap.add_argument("--results", default=os.environ.get("PADDOCK_ESCAPE_RESULTS")
                     or os.path.join(REPO, "build", "security-results.json"))
     ap.add_argument("--microvm-results", default=os.path.join(REPO, "build", "security-results-microvm.json"))
+    ap.add_argument("--gvisor-results", default=os.path.join(REPO, "build", "security-results-gvisor.json"))
     ap.add_argument("--out", default=os.path.join(REPO, "docs", "security-matrix.md"))
     ap.add_argument("--run", action="store_true", help="run tests/security/test_escape_suite.py first")
     args = ap.parse_args()
     if args.run:
         env = dict(os.environ, PADDOCK_ESCAPE_RESULTS=os.path.abspath(args.results))
         subprocess.run(["/usr/bin/python3", "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        "tests/security/test_escape_suite.py", "tests/microvm/test_microvm_escape.py"],
+                        "tests/security/test_escape_suite.py", "tests/microvm/test_microvm_escape.py",
+                        "tests/gvisor/test_gvisor_escape.py"],
                        cwd=REPO, env=env)
     with open(args.results) as f:
         d = json.load(f)
     merge_microvm(d, args.microvm_results)
+    merge_gvisor(d, args.gvisor_results)
     text = render(d)
     with open(args.out + ".tmp", "w") as f:
         f.write(text)

@@ -17,6 +17,8 @@ packages=(
   libmnl-dev libnftnl-dev nftables dnsutils openssl
   # microvm tier: QEMU, the guest's root image, the tree its template is built from
   qemu-system-x86 erofs-utils busybox-static cpio xz-utils liblzma-dev
+  # gvisor tier: gVisor's runsc (docs/gvisor.md)
+  runsc
   # OCI runtime: the engines the tests drive, and the validation suite's toolchain
   podman containerd golang-go
   # templates from images and recipes (docs/templates.md): skopeo pulls,

@@ -251,6 +251,7 @@ uint32_t ag_map_gid(uint32_t gid);
 /* path.c: resolve request paths inside the root */
 struct ag_fsid {
         int olduid, oldgid;
+        bool by_euid;   /* no setfsuid (gVisor): the effective ids were swapped */
 };
 int ag_req_creds(const uint8_t *payload, size_t len, uint32_t *uid, uint32_t *gid, struct pd_error *err);
 void ag_fsid_enter(struct ag_fsid *s, uint32_t uid, uint32_t gid);

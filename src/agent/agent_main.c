@@ -11,6 +11,8 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,10 +45,31 @@ static int parse_fd(const char *s, int *out)
         return 0;
 }
 
+static int listen_path(struct agent *ag, const char *path)
+{
+        struct sockaddr_un a = { .sun_family = AF_UNIX };
+        if (path[0] != '/' || strlen(path) >= sizeof a.sun_path) {
+                fprintf(stderr, "paddock-agent: bad --listen-path '%s'\n", path);
+                return -1;
+        }
+        strcpy(a.sun_path, path);
+        unlink(path);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 64) < 0) {
+                fprintf(stderr, "paddock-agent: listen on '%s': %s\n", path, strerror(errno));
+                if (fd >= 0)
+                        close(fd);
+                return -1;
+        }
+        ag->listen_fd = fd;
+        return 0;
+}
+
 static int parse_args(struct agent *ag, int argc, char **argv)
 {
         static const struct option opts[] = {
                 { "listen-fd", required_argument, NULL, 'l' },
+                { "listen-path", required_argument, NULL, 'L' },
                 { "cgroup-fd", required_argument, NULL, 'c' },
                 { "ring-size", required_argument, NULL, 'r' },
                 { "sudo-socket", required_argument, NULL, 's' },
@@ -63,6 +86,13 @@ static int parse_args(struct agent *ag, int argc, char **argv)
                                 fprintf(stderr, "paddock-agent: bad --listen-fd '%s'\n", optarg);
                                 return -1;
                         }
+                        break;
+                case 'L':
+                        /* gvisor tier: no fd crosses into the Sentry; the
+                         * agent binds its own socket on a host-backed
+                         * directory (runsc --host-uds=create) */
+                        if (listen_path(ag, optarg) < 0)
+                                return -1;
                         break;
                 case 'c': {
                         if (parse_fd(optarg, &fd) < 0) {
@@ -96,11 +126,11 @@ static int parse_args(struct agent *ag, int argc, char **argv)
                         ag_home = optarg;
                         break;
                 case 'h':
-                        printf("usage: paddock-agent --listen-fd N [--cgroup-fd N]... "
+                        printf("usage: paddock-agent --listen-fd N|--listen-path PATH [--cgroup-fd N]... "
                                "[--ring-size BYTES] [--sudo-socket PATH] [--home DIR]\n");
                         exit(0);
                 default:
-                        fprintf(stderr, "usage: paddock-agent --listen-fd N [--cgroup-fd N]... "
+                        fprintf(stderr, "usage: paddock-agent --listen-fd N|--listen-path PATH [--cgroup-fd N]... "
                                 "[--ring-size BYTES] [--sudo-socket PATH] [--home DIR]\n");
                         return -1;
                 }
@@ -110,7 +140,7 @@ static int parse_args(struct agent *ag, int argc, char **argv)
                 return -1;
         }
         if (ag->listen_fd < 0) {
-                fprintf(stderr, "paddock-agent: --listen-fd is required\n");
+                fprintf(stderr, "paddock-agent: --listen-fd or --listen-path is required\n");
                 return -1;
         }
         return 0;

@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <stdbool.h>
 #include "lib/openat2.h"
 #include "agent/agent.h"
 #include "lib/spec.h"
@@ -74,6 +75,7 @@ void ag_fsid_enter(struct ag_fsid *s, uint32_t uid, uint32_t gid)
 {
         s->olduid = -1;
         s->oldgid = -1;
+        s->by_euid = false;
         if (geteuid() != 0 || uid == 0)
                 return;
         nsaved = getgroups(PD_ARRAY_SIZE(saved_groups), saved_groups);
@@ -81,10 +83,31 @@ void ag_fsid_enter(struct ag_fsid *s, uint32_t uid, uint32_t gid)
         syscall(SYS_setgroups, 1, &g);
         s->oldgid = setfsgid(gid);
         s->olduid = setfsuid(uid);
+        if ((uid_t)setfsuid((uid_t)-1) == uid)
+                return;
+        /* gVisor's Sentry accepts setfsuid and changes nothing: swap the
+         * effective ids instead (the saved uid stays 0, so leave can
+         * swap back, and root's capabilities come back with it) */
+        s->by_euid = true;
+        s->oldgid = (int)getegid();
+        s->olduid = 0;
+        if (setresgid((gid_t)-1, gid, (gid_t)-1) < 0 || setresuid((uid_t)-1, uid, (uid_t)-1) < 0) {
+                /* never half-switched: back to root as it was */
+                (void)setresuid((uid_t)-1, 0, (uid_t)-1);
+                (void)setresgid((gid_t)-1, (gid_t)s->oldgid, (gid_t)-1);
+                s->by_euid = false;
+                s->olduid = s->oldgid = -1;
+        }
 }
 
 void ag_fsid_leave(struct ag_fsid *s)
 {
+        if (s->by_euid) {
+                (void)setresuid((uid_t)-1, 0, (uid_t)-1);
+                (void)setresgid((gid_t)-1, (gid_t)s->oldgid, (gid_t)-1);
+                s->by_euid = false;
+                s->olduid = s->oldgid = -1;
+        }
         if (s->olduid >= 0)
                 setfsuid((uid_t)s->olduid);
         if (s->oldgid >= 0)
@@ -122,9 +145,61 @@ int ag_path_abs(const char *in, uint32_t uid, char *out, size_t size, struct pd_
         return 0;
 }
 
+/* Without openat2 (gVisor's Sentry in the packaged runsc answers ENOSYS):
+ * walk the path one component at a time with O_NOFOLLOW and refuse any
+ * symlink on the way (ELOOP), as RESOLVE_NO_SYMLINKS would: stricter than
+ * RESOLVE_IN_ROOT, and never through a magic link. ".." at the root stays
+ * there, as it does for a process's "/". */
+static int open_walk(int rootfd, const char *path, int flags, mode_t mode)
+{
+        char buf[PATH_MAX];
+        snprintf(buf, sizeof buf, "%s", path);
+        int dir = dup(rootfd);
+        if (dir < 0)
+                return -errno;
+        char *save = NULL, *c = strtok_r(buf, "/", &save);
+        if (!c) {
+                int fd = openat(dir, ".", (flags & ~(O_CREAT | O_EXCL)) | O_CLOEXEC);
+                int e = errno;
+                close(dir);
+                return fd < 0 ? -e : fd;
+        }
+        for (;;) {
+                char *next = strtok_r(NULL, "/", &save);
+                if (!next) {
+                        int fd = openat(dir, c, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+                        int e = errno;
+                        close(dir);
+                        /* O_NOFOLLOW on a symlink: ELOOP, or an O_PATH fd of it */
+                        if (fd >= 0 && (flags & O_PATH)) {
+                                struct stat st;
+                                if (fstat(fd, &st) == 0 && S_ISLNK(st.st_mode)) {
+                                        close(fd);
+                                        return -ELOOP;
+                                }
+                        }
+                        return fd < 0 ? -e : fd;
+                }
+                int nd = openat(dir, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                int e = errno;
+                close(dir);
+                if (nd < 0)
+                        return -e;      /* a symlink here: ENOTDIR or ELOOP */
+                dir = nd;
+                c = next;
+        }
+}
+
 int ag_open_in_root(struct agent *ag, const char *abs, int flags, mode_t mode)
 {
-        return pd_open_in_root(ag->rootfd, abs, flags, mode, RESOLVE_IN_ROOT);
+        static bool no_openat2;
+        if (!no_openat2) {
+                int fd = pd_open_in_root(ag->rootfd, abs, flags, mode, RESOLVE_IN_ROOT);
+                if (fd != -ENOSYS)
+                        return fd;
+                no_openat2 = true;
+        }
+        return open_walk(ag->rootfd, abs, flags, mode);
 }
 
 int ag_open_parent(struct agent *ag, const char *abs, char *name, size_t size, struct pd_error *err)

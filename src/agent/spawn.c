@@ -70,8 +70,16 @@ static int child_main(void *arg)
                 child_fail(a, ST_STDIO, errno);
         /* Only 0-2 may reach the command, whatever the agent inherited:
          * everything else closes at exec (the error pipe stays until then). */
-        if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
-                child_fail(a, ST_STDIO, errno);
+        if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
+                /* gVisor (the gvisor tier's Sentry) predates the CLOEXEC
+                 * flag: close them now instead, all but the error pipe
+                 * (CLOEXEC already; this child has its own fd table); it
+                 * reads the bound as a signed int, hence INT_MAX, not ~0U */
+                if (errno != EINVAL ||
+                    (a->errfd > 3 && syscall(SYS_close_range, 3, (unsigned)a->errfd - 1, 0) < 0) ||
+                    syscall(SYS_close_range, (unsigned)a->errfd + 1, (unsigned)INT_MAX, 0) < 0)
+                        child_fail(a, ST_STDIO, errno);
+        }
         for (size_t i = 0; i < a->ncgroup; i++)
                 if (write(a->cgroup_fds[i], "0", 1) != 1)
                         child_fail(a, ST_CGROUP, errno);

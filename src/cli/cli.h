@@ -9,6 +9,8 @@
 
 int pd_cmd_run(int argc, char **argv);
 int pd_cmd_gc(int argc, char **argv);
+/* tiers.c: the chooser */
+int pd_cmd_tiers(int argc, char **argv);
 /* server side (serve.c): run the server; local admin verbs on a state dir */
 int pd_cmd_serve(int argc, char **argv);
 int pd_cmd_key(int argc, char **argv);

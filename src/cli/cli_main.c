@@ -37,6 +37,7 @@ static const struct {
 } verbs[] = {
         { "run", pd_cmd_run, "run a command in a fresh sandbox and remove it afterwards" },
         { "gc", pd_cmd_gc, "destroy everything a state directory owns" },
+        { "tiers", pd_cmd_tiers, "the isolation tiers here: available, what each isolates, start times" },
         { "serve", HEAVY(pd_cmd_serve), "run the sandbox server (HTTP API)" },
         { "key", HEAVY(pd_cmd_key), "create, list or revoke API keys (local, on the state dir)" },
         { "template", HEAVY(pd_cmd_template), "list or add templates (local, on the state dir)" },

@@ -57,7 +57,8 @@ static void usage(FILE *f)
                 "Run CMD in a fresh sandbox, stream its output, exit with its status.\n\n"
                 "  --isolation TIER   container (default) or process (no namespaces: Landlock,\n"
                 "                     seccomp, a uid and cgroup of its own; docs/security.md),\n"
-                "                     supervised, or microvm (a QEMU guest: docs/microvm.md)\n"
+                "                     supervised, gvisor (gVisor's runsc: docs/gvisor.md) or\n"
+                "                     microvm (a QEMU guest: docs/microvm.md)\n"
                 "  --allow-weaker     process tier: run even if Landlock lacks a right\n"
                 "  --policy FILE      supervised tier: path and connect rules (JSON;\n"
                 "                     docs/security.md)\n"
@@ -750,8 +751,13 @@ int pd_cmd_run(int argc, char **argv)
         pd_trace("command done");
         struct pd_sandbox_stats stats = { 0 };
         (void)pd_sandbox_stats(sb, &stats, NULL);
-        if ((!strcmp(res.reason, "signal") && res.signo == SIGKILL && stats.oom_kills > 0) ||
+        /* gvisor: an overrun OOM-kills the Sentry, and with it the whole
+         * sandbox and its agent (docs/gvisor.md): an OOM all the same;
+         * microvm: the guest's agent says "oom" itself */
+        bool died = !strcmp(res.reason, "error") && res.exit_code < 0;
+        if ((((!strcmp(res.reason, "signal") && res.signo == SIGKILL) || died) && stats.oom_kills > 0) ||
             !strcmp(res.reason, "oom")) {
+                res.status = 128 + SIGKILL;     /* DESIGN §8: an OOM kill is 137 */
                 res.reason = "oom";
                 snprintf(res.message, sizeof res.message,
                          "out of memory: the kernel killed the command (limit %" PRIu64 " MiB)",

@@ -9,4 +9,5 @@
         X(PROCESS, process)             \
         X(CONTAINER, container)         \
         X(SUPERVISED, supervised)       \
+        X(GVISOR, gvisor)               \
         X(MICROVM, microvm)

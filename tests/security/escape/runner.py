@@ -48,7 +48,7 @@ from pdtest import procs_with
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-TIERS = ["container", "process", "supervised", "microvm"]
+TIERS = ["container", "process", "supervised", "gvisor", "microvm"]
 CATEGORIES = ["fs", "proc", "kernel", "net", "supervised"]
 DEFAULT_TIMEOUT = 30
 VOLUME_OWNER = 4242        # the volumes' owner: a host account, in no sandbox's range
@@ -264,12 +264,12 @@ class Host:
             "paddock_bin": os.path.realpath(self.paddock_bin), "host_disk_dev": self.disk_dev,
             "host_disk_name": self.disk_name, "tcp_port": self.port, "udp_port": self.udp.getsockname()[1],
             "abstract_name": self.abstract_name, "unix_socket": self.unix_path,
-            "ro_volume": "/ro" if tier not in ("process", "microvm") else None,
-            "ro_volume_file": "/ro/ro-canary" if tier not in ("process", "microvm") else None,
-            "ro_volume_secret": "/ro/root-secret" if tier not in ("process", "microvm") else None,
-            "rw_volume": "/rw" if tier not in ("process", "microvm") else None,
-            "rw_volume_secret": "/rw/root-secret" if tier not in ("process", "microvm") else None,
-            "rw_volume_root_file": "/rw/root-file" if tier not in ("process", "microvm") else None,
+            "ro_volume": "/ro" if tier not in ("process", "microvm", "gvisor") else None,
+            "ro_volume_file": "/ro/ro-canary" if tier not in ("process", "microvm", "gvisor") else None,
+            "ro_volume_secret": "/ro/root-secret" if tier not in ("process", "microvm", "gvisor") else None,
+            "rw_volume": "/rw" if tier not in ("process", "microvm", "gvisor") else None,
+            "rw_volume_secret": "/rw/root-secret" if tier not in ("process", "microvm", "gvisor") else None,
+            "rw_volume_root_file": "/rw/root-file" if tier not in ("process", "microvm", "gvisor") else None,
             "host_pids": host_pids, "fill_cap_mb": 512 if tier != "process" else 96,
             "inode_cap": 300000 if tier != "process" else 20000,
             "host_ipc_ns": self.ipc_ns, "host_net_ns": self.net_ns, "sysv_key": self.sysv_key,
@@ -451,9 +451,10 @@ class Runner:
         (results by name, run info)."""
         tag = "pddrv" + uuid.uuid4().hex[:12]
         marker = "pdmark" + uuid.uuid4().hex[:12]
-        # microvm: no volumes on that tier yet (its guest has its own disk)
+        # microvm: no volumes on that tier yet (its guest has its own disk);
+        # gvisor refuses volumes (docs/gvisor.md)
         vol = (["-v", "%s:/ro:ro" % self.host.ro_dir, "-v", "%s:/rw" % self.host.rw_dir]
-               if tier not in ("process", "microvm") else [])
+               if tier not in ("process", "microvm", "gvisor") else [])
         argv = self.argv(tier, ["-u", "root", "--json"] + vol + list(opts) +
                          ["--", "python3", "-c", self.driver, tag])
         t0 = time.time()
@@ -464,8 +465,9 @@ class Runner:
         try:
             drv = []
             deadline = time.time() + 30
-            # a microvm's driver runs in its guest: no host process to find
-            while tier != "microvm" and not drv and time.time() < deadline and p.poll() is None:
+            # a microvm's driver runs in its guest, a gvisor one in the
+            # Sentry: no host process to find
+            while tier not in ("microvm", "gvisor") and not drv and time.time() < deadline and p.poll() is None:
                 drv = [d for d in procs_with(tag) if _comm(d).startswith("python")]
                 time.sleep(0.02)
             host_pids = {"test": os.getpid(), "paddock-run": p.pid}

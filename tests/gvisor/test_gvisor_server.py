@@ -1,0 +1,184 @@
+"""The gvisor tier through `paddock serve` (issue 17): create with
+isolation "gvisor", exec with offsets, stdin, PTY, files, watch, pause and
+resume (runsc pause), adoption after a server kill -9, and what the tier
+cannot do refused with a reason."""
+import hashlib
+import json
+import os
+import signal
+import urllib.parse
+
+import pytest
+
+from pdtest import pid_alive, wait_until
+from pdtest.server import Server, tmproot  # noqa: F401 (fixture)
+
+GV = {"isolation": "gvisor"}
+T = 180
+
+
+def req(srv, method, path, body=None, query=None, timeout=T):
+    if query:
+        path += "?" + urllib.parse.urlencode(query)
+    return srv.request(method, "/api/v1/sandboxes/" + path, body, timeout=timeout)
+
+
+def jreq(srv, method, path, body=None, expect=200, **kw):
+    st, _h, data = req(srv, method, path, body, **kw)
+    assert st == expect, (method, path, st, data[:1000])
+    return json.loads(data) if data.strip() else None
+
+
+def sh(srv, sid, cmd, user="user"):
+    j = jreq(srv, "POST", sid + "/exec", {"cmd": cmd, "user": user})
+    assert j["exit_code"] == 0, j
+    return j["stdout"]
+
+
+@pytest.fixture(scope="module")
+def srv(tmproot):
+    s = Server(os.path.join(tmproot, "gvisor"), "--pool", "0").start()
+    try:
+        yield s
+    finally:
+        s.finish()
+    assert not [l for l in open("/proc/self/mountinfo") if "paddock-gvisor" in l and s.instance in l]
+
+
+@pytest.fixture(scope="module")
+def gv(srv):
+    st, _h, data = srv.request("POST", "/api/v1/sandboxes", GV, timeout=T)
+    assert st == 201, data
+    return json.loads(data)
+
+
+def test_create_reports_tier_and_platform(srv, gv):
+    assert gv["isolation"] == "gvisor" and gv["state"] == "running"
+    assert gv.get("accel") == "ptrace", gv
+    j = jreq(srv, "GET", gv["id"])
+    assert j["isolation"] == "gvisor"
+    assert sh(srv, gv["id"], "uname -r").strip() != os.uname().release
+
+
+def test_exec_exit_code_env_user(srv, gv):
+    j = jreq(srv, "POST", gv["id"] + "/exec", {"cmd": "echo out; echo err >&2; exit 7", "env": {"A": "b"}})
+    assert (j["exit_code"], j["stdout"], j["stderr"]) == (7, "out\n", "err\n"), j
+    j = jreq(srv, "POST", gv["id"] + "/exec", {"cmd": ["sh", "-c", "echo $A; id -un"], "env": {"A": "b"}})
+    assert j["stdout"] == "b\nuser\n", j
+    assert sh(srv, gv["id"], "id -u", user="root") == "0\n"
+
+
+def test_output_offsets(srv, gv):
+    p = jreq(srv, "POST", gv["id"] + "/processes",
+             {"cmd": "for i in $(seq 1 200); do echo line$i; done; echo bye >&2"}, expect=201)
+    path = "%s/processes/%d/output" % (gv["id"], p["pid"])
+    st, _h, full = req(srv, "GET", path, query={"follow": 1})
+    want = "".join("line%d\n" % i for i in range(1, 201)).encode()
+    assert st == 200 and full == want
+    st, _h, rest = req(srv, "GET", path, query={"from": 1000})
+    assert st == 200 and rest == want[1000:]
+    assert req(srv, "GET", path, query={"stream": "stderr"})[2] == b"bye\n"
+
+
+def test_stdin_round_trip(srv, gv):
+    p = jreq(srv, "POST", gv["id"] + "/processes", {"cmd": ["cat"], "stdin": True}, expect=201)
+    data = os.urandom(100000)
+    assert req(srv, "POST", "%s/processes/%d/stdin" % (gv["id"], p["pid"]), data)[0] == 204
+    assert req(srv, "POST", "%s/processes/%d/stdin/close" % (gv["id"], p["pid"]))[0] == 204
+    st, _h, out = req(srv, "GET", "%s/processes/%d/output" % (gv["id"], p["pid"]), query={"follow": 1})
+    assert st == 200 and out == data
+
+
+def test_pty(srv, gv):
+    p = jreq(srv, "POST", gv["id"] + "/processes",
+             {"cmd": "read line; test -t 0 && echo isatty; stty size; echo got=$line",
+              "pty": {"rows": 24, "cols": 80}}, expect=201)
+    path = "%s/processes/%d" % (gv["id"], p["pid"])
+    assert req(srv, "POST", path + "/resize", {"rows": 40, "cols": 120})[0] == 204
+    assert req(srv, "POST", path + "/stdin", b"typed\r")[0] == 204
+    st, _h, out = req(srv, "GET", path + "/output", query={"follow": 1})
+    assert b"isatty" in out and b"40 120" in out and b"got=typed" in out, out
+
+
+def test_files(srv, gv):
+    sid = gv["id"]
+    data = os.urandom(1 << 20)
+    st, _h, body = req(srv, "PUT", sid + "/files", data, query={"path": "/home/user/blob", "mode": "0600"})
+    assert st == 200, body
+    st, _h, got = req(srv, "GET", sid + "/files", query={"path": "/home/user/blob"})
+    assert st == 200 and got == data
+    assert sh(srv, sid, "sha256sum /home/user/blob | cut -d' ' -f1").strip() == hashlib.sha256(data).hexdigest()
+    jreq(srv, "POST", sid + "/files/mkdir", {"path": "/home/user/d/e", "parents": True}, expect=201)
+    names = [e["name"] for e in jreq(srv, "GET", sid + "/files/list", query={"path": "/home/user/d"})["entries"]]
+    assert names == ["e"]
+    assert req(srv, "DELETE", sid + "/files", query={"path": "/home/user/blob"})[0] == 204
+    for bad in ("a\x00b", "/tmp/" + "x" * 256, ""):
+        assert req(srv, "GET", sid + "/files", query={"path": bad})[0] == 400
+
+
+def test_pause_resume(srv):
+    sid = json.loads(srv.request("POST", "/api/v1/sandboxes", GV, timeout=T)[2])["id"]
+    sh(srv, sid, "echo kept > /home/user/k")
+    j = jreq(srv, "POST", sid + "/pause", {"mode": "memory"})
+    assert j["state"] == "paused"
+    assert req(srv, "POST", sid + "/exec", {"cmd": "true"})[0] == 409
+    j = jreq(srv, "POST", sid + "/resume")
+    assert j["state"] == "running"
+    assert sh(srv, sid, "cat /home/user/k") == "kept\n"
+    assert srv.delete(sid) == 204
+
+
+def test_refused_with_reasons(srv, gv):
+    st, _h, data = req(srv, "POST", gv["id"] + "/pause", {"mode": "disk"})
+    assert st == 400 and b"cannot pause to disk" in data, data
+    assert jreq(srv, "GET", gv["id"])["state"] == "running"
+    st, _h, data = req(srv, "POST", gv["id"] + "/snapshots", {"name": "gv-snap"})
+    assert st in (400, 409, 501) and b"gvisor" in data, (st, data)
+    st, _h, data = req(srv, "POST", gv["id"] + "/fork", {"count": 1})
+    assert st in (400, 409, 501) and b"gvisor" in data, (st, data)
+    st, _h, data = srv.request("POST", "/api/v1/sandboxes", dict(GV, network={"mode": "open"}), timeout=T)
+    assert st == 400 and b"network none only" in data, (st, data)
+
+
+def test_adopted_after_server_kill9(srv):
+    sid = json.loads(srv.request("POST", "/api/v1/sandboxes", dict(GV, timeout=600), timeout=T)[2])["id"]
+    sh(srv, sid, "echo survive > /home/user/s")
+    sentry = srv.agent_pid(sid)
+    srv.stop(signal.SIGKILL)
+    srv.start()
+    assert jreq(srv, "GET", sid)["state"] == "running"
+    assert sh(srv, sid, "cat /home/user/s") == "survive\n"
+    assert srv.agent_pid(sid) == sentry
+    assert srv.delete(sid) == 204
+    assert wait_until(lambda: not pid_alive(sentry), 30)
+
+
+def test_file_api_refuses_symlinks_without_openat2(srv, gv):
+    """This Sentry has no openat2: the agent walks request paths with
+    O_NOFOLLOW and refuses a symlink anywhere in them (docs/gvisor.md)."""
+    sid = gv["id"]
+    sh(srv, sid, "mkdir -p /home/user/real && echo in > /home/user/real/f && ln -sfn /home/user/real /home/user/link")
+    assert req(srv, "GET", sid + "/files", query={"path": "/home/user/real/f"})[2] == b"in\n"
+    st, _h, body = req(srv, "GET", sid + "/files", query={"path": "/home/user/link/f"})
+    assert 400 <= st < 500, (st, body)
+    st, _h, body = req(srv, "PUT", sid + "/files", b"x", query={"path": "/home/user/link/g"})
+    assert 400 <= st < 500, (st, body)
+    assert sh(srv, sid, "test -e /home/user/real/g && echo made || echo none") == "none\n"
+
+
+def test_runsc_missing_refuses_create_with_the_package_name(tmproot):
+    os.environ["PADDOCK_RUNSC"] = "/nonexistent/runsc"
+    try:
+        s = Server(os.path.join(tmproot, "gvisor-norunsc"), "--pool", "0").start()
+    finally:
+        del os.environ["PADDOCK_RUNSC"]
+    try:
+        st, _h, data = s.request("POST", "/api/v1/sandboxes", GV, timeout=T)
+        assert 400 <= st < 600 and st != 201, (st, data)
+        assert b"install the Debian package 'runsc'" in data, data
+        assert json.loads(s.request("GET", "/api/v1/sandboxes")[2]).get("sandboxes", []) == []
+        st, _h, data = s.request("POST", "/api/v1/sandboxes", {}, timeout=T)      # other tiers unaffected
+        assert st == 201, data
+        assert s.delete(json.loads(data)["id"]) == 204
+    finally:
+        s.finish()
