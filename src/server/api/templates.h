@@ -10,7 +10,8 @@
  * A build record is <state>/template-builds/<name>/:
  *   owner    the key id that made it (templates without a record are
  *            shared: base, the operator's from the local CLI)
- *   status   {"status": "queued"|"building"|"ready"|"failed", "error"}
+ *   status   {"status": "queued"|"building"|"ready"|"failed", "error"};
+ *            "waiting": reserved by E2B's POST /v3/templates, not started
  *   log      the build's output (plain lines), appended while it runs
  *   source   the image reference, or "recipe"
  *   context/ the unpacked build context; recipe: a recipe given as text */
