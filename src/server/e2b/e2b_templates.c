@@ -448,6 +448,7 @@ static enum MHD_Result build_status(struct pd_req *r, const char *chunk, size_t 
                         : !strcmp(status, "ready")   ? "ready"
                         : !strcmp(status, "failed")  ? "error"
                                                      : "building";
+        bool over = !strcmp(e2b, "ready") || !strcmp(e2b, "error");
         /* the log: one entry a line; offset and limit count entries */
         json_t *entries = json_array(), *logs = json_array();
         pd_tpl_dir(r->srv, name, p, sizeof p);
@@ -462,9 +463,13 @@ static enum MHD_Result build_status(struct pd_req *r, const char *chunk, size_t 
         ssize_t n;
         long long idx = 0;
         while (f && (n = getline(&line, &cap, f)) >= 0 && json_array_size(entries) < LOG_ENTRIES_MAX) {
-                if (n == 0 || line[n - 1] != '\n')
-                        break;  /* a line still being written: the next poll has it */
-                line[n - 1] = '\0';
+                /* a last line without its newline: still being written
+                 * while the build runs (the next poll has it), the end
+                 * once it is over */
+                if (line[n - 1] != '\n' && !over)
+                        break;
+                if (line[n - 1] == '\n')
+                        line[n - 1] = '\0';
                 if (idx++ < off)
                         continue;
                 json_t *m = json_string(line);
