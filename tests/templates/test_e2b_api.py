@@ -300,3 +300,23 @@ def test_failed_build_reports_error(srv, bb_image):
     st, s = status(srv, tid, bid)
     assert st == 200 and s["status"] == "error" and s["reason"]["message"], s
     assert any("oh-no" in e["message"] for e in s["logEntries"]), s
+
+
+def test_run_as_user_and_from_template(srv, built):
+    """fromTemplate of the key's own template; a RUN as root (aptInstall's)
+    leaves the default user alone, a RUN as 1000:1000 runs as that uid (busybox has no `user`)."""
+    j = reserve(srv, "e2bchild")
+    tid, bid = j["templateID"], j["buildID"]
+    steps = [{"type": "RUN", "args": ["id -u > /as-root", "root"]},
+             {"type": "RUN", "args": ["id -u > /tmp/as-user", "1000:1000"]}]
+    st, r = e2b(srv, "POST", "/v2/templates/%s/builds/%s" % (tid, bid), {"fromTemplate": built[0], "steps": steps})
+    assert st == 202, r
+    follow_log(srv, tid)
+    st, s = status(srv, tid, bid)
+    assert s["status"] == "ready", s
+    sid = srv.create({"template": tid})["id"]
+    try:
+        out = srv.exec(sid, ["sh", "-c", "cat /as-root /tmp/as-user /app/hello.txt; id -u"])
+        assert out["stdout"] == "0\n1000\nhello from e2b\n1000\n", out
+    finally:
+        srv.delete(sid)

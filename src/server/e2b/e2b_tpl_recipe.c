@@ -12,6 +12,8 @@
 
 #include "server/e2b/e2b.h"
 
+#define ENV_NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
+
 struct out {
         char *buf;
         size_t len, cap;
@@ -165,6 +167,7 @@ char *pd_e2b_recipe(json_t *body, json_t *hashes, char *why, size_t whysz)
                 goto bad;
         }
         char user[72] = "";     /* the last USER step's */
+        char cur[72] = "";      /* the last USER line's ("": none, root) */
         size_t i;
         json_t *s;
         json_array_foreach(steps, i, s) {
@@ -185,20 +188,18 @@ char *pd_e2b_recipe(json_t *body, json_t *hashes, char *why, size_t whysz)
                                 snprintf(why, whysz, "step %zu: RUN takes [command, user?]", i + 1);
                                 goto bad;
                         }
-                        /* a RUN as another user: USER around it, and back
-                         * to the last USER step's (root: the builder's default) */
-                        bool as = na == 2 && *ARG(1);
-                        if (as) {
+                        /* the user it runs as: its own, else the last USER
+                         * step's, else root (the builder's); a USER line only
+                         * where that changes, so an image's default user is
+                         * left alone by RUNs as root (aptInstall's) */
+                        const char *want = na == 2 && *ARG(1) ? ARG(1) : user[0] ? user : "root";
+                        if (strcmp(want, cur[0] ? cur : "root")) {
                                 put(&o, "USER ");
-                                put(&o, ARG(1));
+                                put(&o, want);
                                 put(&o, "\n");
+                                snprintf(cur, sizeof cur, "%s", want);
                         }
                         put_json_line(&o, "RUN", json_pack("[s, s, s]", "/bin/sh", "-c", ARG(0)));
-                        if (as) {
-                                put(&o, "USER ");
-                                put(&o, user[0] ? user : "root");
-                                put(&o, "\n");
-                        }
                 } else if (!strcmp(type, "COPY")) {
                         const char *h = json_string_value(json_object_get(s, "filesHash"));
                         if (na < 2 || na > 4 || !src_ok(ARG(0)) || !plain(ARG(1), 1024)) {
@@ -246,8 +247,7 @@ char *pd_e2b_recipe(json_t *body, json_t *hashes, char *why, size_t whysz)
                         for (size_t a = 0; a < na; a += 2) {
                                 const char *k = ARG(a), *val = ARG(a + 1);
                                 bool ok = *k && (isalpha((unsigned char)*k) || *k == '_') && strlen(k) <= 128 &&
-                                          strspn(k, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") ==
-                                                  strlen(k) && (!*val || plain(val, 8192));
+                                          strspn(k, ENV_NAME_CHARS) == strlen(k) && (!*val || plain(val, 8192));
                                 if (!ok) {
                                         snprintf(why, whysz, "step %zu: ENV: a name [A-Za-z_][A-Za-z0-9_]* and a "
                                                              "value without control characters", i + 1);
@@ -281,14 +281,22 @@ char *pd_e2b_recipe(json_t *body, json_t *hashes, char *why, size_t whysz)
                         put(&o, " ");
                         put(&o, ARG(0));
                         put(&o, "\n");
-                        if (is_user)
+                        if (is_user) {
                                 snprintf(user, sizeof user, "%s", ARG(0));
+                                snprintf(cur, sizeof cur, "%s", ARG(0));
+                        }
                 } else {
                         snprintf(why, whysz, "step %zu: unknown step type '%.32s' (RUN, COPY, ENV, WORKDIR, USER)",
                                  i + 1, type);
                         goto bad;
                 }
 #undef ARG
+        }
+        /* the template's default user: the last USER step's */
+        if (user[0] && strcmp(user, cur)) {
+                put(&o, "USER ");
+                put(&o, user);
+                put(&o, "\n");
         }
         if (o.oom) {
                 snprintf(why, whysz, "out of memory");
