@@ -10,7 +10,8 @@
  * A build record is <state>/template-builds/<name>/:
  *   owner    the key id that made it (templates without a record are
  *            shared: base, the operator's from the local CLI)
- *   status   {"status": "queued"|"building"|"ready"|"failed", "error"}
+ *   status   {"status": "queued"|"building"|"ready"|"failed", "error"};
+ *            "waiting": reserved by E2B's POST /v3/templates, not started
  *   log      the build's output (plain lines), appended while it runs
  *   source   the image reference, or "recipe"
  *   context/ the unpacked build context; recipe: a recipe given as text */
@@ -46,6 +47,9 @@ unsigned pd_tpl_recipe_check(struct pd_server *srv, const char *key_id, const ch
  * why. A failed or finished record of the same key is replaced. */
 unsigned pd_tpl_reserve(struct pd_server *srv, const char *name, const char *key_id, const char *source,
                         char *why, size_t whysz);
+/* Set the record's status (and error, or NULL): "waiting" is a record
+ * reserved for a build that has not started (E2B's POST /v3/templates). */
+void pd_tpl_set_status(struct pd_server *srv, const char *name, const char *status, const char *error);
 /* Drop a reserved record whose build never started. */
 void pd_tpl_unreserve(struct pd_server *srv, const char *name);
 /* The record's directory ("<state>/template-builds/<name>"). */

@@ -292,6 +292,13 @@ unsigned pd_tpl_reserve(struct pd_server *srv, const char *name, const char *key
         return 0;
 }
 
+void pd_tpl_set_status(struct pd_server *srv, const char *name, const char *status, const char *error)
+{
+        char dir[PATH_MAX];
+        pd_tpl_dir(srv, name, dir, sizeof dir);
+        set_status(dir, status, error);
+}
+
 void pd_tpl_unreserve(struct pd_server *srv, const char *name)
 {
         char dir[PATH_MAX];

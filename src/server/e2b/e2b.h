@@ -17,6 +17,8 @@
 /* The E2B control plane (/v2/sandboxes, /sandboxes/...) and the signed
  * /files URLs (e2b_api.c). */
 extern const struct pd_route pd_routes_e2b[];
+/* E2B's template build API, on the native builder (e2b_templates.c). */
+extern const struct pd_route pd_routes_e2b_templates[];
 /* envd and the code interpreter: every request that carries an
  * E2b-Sandbox-Id header, whatever its path, without API-key auth (the
  * handler checks X-Access-Token itself). */
@@ -108,3 +110,15 @@ const char *pd_e2b_connect_code(int neg_errno);
  * streaming call fails before its first message. */
 enum MHD_Result pd_e2b_stream_error_reply(struct pd_req *r, const char *code, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
+
+/* ---- templates (e2b_tpl_recipe.c) ---- */
+
+#define PD_E2B_TPL_STEPS_MAX 200
+/* A TemplateBuildStartV2 body as recipe text (malloc'd): FROM its base,
+ * then its steps; COPY sources under f-<filesHash>/ of the context, each
+ * hash a key of hashes (the uploads there are). NULL with why. */
+char *pd_e2b_recipe(json_t *body, json_t *hashes, char *why, size_t whysz);
+/* fromImage as a registry reference: Docker's short names under
+ * docker.io (library/ for one component); E2B's own base refused. 0 or
+ * 400 with why. */
+int pd_e2b_image_ref(const char *in, char *out, size_t size, char *why, size_t whysz);
