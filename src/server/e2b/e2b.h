@@ -33,6 +33,11 @@ enum MHD_Result pd_e2b_envd_handle(struct pd_req *r, const char *chunk, size_t *
 enum MHD_Result pd_e2b_reply_error(struct pd_req *r, unsigned status, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
+/* The control plane's sandbox object (GET /sandboxes/{id}, list items). */
+json_t *pd_e2b_info_json(struct pd_server *srv, struct pd_srv_sandbox *s);
+/* GET /v2/sandboxes, GET /sandboxes (e2b_list.c). */
+enum MHD_Result pd_e2b_route_list(struct pd_req *r, const char *chunk, size_t *chunk_len);
+
 /* e2b_network.c: allow_internet_access and network.{allowOut,denyOut} of a
  * create body as paddock's policy JSON (new reference), or NULL: no
  * network when why is empty, a bad request (why says) otherwise. */

@@ -34,7 +34,6 @@
 
 #define E2B_META_MAX 64
 #define E2B_ENV_MAX 256
-#define E2B_LIST_MAX 1000
 #define E2B_TIMEOUT_MAX 86400
 
 enum MHD_Result pd_e2b_reply_error(struct pd_req *r, unsigned status, const char *fmt, ...)
@@ -104,7 +103,7 @@ static const char *e2b_state(enum pd_sb_state s)
         return pd_sb_is_paused(s) ? "paused" : "running";
 }
 
-static json_t *info_body(struct pd_server *srv, struct pd_srv_sandbox *s)
+json_t *pd_e2b_info_json(struct pd_server *srv, struct pd_srv_sandbox *s)
 {
         struct pd_sandbox_info i;
         pd_manager_sandbox_info(srv, s, &i);
@@ -233,144 +232,6 @@ static enum MHD_Result route_create(struct pd_req *r, const char *chunk, size_t 
         return pd_reply_json(r, 201, o);
 }
 
-/* ---- list ---- */
-
-struct list_q {
-        char *meta;                     /* "k=v&k2=v2" (decoded once by MHD) */
-        char states[128];
-};
-
-static enum MHD_Result collect_q(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-        struct list_q *q = cls;
-        if (!value)
-                return MHD_YES;
-        if (!strcmp(key, "state")) {
-                size_t l = strlen(q->states);
-                snprintf(q->states + l, sizeof q->states - l, "%s%s", l ? "," : "", value);
-        } else if (!strcmp(key, "metadata") && !q->meta) {
-                q->meta = strdup(value);
-        }
-        return MHD_YES;
-}
-
-static int hexval(char c)
-{
-        return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-static void url_decode(char *s)
-{
-        char *o = s;
-        for (char *p = s; *p; p++) {
-                if (*p == '%' && hexval(p[1]) >= 0 && hexval(p[2]) >= 0) {
-                        *o++ = (char)(hexval(p[1]) * 16 + hexval(p[2]));
-                        p += 2;
-                } else {
-                        *o++ = *p == '+' ? ' ' : *p;
-                }
-        }
-        *o = '\0';
-}
-
-static bool meta_match(json_t *md, const char *filter)
-{
-        if (!filter || !*filter)
-                return true;
-        char *copy = strdup(filter), *save = NULL;
-        bool ok = copy != NULL;
-        for (char *pair = copy ? strtok_r(copy, "&", &save) : NULL; pair && ok; pair = strtok_r(NULL, "&", &save)) {
-                char *eq = strchr(pair, '=');
-                if (eq)
-                        *eq = '\0';
-                url_decode(pair);
-                if (eq)
-                        url_decode(eq + 1);
-                json_t *v = json_object_get(md, pair);
-                ok = json_is_string(v) && (!eq || !strcmp(json_string_value(v), eq + 1));
-        }
-        free(copy);
-        return ok;
-}
-
-static bool state_match(const char *states, const char *state)
-{
-        if (!*states)
-                return true;
-        char copy[128], *save = NULL;
-        snprintf(copy, sizeof copy, "%s", states);
-        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
-                if (!strcmp(t, state))
-                        return true;
-        return false;
-}
-
-static enum MHD_Result route_list(struct pd_req *r, const char *chunk, size_t *chunk_len)
-{
-        struct list_q q = { 0 };
-        MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_q, &q);
-        long limit = E2B_LIST_MAX;
-        const char *ls = pd_req_query(r, "limit");
-        if (ls && *ls) {
-                char *end;
-                limit = strtol(ls, &end, 10);
-                if (*end || limit < 1 || limit > E2B_LIST_MAX) {
-                        free(q.meta);
-                        return pd_e2b_reply_error(r, 400, "limit must be 1..%d", E2B_LIST_MAX);
-                }
-        }
-        const char *next = pd_req_query(r, "nextToken");
-        const char *tplq = pd_req_query(r, "template");
-        struct pd_srv_sandbox **v = NULL;
-        size_t n = 0;
-        if (pd_manager_snapshot(r->srv, &r->key, &v, &n) < 0) {
-                free(q.meta);
-                return pd_e2b_reply_error(r, 500, "cannot list sandboxes");
-        }
-        json_t *arr = json_array();
-        const char *last = NULL;
-        bool more = false;
-        for (size_t i = 0; i < n; i++) {
-                struct pd_srv_sandbox *s = v[i];
-                if (next && *next && strcmp(s->id, next) <= 0)
-                        continue;       /* snapshot is sorted by id */
-                json_t *info = info_body(r->srv, s);
-                if (!info)
-                        continue;
-                const char *st = json_string_value(json_object_get(info, "state"));
-                if (!state_match(q.states, st ? st : "") || !meta_match(json_object_get(info, "metadata"), q.meta) ||
-                    (tplq && *tplq && strcmp(tplq, s->template_name))) {
-                        json_decref(info);
-                        continue;
-                }
-                if (json_array_size(arr) >= (size_t)limit) {
-                        json_decref(info);
-                        more = true;
-                        break;
-                }
-                json_array_append_new(arr, info);
-                last = s->id;
-        }
-        char token[PD_ID_LEN + 1] = "";
-        if (more && last)
-                snprintf(token, sizeof token, "%s", last);
-        pd_manager_snapshot_free(r->srv, v, n);
-        free(q.meta);
-        char *text = json_dumps(arr, JSON_COMPACT);
-        json_decref(arr);
-        if (!text)
-                return MHD_NO;
-        struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-        if (!resp) {
-                free(text);
-                return MHD_NO;
-        }
-        MHD_add_response_header(resp, "Content-Type", "application/json");
-        if (*token)
-                MHD_add_response_header(resp, "X-Next-Token", token);
-        return pd_reply_response(r, 200, resp);
-}
-
 /* ---- one sandbox ---- */
 
 static struct pd_srv_sandbox *get_sb(struct pd_req *r, enum MHD_Result *ret)
@@ -387,7 +248,7 @@ static enum MHD_Result route_info(struct pd_req *r, const char *chunk, size_t *c
         struct pd_srv_sandbox *s = get_sb(r, &ret);
         if (!s)
                 return ret;
-        json_t *o = info_body(r->srv, s);
+        json_t *o = pd_e2b_info_json(r->srv, s);
         pd_server_sandbox_put(r->srv, s);
         return o ? pd_reply_json(r, 200, o) : pd_e2b_reply_error(r, 500, "no memory");
 }
@@ -398,7 +259,7 @@ static enum MHD_Result route_metrics(struct pd_req *r, const char *chunk, size_t
         struct pd_srv_sandbox *s = get_sb(r, &ret);
         if (!s)
                 return ret;
-        json_t *info = info_body(r->srv, s);
+        json_t *info = pd_e2b_info_json(r->srv, s);
         struct pd_error err = { 0 };
         struct pd_sandbox_metrics m;
         int rc = pd_manager_stats(r->srv, s, &m, &err);
@@ -506,6 +367,19 @@ static enum MHD_Result route_connect(struct pd_req *r, const char *chunk, size_t
                 else if (rc == 0)
                         status = 201;
         }
+        /* A resumed sandbox runs for the timeout asked; a running one is
+         * only ever extended (E2B: connecting must not cut short what
+         * another client set). */
+        if (rc == 0 && secs && status == 200) {
+                struct pd_sandbox_info i;
+                pd_manager_sandbox_info(r->srv, s, &i);
+                pd_sandbox_info_clear(&i);
+                struct timespec now;
+                clock_gettime(CLOCK_REALTIME, &now);
+                uint64_t want = (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u + (uint64_t)secs * 1000u;
+                if (i.expires_ms && i.expires_ms >= want)
+                        secs = 0;
+        }
         if (rc == 0 && secs)
                 rc = pd_manager_set_timeout(r->srv, s, secs, &err);
         json_t *o = rc == 0 ? create_body(r->srv, s) : NULL;
@@ -518,8 +392,8 @@ static enum MHD_Result route_connect(struct pd_req *r, const char *chunk, size_t
 const struct pd_route pd_routes_e2b[] = {
         { "POST", "/v2/sandboxes", route_create, 0, 0 },
         { "POST", "/sandboxes", route_create, 0, 0 },
-        { "GET", "/v2/sandboxes", route_list, 0, 0 },
-        { "GET", "/sandboxes", route_list, 0, 0 },
+        { "GET", "/v2/sandboxes", pd_e2b_route_list, 0, 0 },
+        { "GET", "/sandboxes", pd_e2b_route_list, 0, 0 },
         { "GET", "/sandboxes/{id}", route_info, 0, 0 },
         { "GET", "/v2/sandboxes/{id}", route_info, 0, 0 },
         { "GET", "/sandboxes/{id}/metrics", route_metrics, 0, 0 },
