@@ -253,12 +253,41 @@ static enum MHD_Result route_info(struct pd_req *r, const char *chunk, size_t *c
         return o ? pd_reply_json(r, 200, o) : pd_e2b_reply_error(r, 500, "no memory");
 }
 
+/* start / end of GET .../metrics: unix seconds; absent: unbounded. */
+static bool metrics_bound(struct pd_req *r, const char *name, int64_t *out)
+{
+        const char *v = pd_req_query(r, name);
+        if (!v || !*v)
+                return true;
+        char *end;
+        errno = 0;
+        long long x = strtoll(v, &end, 10);
+        if (errno || *end || x < 0)
+                return false;
+        *out = x;
+        return true;
+}
+
 static enum MHD_Result route_metrics(struct pd_req *r, const char *chunk, size_t *chunk_len)
 {
+        /* paddock keeps no history: the one sample, taken now, is in the
+         * answer when now is inside [start, end] (docs/e2b.md) */
+        int64_t from = 0, to = INT64_MAX;
+        if (!metrics_bound(r, "start", &from) || !metrics_bound(r, "end", &to) || from > to)
+                return pd_e2b_reply_error(r, 400, "start and end must be unix seconds, start <= end");
         enum MHD_Result ret;
         struct pd_srv_sandbox *s = get_sb(r, &ret);
         if (!s)
                 return ret;
+        {
+                struct timespec now;
+                clock_gettime(CLOCK_REALTIME, &now);
+                /* end is whole seconds: the sample of this second is in it */
+                if ((int64_t)now.tv_sec < from || (int64_t)now.tv_sec > to) {
+                        pd_server_sandbox_put(r->srv, s);
+                        return pd_reply_json(r, 200, json_array());
+                }
+        }
         json_t *info = pd_e2b_info_json(r->srv, s);
         struct pd_error err = { 0 };
         struct pd_sandbox_metrics m;
