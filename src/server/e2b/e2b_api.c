@@ -9,6 +9,7 @@
  *   POST /sandboxes/{id}/timeout                   204
  *   DELETE /sandboxes/{id}                         204 / 404
  *   POST /sandboxes/{id}/pause                     204 / 409
+ *   POST /sandboxes/{id}/fork                      201 [{sandbox} | {error}]
  *   POST /sandboxes/{id}/resume, .../connect,
  *        /v2/sandboxes/{id}/connect                200 running / 201 resumed
  *
@@ -418,7 +419,54 @@ static enum MHD_Result route_connect(struct pd_req *r, const char *chunk, size_t
         return o ? pd_reply_json(r, status, o) : pd_e2b_reply_error(r, 500, "no memory");
 }
 
+/* fork: {count, timeout} -> [{sandbox: <create answer>} | {error: {code, message}}].
+ * paddock forks all or none: a refusal after the source was found is each
+ * entry's error, as E2B reports forks that did not start. */
+static enum MHD_Result route_fork(struct pd_req *r, const char *chunk, size_t *chunk_len)
+{
+        json_error_t je;
+        _pd_cleanup_json_ json_t *body = r->body_len ? json_loadb(r->body, r->body_len, 0, &je) : json_object();
+        if (!json_is_object(body))
+                return pd_e2b_reply_error(r, 400, "the body must be a JSON object");
+        json_t *c = json_object_get(body, "count"), *t = json_object_get(body, "timeout");
+        if (c && !json_is_null(c) && (!json_is_integer(c) || json_integer_value(c) < 1 || json_integer_value(c) > PD_FORK_MAX))
+                return pd_e2b_reply_error(r, 400, "count must be 1..%d", PD_FORK_MAX);
+        if (t && !json_is_null(t) && (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > E2B_TIMEOUT_MAX))
+                return pd_e2b_reply_error(r, 400, "timeout must be 0..%d seconds", E2B_TIMEOUT_MAX);
+        unsigned count = json_is_integer(c) ? (unsigned)json_integer_value(c) : 1;
+        uint32_t secs = json_is_integer(t) ? (json_integer_value(t) ? (uint32_t)json_integer_value(t) : 1) : 300;
+        enum MHD_Result ret;
+        struct pd_srv_sandbox *s = get_sb(r, &ret);
+        if (!s)
+                return ret;
+        struct pd_error err = { 0 };
+        struct pd_srv_sandbox *made[PD_FORK_MAX];
+        int rc = pd_manager_fork(r->srv, &r->key, s, count, made, &err);
+        pd_server_sandbox_put(r->srv, s);
+        json_t *arr = json_array();
+        for (unsigned i = 0; i < count; i++) {
+                json_t *one = NULL;
+                if (rc == 0) {
+                        struct pd_error e2 = { 0 };
+                        if (pd_manager_set_timeout(r->srv, made[i], secs, &e2) == 0)
+                                one = create_body(r->srv, made[i]);
+                        pd_server_sandbox_put(r->srv, made[i]);
+                        one = one ? json_pack("{s:o}", "sandbox", one)
+                                  : json_pack("{s:{s:i, s:s}}", "error", "code", 500, "message", "fork started, then failed");
+                } else {
+                        int st = rc == -EAGAIN ? 429 : rc == -EINVAL || rc == -ENOTSUP ? 400 : rc == -EBUSY ? 409 : 500;
+                        one = json_pack("{s:{s:i, s:s}}", "error", "code", st, "message", err.msg);
+                }
+                if (one)
+                        json_array_append_new(arr, one);
+        }
+        if (rc < 0)
+                pd_log("warn", "e2b fork failed key=%s error=\"%s\"", r->key.id, err.msg);
+        return pd_reply_json(r, 201, arr);
+}
+
 const struct pd_route pd_routes_e2b[] = {
+        { "POST", "/sandboxes/{id}/fork", route_fork, 0, 0 },
         { "POST", "/v2/sandboxes", route_create, 0, 0 },
         { "POST", "/sandboxes", route_create, 0, 0 },
         { "GET", "/v2/sandboxes", pd_e2b_route_list, 0, 0 },
