@@ -16,6 +16,10 @@
 /* The E2B control plane (/v2/sandboxes, /sandboxes/...) and the signed
  * /files URLs (e2b_api.c). */
 extern const struct pd_route pd_routes_e2b[];
+/* E2B's snapshots API (e2b_snapshots.c). */
+extern const struct pd_route pd_routes_e2b_snapshots[];
+/* name is one of key's snapshots (Sandbox.create(snapshotID) starts it). */
+bool pd_e2b_own_snapshot(struct pd_server *srv, const struct pd_key *key, const char *name);
 /* envd and the code interpreter: every request that carries an
  * E2b-Sandbox-Id header, whatever its path, without API-key auth (the
  * handler checks X-Access-Token itself). */

@@ -181,7 +181,8 @@ static enum MHD_Result route_create(struct pd_req *r, const char *chunk, size_t 
                 return pd_e2b_reply_error(r, 400, "isolation must be one of %s", pd_isolation_names());
         const char *real = e2b_template_for(tpl);
         if (pd_template_name_check(real) < 0 ||
-            (strcmp(real, "base") && !pd_store_template_exists(r->srv->store, real)))
+            (strcmp(real, "base") && !pd_store_template_exists(r->srv->store, real) &&
+             !pd_e2b_own_snapshot(r->srv, &r->key, real)))
                 return pd_e2b_reply_error(r, 404, "template '%.64s' not found", tpl);
         snprintf(cr.template_name, sizeof cr.template_name, "%s", real);
         if ((v = json_object_get(body, "timeout")) && !json_is_null(v)) {
