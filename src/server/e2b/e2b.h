@@ -46,6 +46,8 @@ enum MHD_Result pd_e2b_route_list(struct pd_req *r, const char *chunk, size_t *c
  * create body as paddock's policy JSON (new reference), or NULL: no
  * network when why is empty, a bad request (why says) otherwise. */
 json_t *pd_e2b_network_policy(struct pd_server *srv, json_t *body, char *why, size_t whysz);
+/* PUT /sandboxes/{id}/network (e2b_network.c). */
+enum MHD_Result pd_e2b_route_network(struct pd_req *r, const char *chunk, size_t *chunk_len);
 /* The sandbox's envd access token: pd_token of its id (core/tokens.h). */
 int pd_e2b_token(struct pd_server *srv, const char *sandbox_id, char out[PD_E2B_TOKEN_LEN + 1]);
 /* Constant-time string equality (pd_streq_ct). */

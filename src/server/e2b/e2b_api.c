@@ -10,6 +10,7 @@
  *   DELETE /sandboxes/{id}                         204 / 404
  *   POST /sandboxes/{id}/pause                     204 / 409
  *   POST /sandboxes/{id}/fork                      201 [{sandbox} | {error}]
+ *   PUT  /sandboxes/{id}/network                   204 (e2b_network.c)
  *   POST /sandboxes/{id}/resume, .../connect,
  *        /v2/sandboxes/{id}/connect                200 running / 201 resumed
  *
@@ -468,6 +469,7 @@ static enum MHD_Result route_fork(struct pd_req *r, const char *chunk, size_t *c
 
 const struct pd_route pd_routes_e2b[] = {
         { "POST", "/sandboxes/{id}/fork", route_fork, 0, 0 },
+        { "PUT", "/sandboxes/{id}/network", pd_e2b_route_network, 0, 0 },
         { "POST", "/v2/sandboxes", route_create, 0, 0 },
         { "POST", "/sandboxes", route_create, 0, 0 },
         { "GET", "/v2/sandboxes", pd_e2b_route_list, 0, 0 },
