@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include "server/e2b/e2b.h"
 #include "server/core/store.h"
@@ -516,6 +517,8 @@ struct upload {
         struct pd_client conn;
         bool opened, raw, failed_started;
         struct MHD_PostProcessor *pp;
+        z_stream *z;            /* Content-Encoding: gzip: the body inflated first */
+        bool z_end;             /* the gzip stream ended */
         struct pd_route_user u;
         uint32_t wid;           /* FILE_WRITE id in flight, 0 = none */
         bool as_root;           /* this file goes with root's rights */
@@ -679,8 +682,17 @@ static bool up_open(struct pd_req *r, struct pd_e2b_call *c, struct upload *u)
                 return false;
         }
         const char *enc = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Encoding");
-        if (enc && strcasecmp(enc, "identity")) {
-                up_fail(u, -ENOTSUP, "Content-Encoding is not supported (send the bytes uncompressed)");
+        if (enc && !strcasecmp(enc, "gzip")) {
+                /* as envd: the whole body (multipart or raw) is gzip */
+                u->z = calloc(1, sizeof *u->z);
+                if (!u->z || inflateInit2(u->z, 16 + MAX_WBITS) != Z_OK) {
+                        free(u->z);
+                        u->z = NULL;
+                        up_fail(u, -ENOMEM, "cannot start gzip decoding");
+                        return false;
+                }
+        } else if (enc && strcasecmp(enc, "identity")) {
+                up_fail(u, -ENOTSUP, "Content-Encoding must be gzip or identity");
                 return false;
         }
         struct pd_error err = { 0 };
@@ -710,6 +722,50 @@ static bool up_open(struct pd_req *r, struct pd_e2b_call *c, struct upload *u)
         return true;
 }
 
+/* Bytes of the (decoded) body to the multipart parser or the raw file. */
+static void up_feed(struct upload *u, const char *data, size_t len)
+{
+        if (u->pp) {
+                if (MHD_post_process(u->pp, data, len) != MHD_YES)
+                        up_fail(u, -EINVAL, "malformed multipart/form-data body");
+        } else if (u->raw && u->wid) {
+                up_data(u, data, len);
+        }
+}
+
+/* A gzip body: inflated in pieces as it comes (never all of it in memory;
+ * what it inflates to is bounded by the sandbox's disk, as any upload). */
+static void up_inflate(struct upload *u, const char *data, size_t len)
+{
+        char out[64 * 1024];
+        u->z->next_in = (Bytef *)data;
+        u->z->avail_in = (uInt)len;
+        while (!u->err && (u->z->avail_in || !u->z_end)) {
+                if (u->z_end) {
+                        /* another gzip member (gzip allows several) */
+                        if (inflateReset(u->z) != Z_OK) {
+                                up_fail(u, -EINVAL, "the body is not valid gzip");
+                                return;
+                        }
+                        u->z_end = false;
+                }
+                u->z->next_out = (Bytef *)out;
+                u->z->avail_out = sizeof out;
+                int zr = inflate(u->z, Z_NO_FLUSH);
+                if (zr != Z_OK && zr != Z_STREAM_END && zr != Z_BUF_ERROR) {
+                        up_fail(u, -EINVAL, "the body is not valid gzip");
+                        return;
+                }
+                size_t n = sizeof out - u->z->avail_out;
+                if (n)
+                        up_feed(u, out, n);
+                if (zr == Z_STREAM_END)
+                        u->z_end = true;
+                if (zr == Z_BUF_ERROR || (!n && !u->z->avail_in))
+                        return;         /* needs more input */
+        }
+}
+
 enum MHD_Result pd_e2b_files_chunk(struct pd_req *r, struct pd_e2b_call *c, const char *chunk, size_t len)
 {
         if (strcmp(r->method, "POST"))
@@ -724,12 +780,10 @@ enum MHD_Result pd_e2b_files_chunk(struct pd_req *r, struct pd_e2b_call *c, cons
         }
         if (u->err)
                 return MHD_YES;
-        if (u->pp) {
-                if (MHD_post_process(u->pp, chunk, len) != MHD_YES)
-                        up_fail(u, -EINVAL, "malformed multipart/form-data body");
-        } else if (u->raw && u->wid) {
-                up_data(u, chunk, len);
-        }
+        if (u->z)
+                up_inflate(u, chunk, len);
+        else
+                up_feed(u, chunk, len);
         return MHD_YES;
 }
 
@@ -740,6 +794,10 @@ void pd_e2b_files_free(struct pd_e2b_call *c)
                 return;
         if (u->pp)
                 MHD_destroy_post_processor(u->pp);
+        if (u->z) {
+                inflateEnd(u->z);
+                free(u->z);
+        }
         pd_client_close(&u->conn);
         json_decref(u->results);
         free(u);
@@ -866,6 +924,8 @@ enum MHD_Result pd_e2b_files_finish(struct pd_req *r, struct pd_e2b_call *c)
                 c->upload = u;
                 up_open(r, c, u);
         }
+        if (u->z && !u->err && !u->z_end)
+                up_fail(u, -EINVAL, "the gzip body is truncated");
         if (u->pp) {
                 MHD_destroy_post_processor(u->pp);      /* flushes the last part */
                 u->pp = NULL;
