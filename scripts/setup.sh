@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   build-essential meson ninja-build pkg-config libc6-dev
-  libseccomp-dev libjansson-dev libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev
+  libseccomp-dev libjansson-dev libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev zlib1g-dev
   python3 python3-pytest iproute2 procps coreutils util-linux e2fsprogs
   bubblewrap crun runc curl
   # the code interpreter's kernel, inside sandboxes of the base template

@@ -14,7 +14,7 @@
 #include "lib/util.h"
 
 /* Bump when the base template's contents change: old ones are rebuilt. */
-#define PD_BASE_VERSION "3"
+#define PD_BASE_VERSION "4"
 
 extern char **environ;
 
@@ -102,6 +102,32 @@ static const char base_nsswitch[] =
         "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\n"
         "protocols: files\nservices: files\nethers: files\nrpc: files\n";
 
+/* The template's own commands, in /opt/paddock/bin (/usr is the host's,
+ * grafted read-only under each sandbox's own upper layer, so nothing of
+ * ours can go there without changing the host): `python`, which E2B's
+ * templates have and code written for them calls, as python3. Login
+ * shells (every E2B command, pty, `paddock exec` through bash -l) find it
+ * after the system's own directories, so a python the sandbox installs
+ * wins. */
+static const char base_profile_path[] =
+        "# paddock: the base template's own commands (python -> python3), after the system's\n"
+        "case \":$PATH:\" in *:/opt/paddock/bin:*) ;; *) PATH=\"$PATH:/opt/paddock/bin\" ;; esac\n";
+
+static int add_own_bin(const char *root, struct pd_error *err)
+{
+        char path[PATH_MAX];
+        static const char *const dirs[] = { "opt/paddock", "opt/paddock/bin", "etc/profile.d" };
+        for (size_t i = 0; i < PD_ARRAY_SIZE(dirs); i++) {
+                snprintf(path, sizeof path, "%s/%s", root, dirs[i]);
+                if (mkdir(path, 0755) < 0 && errno != EEXIST)
+                        return pd_error_set(err, errno, "create '%s'", path);
+        }
+        snprintf(path, sizeof path, "%s/opt/paddock/bin/python", root);
+        if (symlink("/usr/bin/python3", path) < 0 && errno != EEXIST)
+                return pd_error_set(err, errno, "create '%s'", path);
+        return write_text(root, "etc/profile.d/paddock-path.sh", base_profile_path, 0644, err);
+}
+
 static int build_base(const char *dir, struct pd_error *err)
 {
         char root[PATH_MAX], path[PATH_MAX];
@@ -159,6 +185,8 @@ static int build_base(const char *dir, struct pd_error *err)
                 if (run_cp(src, dst) < 0)
                         return pd_error_setx(err, EIO, "copy '%s' into the base template failed", src);
         }
+        if ((r = add_own_bin(root, err)) < 0)
+                return r;
         return write_text(dir, "version", PD_BASE_VERSION "\n", 0644, err);
 }
 

@@ -262,7 +262,7 @@ def test_other_keys_sandbox_is_404(srv):
     r = run_paddock("key", "create", "--name", "second", "--state-dir", srv.state)
     assert r.returncode == 0, r.stderr
     key2 = r.stdout.strip()
-    assert key2.startswith("pdk_") and "\n" not in key2
+    assert key2.startswith("e2b_") and "\n" not in key2
     sid = srv.create()["id"]
     try:
         for method, suffix in (("GET", ""), ("DELETE", ""), ("GET", "/metrics"), ("POST", "/pause"),
@@ -550,7 +550,7 @@ def test_corrupt_database_is_not_reset(tmproot):
 def test_key_cli(tmproot):
     d = os.path.join(tmproot, "keys")
     r = run_paddock("key", "create", "--state-dir", d)
-    assert r.returncode == 0 and r.stdout.strip().startswith("pdk_") and len(r.stdout.strip().splitlines()) == 1
+    assert r.returncode == 0 and r.stdout.strip().startswith("e2b_") and len(r.stdout.strip().splitlines()) == 1
     r = run_paddock("key", "list", "--state-dir", d)
     assert r.returncode == 0 and "default" in r.stdout
     assert run_paddock("key", "revoke", "nosuchkey", "--state-dir", d).returncode != 0

@@ -432,8 +432,15 @@ void pd_manager_sandbox_info(struct pd_server *srv, struct pd_srv_sandbox *s, st
         uint64_t d = s->deadline_boot_ms;
         pthread_mutex_unlock(&srv->lock);
         if (d) {
-                uint64_t now = pd_boot_ms();
-                out->expires_ms = pd_wall_ms() + (d > now ? d - now : 0);
+                /* the deadline on the wall clock: d plus the clocks'
+                 * offset, taken in ns and rounded, so that asking twice
+                 * gives the same ms (two ms readings could differ by one) */
+                struct timespec w, b;
+                clock_gettime(CLOCK_REALTIME, &w);
+                clock_gettime(CLOCK_BOOTTIME, &b);
+                int64_t off_ns = ((int64_t)w.tv_sec - (int64_t)b.tv_sec) * 1000000000 + (w.tv_nsec - b.tv_nsec);
+                uint64_t now = (uint64_t)b.tv_sec * 1000u + (uint64_t)b.tv_nsec / 1000000u;
+                out->expires_ms = (uint64_t)((int64_t)(d > now ? d : now) + (off_ns + 500000) / 1000000);
         }
         if (pd_sb_is_paused(s->state))
                 out->timeout_remaining_ms = e->paused_remaining_ms;

@@ -221,10 +221,13 @@ void pd_store_close(struct pd_store *s)
 int pd_store_key_create(struct pd_store *s, const char *name, char key_text[PD_KEY_TEXT_MAX], struct pd_key *out,
                         struct pd_error *err)
 {
-        unsigned char rnd[24];
+        /* E2B's form, "e2b_" and 40 hex digits (160 random bits): the stock
+         * E2B SDKs refuse keys of another shape. Keys are looked up by their
+         * hash, so keys of the older "pdk_" form keep working. */
+        unsigned char rnd[20];
         if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
                 return pd_error_set(err, errno, "random bytes for a key");
-        int n = snprintf(key_text, PD_KEY_TEXT_MAX, "pdk_");
+        int n = snprintf(key_text, PD_KEY_TEXT_MAX, "e2b_");
         for (size_t i = 0; i < sizeof rnd; i++)
                 n += snprintf(key_text + n, PD_KEY_TEXT_MAX - (size_t)n, "%02x", rnd[i]);
         char hash[65];

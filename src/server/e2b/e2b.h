@@ -19,6 +19,10 @@
 extern const struct pd_route pd_routes_e2b[];
 /* E2B's template build API, on the native builder (e2b_templates.c). */
 extern const struct pd_route pd_routes_e2b_templates[];
+/* E2B's snapshots API (e2b_snapshots.c). */
+extern const struct pd_route pd_routes_e2b_snapshots[];
+/* name is one of key's snapshots (Sandbox.create(snapshotID) starts it). */
+bool pd_e2b_own_snapshot(struct pd_server *srv, const struct pd_key *key, const char *name);
 /* envd and the code interpreter: every request that carries an
  * E2b-Sandbox-Id header, whatever its path, without API-key auth (the
  * handler checks X-Access-Token itself). */
@@ -36,6 +40,11 @@ enum MHD_Result pd_e2b_envd_handle(struct pd_req *r, const char *chunk, size_t *
 enum MHD_Result pd_e2b_reply_error(struct pd_req *r, unsigned status, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
+/* The control plane's sandbox object (GET /sandboxes/{id}, list items). */
+json_t *pd_e2b_info_json(struct pd_server *srv, struct pd_srv_sandbox *s);
+/* GET /v2/sandboxes, GET /sandboxes (e2b_list.c). */
+enum MHD_Result pd_e2b_route_list(struct pd_req *r, const char *chunk, size_t *chunk_len);
+
 /* e2b_network.c: allow_internet_access and network.{allowOut,denyOut} of a
  * create body as paddock's policy JSON (new reference), or NULL: no
  * network when why is empty, a bad request (why says) otherwise. */
@@ -50,6 +59,8 @@ int pd_e2b_ports_opts(json_t *body, struct pd_create_req *cr, char *why, size_t 
 int pd_e2b_ports_answer(struct pd_server *srv, struct pd_srv_sandbox *s, json_t *o);
 /* The info's domain, network.allowPublicTraffic and lifecycle. */
 void pd_e2b_ports_info(struct pd_server *srv, struct pd_srv_sandbox *s, const struct pd_sandbox_info *i, json_t *o);
+/* PUT /sandboxes/{id}/network (e2b_network.c). */
+enum MHD_Result pd_e2b_route_network(struct pd_req *r, const char *chunk, size_t *chunk_len);
 /* The sandbox's envd access token: pd_token of its id (core/tokens.h). */
 int pd_e2b_token(struct pd_server *srv, const char *sandbox_id, char out[PD_E2B_TOKEN_LEN + 1]);
 /* Constant-time string equality (pd_streq_ct). */

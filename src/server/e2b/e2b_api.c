@@ -9,6 +9,8 @@
  *   POST /sandboxes/{id}/timeout                   204
  *   DELETE /sandboxes/{id}                         204 / 404
  *   POST /sandboxes/{id}/pause                     204 / 409
+ *   POST /sandboxes/{id}/fork                      201 [{sandbox} | {error}]
+ *   PUT  /sandboxes/{id}/network                   204 (e2b_network.c)
  *   POST /sandboxes/{id}/resume, .../connect,
  *        /v2/sandboxes/{id}/connect                200 running / 201 resumed
  *
@@ -35,7 +37,6 @@
 
 #define E2B_META_MAX 64
 #define E2B_ENV_MAX 256
-#define E2B_LIST_MAX 1000
 #define E2B_TIMEOUT_MAX 86400
 
 enum MHD_Result pd_e2b_reply_error(struct pd_req *r, unsigned status, const char *fmt, ...)
@@ -107,7 +108,7 @@ static const char *e2b_state(enum pd_sb_state s)
         return pd_sb_is_paused(s) ? "paused" : "running";
 }
 
-static json_t *info_body(struct pd_server *srv, struct pd_srv_sandbox *s)
+json_t *pd_e2b_info_json(struct pd_server *srv, struct pd_srv_sandbox *s)
 {
         struct pd_sandbox_info i;
         pd_manager_sandbox_info(srv, s, &i);
@@ -187,8 +188,9 @@ static enum MHD_Result route_create(struct pd_req *r, const char *chunk, size_t 
         const char *real = e2b_template_for(tpl);
         char tpl_owner[40];
         if (pd_template_name_check(real) < 0 ||
-            (strcmp(real, "base") && (!pd_store_template_exists(r->srv->store, real) ||
-                                      !pd_tpl_visible(r->srv, real, r->key.id, tpl_owner))))
+            (strcmp(real, "base") &&
+             !((pd_store_template_exists(r->srv->store, real) && pd_tpl_visible(r->srv, real, r->key.id, tpl_owner)) ||
+               pd_e2b_own_snapshot(r->srv, &r->key, real))))
                 return pd_e2b_reply_error(r, 404, "template '%.64s' not found", tpl);
         snprintf(cr.template_name, sizeof cr.template_name, "%s", real);
         if ((v = json_object_get(body, "timeout")) && !json_is_null(v)) {
@@ -244,144 +246,6 @@ static enum MHD_Result route_create(struct pd_req *r, const char *chunk, size_t 
         return pd_reply_json(r, 201, o);
 }
 
-/* ---- list ---- */
-
-struct list_q {
-        char *meta;                     /* "k=v&k2=v2" (decoded once by MHD) */
-        char states[128];
-};
-
-static enum MHD_Result collect_q(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-        struct list_q *q = cls;
-        if (!value)
-                return MHD_YES;
-        if (!strcmp(key, "state")) {
-                size_t l = strlen(q->states);
-                snprintf(q->states + l, sizeof q->states - l, "%s%s", l ? "," : "", value);
-        } else if (!strcmp(key, "metadata") && !q->meta) {
-                q->meta = strdup(value);
-        }
-        return MHD_YES;
-}
-
-static int hexval(char c)
-{
-        return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-static void url_decode(char *s)
-{
-        char *o = s;
-        for (char *p = s; *p; p++) {
-                if (*p == '%' && hexval(p[1]) >= 0 && hexval(p[2]) >= 0) {
-                        *o++ = (char)(hexval(p[1]) * 16 + hexval(p[2]));
-                        p += 2;
-                } else {
-                        *o++ = *p == '+' ? ' ' : *p;
-                }
-        }
-        *o = '\0';
-}
-
-static bool meta_match(json_t *md, const char *filter)
-{
-        if (!filter || !*filter)
-                return true;
-        char *copy = strdup(filter), *save = NULL;
-        bool ok = copy != NULL;
-        for (char *pair = copy ? strtok_r(copy, "&", &save) : NULL; pair && ok; pair = strtok_r(NULL, "&", &save)) {
-                char *eq = strchr(pair, '=');
-                if (eq)
-                        *eq = '\0';
-                url_decode(pair);
-                if (eq)
-                        url_decode(eq + 1);
-                json_t *v = json_object_get(md, pair);
-                ok = json_is_string(v) && (!eq || !strcmp(json_string_value(v), eq + 1));
-        }
-        free(copy);
-        return ok;
-}
-
-static bool state_match(const char *states, const char *state)
-{
-        if (!*states)
-                return true;
-        char copy[128], *save = NULL;
-        snprintf(copy, sizeof copy, "%s", states);
-        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
-                if (!strcmp(t, state))
-                        return true;
-        return false;
-}
-
-static enum MHD_Result route_list(struct pd_req *r, const char *chunk, size_t *chunk_len)
-{
-        struct list_q q = { 0 };
-        MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_q, &q);
-        long limit = E2B_LIST_MAX;
-        const char *ls = pd_req_query(r, "limit");
-        if (ls && *ls) {
-                char *end;
-                limit = strtol(ls, &end, 10);
-                if (*end || limit < 1 || limit > E2B_LIST_MAX) {
-                        free(q.meta);
-                        return pd_e2b_reply_error(r, 400, "limit must be 1..%d", E2B_LIST_MAX);
-                }
-        }
-        const char *next = pd_req_query(r, "nextToken");
-        const char *tplq = pd_req_query(r, "template");
-        struct pd_srv_sandbox **v = NULL;
-        size_t n = 0;
-        if (pd_manager_snapshot(r->srv, &r->key, &v, &n) < 0) {
-                free(q.meta);
-                return pd_e2b_reply_error(r, 500, "cannot list sandboxes");
-        }
-        json_t *arr = json_array();
-        const char *last = NULL;
-        bool more = false;
-        for (size_t i = 0; i < n; i++) {
-                struct pd_srv_sandbox *s = v[i];
-                if (next && *next && strcmp(s->id, next) <= 0)
-                        continue;       /* snapshot is sorted by id */
-                json_t *info = info_body(r->srv, s);
-                if (!info)
-                        continue;
-                const char *st = json_string_value(json_object_get(info, "state"));
-                if (!state_match(q.states, st ? st : "") || !meta_match(json_object_get(info, "metadata"), q.meta) ||
-                    (tplq && *tplq && strcmp(tplq, s->template_name))) {
-                        json_decref(info);
-                        continue;
-                }
-                if (json_array_size(arr) >= (size_t)limit) {
-                        json_decref(info);
-                        more = true;
-                        break;
-                }
-                json_array_append_new(arr, info);
-                last = s->id;
-        }
-        char token[PD_ID_LEN + 1] = "";
-        if (more && last)
-                snprintf(token, sizeof token, "%s", last);
-        pd_manager_snapshot_free(r->srv, v, n);
-        free(q.meta);
-        char *text = json_dumps(arr, JSON_COMPACT);
-        json_decref(arr);
-        if (!text)
-                return MHD_NO;
-        struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-        if (!resp) {
-                free(text);
-                return MHD_NO;
-        }
-        MHD_add_response_header(resp, "Content-Type", "application/json");
-        if (*token)
-                MHD_add_response_header(resp, "X-Next-Token", token);
-        return pd_reply_response(r, 200, resp);
-}
-
 /* ---- one sandbox ---- */
 
 static struct pd_srv_sandbox *get_sb(struct pd_req *r, enum MHD_Result *ret)
@@ -398,18 +262,47 @@ static enum MHD_Result route_info(struct pd_req *r, const char *chunk, size_t *c
         struct pd_srv_sandbox *s = get_sb(r, &ret);
         if (!s)
                 return ret;
-        json_t *o = info_body(r->srv, s);
+        json_t *o = pd_e2b_info_json(r->srv, s);
         pd_server_sandbox_put(r->srv, s);
         return o ? pd_reply_json(r, 200, o) : pd_e2b_reply_error(r, 500, "no memory");
 }
 
+/* start / end of GET .../metrics: unix seconds; absent: unbounded. */
+static bool metrics_bound(struct pd_req *r, const char *name, int64_t *out)
+{
+        const char *v = pd_req_query(r, name);
+        if (!v || !*v)
+                return true;
+        char *end;
+        errno = 0;
+        long long x = strtoll(v, &end, 10);
+        if (errno || *end || x < 0)
+                return false;
+        *out = x;
+        return true;
+}
+
 static enum MHD_Result route_metrics(struct pd_req *r, const char *chunk, size_t *chunk_len)
 {
+        /* paddock keeps no history: the one sample, taken now, is in the
+         * answer when now is inside [start, end] (docs/e2b.md) */
+        int64_t from = 0, to = INT64_MAX;
+        if (!metrics_bound(r, "start", &from) || !metrics_bound(r, "end", &to) || from > to)
+                return pd_e2b_reply_error(r, 400, "start and end must be unix seconds, start <= end");
         enum MHD_Result ret;
         struct pd_srv_sandbox *s = get_sb(r, &ret);
         if (!s)
                 return ret;
-        json_t *info = info_body(r->srv, s);
+        {
+                struct timespec now;
+                clock_gettime(CLOCK_REALTIME, &now);
+                /* end is whole seconds: the sample of this second is in it */
+                if ((int64_t)now.tv_sec < from || (int64_t)now.tv_sec > to) {
+                        pd_server_sandbox_put(r->srv, s);
+                        return pd_reply_json(r, 200, json_array());
+                }
+        }
+        json_t *info = pd_e2b_info_json(r->srv, s);
         struct pd_error err = { 0 };
         struct pd_sandbox_metrics m;
         int rc = pd_manager_stats(r->srv, s, &m, &err);
@@ -517,6 +410,19 @@ static enum MHD_Result route_connect(struct pd_req *r, const char *chunk, size_t
                 else if (rc == 0)
                         status = 201;
         }
+        /* A resumed sandbox runs for the timeout asked; a running one is
+         * only ever extended (E2B: connecting must not cut short what
+         * another client set). */
+        if (rc == 0 && secs && status == 200) {
+                struct pd_sandbox_info i;
+                pd_manager_sandbox_info(r->srv, s, &i);
+                pd_sandbox_info_clear(&i);
+                struct timespec now;
+                clock_gettime(CLOCK_REALTIME, &now);
+                uint64_t want = (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u + (uint64_t)secs * 1000u;
+                if (i.expires_ms && i.expires_ms >= want)
+                        secs = 0;
+        }
         if (rc == 0 && secs)
                 rc = pd_manager_set_timeout(r->srv, s, secs, &err);
         json_t *o = rc == 0 ? create_body(r->srv, s) : NULL;
@@ -526,11 +432,59 @@ static enum MHD_Result route_connect(struct pd_req *r, const char *chunk, size_t
         return o ? pd_reply_json(r, status, o) : pd_e2b_reply_error(r, 500, "no memory");
 }
 
+/* fork: {count, timeout} -> [{sandbox: <create answer>} | {error: {code, message}}].
+ * paddock forks all or none: a refusal after the source was found is each
+ * entry's error, as E2B reports forks that did not start. */
+static enum MHD_Result route_fork(struct pd_req *r, const char *chunk, size_t *chunk_len)
+{
+        json_error_t je;
+        _pd_cleanup_json_ json_t *body = r->body_len ? json_loadb(r->body, r->body_len, 0, &je) : json_object();
+        if (!json_is_object(body))
+                return pd_e2b_reply_error(r, 400, "the body must be a JSON object");
+        json_t *c = json_object_get(body, "count"), *t = json_object_get(body, "timeout");
+        if (c && !json_is_null(c) && (!json_is_integer(c) || json_integer_value(c) < 1 || json_integer_value(c) > PD_FORK_MAX))
+                return pd_e2b_reply_error(r, 400, "count must be 1..%d", PD_FORK_MAX);
+        if (t && !json_is_null(t) && (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) > E2B_TIMEOUT_MAX))
+                return pd_e2b_reply_error(r, 400, "timeout must be 0..%d seconds", E2B_TIMEOUT_MAX);
+        unsigned count = json_is_integer(c) ? (unsigned)json_integer_value(c) : 1;
+        uint32_t secs = json_is_integer(t) ? (json_integer_value(t) ? (uint32_t)json_integer_value(t) : 1) : 300;
+        enum MHD_Result ret;
+        struct pd_srv_sandbox *s = get_sb(r, &ret);
+        if (!s)
+                return ret;
+        struct pd_error err = { 0 };
+        struct pd_srv_sandbox *made[PD_FORK_MAX];
+        int rc = pd_manager_fork(r->srv, &r->key, s, count, made, &err);
+        pd_server_sandbox_put(r->srv, s);
+        json_t *arr = json_array();
+        for (unsigned i = 0; i < count; i++) {
+                json_t *one = NULL;
+                if (rc == 0) {
+                        struct pd_error e2 = { 0 };
+                        if (pd_manager_set_timeout(r->srv, made[i], secs, &e2) == 0)
+                                one = create_body(r->srv, made[i]);
+                        pd_server_sandbox_put(r->srv, made[i]);
+                        one = one ? json_pack("{s:o}", "sandbox", one)
+                                  : json_pack("{s:{s:i, s:s}}", "error", "code", 500, "message", "fork started, then failed");
+                } else {
+                        int st = rc == -EAGAIN ? 429 : rc == -EINVAL || rc == -ENOTSUP ? 400 : rc == -EBUSY ? 409 : 500;
+                        one = json_pack("{s:{s:i, s:s}}", "error", "code", st, "message", err.msg);
+                }
+                if (one)
+                        json_array_append_new(arr, one);
+        }
+        if (rc < 0)
+                pd_log("warn", "e2b fork failed key=%s error=\"%s\"", r->key.id, err.msg);
+        return pd_reply_json(r, 201, arr);
+}
+
 const struct pd_route pd_routes_e2b[] = {
+        { "POST", "/sandboxes/{id}/fork", route_fork, 0, 0 },
+        { "PUT", "/sandboxes/{id}/network", pd_e2b_route_network, 0, 0 },
         { "POST", "/v2/sandboxes", route_create, 0, 0 },
         { "POST", "/sandboxes", route_create, 0, 0 },
-        { "GET", "/v2/sandboxes", route_list, 0, 0 },
-        { "GET", "/sandboxes", route_list, 0, 0 },
+        { "GET", "/v2/sandboxes", pd_e2b_route_list, 0, 0 },
+        { "GET", "/sandboxes", pd_e2b_route_list, 0, 0 },
         { "GET", "/sandboxes/{id}", route_info, 0, 0 },
         { "GET", "/v2/sandboxes/{id}", route_info, 0, 0 },
         { "GET", "/sandboxes/{id}/metrics", route_metrics, 0, 0 },

@@ -143,11 +143,16 @@ int pd_e2b_envelope(char **buf, size_t *len, size_t *cap, uint8_t flags, json_t 
 /* ------------------------------------------------------------------ */
 /* streaming responses                                                  */
 
-/* A Connect stream: the core's streaming response (core/stream.h) whose
- * agent connection, when lost, ends it with a Connect error. */
+/* A Connect stream: the core's streaming response (core/stream.h). When
+ * its agent connection is lost (the sandbox was killed, timed out, or its
+ * agent died) the HTTP connection is dropped without an end envelope, as
+ * E2B's does when a sandbox goes away under a request: the SDKs read the
+ * dropped connection, check /health (502: gone) and report "the sandbox
+ * was killed or reached its end of life". */
 static void connect_fail(struct pd_agent_stream *st, int k)
 {
-        pd_e2b_stream_end_error(st, pd_e2b_connect_code(k), "sandbox agent connection lost");
+        (void)k;
+        st->done = st->failed = true;
 }
 
 struct pd_agent_stream *pd_e2b_stream_new(struct pd_req *r, struct pd_srv_sandbox *s)
@@ -267,43 +272,70 @@ static bool signature_ok(const char *sig, const char *path, const char *op, cons
         return ok;
 }
 
-/* Check a signed /files URL against the token of sandbox id. */
-static bool signed_url_ok(struct pd_req *r, const char *id, bool write)
+/* A signed /files URL against the token of sandbox id, in envd's order:
+ * the signature first (it covers the expiration), then the expiration. */
+enum sig_check { SIG_NONE, SIG_BAD, SIG_EXPIRED, SIG_OK };
+
+static enum sig_check signed_url_check(struct pd_req *r, const char *id, bool write)
 {
         const char *sig = pd_req_query(r, "signature");
         if (!sig)
-                return false;
+                return SIG_NONE;
         const char *path = pd_req_query(r, "path");
         const char *user = pd_req_query(r, "username");
         const char *exp = pd_req_query(r, "signature_expiration");
-        if (exp) {
-                char *end;
-                long long e = strtoll(exp, &end, 10);
-                if (*end || end == exp || (long long)time(NULL) > e)
-                        return false;
-        }
         char token[PD_E2B_TOKEN_LEN + 1];
         if (pd_e2b_token(r->srv, id, token) < 0)
-                return false;
+                return SIG_BAD;
         const char *op = write ? "write" : "read";
+        bool ok;
         if (user)
-                return signature_ok(sig, path ? path : "", op, user, token, exp);
-        /* the SDK signs an absent user as "undefined" (JavaScript) */
-        return signature_ok(sig, path ? path : "", op, "undefined", token, exp) ||
-               signature_ok(sig, path ? path : "", op, "", token, exp) ||
-               signature_ok(sig, path ? path : "", op, "user", token, exp);
+                ok = signature_ok(sig, path ? path : "", op, user, token, exp);
+        else    /* the SDK signs an absent user as "undefined" (JavaScript) */
+                ok = signature_ok(sig, path ? path : "", op, "undefined", token, exp) ||
+                     signature_ok(sig, path ? path : "", op, "", token, exp) ||
+                     signature_ok(sig, path ? path : "", op, "user", token, exp);
+        if (!ok)
+                return SIG_BAD;
+        if (exp) {
+                char *end;
+                errno = 0;
+                long long e = strtoll(exp, &end, 10);
+                if (errno || *end || end == exp)
+                        return SIG_BAD;
+                if ((long long)time(NULL) > e)
+                        return SIG_EXPIRED;
+        }
+        return SIG_OK;
 }
 
-/* A signed URL without E2b-Sandbox-Id: the sandbox whose token made it. */
-static struct pd_srv_sandbox *find_by_signature(struct pd_req *r, bool write)
+/* envd's 401 messages for a signed URL that is refused. */
+static void sig_fail(struct pd_e2b_call *c, enum sig_check k)
+{
+        pd_deferred_fail(&c->fail, 401, "unauthenticated", "%s",
+                         k == SIG_NONE      ? "missing signature query parameter"
+                         : k == SIG_EXPIRED ? "signature is already expired"
+                                            : "invalid signature");
+}
+
+/* A signed URL without E2b-Sandbox-Id: the sandbox whose token made the
+ * signature (expired or not: *why says). */
+static struct pd_srv_sandbox *find_by_signature(struct pd_req *r, bool write, enum sig_check *why)
 {
         struct pd_srv_sandbox **v = NULL, *found = NULL;
         size_t n = 0;
-        if (!pd_req_query(r, "signature") || pd_manager_snapshot(r->srv, NULL, &v, &n) < 0)
+        *why = pd_req_query(r, "signature") ? SIG_BAD : SIG_NONE;
+        if (*why == SIG_NONE || pd_manager_snapshot(r->srv, NULL, &v, &n) < 0)
                 return NULL;
-        for (size_t i = 0; i < n && !found; i++)
-                if (signed_url_ok(r, v[i]->id, write))
-                        found = pd_server_sandbox_get(r->srv, v[i]->id, NULL);
+        for (size_t i = 0; i < n && !found; i++) {
+                enum sig_check k = signed_url_check(r, v[i]->id, write);
+                if (k == SIG_OK || k == SIG_EXPIRED) {
+                        *why = k;
+                        if (k == SIG_OK)
+                                found = pd_server_sandbox_get(r->srv, v[i]->id, NULL);
+                        break;
+                }
+        }
         pd_manager_snapshot_free(r->srv, v, n);
         return found;
 }
@@ -399,11 +431,16 @@ static struct pd_e2b_call *call_open(struct pd_req *r)
                 c->user_given = true;
         }
         const char *id = hdr(r, "E2b-Sandbox-Id");
-        bool is_files = !strcmp(c->path, "/files");
+        bool is_files = !strcmp(c->path, "/files") && c->port != PD_E2B_CI_PORT;
         bool write = !strcmp(r->method, "POST");
         if (!id) {
-                if (!is_files || !(c->s = find_by_signature(r, write))) {
-                        pd_deferred_fail(&c->fail, 401, "unauthenticated", "missing E2b-Sandbox-Id or a valid signature");
+                enum sig_check why = SIG_NONE;
+                if (!is_files) {
+                        pd_deferred_fail(&c->fail, 401, "unauthenticated", "missing E2b-Sandbox-Id");
+                        return c;
+                }
+                if (!(c->s = find_by_signature(r, write, &why))) {
+                        sig_fail(c, why);
                         return c;
                 }
                 c->signed_ok = true;
@@ -421,12 +458,16 @@ static struct pd_e2b_call *call_open(struct pd_req *r)
                 pd_deferred_fail(&c->fail, 500, "internal", "cannot compute the access token");
                 return c;
         }
+        enum sig_check sk = SIG_NONE;
         if (given && pd_e2b_streq(given, token)) {
                 /* fine */
-        } else if (is_files && !given && signed_url_ok(r, id, write)) {
+        } else if (is_files && given && *given) {
+                pd_deferred_fail(&c->fail, 401, "unauthenticated", "access token present in header but does not match");
+                return c;
+        } else if (is_files && (sk = signed_url_check(r, id, write)) == SIG_OK) {
                 c->signed_ok = true;
-        } else if (is_files && pd_req_query(r, "signature")) {
-                pd_deferred_fail(&c->fail, 403, "permission_denied", "invalid or expired signature");
+        } else if (is_files) {
+                sig_fail(c, sk);
                 return c;
         } else if (c->port == PD_E2B_CI_PORT && ci_auth_ok(r, id, c->path)) {
                 /* fine */
@@ -977,8 +1018,20 @@ static enum MHD_Result finish(struct pd_req *r, struct pd_e2b_call *c)
                 return pd_e2b_connect_error(r, 413, "resource_exhausted", "request body over %zu bytes", c->max);
         if (c->port == PD_E2B_CI_PORT)
                 return pd_e2b_ci_forward(r, c);
-        if (!strcmp(c->path, "/health"))
+        if (!strcmp(c->path, "/health")) {
+                /* envd answers from inside the sandbox: a sandbox whose
+                 * agent does not answer (being killed, failed) is as gone
+                 * as E2B's (502), which is what lets the SDKs tell "killed"
+                 * from a dropped connection */
+                struct pd_client conn;
+                struct pd_error err = { 0 };
+                int k = pd_route_agent(c->s, &conn, &err);
+                pd_client_close(&conn);
+                if (k < 0 || pd_srv_sandbox_state(c->s) != PD_SB_RUNNING)
+                        return pd_reply_json(r, 502, json_pack("{s:i, s:s}", "code", 502, "message",
+                                                               "The sandbox is not running"));
                 return pd_reply_empty(r, 204);
+        }
         if (!strcmp(c->path, "/files"))
                 return pd_e2b_files_finish(r, c);
         if (strcmp(r->method, "POST"))

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include "server/e2b/e2b.h"
 #include "server/core/store.h"
@@ -69,6 +70,203 @@ static json_t *take_entry(struct pd_entries *es)
         return o;
 }
 
+/* ---- listing order and symlink targets (as envd shows them) ---- */
+
+/* envd walks a directory tree in lexical order, depth first: compare
+ * paths component by component ('/' sorts before every other byte). */
+static int cmp_walk(const void *a, const void *b)
+{
+        const unsigned char *x = (const unsigned char *)((const struct pd_entry *)a)->path;
+        const unsigned char *y = (const unsigned char *)((const struct pd_entry *)b)->path;
+        for (;; x++, y++) {
+                unsigned cx = *x == '/' ? 1u : *x, cy = *y == '/' ? 1u : *y;
+                if (cx != cy || !cx)
+                        return (int)cx - (int)cy;
+        }
+}
+
+/* Symlink resolution with agent lstats, one per path component, so a
+ * listing full of links has a budget; past it, the link's own text
+ * joined to its directory is shown (lexically cleaned). */
+#define LINK_HOPS_MAX 40
+#define LINK_STATS_MAX 2048
+
+struct link_ctx {
+        struct pd_client *conn;
+        const struct pd_route_user *u;
+        unsigned stats;                 /* agent calls made */
+        char dir_in[PATH_MAX], dir_out[PATH_MAX];       /* last parent resolved */
+};
+
+/* Append component c (len n) to the absolute path p, handling "." and "..". */
+static bool push_comp(char *p, const char *c, size_t n)
+{
+        if (!n || (n == 1 && c[0] == '.'))
+                return true;
+        size_t l = strlen(p);
+        if (n == 2 && c[0] == '.' && c[1] == '.') {
+                char *sl = strrchr(p, '/');
+                if (sl)
+                        *sl = '\0';
+                return true;
+        }
+        if (l + 1 + n >= PATH_MAX)
+                return false;
+        p[l] = '/';
+        memcpy(p + l + 1, c, n);
+        p[l + 1 + n] = '\0';
+        return true;
+}
+
+/* filepath.EvalSymlinks of an absolute path inside the sandbox, as the
+ * call's user sees it; -ENOENT when something on the way is missing,
+ * -E2BIG when over the budget, -ELOOP past LINK_HOPS_MAX links. */
+static int eval_links(struct link_ctx *x, const char *path, char out[PATH_MAX])
+{
+        char pending[2 * PATH_MAX], done[PATH_MAX] = "";
+        if (snprintf(pending, sizeof pending, "%s", path) >= (int)sizeof pending)
+                return -ENAMETOOLONG;
+        unsigned hops = 0;
+        const char *p = pending;
+        while (*p) {
+                while (*p == '/')
+                        p++;
+                size_t n = strcspn(p, "/");
+                if (!n)
+                        break;
+                char before[PATH_MAX];
+                memcpy(before, done, sizeof before);
+                if (!push_comp(done, p, n))
+                        return -ENAMETOOLONG;
+                p += n;
+                if ((n == 1 && p[-1] == '.') || (n == 2 && p[-1] == '.' && p[-2] == '.') || !done[0])
+                        continue;
+                if (++x->stats > LINK_STATS_MAX)
+                        return -E2BIG;
+                const struct pd_file_req f = { .path = done, .uid = x->u->uid, .gid = x->u->gid };
+                struct pd_entries es = { 0 };
+                struct pd_error err = { 0 };
+                int k = pd_client_stat(x->conn, &f, &es, &err);
+                if (k < 0 || es.n != 1) {
+                        pd_entries_free(&es);
+                        return k < 0 ? k : -EIO;
+                }
+                if (es.v[0].ftype == PD_FT_SYMLINK && es.v[0].link) {
+                        if (++hops > LINK_HOPS_MAX) {
+                                pd_entries_free(&es);
+                                return -ELOOP;
+                        }
+                        /* the link's text replaces its component */
+                        char rest[2 * PATH_MAX];
+                        int m = snprintf(rest, sizeof rest, "%s/%s", es.v[0].link, p);
+                        pd_entries_free(&es);
+                        if (m < 0 || (size_t)m >= sizeof pending)
+                                return -ENAMETOOLONG;
+                        memcpy(pending, rest, (size_t)m + 1);
+                        p = pending;
+                        if (pending[0] == '/')
+                                done[0] = '\0';
+                        else
+                                memcpy(done, before, sizeof done);
+                        continue;
+                }
+                pd_entries_free(&es);
+        }
+        snprintf(out, PATH_MAX, "%s", done[0] ? done : "/");
+        return 0;
+}
+
+/* envd's symlinkTarget: the absolute path the link resolves to, or the
+ * link's own path when it does not resolve. */
+static void link_target(struct link_ctx *x, const struct pd_entry *e, char out[PATH_MAX])
+{
+        snprintf(out, PATH_MAX, "%s", e->path);
+        const char *sl = strrchr(e->path, '/');
+        if (!e->link || !sl || e->path[0] != '/')
+                return;
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%.*s", (int)(sl - e->path), e->path);
+        if (!x->dir_in[0] || strcmp(dir, x->dir_in)) {
+                if (eval_links(x, dir[0] ? dir : "/", x->dir_out) < 0)
+                        return;
+                snprintf(x->dir_in, sizeof x->dir_in, "%s", dir);
+        }
+        char joined[2 * PATH_MAX + 2];
+        if (e->link[0] == '/')
+                snprintf(joined, sizeof joined, "%s", e->link);
+        else
+                snprintf(joined, sizeof joined, "%s/%s", strcmp(x->dir_out, "/") ? x->dir_out : "", e->link);
+        char r[PATH_MAX];
+        int k = eval_links(x, joined, r);
+        if (k == 0) {
+                snprintf(out, PATH_MAX, "%s", r);
+        } else if (k == -E2BIG || k == -EIO) {
+                /* over the budget: the lexical join, cleaned */
+                char c[PATH_MAX] = "";
+                const char *p = joined;
+                while (*p) {
+                        while (*p == '/')
+                                p++;
+                        size_t n = strcspn(p, "/");
+                        if (!n || !push_comp(c, p, n))
+                                break;
+                        p += n;
+                }
+                snprintf(out, PATH_MAX, "%s", c[0] ? c : "/");
+        }
+}
+
+/* An entry's JSON with envd's symlinkTarget. */
+static json_t *entry_json_resolved(struct link_ctx *x, const struct pd_entry *e)
+{
+        json_t *o = pd_e2b_entry_json(e);
+        if (o && e->ftype == PD_FT_SYMLINK && e->link) {
+                char t[PATH_MAX];
+                link_target(x, e, t);
+                json_t *js = json_string(t);
+                if (js)
+                        json_object_set_new(o, "symlinkTarget", js);
+        }
+        return o;
+}
+
+/* ---- the default user's writes (docs/e2b.md, "Files and users") ----
+ *
+ * envd runs as root: it writes files and makes directories anywhere and
+ * only hands them to the call's user. Here the agent works with the call's
+ * user's rights; where those refuse a write or a directory that envd would
+ * make (say /data/out.txt as "user"), that one write goes with root's
+ * rights inside the sandbox, and what it makes belongs to root. The API
+ * caller can run anything as root anyway (user: 'root'); the sandbox, not
+ * its users, is the boundary. */
+
+/* Could u make an entry in directory dir (as its mode bits say)? When
+ * unsure (no such directory, a link), yes: the real call decides. */
+static bool user_may_write(struct pd_client *conn, const struct pd_route_user *u, const char *dir)
+{
+        if (u->uid == 0)
+                return true;
+        const struct pd_file_req f = { .path = dir, .uid = u->uid, .gid = u->gid };
+        struct pd_entries es = { 0 };
+        struct pd_error err = { 0 };
+        bool ok = true;
+        if (pd_client_stat(conn, &f, &es, &err) == 0 && es.n == 1 && es.v[0].ftype == PD_FT_DIR) {
+                const struct pd_entry *e = &es.v[0];
+                uint32_t bit = e->uid == u->uid ? 0200 : e->gid == u->gid ? 020 : 02;
+                ok = (e->mode & bit) != 0;
+        }
+        pd_entries_free(&es);
+        return ok;
+}
+
+/* path as an absolute path for u (relative: under u's home), into out. */
+static bool abs_for(const struct pd_route_user *u, const char *path, char out[PATH_MAX])
+{
+        int n = path[0] == '/' ? snprintf(out, PATH_MAX, "%s", path)
+                               : snprintf(out, PATH_MAX, "%s/%s", u->home, path);
+        return n > 0 && n < PATH_MAX;
+}
+
 /* ---- unary calls ---- */
 
 static bool path_of(json_t *body, const char *field, const char **out)
@@ -82,9 +280,11 @@ static bool path_of(json_t *body, const char *field, const char **out)
 }
 
 static void audit_fs(struct pd_req *r, struct pd_e2b_call *c, const char *event, const char *path, int k,
-                     const struct pd_route_user *u)
+                     const struct pd_route_user *u, bool as_root)
 {
         json_t *f = json_pack("{s:s, s:s, s:s}", "path", path, "user", u->name, "via", "e2b");
+        if (as_root)
+                json_object_set_new(f, "as_root", json_true());
         if (k < 0)
                 json_object_set_new(f, "error", json_string(strerror(-k)));
         pd_audit(r->srv, c->s->id, c->s->key_id, event, f);
@@ -146,9 +346,18 @@ enum MHD_Result pd_e2b_fs_unary(struct pd_req *r, struct pd_e2b_call *c, const c
         struct pd_client conn;
         struct pd_error err = { 0 };
         struct pd_entries es = { 0 };
+        bool as_root = false;
         int k = pd_route_agent(c->s, &conn, &err);
         if (k >= 0) {
                 k = fs_call(&conn, type, &f, path2, depth, &es, &err);
+                /* a directory envd (root) could make: made with root's rights */
+                char abs[PATH_MAX];
+                if ((k == -EACCES || k == -EPERM) && type == FS_MKDIR && u.uid != 0 && abs_for(&u, path, abs)) {
+                        const struct pd_file_req fr = { .path = abs, .uid = 0, .gid = 0 };
+                        pd_entries_free(&es);
+                        k = fs_call(&conn, type, &fr, NULL, depth, &es, &err);
+                        as_root = k >= 0;
+                }
                 /* E2B's Move creates the destination's directory */
                 if (k == -ENOENT && type == FS_MOVE && strchr(path2, '/')) {
                         char dir[PATH_MAX];
@@ -163,10 +372,14 @@ enum MHD_Result pd_e2b_fs_unary(struct pd_req *r, struct pd_e2b_call *c, const c
                         }
                 }
         }
-        pd_client_close(&conn);
+        /* envd removes with os.RemoveAll: a path that is not there is
+         * already removed */
+        if (k == -ENOENT && type == FS_REMOVE)
+                k = 0;
         if (type != FS_STAT && type != FS_LIST)
-                audit_fs(r, c, event, path, k, &u);
+                audit_fs(r, c, event, path, k, &u, as_root);
         if (k < 0) {
+                pd_client_close(&conn);
                 pd_entries_free(&es);
                 if (k == -EEXIST)
                         return pd_e2b_connect_error(r, 409, "already_exists", "%s", err.msg);
@@ -174,19 +387,22 @@ enum MHD_Result pd_e2b_fs_unary(struct pd_req *r, struct pd_e2b_call *c, const c
                         return pd_e2b_connect_error(r, 404, "not_found", "%s", err.msg);
                 return pd_e2b_connect_agent_error(r, k, err.msg);
         }
+        struct link_ctx lx = { .conn = &conn, .u = &u };
         json_t *out;
         if (type == FS_LIST) {
+                qsort(es.v, es.n, sizeof *es.v, cmp_walk);
                 json_t *arr = json_array();
                 for (size_t i = 0; i < es.n; i++)
-                        json_array_append_new(arr, pd_e2b_entry_json(&es.v[i]));
-                pd_entries_free(&es);
+                        json_array_append_new(arr, entry_json_resolved(&lx, &es.v[i]));
                 out = json_pack("{s:o}", "entries", arr);
-        } else if (type == FS_REMOVE) {
+        } else if (type == FS_REMOVE || !es.n) {
                 out = json_object();
         } else {
-                json_t *e = take_entry(&es);
+                json_t *e = entry_json_resolved(&lx, &es.v[0]);
                 out = e ? json_pack("{s:o}", "entry", e) : json_object();
         }
+        pd_entries_free(&es);
+        pd_client_close(&conn);
         return pd_reply_json(r, 200, out);
 }
 
@@ -301,8 +517,11 @@ struct upload {
         struct pd_client conn;
         bool opened, raw, failed_started;
         struct MHD_PostProcessor *pp;
+        z_stream *z;            /* Content-Encoding: gzip: the body inflated first */
+        bool z_end;             /* the gzip stream ended */
         struct pd_route_user u;
         uint32_t wid;           /* FILE_WRITE id in flight, 0 = none */
+        bool as_root;           /* this file goes with root's rights */
         char cur[PATH_MAX];
         uint64_t cur_bytes;
         unsigned n_files;
@@ -352,8 +571,8 @@ static void up_end_file(struct upload *u)
         json_array_append_new(u->results, res);
         json_decref(e);
         pd_audit(u->r->srv, u->c->s->id, u->c->s->key_id, "file.write",
-                 json_pack("{s:s, s:s, s:I, s:s}", "path", u->cur, "user", u->u.name, "bytes",
-                           (json_int_t)u->cur_bytes, "via", "e2b"));
+                 json_pack("{s:s, s:s, s:I, s:s, s:b}", "path", u->cur, "user", u->u.name, "bytes",
+                           (json_int_t)u->cur_bytes, "via", "e2b", "as_root", u->as_root));
 }
 
 static bool up_begin_file(struct upload *u, const char *path)
@@ -367,20 +586,41 @@ static bool up_begin_file(struct upload *u, const char *path)
         }
         snprintf(u->cur, sizeof u->cur, "%s", path);
         u->cur_bytes = 0;
+        u->as_root = false;
         struct pd_error err = { 0 };
+        char abs[PATH_MAX];
+        uint32_t uid = u->u.uid, gid = u->u.gid;
         /* envd creates missing parent directories */
         const char *sl = strrchr(path, '/');
         if (sl && sl != path) {
                 char dir[PATH_MAX];
                 snprintf(dir, sizeof dir, "%.*s", (int)(sl - path), path);
-                const struct pd_file_req fd = { .path = dir, .uid = u->u.uid, .gid = u->u.gid };
+                const struct pd_file_req fd = { .path = dir, .uid = uid, .gid = gid };
                 int k = pd_client_mkdir(&u->conn, &fd, -1, true, NULL, &err);
+                if ((k == -EACCES || k == -EPERM) && uid != 0 && abs_for(&u->u, dir, abs)) {
+                        const struct pd_file_req fr = { .path = abs, .uid = 0, .gid = 0 };
+                        k = pd_client_mkdir(&u->conn, &fr, -1, true, NULL, &err);
+                }
                 if (k < 0 && k != -EEXIST) {
                         up_fail(u, k, err.msg);
                         return false;
                 }
         }
-        const struct pd_file_req f = { .path = path, .uid = u->u.uid, .gid = u->u.gid };
+        /* the write's own rights: the directory it lands in says (its
+         * error would only come after the bytes) */
+        char dir[PATH_MAX];
+        if (uid != 0 && abs_for(&u->u, path, abs)) {
+                snprintf(dir, sizeof dir, "%s", abs);
+                char *d = strrchr(dir, '/');
+                if (d)
+                        d == dir ? (void)(d[1] = '\0') : (void)(*d = '\0');
+                if (!user_may_write(&u->conn, &u->u, dir)) {
+                        u->as_root = true;
+                        uid = gid = 0;
+                        path = abs;
+                }
+        }
+        const struct pd_file_req f = { .path = path, .uid = uid, .gid = gid };
         int k = pd_client_write_open(&u->conn, &f, -1, &u->wid);
         if (k < 0) {
                 u->wid = 0;
@@ -442,8 +682,17 @@ static bool up_open(struct pd_req *r, struct pd_e2b_call *c, struct upload *u)
                 return false;
         }
         const char *enc = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Encoding");
-        if (enc && strcasecmp(enc, "identity")) {
-                up_fail(u, -ENOTSUP, "Content-Encoding is not supported (send the bytes uncompressed)");
+        if (enc && !strcasecmp(enc, "gzip")) {
+                /* as envd: the whole body (multipart or raw) is gzip */
+                u->z = calloc(1, sizeof *u->z);
+                if (!u->z || inflateInit2(u->z, 16 + MAX_WBITS) != Z_OK) {
+                        free(u->z);
+                        u->z = NULL;
+                        up_fail(u, -ENOMEM, "cannot start gzip decoding");
+                        return false;
+                }
+        } else if (enc && strcasecmp(enc, "identity")) {
+                up_fail(u, -ENOTSUP, "Content-Encoding must be gzip or identity");
                 return false;
         }
         struct pd_error err = { 0 };
@@ -473,6 +722,50 @@ static bool up_open(struct pd_req *r, struct pd_e2b_call *c, struct upload *u)
         return true;
 }
 
+/* Bytes of the (decoded) body to the multipart parser or the raw file. */
+static void up_feed(struct upload *u, const char *data, size_t len)
+{
+        if (u->pp) {
+                if (MHD_post_process(u->pp, data, len) != MHD_YES)
+                        up_fail(u, -EINVAL, "malformed multipart/form-data body");
+        } else if (u->raw && u->wid) {
+                up_data(u, data, len);
+        }
+}
+
+/* A gzip body: inflated in pieces as it comes (never all of it in memory;
+ * what it inflates to is bounded by the sandbox's disk, as any upload). */
+static void up_inflate(struct upload *u, const char *data, size_t len)
+{
+        char out[64 * 1024];
+        u->z->next_in = (Bytef *)data;
+        u->z->avail_in = (uInt)len;
+        while (!u->err && (u->z->avail_in || !u->z_end)) {
+                if (u->z_end) {
+                        /* another gzip member (gzip allows several) */
+                        if (inflateReset(u->z) != Z_OK) {
+                                up_fail(u, -EINVAL, "the body is not valid gzip");
+                                return;
+                        }
+                        u->z_end = false;
+                }
+                u->z->next_out = (Bytef *)out;
+                u->z->avail_out = sizeof out;
+                int zr = inflate(u->z, Z_NO_FLUSH);
+                if (zr != Z_OK && zr != Z_STREAM_END && zr != Z_BUF_ERROR) {
+                        up_fail(u, -EINVAL, "the body is not valid gzip");
+                        return;
+                }
+                size_t n = sizeof out - u->z->avail_out;
+                if (n)
+                        up_feed(u, out, n);
+                if (zr == Z_STREAM_END)
+                        u->z_end = true;
+                if (zr == Z_BUF_ERROR || (!n && !u->z->avail_in))
+                        return;         /* needs more input */
+        }
+}
+
 enum MHD_Result pd_e2b_files_chunk(struct pd_req *r, struct pd_e2b_call *c, const char *chunk, size_t len)
 {
         if (strcmp(r->method, "POST"))
@@ -487,12 +780,10 @@ enum MHD_Result pd_e2b_files_chunk(struct pd_req *r, struct pd_e2b_call *c, cons
         }
         if (u->err)
                 return MHD_YES;
-        if (u->pp) {
-                if (MHD_post_process(u->pp, chunk, len) != MHD_YES)
-                        up_fail(u, -EINVAL, "malformed multipart/form-data body");
-        } else if (u->raw && u->wid) {
-                up_data(u, chunk, len);
-        }
+        if (u->z)
+                up_inflate(u, chunk, len);
+        else
+                up_feed(u, chunk, len);
         return MHD_YES;
 }
 
@@ -503,6 +794,10 @@ void pd_e2b_files_free(struct pd_e2b_call *c)
                 return;
         if (u->pp)
                 MHD_destroy_post_processor(u->pp);
+        if (u->z) {
+                inflateEnd(u->z);
+                free(u->z);
+        }
         pd_client_close(&u->conn);
         json_decref(u->results);
         free(u);
@@ -629,6 +924,8 @@ enum MHD_Result pd_e2b_files_finish(struct pd_req *r, struct pd_e2b_call *c)
                 c->upload = u;
                 up_open(r, c, u);
         }
+        if (u->z && !u->err && !u->z_end)
+                up_fail(u, -EINVAL, "the gzip body is truncated");
         if (u->pp) {
                 MHD_destroy_post_processor(u->pp);      /* flushes the last part */
                 u->pp = NULL;

@@ -14,6 +14,7 @@
 
 #include "server/e2b/e2b.h"
 #include "net/policy.h"
+#include "server/core/manager.h"
 #include "server/core/server.h"
 
 #define E2B_NET_MAX 4096        /* entries per list */
@@ -106,4 +107,67 @@ json_t *pd_e2b_network_policy(struct pd_server *srv, json_t *body, char *why, si
         }
         pd_netpol_free(&p);
         return pol;
+}
+
+/* PUT /sandboxes/{id}/network (the SDKs' updateNetwork): {allowOut,
+ * denyOut, allow_internet_access} replace the sandbox's whole egress
+ * policy, mapped as on create; new connections follow at once. A sandbox
+ * made without a network keeps none (409), as on the native API; an update
+ * that maps to "no network" becomes a policy without rules (nothing goes
+ * out). Header rules (`rules`, transforms) are not supported (400). */
+enum MHD_Result pd_e2b_route_network(struct pd_req *r, const char *chunk, size_t *chunk_len)
+{
+        json_error_t je;
+        _pd_cleanup_json_ json_t *body = r->body_len ? json_loadb(r->body, r->body_len, 0, &je) : json_object();
+        if (!json_is_object(body))
+                return pd_e2b_reply_error(r, 400, "the body must be a JSON object");
+        _pd_cleanup_json_ json_t *as_create = json_object();
+        _pd_cleanup_json_ json_t *net = json_object();
+        const char *k;
+        json_t *v;
+        json_object_foreach(body, k, v) {
+                if (!strcmp(k, "allow_internet_access"))
+                        json_object_set(as_create, k, v);
+                else if (!strcmp(k, "allowOut") || !strcmp(k, "denyOut"))
+                        json_object_set(net, k, v);
+                else if (!strcmp(k, "rules") && (json_is_null(v) || (json_is_object(v) && !json_object_size(v))))
+                        continue;
+                else if (!strcmp(k, "rules"))
+                        return pd_e2b_reply_error(r, 400, "network rules (header injection, transforms) are not "
+                                                          "supported by paddock");
+                else
+                        return pd_e2b_reply_error(r, 400, "unknown field '%.64s' (allowOut, denyOut, "
+                                                          "allow_internet_access)", k);
+        }
+        json_object_set(as_create, "network", net);
+        char why[256];
+        _pd_cleanup_json_ json_t *pol_json = pd_e2b_network_policy(r->srv, as_create, why, sizeof why);
+        if (!pol_json && why[0])
+                return pd_e2b_reply_error(r, 400, "%s", why);
+        if (!pol_json)
+                pol_json = json_pack("{s:s}", "mode", "policy");
+        struct pd_netpol pol = { 0 };
+        struct pd_error err = { 0 };
+        if (!pol_json || pd_netpol_from_json(pol_json, &pol, &err) < 0)
+                return pd_e2b_reply_error(r, 400, "network: %s", err.msg);
+        struct pd_srv_sandbox *s = r->n_params ? pd_server_sandbox_get(r->srv, r->params[0], &r->key) : NULL;
+        if (!s) {
+                pd_netpol_free(&pol);
+                return pd_e2b_reply_error(r, 404, "sandbox '%.64s' not found", r->n_params ? r->params[0] : "");
+        }
+        struct pd_net_info ni;
+        int rc = pd_manager_net_info(r->srv, s, &ni, NULL);
+        pd_net_info_clear(&ni);
+        if (rc < 0) {
+                pd_netpol_free(&pol);
+                pd_server_sandbox_put(r->srv, s);
+                return pd_e2b_reply_error(r, 409, "sandbox '%s' was created without a network; a network is chosen "
+                                                  "at create time (allow_internet_access or network)", s->id);
+        }
+        rc = pd_manager_net_update(r->srv, s, &r->key, &pol, &err);
+        pd_netpol_free(&pol);
+        pd_server_sandbox_put(r->srv, s);
+        if (rc < 0)
+                return pd_e2b_reply_error(r, rc == -ENOENT ? 409 : 500, "%s", err.msg);
+        return pd_reply_empty(r, 204);
 }

@@ -40,6 +40,8 @@ if ! curl -fsS "http://127.0.0.1:$port/api/v1/health" >/dev/null 2>&1; then
 fi
 export E2B_API_URL="http://127.0.0.1:$port" E2B_SANDBOX_URL="http://127.0.0.1:$port"
 export E2B_API_KEY="$(cat "$state/api-key")"
+# for tests that need a second key (paddock key create --state-dir)
+export PADDOCK_E2B_STATE="$state" PADDOCK_BIN
 cd "$here"
 if [ $# -gt 0 ]; then files=("$@"); else files=(*.test.mjs); fi
 reporters=()
