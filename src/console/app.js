@@ -1,0 +1,431 @@
+// The paddock console (docs/console.md): plain JS over the native API.
+// Auth is the HttpOnly session cookie the sign-in sets; every call carries
+// X-Paddock-Console, which the server requires of cookie requests that
+// change something (CSRF). User data goes into the page only as text.
+'use strict';
+
+const $ = (sel) => document.querySelector(sel);
+const API = '/api/v1';
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else if (k === 'class') e.className = v;
+    else e.setAttribute(k, v);
+  }
+  for (const k of kids) e.append(k instanceof Node ? k : String(k));
+  return e;
+}
+
+class ApiError extends Error {
+  constructor(status, msg) { super(msg); this.status = status; }
+}
+
+async function api(method, path, body) {
+  const opts = { method, credentials: 'same-origin', headers: { 'X-Paddock-Console': '1' } };
+  if (body !== undefined) {
+    opts.headers['Content-Type'] = 'application/json';
+    opts.body = JSON.stringify(body);
+  }
+  const r = await fetch(path.startsWith('/') ? path : API + '/' + path, opts);
+  if (r.status === 401 && path !== '/api/v1/console/session') {
+    showSignin('Your session ended: sign in again.');
+    throw new ApiError(401, 'signed out');
+  }
+  if (!r.ok) {
+    let msg = r.status + ' ' + r.statusText;
+    try { msg = (await r.json()).error.message; } catch (e) { /* not JSON */ }
+    throw new ApiError(r.status, msg);
+  }
+  if (r.status === 204) return null;
+  return r.json();
+}
+
+// ---- views ----
+
+const views = ['signin', 'list', 'sandbox', 'term'];
+let timer = null;
+let stopView = () => {};
+
+function show(name) {
+  for (const v of views) $('#' + v).hidden = v !== name;
+}
+
+function leave() {
+  clearInterval(timer);
+  timer = null;
+  stopView();
+  stopView = () => {};
+}
+
+function showSignin(msg) {
+  leave();
+  $('#who').hidden = $('#signout').hidden = true;
+  $('#signin-error').textContent = msg || '';
+  show('signin');
+  $('#key').focus();
+}
+
+async function start() {
+  try {
+    const me = await api('GET', '/api/v1/console/session');
+    $('#who').textContent = 'key ' + (me.name || me.key_id);
+    $('#who').hidden = $('#signout').hidden = false;
+    route();
+  } catch (e) {
+    if (e.status !== 401) showSignin(e.message);
+    else showSignin();
+  }
+}
+
+$('#signin-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const key = $('#key').value;
+  $('#key').value = '';
+  try {
+    await api('POST', '/api/v1/console/session', { key });
+    start();
+  } catch (e) {
+    $('#signin-error').textContent = e.status === 401 ? 'Wrong API key.' : e.message;
+  }
+});
+
+$('#signout').addEventListener('click', async () => {
+  try { await api('DELETE', '/api/v1/console/session'); } catch (e) { /* gone already */ }
+  location.hash = '#/';
+  showSignin('Signed out.');
+});
+
+function route() {
+  leave();
+  const m = location.hash.match(/^#\/sb\/([a-z0-9]+)(?:\/term\/(\d+))?$/);
+  if (m && m[2]) return termView(m[1], +m[2]);
+  if (m) return sandboxView(m[1]);
+  return listView();
+}
+window.addEventListener('hashchange', () => { if ($('#signin').hidden) route(); });
+
+// ---- formatting ----
+
+function ago(iso) {
+  const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  return dur(s);
+}
+function dur(s) {
+  if (s < 60) return Math.floor(s) + 's';
+  if (s < 3600) return Math.floor(s / 60) + 'm ' + Math.floor(s % 60) + 's';
+  return Math.floor(s / 3600) + 'h ' + Math.floor((s % 3600) / 60) + 'm';
+}
+function ttlLeft(sb) {
+  if (sb.state === 'paused' && sb.timeout_remaining_ms != null) return dur(sb.timeout_remaining_ms / 1000) + ' (paused)';
+  if (!sb.expires_at) return '-';
+  return dur(Math.max(0, (Date.parse(sb.expires_at) - Date.now()) / 1000));
+}
+function mib(b) { return (b / 1048576).toFixed(b < 10485760 ? 1 : 0) + ' MiB'; }
+function bar(used, limit, text) {
+  const pct = limit ? Math.min(100, (100 * used) / limit) : 0;
+  const b = el('span', { class: 'bar', title: pct.toFixed(0) + '%' }, el('span'));
+  b.firstChild.style.width = pct + '%';
+  return el('span', {}, b, text);
+}
+
+// ---- the list ----
+
+async function loadTemplates() {
+  const sel = $('#c-template');
+  if (sel.options.length) return;
+  try {
+    const t = await api('GET', 'templates');
+    for (const x of t.templates) sel.append(el('option', { value: x.name }, x.name));
+  } catch (e) {
+    sel.append(el('option', { value: 'base' }, 'base'));
+  }
+}
+
+async function sandboxAction(id, what) {
+  $('#list-error').textContent = '';
+  try {
+    if (what === 'kill') await api('DELETE', 'sandboxes/' + id);
+    else await api('POST', 'sandboxes/' + id + '/' + what, what === 'pause' ? {} : undefined);
+  } catch (e) {
+    const err = $('#sandbox').hidden ? $('#list-error') : $('#sb-error');
+    err.textContent = what + ': ' + e.message;
+  }
+}
+
+function actionButtons(sb, after) {
+  const act = (what) => async () => { await sandboxAction(sb.id, what); after(); };
+  const out = [];
+  if (sb.state === 'running') out.push(el('button', { type: 'button', 'data-act': 'pause', onclick: act('pause') }, 'Pause'));
+  if (sb.state === 'paused') out.push(el('button', { type: 'button', 'data-act': 'resume', onclick: act('resume') }, 'Resume'));
+  out.push(el('button', { type: 'button', 'data-act': 'kill', onclick: async () => {
+    if (confirm('Kill sandbox ' + sb.id + '?')) await act('kill')();
+  } }, 'Kill'));
+  return out;
+}
+
+async function refreshList() {
+  let list;
+  try {
+    list = await api('GET', 'sandboxes?limit=1000');
+  } catch (e) {
+    if (e.status !== 401) $('#list-error').textContent = e.message;
+    return;
+  }
+  const metrics = await Promise.all(list.sandboxes.map((sb) =>
+    sb.state === 'failed' ? null : api('GET', 'sandboxes/' + sb.id + '/metrics').catch(() => null)));
+  const body = $('#sandboxes tbody');
+  body.replaceChildren(...list.sandboxes.map((sb, i) => {
+    const m = metrics[i];
+    return el('tr', { 'data-id': sb.id, 'data-state': sb.state },
+      el('td', {}, el('a', { href: '#/sb/' + sb.id }, el('code', {}, sb.id))),
+      el('td', { class: 'state-' + sb.state }, sb.state),
+      el('td', {}, sb.isolation),
+      el('td', {}, sb.template),
+      el('td', {}, ago(sb.created_at)),
+      el('td', {}, ttlLeft(sb)),
+      el('td', {}, m ? bar(m.memory_bytes, m.memory_limit_bytes, mib(m.memory_bytes) + ' / ' + mib(m.memory_limit_bytes)) : '-'),
+      el('td', {}, m ? bar(m.pids, m.pids_limit, m.pids + ' / ' + m.pids_limit) : '-'),
+      el('td', { class: 'actions' }, ...actionButtons(sb, refreshList)));
+  }));
+  $('#list-empty').hidden = list.sandboxes.length > 0;
+  $('#sandboxes').dataset.loaded = '1';
+}
+
+function listView() {
+  show('list');
+  loadTemplates();
+  refreshList();
+  timer = setInterval(refreshList, 3000);
+}
+
+$('#create-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  $('#create-error').textContent = '';
+  const body = {
+    template: $('#c-template').value || 'base',
+    isolation: $('#c-isolation').value,
+    memory_mb: +$('#c-memory').value,
+    cpus: +$('#c-cpus').value,
+    pids: +$('#c-pids').value,
+    timeout: +$('#c-timeout').value,
+  };
+  $('#create').disabled = true;
+  try {
+    const sb = await api('POST', 'sandboxes', body);
+    await refreshList();
+    $('#create-error').textContent = '';
+    $('#create-box').dataset.created = sb.id;
+  } catch (e) {
+    $('#create-error').textContent = e.message;
+  } finally {
+    $('#create').disabled = false;
+  }
+});
+
+// ---- one sandbox ----
+
+let current = null;        // the sandbox view's id
+let follow = null;         // the output being followed: {pid, ctl}
+
+async function refreshSandbox(id) {
+  let sb, m, procs;
+  try {
+    sb = await api('GET', 'sandboxes/' + id);
+  } catch (e) {
+    $('#sb-error').textContent = e.message;
+    return;
+  }
+  m = sb.state === 'failed' ? null : await api('GET', 'sandboxes/' + id + '/metrics').catch(() => null);
+  procs = sb.state === 'running' ? await api('GET', 'sandboxes/' + id + '/processes').catch(() => null) : null;
+  if (current !== id) return;
+  const info = [
+    ['state', sb.state], ['tier', sb.isolation], ['template', sb.template], ['age', ago(sb.created_at)],
+    ['TTL left', ttlLeft(sb)], ['cpus', sb.cpus], ['network', (sb.network && sb.network.mode) || 'none'],
+  ];
+  if (m) {
+    info.push(['memory', mib(m.memory_bytes) + ' / ' + mib(m.memory_limit_bytes) + ' (peak ' + mib(m.memory_peak_bytes) + ')']);
+    info.push(['pids', m.pids + ' / ' + m.pids_limit]);
+    info.push(['disk', mib(m.disk_used_bytes) + ' / ' + mib(m.disk_limit_bytes)]);
+    info.push(['cpu time', m.cpu_seconds.toFixed(2) + ' s']);
+  }
+  $('#sb-info').replaceChildren(...info.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, String(v))]));
+  $('#sb-info').dataset.state = sb.state;
+  $('#sb-actions').replaceChildren(...actionButtons(sb, () => {
+    if (!$('#sandbox').hidden) refreshSandbox(id);
+  }));
+  if (procs) {
+    $('#procs tbody').replaceChildren(...procs.processes.map((p) => el('tr', { 'data-pid': p.pid },
+      el('td', {}, p.pid),
+      el('td', {}, el('code', {}, p.cmd.join(' ').slice(0, 120))),
+      el('td', {}, p.state),
+      el('td', {}, p.exit_code == null ? (p.signal == null ? '' : 'signal ' + p.signal) : p.exit_code),
+      el('td', {},
+        el('button', { type: 'button', onclick: () => followOutput(id, p.pid) }, 'Follow'),
+        p.pty && p.state === 'running' ? el('a', { href: '#/sb/' + id + '/term/' + p.pid }, ' terminal') : ''))));
+  }
+}
+
+function sandboxView(id) {
+  show('sandbox');
+  current = id;
+  $('#sb-id').textContent = id;
+  $('#sb-error').textContent = '';
+  $('#sb-info').replaceChildren();
+  $('#procs tbody').replaceChildren();
+  if (!follow || follow.sandbox !== id) {
+    $('#output').textContent = '';
+    $('#out-pid').textContent = '';
+  }
+  refreshSandbox(id);
+  timer = setInterval(() => refreshSandbox(id), 3000);
+  stopView = () => { current = null; stopFollow(); };
+}
+
+function stopFollow() {
+  if (follow) follow.ctl.abort();
+  follow = null;
+}
+
+// Follow a process's output (format=frames, follow=1). The offsets of
+// what arrived are kept: a dropped stream resumes from them, losing nothing
+// still in the sandbox's ring buffer.
+async function followOutput(id, pid) {
+  stopFollow();
+  const f = { sandbox: id, pid, ctl: new AbortController(), next: { stdout: 0, stderr: 0 } };
+  follow = f;
+  const out = $('#output');
+  out.textContent = '';
+  out.dataset.exit = '';
+  $('#out-pid').textContent = 'of ' + pid;
+  const dec = { stdout: new TextDecoder(), stderr: new TextDecoder() };
+  for (let tries = 0; follow === f && tries < 20; tries++) {
+    try {
+      const url = API + '/sandboxes/' + id + '/processes/' + pid + '/output?format=frames&follow=1' +
+        '&from_stdout=' + f.next.stdout + '&from_stderr=' + f.next.stderr;
+      const r = await fetch(url, { credentials: 'same-origin', headers: { 'X-Paddock-Console': '1' }, signal: f.ctl.signal });
+      if (!r.ok) throw new ApiError(r.status, 'output: ' + r.status);
+      const reader = r.body.getReader();
+      const td = new TextDecoder();
+      let buf = '';
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += td.decode(value, { stream: true });
+        let nl;
+        while ((nl = buf.indexOf('\n')) >= 0) {
+          const line = buf.slice(0, nl);
+          buf = buf.slice(nl + 1);
+          if (!line) continue;
+          const fr = JSON.parse(line);
+          if (fr.data_b64 !== undefined) {
+            const bytes = Uint8Array.from(atob(fr.data_b64), (c) => c.charCodeAt(0));
+            const s = fr.stream === 'stderr' ? 'stderr' : 'stdout';
+            f.next[s] = fr.offset + bytes.length;
+            out.append(dec[s].decode(bytes, { stream: true }));
+            out.scrollTop = out.scrollHeight;
+          } else if (fr.exit) {
+            out.dataset.exit = fr.exit.exit_code == null ? 'signal ' + fr.exit.signal : String(fr.exit.exit_code);
+            return;
+          }
+        }
+      }
+    } catch (e) {
+      if (e.name === 'AbortError' || follow !== f) return;
+      if (e.status === 404 || e.status === 409) return;
+    }
+    await new Promise((res) => setTimeout(res, 1000));
+  }
+}
+
+$('#run-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const id = current;
+  $('#sb-error').textContent = '';
+  try {
+    const p = await api('POST', 'sandboxes/' + id + '/processes', { cmd: $('#cmd').value, tag: 'console' });
+    refreshSandbox(id);
+    followOutput(id, p.pid);
+  } catch (e) {
+    $('#sb-error').textContent = e.message;
+  }
+});
+
+$('#terminal').addEventListener('click', async () => {
+  const id = current;
+  try {
+    const p = await api('POST', 'sandboxes/' + id + '/processes',
+      { cmd: ['/bin/bash', '-l'], pty: { rows: 30, cols: 100 }, stdin: true, tag: 'terminal' });
+    location.hash = '#/sb/' + id + '/term/' + p.pid;
+  } catch (e) {
+    $('#sb-error').textContent = e.message;
+  }
+});
+
+// ---- the terminal ----
+
+// The pty's bytes through GET .../processes/{pid}/pty (a WebSocket): binary
+// both ways, resize as a JSON text message. On a drop it reconnects from
+// the offset it reached; a reload replays what the ring still holds.
+function termView(id, pid) {
+  show('term');
+  $('#term-back').href = '#/sb/' + id;
+  const status = $('#term-status');
+  const box = $('#xterm');
+  box.replaceChildren();
+  const term = new window.Terminal({ convertEol: false, cursorBlink: true, fontSize: 14, scrollback: 5000 });
+  window.pdTerm = term;     // the browser tests read its buffer
+  term.open(box);
+  let ws = null;
+  let offset = 0;
+  let ended = false;
+  let closedByUs = false;
+  const fit = () => {
+    const cell = 14 * 0.6;
+    const cols = Math.max(20, Math.floor(box.clientWidth / (cell + 0.4)));
+    const rows = Math.max(5, Math.floor(box.clientHeight / 17));
+    if (cols !== term.cols || rows !== term.rows) term.resize(cols, rows);
+  };
+  const sendResize = () => {
+    if (ws && ws.readyState === 1) ws.send(JSON.stringify({ resize: { rows: term.rows, cols: term.cols } }));
+  };
+  term.onResize(sendResize);
+  const enc = new TextEncoder();
+  term.onData((d) => { if (ws && ws.readyState === 1) ws.send(enc.encode(d)); });
+  const connect = () => {
+    const proto = location.protocol === 'https:' ? 'wss://' : 'ws://';
+    ws = new WebSocket(proto + location.host + API + '/sandboxes/' + id + '/processes/' + pid + '/pty?from=' + offset);
+    ws.binaryType = 'arraybuffer';
+    ws.onopen = () => { status.textContent = 'connected'; box.dataset.connected = '1'; sendResize(); term.focus(); };
+    ws.onmessage = (ev) => {
+      if (typeof ev.data === 'string') {
+        const x = JSON.parse(ev.data);
+        ended = true;
+        status.textContent = 'process ended (' + (x.exit != null ? 'exit ' + x.exit : 'signal ' + x.signal) + ')';
+        return;
+      }
+      const b = new Uint8Array(ev.data);
+      offset += b.length;
+      term.write(b);
+    };
+    ws.onclose = () => {
+      box.dataset.connected = '';
+      if (ended || closedByUs) return;
+      status.textContent = 'disconnected: reconnecting';
+      setTimeout(() => { if (!closedByUs) connect(); }, 1000);
+    };
+  };
+  fit();
+  window.addEventListener('resize', fit);
+  connect();
+  stopView = () => {
+    closedByUs = true;
+    window.removeEventListener('resize', fit);
+    if (ws) ws.close();
+    term.dispose();
+    window.pdTerm = null;
+  };
+}
+
+start();
