@@ -255,11 +255,17 @@ static enum MHD_Result delete_session(struct pd_req *r, const char *chunk, size_
         return pd_reply_response(r, 204, resp);
 }
 
+/* The pages: not API (docs/console.md), group "console". */
 const struct pd_route pd_routes_console[] = {
         { "GET", "/", get_index, PD_ROUTE_PUBLIC, 0 },
         { "GET", "/console", get_index, PD_ROUTE_PUBLIC, 0 },
         { "GET", "/console/{file}", get_file, PD_ROUTE_PUBLIC, 0 },
         { "GET", "/console/vendor/{file}", get_vendor, PD_ROUTE_PUBLIC, 0 },
+        { 0 },
+};
+
+/* Sign-in and out: native API routes (docs/api.md, openapi.yaml). */
+const struct pd_route pd_routes_console_session[] = {
         { "POST", "/api/v1/console/session", post_session, PD_ROUTE_PUBLIC, 4096 },
         { "GET", "/api/v1/console/session", get_session, 0, 0 },
         { "DELETE", "/api/v1/console/session", delete_session, 0, 0 },
