@@ -61,6 +61,9 @@ for s in arch integration security server sdk network oci microvm; do
   [ ${#san[@]} -gt 0 ] && "$py" scripts/san-junit.py "$results/$s.xml" "$results/san/$s"
 done
 suite scripts 60 "$py" -m pytest -q -rs -p no:cacheprovider tests/scripts --junitxml="$results/scripts.xml"
+# The web console (tests/console): its HTTP rules, then one headless
+# chromium through the pages (sign-in, list, create, run, terminal, kill).
+suite console 300 "$py" -m pytest -q -rs -p no:cacheprovider tests/console --junitxml="$results/console.xml"
 # architecture rules (tests/arch: the include graph), seconds
 suite arch 60 "$py" -m pytest -q -rs -p no:cacheprovider tests/arch --junitxml="$results/arch.xml"
 
