@@ -354,3 +354,56 @@ def test_pty_websocket_bad_requests(srv, case):
         assert [x["state"] for x in procs["processes"]] == ["running"]
     finally:
         srv.delete(sid)
+
+
+# ---- the port relay's path form is on the console's origin ----
+
+ECHO_HEADERS = """
+import http.server as h
+class H(h.BaseHTTPRequestHandler):
+    def do_GET(s):
+        b = str(s.headers).encode()
+        s.send_response(200)
+        s.send_header('Content-Type', 'text/html')
+        s.send_header('Content-Length', str(len(b)))
+        s.end_headers()
+        s.wfile.write(b)
+h.HTTPServer(('127.0.0.1', 8000), H).serve_forever()
+"""
+
+
+def test_path_form_port_never_sees_the_session_and_is_sandboxed(srv):
+    """A page a sandbox serves through /api/v1/sandboxes/{id}/ports/... is on
+    the console's origin: the browser sends it the session cookie, and its
+    scripts could call the API with it. The relay removes the cookie and
+    answers with a CSP sandbox (an opaque origin, whose requests the
+    cookie check refuses)."""
+    import time
+    tok = sign_in(srv)
+    sid = srv.create()["id"]
+    try:
+        srv.json("POST", "/api/v1/sandboxes/%s/processes" % sid, {"cmd": ["python3", "-c", ECHO_HEADERS]},
+                 expect=201)
+        path = "/api/v1/sandboxes/%s/ports/8000/" % sid
+        hdrs = {"Authorization": "Bearer " + srv.key, "Cookie": "a=1; pd_session=%s; b=2" % tok}
+        deadline = time.time() + 30
+        while True:
+            st, h, body = srv.raw("GET", path, headers=hdrs)
+            if st != 502:
+                break
+            assert time.time() < deadline, body
+            time.sleep(0.2)
+        assert st == 200, body
+        assert tok.encode() not in body and b"pd_session" not in body, body
+        assert b"a=1; b=2" in body, body
+        assert "sandbox" in h["Content-Security-Policy"] and "allow-same-origin" not in h["Content-Security-Policy"]
+        # only the session cookie: no Cookie header at all
+        st, h, body = srv.raw("GET", path, headers={"Authorization": "Bearer " + srv.key,
+                                                     "Cookie": "pd_session=" + tok})
+        assert st == 200 and b"Cookie" not in body and b"pd_session" not in body, body
+        # what such a sandboxed page's fetch looks like: refused
+        st, _, _ = srv.request("POST", "/api/v1/sandboxes", {}, key=None,
+                               headers=console_headers(srv, tok, Origin="null"))
+        assert st == 403
+    finally:
+        srv.delete(sid)
