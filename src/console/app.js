@@ -138,6 +138,8 @@ async function loadTemplates() {
   try {
     const t = await api('GET', 'templates');
     for (const x of t.templates) sel.append(el('option', { value: x.name }, x.name));
+    $('#templates').replaceChildren(...t.templates.map((x) => el('li', {}, el('code', {}, x.name),
+      x.builtin ? ' (built in)' : '', x.created_at ? ' - ' + x.created_at : '')));
   } catch (e) {
     sel.append(el('option', { value: 'base' }, 'base'));
   }
@@ -280,8 +282,68 @@ function sandboxView(id) {
   }
   refreshSandbox(id);
   timer = setInterval(() => refreshSandbox(id), 3000);
-  stopView = () => { current = null; stopFollow(); };
+  const audit = followAudit(id);
+  stopView = () => { current = null; stopFollow(); audit.abort(); };
 }
+
+// The sandbox's audit log, followed (GET .../audit?follow=1: JSON lines).
+// The filter only hides rows; every line is kept.
+function auditVisible(tr) {
+  const f = $('#audit-filter').value;
+  return !f || tr.dataset.event.startsWith(f) || (f === 'deny' && tr.dataset.decision === 'deny');
+}
+$('#audit-filter').addEventListener('change', () => {
+  for (const tr of $('#audit tbody').children) tr.hidden = !auditVisible(tr);
+});
+
+function followAudit(id) {
+  const ctl = new AbortController();
+  const body = $('#audit tbody');
+  body.replaceChildren();
+  (async () => {
+    try {
+      const r = await fetch(API + '/sandboxes/' + id + '/audit?follow=1',
+        { credentials: 'same-origin', headers: { 'X-Paddock-Console': '1' }, signal: ctl.signal });
+      if (!r.ok) return;
+      const reader = r.body.getReader();
+      const td = new TextDecoder();
+      let buf = '';
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        buf += td.decode(value, { stream: true });
+        let nl;
+        while ((nl = buf.indexOf('\n')) >= 0) {
+          const line = buf.slice(0, nl);
+          buf = buf.slice(nl + 1);
+          if (!line) continue;
+          let ev;
+          try { ev = JSON.parse(line); } catch (e) { continue; }
+          const { ts, sandbox, key, event, ...rest } = ev;
+          const tr = el('tr', { 'data-event': event || '', 'data-decision': rest.decision || '' },
+            el('td', {}, (ts || '').replace('T', ' ').replace('Z', '')),
+            el('td', {}, event || ''),
+            el('td', {}, el('code', {}, JSON.stringify(rest))));
+          tr.hidden = !auditVisible(tr);
+          body.append(tr);
+        }
+      }
+    } catch (e) { /* aborted, or the sandbox went away */ }
+  })();
+  return ctl;
+}
+
+$('#ttl-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const id = current;
+  $('#sb-error').textContent = '';
+  try {
+    await api('POST', 'sandboxes/' + id + '/timeout', { timeout: +$('#ttl').value });
+    refreshSandbox(id);
+  } catch (e) {
+    $('#sb-error').textContent = 'timeout: ' + e.message;
+  }
+});
 
 function stopFollow() {
   if (follow) follow.ctl.abort();

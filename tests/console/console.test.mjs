@@ -74,6 +74,7 @@ try {
     await page.click('#signin-form button[type=submit]');
     await page.waitForSelector('#list:not([hidden])', WAIT);
     await page.waitForSelector('#sandboxes[data-loaded]', WAIT);
+    await page.waitForFunction(() => document.querySelector('#templates').textContent.includes('base'), WAIT);
     const seen = await page.evaluate(() => document.cookie + location.href + JSON.stringify(localStorage) +
       JSON.stringify(sessionStorage));
     assert.ok(!seen.includes(KEY), 'key visible to the page');
@@ -120,6 +121,24 @@ try {
     const out = await page.$eval('#output', (e) => e.textContent);
     assert.match(out, /console-42/);
     assert.match(out, /err/);
+  });
+
+  await step('the audit log shows the exec, and filters', async () => {
+    await page.waitForFunction(() => [...document.querySelectorAll('#audit tbody tr[data-event="process.start"]')]
+      .some((tr) => tr.textContent.includes('console-')), WAIT);
+    await page.select('#audit-filter', 'file.');
+    assert.equal(await page.$$eval('#audit tbody tr:not([hidden])', (r) => r.length), 0);
+    await page.select('#audit-filter', 'process.');
+    assert.ok(await page.$$eval('#audit tbody tr:not([hidden])', (r) => r.length) >= 1);
+    await page.select('#audit-filter', '');
+  });
+
+  await step('set a new timeout', async () => {
+    await page.$eval('#ttl', (e) => { e.value = '5000'; });
+    await page.click('#ttl-set');
+    await page.waitForFunction(() => /TTL left\s*1h 2\dm/.test(document.querySelector('#sb-info').textContent), WAIT);
+    const r = await api('GET', '/sandboxes/' + sid, KEY);
+    assert.equal(r.body.timeout, 5000);
   });
 
   await step('pause and resume', async () => {
