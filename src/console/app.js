@@ -283,6 +283,8 @@ function sandboxView(id) {
   refreshSandbox(id);
   timer = setInterval(() => refreshSandbox(id), 3000);
   const audit = followAudit(id);
+  $('#files tbody').replaceChildren();
+  listFiles(id);
   stopView = () => { current = null; stopFollow(); audit.abort(); };
 }
 
@@ -332,6 +334,120 @@ function followAudit(id) {
   })();
   return ctl;
 }
+
+// ---- files ----
+
+function q(params) {
+  return Object.entries(params).map(([k, v]) => k + '=' + encodeURIComponent(v)).join('&');
+}
+
+function joinPath(dir, name) {
+  return (dir.endsWith('/') ? dir : dir + '/') + name;
+}
+
+async function listFiles(id) {
+  const dir = $('#files-path').value || '/';
+  $('#files-error').textContent = '';
+  let r;
+  try {
+    r = await api('GET', 'sandboxes/' + id + '/files/list?' + q({ path: dir }));
+  } catch (e) {
+    $('#files-error').textContent = e.message;
+    return;
+  }
+  const rows = r.entries.sort((a, b) => (a.type === 'dir') === (b.type === 'dir') ? a.name.localeCompare(b.name)
+    : a.type === 'dir' ? -1 : 1);
+  $('#files tbody').replaceChildren(...rows.map((e) => {
+    const path = e.path || joinPath(dir, e.name);
+    const name = e.type === 'dir'
+      ? el('a', { href: '#', onclick: (ev) => { ev.preventDefault(); $('#files-path').value = path; listFiles(id); } }, e.name + '/')
+      : el('span', {}, e.name);
+    return el('tr', { 'data-name': e.name },
+      el('td', {}, name), el('td', {}, e.type), el('td', {}, e.type === 'file' ? e.size : ''),
+      el('td', {}, (e.modified_at || '').replace('T', ' ').replace(/\.\d+Z$/, '')),
+      el('td', {},
+        e.type === 'file' ? el('button', { type: 'button', 'data-act': 'download', onclick: () => downloadFile(id, path, e.name) }, 'Download') : '',
+        el('button', { type: 'button', 'data-act': 'delete', onclick: async () => {
+          if (!confirm('Delete ' + path + (e.type === 'dir' ? ' and everything in it' : '') + '?')) return;
+          try { await api('DELETE', 'sandboxes/' + id + '/files?' + q({ path })); } catch (err) { $('#files-error').textContent = err.message; }
+          listFiles(id);
+        } }, 'Delete')));
+  }));
+  $('#files').dataset.dir = dir;
+}
+
+async function downloadFile(id, path, name) {
+  try {
+    const r = await fetch(API + '/sandboxes/' + id + '/files?' + q({ path }),
+      { credentials: 'same-origin', headers: { 'X-Paddock-Console': '1' } });
+    if (!r.ok) throw new ApiError(r.status, 'download: ' + r.status);
+    const url = URL.createObjectURL(await r.blob());
+    const a = el('a', { href: url, download: name });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  } catch (e) {
+    $('#files-error').textContent = e.message;
+  }
+}
+
+// XMLHttpRequest rather than fetch: it reports upload progress.
+function uploadOne(id, file, dir, progress) {
+  return new Promise((resolve, reject) => {
+    const x = new XMLHttpRequest();
+    x.open('PUT', API + '/sandboxes/' + id + '/files?' + q({ path: joinPath(dir, file.name) }));
+    x.setRequestHeader('X-Paddock-Console', '1');
+    x.upload.onprogress = (ev) => progress(ev.loaded);
+    x.onload = () => (x.status < 300 ? resolve() : reject(new ApiError(x.status, (() => {
+      try { return JSON.parse(x.responseText).error.message; } catch (e) { return 'upload: ' + x.status; }
+    })())));
+    x.onerror = () => reject(new Error('upload failed'));
+    x.send(file);
+  });
+}
+
+$('#upload').addEventListener('change', async (ev) => {
+  const id = current;
+  const files = [...ev.target.files];
+  const dir = $('#files-path').value || '/';
+  const bar = $('#upload-progress');
+  const total = files.reduce((n, f) => n + f.size, 0) || 1;
+  let done = 0;
+  bar.hidden = false;
+  bar.value = 0;
+  $('#files-error').textContent = '';
+  try {
+    for (const f of files) {
+      await uploadOne(id, f, dir, (n) => { bar.value = (done + n) / total; });
+      done += f.size;
+    }
+    bar.value = 1;
+  } catch (e) {
+    $('#files-error').textContent = e.message;
+  }
+  ev.target.value = '';
+  bar.hidden = true;
+  listFiles(id);
+});
+
+$('#files-form').addEventListener('submit', (ev) => { ev.preventDefault(); listFiles(current); });
+$('#files-up').addEventListener('click', () => {
+  const p = $('#files-path').value.replace(/\/+$/, '');
+  $('#files-path').value = p.slice(0, p.lastIndexOf('/')) || '/';
+  listFiles(current);
+});
+$('#mkdir').addEventListener('click', async () => {
+  const name = $('#mkdir-name').value.trim();
+  if (!name) return;
+  try {
+    await api('POST', 'sandboxes/' + current + '/files/mkdir', { path: joinPath($('#files-path').value || '/', name) });
+    $('#mkdir-name').value = '';
+  } catch (e) {
+    $('#files-error').textContent = e.message;
+  }
+  listFiles(current);
+});
 
 $('#ttl-form').addEventListener('submit', async (ev) => {
   ev.preventDefault();

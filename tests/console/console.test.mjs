@@ -7,6 +7,10 @@
 //
 // Prints "ok N - name" per step (TAP-like); exits 1 at the first failure.
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import puppeteer from 'puppeteer-core';
 
 const URL = process.env.PD_URL;
@@ -126,8 +130,11 @@ try {
   await step('the audit log shows the exec, and filters', async () => {
     await page.waitForFunction(() => [...document.querySelectorAll('#audit tbody tr[data-event="process.start"]')]
       .some((tr) => tr.textContent.includes('console-')), WAIT);
-    await page.select('#audit-filter', 'file.');
+    // no network: nothing of net.*; the file browser's listing is file.list
+    await page.select('#audit-filter', 'net.');
     assert.equal(await page.$$eval('#audit tbody tr:not([hidden])', (r) => r.length), 0);
+    await page.select('#audit-filter', 'file.');
+    await page.waitForSelector('#audit tbody tr[data-event="file.list"]:not([hidden])', WAIT);
     await page.select('#audit-filter', 'process.');
     assert.ok(await page.$$eval('#audit tbody tr:not([hidden])', (r) => r.length) >= 1);
     await page.select('#audit-filter', '');
@@ -139,6 +146,47 @@ try {
     await page.waitForFunction(() => /TTL left\s*1h 2\dm/.test(document.querySelector('#sb-info').textContent), WAIT);
     const r = await api('GET', '/sandboxes/' + sid, KEY);
     assert.equal(r.body.timeout, 5000);
+  });
+
+  await step('upload a file with the file browser and download it: byte-identical', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pd-console-files-'));
+    try {
+      const data = randomBytes(300 * 1024 + 7);
+      const src = path.join(dir, 'blob.bin');
+      fs.writeFileSync(src, data);
+      await page.waitForSelector('#files[data-dir="/home/user"]', WAIT);
+      const input = await page.$('#upload');
+      await input.uploadFile(src);
+      await page.waitForSelector('#files tr[data-name="blob.bin"]', WAIT);
+      const r = await fetch(`${URL}/api/v1/sandboxes/${sid}/files?path=/home/user/blob.bin`,
+        { headers: { Authorization: 'Bearer ' + KEY } });
+      assert.equal(r.status, 200);
+      assert.ok(Buffer.from(await r.arrayBuffer()).equals(data), 'uploaded bytes differ');
+      const dl = path.join(dir, 'dl');
+      fs.mkdirSync(dl);
+      const cdp = await page.createCDPSession();
+      await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: dl, eventsEnabled: true });
+      const finished = new Promise((resolve, reject) => {
+        cdp.on('Browser.downloadProgress', (e) => {
+          if (e.state === 'completed') resolve();
+          if (e.state === 'canceled') reject(new Error('download canceled'));
+        });
+      });
+      await page.click('#files tr[data-name="blob.bin"] button[data-act=download]');
+      await finished;
+      assert.ok(fs.readFileSync(path.join(dl, 'blob.bin')).equals(data), 'downloaded bytes differ');
+      await cdp.detach();
+      // a folder, then delete both
+      await page.type('#mkdir-name', 'made-here');
+      await page.click('#mkdir');
+      await page.waitForSelector('#files tr[data-name="made-here"]', WAIT);
+      await page.click('#files tr[data-name="made-here"] button[data-act=delete]');
+      await page.waitForFunction(() => !document.querySelector('#files tr[data-name="made-here"]'), WAIT);
+      await page.click('#files tr[data-name="blob.bin"] button[data-act=delete]');
+      await page.waitForFunction(() => !document.querySelector('#files tr[data-name="blob.bin"]'), WAIT);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   await step('pause and resume', async () => {
