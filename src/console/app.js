@@ -138,8 +138,12 @@ async function loadTemplates() {
   try {
     const t = await api('GET', 'templates');
     for (const x of t.templates) sel.append(el('option', { value: x.name }, x.name));
+    const snaps = await api('GET', 'snapshots').catch(() => ({ snapshots: [] }));
+    for (const x of snaps.snapshots) sel.append(el('option', { value: x.name }, x.name + ' (snapshot)'));
     $('#templates').replaceChildren(...t.templates.map((x) => el('li', {}, el('code', {}, x.name),
-      x.builtin ? ' (built in)' : '', x.created_at ? ' - ' + x.created_at : '')));
+      x.builtin ? ' (built in)' : '', x.created_at ? ' - ' + x.created_at : '')),
+      ...snaps.snapshots.map((x) => el('li', { 'data-snapshot': x.name }, el('code', {}, x.name),
+        ' snapshot of ' + x.source + ' (' + x.isolation + ')')));
   } catch (e) {
     sel.append(el('option', { value: 'base' }, 'base'));
   }
@@ -213,6 +217,8 @@ $('#create-form').addEventListener('submit', async (ev) => {
     pids: +$('#c-pids').value,
     timeout: +$('#c-timeout').value,
   };
+  const mode = $('#c-network').value;
+  if (mode !== 'none') body.network = { mode, rules: lines($('#c-rules').value) };
   $('#create').disabled = true;
   try {
     const sb = await api('POST', 'sandboxes', body);
@@ -285,6 +291,7 @@ function sandboxView(id) {
   const audit = followAudit(id);
   $('#files tbody').replaceChildren();
   listFiles(id);
+  loadNetwork(id);
   stopView = () => { current = null; stopFollow(); audit.abort(); };
 }
 
@@ -334,6 +341,69 @@ function followAudit(id) {
   })();
   return ctl;
 }
+
+function lines(text) {
+  return text.split('\n').map((l) => l.trim()).filter((l) => l);
+}
+
+// ---- network, snapshots, forks ----
+
+async function loadNetwork(id) {
+  let n;
+  try {
+    n = await api('GET', 'sandboxes/' + id + '/network');
+  } catch (e) {
+    $('#net-info').textContent = e.message;
+    return;
+  }
+  const none = !n.mode || n.mode === 'none';
+  $('#net-form').hidden = none;
+  $('#net-info').textContent = none ? 'No network (loopback only); a network is chosen at create time.'
+    : 'Dropped by the kernel so far: ' + (n.dropped_packets || 0) + ' packets, ' + (n.dropped_bytes || 0) + ' bytes.';
+  if (!none) {
+    $('#net-mode').value = n.mode;
+    $('#net-rules').value = (n.rules || []).join('\n');
+  }
+  $('#net-form').dataset.mode = n.mode || 'none';
+}
+
+$('#net-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const id = current;
+  $('#sb-error').textContent = '';
+  try {
+    await api('PUT', 'sandboxes/' + id + '/network', { mode: $('#net-mode').value, rules: lines($('#net-rules').value) });
+    await loadNetwork(id);
+    $('#net-form').dataset.applied = String(Date.now());
+  } catch (e) {
+    $('#sb-error').textContent = 'network: ' + e.message;
+  }
+});
+
+$('#snapshot').addEventListener('click', async () => {
+  const name = $('#snap-name').value.trim();
+  $('#sb-error').textContent = '';
+  try {
+    const r = await api('POST', 'sandboxes/' + current + '/snapshots', { name });
+    $('#sb-error').textContent = '';
+    $('#snap-name').value = '';
+    $('#templates').replaceChildren();
+    $('#c-template').replaceChildren();
+    $('#net-info').dataset.snapshot = r.name;
+  } catch (e) {
+    $('#sb-error').textContent = 'snapshot: ' + e.message;
+  }
+});
+
+$('#fork').addEventListener('click', async () => {
+  $('#sb-error').textContent = '';
+  try {
+    const r = await api('POST', 'sandboxes/' + current + '/fork', { count: 1 });
+    location.hash = '#/sb/' + r.sandboxes[0].id;
+  } catch (e) {
+    $('#sb-error').textContent = 'fork: ' + e.message;
+  }
+});
 
 // ---- files ----
 

@@ -22,7 +22,12 @@ let n = 0;
 async function step(name, fn) {
   n++;
   const t0 = Date.now();
-  await fn();
+  try {
+    await fn();
+  } catch (e) {
+    console.log(`not ok ${n} - ${name}: ${e.message}`);
+    throw e;
+  }
   console.log(`ok ${n} - ${name} (${Date.now() - t0} ms)`);
 }
 
@@ -51,6 +56,7 @@ const browser = await puppeteer.launch({
   args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'],
 });
 let otherSid = null;
+const cleanup = [];     // [method, path] with KEY, in finally
 try {
   const page = await browser.newPage();
   await page.setViewport({ width: 1280, height: 800 });
@@ -189,6 +195,23 @@ try {
     }
   });
 
+  await step('snapshot and fork', async () => {
+    cleanup.push(['DELETE', '/snapshots/console-snap']);
+    await page.type('#snap-name', 'console-snap');
+    await page.click('#snapshot');
+    await page.waitForSelector('#net-info[data-snapshot="console-snap"]', WAIT);
+    const snaps = await api('GET', '/snapshots', KEY);
+    assert.ok(snaps.body.snapshots.some((x) => x.name === 'console-snap'));
+    await page.click('#fork');
+    await page.waitForFunction((id) => /^#\/sb\/[a-z0-9]+$/.test(location.hash) && !location.hash.endsWith(id), WAIT, sid);
+    const fid = (await page.evaluate(() => location.hash)).split('/')[2];
+    cleanup.unshift(['DELETE', '/sandboxes/' + fid]);
+    await page.waitForSelector('#sb-info[data-state="running"]', WAIT);
+    assert.match(await page.$eval('#sb-info', (e) => e.textContent), /fork-/);
+    await page.goto(URL + '/#/sb/' + sid, { waitUntil: 'load' });
+    await page.waitForSelector('#sb-info[data-state="running"]', WAIT);
+  });
+
   await step('pause and resume', async () => {
     await page.click('#sb-actions button[data-act=pause]');
     await page.waitForSelector('#sb-info[data-state="paused"]', WAIT);
@@ -231,6 +254,34 @@ try {
     assert.match(await termText(page), /term-42[\s\S]*again-42/);
   });
 
+  await step('network: create with a policy, edit it live, see a denial in the audit', async () => {
+    await page.goto(URL + '/#/', { waitUntil: 'load' });
+    await page.waitForSelector('#sandboxes[data-loaded]', WAIT);
+    await page.click('#create-box summary');
+    await page.evaluate(() => { delete document.querySelector('#create-box').dataset.created; });
+    await page.select('#c-network', 'policy');
+    await page.type('#c-rules', 'allow:example.com');
+    await page.click('#create');
+    await page.waitForFunction(() => document.querySelector('#create-box').dataset.created, WAIT);
+    const nid = await page.$eval('#create-box', (e) => e.dataset.created);
+    cleanup.unshift(['DELETE', '/sandboxes/' + nid]);
+    await page.click(`tr[data-id="${nid}"] a`);
+    await page.waitForSelector('#net-form[data-mode="policy"]', WAIT);
+    assert.equal(await page.$eval('#net-rules', (e) => e.value), 'allow:example.com');
+    await page.$eval('#net-rules', (e) => { e.value = 'allow:example.org\ndeny:203.0.113.0/24'; });
+    await page.click('#net-save');
+    await page.waitForSelector('#net-form[data-applied]', WAIT);
+    const r = await api('GET', '/sandboxes/' + nid + '/network', KEY);
+    assert.deepEqual(r.body.rules, ['allow:example.org', 'deny:203.0.113.0/24']);
+    // a name no rule allows: netd refuses to resolve it (net.dns, deny)
+    await page.type('#cmd', 'getent hosts denied.example');
+    await page.click('#run');
+    await page.waitForFunction(() => document.querySelector('#output').dataset.exit === '2', WAIT);
+    await page.select('#audit-filter', 'deny');
+    await page.waitForSelector('#audit tbody tr[data-decision="deny"]:not([hidden])', WAIT);
+    await page.waitForSelector('#audit tbody tr[data-event="sandbox.network"]', WAIT);
+  });
+
   await step('kill it from the list', async () => {
     await page.goto(URL + '/#/', { waitUntil: 'load' });
     await page.waitForSelector(`tr[data-id="${sid}"] button[data-act=kill]`, WAIT);
@@ -256,6 +307,7 @@ try {
   });
 } finally {
   if (otherSid) await api('DELETE', '/sandboxes/' + otherSid, KEY2).catch(() => {});
+  for (const [m, p] of cleanup) await api(m, p, KEY).catch(() => {});
   await browser.close();
 }
 console.log(`1..${n}`);
