@@ -257,6 +257,7 @@ async function refreshSandbox(id) {
     info.push(['pids', m.pids + ' / ' + m.pids_limit]);
     info.push(['disk', mib(m.disk_used_bytes) + ' / ' + mib(m.disk_limit_bytes)]);
     info.push(['cpu time', m.cpu_seconds.toFixed(2) + ' s']);
+    drawCharts(m);
   }
   $('#sb-info').replaceChildren(...info.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, String(v))]));
   $('#sb-info').dataset.state = sb.state;
@@ -275,12 +276,51 @@ async function refreshSandbox(id) {
   }
 }
 
+// Small live charts of the samples taken while the page is open (one each
+// refresh): CPU use (from cpu_seconds deltas), memory, pids.
+const SVGNS = 'http://www.w3.org/2000/svg';
+let samples = [];
+
+function chart(label, values, max, fmt) {
+  const svg = document.createElementNS(SVGNS, 'svg');
+  svg.setAttribute('viewBox', '0 0 100 30');
+  svg.setAttribute('preserveAspectRatio', 'none');
+  svg.setAttribute('role', 'img');
+  svg.setAttribute('aria-label', label);
+  const line = document.createElementNS(SVGNS, 'polyline');
+  const n = values.length;
+  const top = Math.max(max || 0, ...values, 1e-9);
+  line.setAttribute('points', values.map((v, i) => (n < 2 ? 0 : (100 * i) / (n - 1)).toFixed(1) + ',' +
+    (29 - (28 * v) / top).toFixed(1)).join(' '));
+  line.setAttribute('vector-effect', 'non-scaling-stroke');
+  svg.append(line);
+  const last = n ? values[n - 1] : 0;
+  return el('div', { class: 'chart', 'data-chart': label }, el('div', { class: 'label' }, label + ': ' + fmt(last)), svg);
+}
+
+function drawCharts(m) {
+  const now = Date.now();
+  samples.push({ t: now, cpu: m.cpu_seconds, mem: m.memory_bytes, pids: m.pids, memLimit: m.memory_limit_bytes,
+    pidsLimit: m.pids_limit });
+  if (samples.length > 60) samples.shift();
+  const cpu = samples.slice(1).map((x, i) => Math.max(0, (100 * (x.cpu - samples[i].cpu)) / ((x.t - samples[i].t) / 1000)));
+  $('#charts').replaceChildren(
+    chart('CPU %', cpu, 100, (v) => v.toFixed(1) + '%'),
+    chart('memory', samples.map((x) => x.mem), m.memory_limit_bytes, mib),
+    chart('pids', samples.map((x) => x.pids), Math.min(m.pids_limit, Math.max(16, ...samples.map((x) => x.pids)) * 2),
+      (v) => String(v)));
+}
+
 function sandboxView(id) {
+  samples = [];
+  $('#charts').replaceChildren();
   show('sandbox');
   current = id;
   $('#sb-id').textContent = id;
   $('#sb-error').textContent = '';
   $('#sb-info').replaceChildren();
+  delete $('#sb-info').dataset.state;
+  $('#sb-actions').replaceChildren();
   $('#procs tbody').replaceChildren();
   if (!follow || follow.sandbox !== id) {
     $('#output').textContent = '';

@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import puppeteer from 'puppeteer-core';
 
-const URL = process.env.PD_URL;
+const BASE = process.env.PD_URL;
 const KEY = process.env.PD_KEY;
 const KEY2 = process.env.PD_KEY2;
 const WAIT = { timeout: 60000 };
@@ -32,7 +32,7 @@ async function step(name, fn) {
 }
 
 async function api(method, path, key, body) {
-  const r = await fetch(URL + '/api/v1' + path, {
+  const r = await fetch(BASE + '/api/v1' + path, {
     method,
     headers: { Authorization: 'Bearer ' + key, 'Content-Type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
@@ -68,7 +68,7 @@ try {
   page.on('response', (r) => { if (r.status() >= 400) failed.push(r.status() + ' ' + r.url()); });
 
   await step('the sign-in page loads', async () => {
-    await page.goto(URL + '/', { waitUntil: 'load' });
+    await page.goto(BASE + '/', { waitUntil: 'load' });
     await page.waitForSelector('#signin:not([hidden]) #key', WAIT);
   });
 
@@ -164,7 +164,7 @@ try {
       const input = await page.$('#upload');
       await input.uploadFile(src);
       await page.waitForSelector('#files tr[data-name="blob.bin"]', WAIT);
-      const r = await fetch(`${URL}/api/v1/sandboxes/${sid}/files?path=/home/user/blob.bin`,
+      const r = await fetch(`${BASE}/api/v1/sandboxes/${sid}/files?path=/home/user/blob.bin`,
         { headers: { Authorization: 'Bearer ' + KEY } });
       assert.equal(r.status, 200);
       assert.ok(Buffer.from(await r.arrayBuffer()).equals(data), 'uploaded bytes differ');
@@ -208,8 +208,41 @@ try {
     cleanup.unshift(['DELETE', '/sandboxes/' + fid]);
     await page.waitForSelector('#sb-info[data-state="running"]', WAIT);
     assert.match(await page.$eval('#sb-info', (e) => e.textContent), /fork-/);
-    await page.goto(URL + '/#/sb/' + sid, { waitUntil: 'load' });
+    await page.goto(BASE + '/#/sb/' + sid, { waitUntil: 'load' });
     await page.waitForSelector('#sb-info[data-state="running"]', WAIT);
+  });
+
+  await step('live charts of the metrics', async () => {
+    await page.waitForFunction(() => document.querySelectorAll('#charts [data-chart] polyline').length === 3 &&
+      document.querySelector('#charts [data-chart="memory"] polyline').getAttribute('points').split(' ').length >= 2, WAIT);
+  });
+
+  await step('another origin cannot use the session', async () => {
+    const before = (await api('GET', '/sandboxes', KEY)).body.sandboxes.length;
+    const evil = await browser.newPage();
+    try {
+      // localhost is another origin (and site) than 127.0.0.1: the page
+      // there plays the attacker, posting to the console's API
+      const port = new URL(BASE).port;
+      await evil.goto(`http://localhost:${port}/console/index.html`, { waitUntil: 'load' });
+      const res = await evil.evaluate(async (target) => {
+        const out = [];
+        try {
+          await fetch(target + '/api/v1/sandboxes', { method: 'POST', credentials: 'include', mode: 'no-cors',
+            headers: { 'Content-Type': 'text/plain' }, body: '{}' });
+          out.push('sent');
+        } catch (e) { out.push('blocked'); }
+        try {
+          const r = await fetch(target + '/api/v1/sandboxes', { credentials: 'include' });
+          out.push('read ' + r.status);
+        } catch (e) { out.push('unreadable'); }
+        return out;
+      }, BASE);
+      assert.equal(res[1], 'unreadable');
+    } finally {
+      await evil.close();
+    }
+    assert.equal((await api('GET', '/sandboxes', KEY)).body.sandboxes.length, before);
   });
 
   await step('pause and resume', async () => {
@@ -255,7 +288,7 @@ try {
   });
 
   await step('network: create with a policy, edit it live, see a denial in the audit', async () => {
-    await page.goto(URL + '/#/', { waitUntil: 'load' });
+    await page.goto(BASE + '/#/', { waitUntil: 'load' });
     await page.waitForSelector('#sandboxes[data-loaded]', WAIT);
     await page.click('#create-box summary');
     await page.evaluate(() => { delete document.querySelector('#create-box').dataset.created; });
@@ -283,7 +316,7 @@ try {
   });
 
   await step('kill it from the list', async () => {
-    await page.goto(URL + '/#/', { waitUntil: 'load' });
+    await page.goto(BASE + '/#/', { waitUntil: 'load' });
     await page.waitForSelector(`tr[data-id="${sid}"] button[data-act=kill]`, WAIT);
     await page.click(`tr[data-id="${sid}"] button[data-act=kill]`);
     await page.waitForFunction((id) => !document.querySelector(`tr[data-id="${id}"]`), WAIT, sid);
