@@ -685,6 +685,7 @@ function termView(id, pid) {
     const proto = location.protocol === 'https:' ? 'wss://' : 'ws://';
     ws = new WebSocket(proto + location.host + API + '/sandboxes/' + id + '/processes/' + pid + '/pty?from=' + offset);
     ws.binaryType = 'arraybuffer';
+    window.pdTermWs = ws;     // the browser tests drop it to check the reconnect
     ws.onopen = () => { status.textContent = 'connected'; box.dataset.connected = '1'; sendResize(); term.focus(); };
     ws.onmessage = (ev) => {
       if (typeof ev.data === 'string') {

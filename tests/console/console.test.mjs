@@ -287,6 +287,24 @@ try {
     assert.match(await termText(page), /term-42[\s\S]*again-42/);
   });
 
+  await step('a dropped socket reconnects from its offset: nothing twice, nothing lost', async () => {
+    const count = (t, s) => t.split(s).length - 1;
+    const before = await termText(page);
+    await page.evaluate(() => window.pdTermWs.close());
+    await page.waitForFunction(() => window.pdTermWs.readyState === 1 &&
+      document.querySelector('#xterm').dataset.connected === '1', WAIT);
+    await page.click('#xterm');
+    await page.keyboard.type('echo third-$((5*8+2))\n');
+    await page.waitForFunction(() => {
+      const b = window.pdTerm.buffer.active;
+      let s = '';
+      for (let i = 0; i < b.length; i++) s += b.getLine(i).translateToString(true) + '\n';
+      return s.includes('third-42');
+    }, WAIT);
+    const after = await termText(page);
+    assert.equal(count(after, 'again-42'), count(before, 'again-42'));
+  });
+
   await step('network: create with a policy, edit it live, see a denial in the audit', async () => {
     await page.goto(BASE + '/#/', { waitUntil: 'load' });
     await page.waitForSelector('#sandboxes[data-loaded]', WAIT);
