@@ -662,7 +662,7 @@ function termView(id, pid) {
   const status = $('#term-status');
   const box = $('#xterm');
   box.replaceChildren();
-  const term = new window.Terminal({ convertEol: false, cursorBlink: true, fontSize: 14, scrollback: 5000 });
+  const term = new window.Terminal({ convertEol: false, cursorBlink: true, fontSize: 14, lineHeight: 1.2, scrollback: 5000 });
   window.pdTerm = term;     // the browser tests read its buffer
   term.open(box);
   let ws = null;
@@ -672,7 +672,7 @@ function termView(id, pid) {
   const fit = () => {
     const cell = 14 * 0.6;
     const cols = Math.max(20, Math.floor(box.clientWidth / (cell + 0.4)));
-    const rows = Math.max(5, Math.floor(box.clientHeight / 17));
+    const rows = Math.max(5, Math.floor(box.clientHeight / 20));
     if (cols !== term.cols || rows !== term.rows) term.resize(cols, rows);
   };
   const sendResize = () => {
