@@ -181,20 +181,33 @@ async function refreshList() {
   }
   const metrics = await Promise.all(list.sandboxes.map((sb) =>
     sb.state === 'failed' ? null : api('GET', 'sandboxes/' + sb.id + '/metrics').catch(() => null)));
+  // Rows are updated in place and rebuilt only when their state changes:
+  // a button under the pointer or the keyboard focus stays where it is.
   const body = $('#sandboxes tbody');
-  body.replaceChildren(...list.sandboxes.map((sb, i) => {
+  const old = new Map([...body.children].map((tr) => [tr.dataset.id, tr]));
+  const rows = list.sandboxes.map((sb, i) => {
     const m = metrics[i];
+    const live = [
+      el('td', {}, ago(sb.created_at)),
+      el('td', {}, ttlLeft(sb)),
+      el('td', {}, m ? bar(m.memory_bytes, m.memory_limit_bytes, mib(m.memory_bytes) + ' / ' + mib(m.memory_limit_bytes)) : '-'),
+      el('td', {}, m ? bar(m.pids, m.pids_limit, m.pids + ' / ' + m.pids_limit) : '-'),
+    ];
+    let tr = old.get(sb.id);
+    if (tr && tr.dataset.state === sb.state) {
+      for (let k = 0; k < live.length; k++) tr.children[4 + k].replaceWith(live[k]);
+      return tr;
+    }
     return el('tr', { 'data-id': sb.id, 'data-state': sb.state },
       el('td', {}, el('a', { href: '#/sb/' + sb.id }, el('code', {}, sb.id))),
       el('td', { class: 'state-' + sb.state }, sb.state),
       el('td', {}, sb.isolation),
       el('td', {}, sb.template),
-      el('td', {}, ago(sb.created_at)),
-      el('td', {}, ttlLeft(sb)),
-      el('td', {}, m ? bar(m.memory_bytes, m.memory_limit_bytes, mib(m.memory_bytes) + ' / ' + mib(m.memory_limit_bytes)) : '-'),
-      el('td', {}, m ? bar(m.pids, m.pids_limit, m.pids + ' / ' + m.pids_limit) : '-'),
+      ...live,
       el('td', { class: 'actions' }, ...actionButtons(sb, refreshList)));
-  }));
+  });
+  for (const [id, tr] of old) if (!rows.includes(tr)) tr.remove();
+  rows.forEach((tr, i) => { if (body.children[i] !== tr) body.insertBefore(tr, body.children[i] || null); });
   $('#list-empty').hidden = list.sandboxes.length > 0;
   $('#sandboxes').dataset.loaded = '1';
 }
@@ -261,10 +274,15 @@ async function refreshSandbox(id) {
   }
   $('#sb-info').replaceChildren(...info.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, String(v))]));
   $('#sb-info').dataset.state = sb.state;
-  $('#sb-actions').replaceChildren(...actionButtons(sb, () => {
-    if (!$('#sandbox').hidden) refreshSandbox(id);
-  }));
-  if (procs) {
+  if ($('#sb-actions').dataset.state !== sb.state) {   // rebuilt only on a change: focus stays
+    $('#sb-actions').replaceChildren(...actionButtons(sb, () => {
+      if (!$('#sandbox').hidden) refreshSandbox(id);
+    }));
+    $('#sb-actions').dataset.state = sb.state;
+  }
+  const procsKey = procs && JSON.stringify(procs.processes.map((p) => [p.pid, p.state, p.exit_code, p.signal]));
+  if (procs && $('#procs').dataset.key !== procsKey) {   // unchanged: keep the rows (and the focus)
+    $('#procs').dataset.key = procsKey;
     $('#procs tbody').replaceChildren(...procs.processes.map((p) => el('tr', { 'data-pid': p.pid },
       el('td', {}, p.pid),
       el('td', {}, el('code', {}, p.cmd.join(' ').slice(0, 120))),
@@ -321,7 +339,9 @@ function sandboxView(id) {
   $('#sb-info').replaceChildren();
   delete $('#sb-info').dataset.state;
   $('#sb-actions').replaceChildren();
+  delete $('#sb-actions').dataset.state;
   $('#procs tbody').replaceChildren();
+  delete $('#procs').dataset.key;
   if (!follow || follow.sandbox !== id) {
     $('#output').textContent = '';
     $('#out-pid').textContent = '';
