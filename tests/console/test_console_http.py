@@ -407,3 +407,63 @@ def test_path_form_port_never_sees_the_session_and_is_sandboxed(srv):
         assert st == 403
     finally:
         srv.delete(sid)
+
+
+def _pty(srv, sid):
+    _, p = srv.json("POST", "/api/v1/sandboxes/%s/processes" % sid,
+                    {"cmd": ["/bin/bash", "--norc", "-i"], "pty": True, "stdin": True}, expect=201)
+    return "/api/v1/sandboxes/%s/processes/%d/pty" % (sid, p["pid"]), p["pid"]
+
+
+def _close_code(ws):
+    """The code of the server's close frame (skipping output), None at EOF."""
+    try:
+        while True:
+            op, data = ws.recv()
+            if op == 8:
+                return struct.unpack(">H", data[:2])[0] if len(data) >= 2 else 1005
+    except (EOFError, ConnectionResetError):
+        return None
+
+
+@pytest.mark.parametrize("frame,code", [
+    ("unmasked", 1002), ("too-large", 1009), ("bad-control", 1003), ("unknown-opcode", 1002)])
+def test_pty_websocket_bad_frames_close_it_and_keep_the_process(srv, frame, code):
+    sid = srv.create()["id"]
+    try:
+        path, pid = _pty(srv, sid)
+        ws = WS(srv, path, dict(ws_headers(), Authorization="Bearer " + srv.key))
+        assert ws.status == 101
+        if frame == "unmasked":
+            ws.s.sendall(b"\x82\x01a")
+        elif frame == "too-large":
+            n = 65 * 1024
+            ws.s.sendall(b"\x82\xff" + struct.pack(">Q", n) + os.urandom(4))
+        elif frame == "bad-control":
+            ws.send(b'{"resize": {"rows": 0, "cols": 80}}', opcode=1)
+        else:
+            ws.send(b"x", opcode=3)
+        assert _close_code(ws) == code
+        ws.close()
+        _, p = srv.json("GET", "/api/v1/sandboxes/%s/processes/%d" % (sid, pid), expect=200)
+        assert p["state"] == "running"
+    finally:
+        srv.delete(sid)
+
+
+def test_pty_websocket_ends_when_the_sandbox_is_deleted(srv):
+    sid = srv.create()["id"]
+    deleted = False
+    try:
+        path, _ = _pty(srv, sid)
+        ws = WS(srv, path, dict(ws_headers(), Authorization="Bearer " + srv.key))
+        assert ws.status == 101
+        ws.send(b"echo up\n")
+        ws.read_until(b"up")
+        assert srv.delete(sid) == 204
+        deleted = True
+        assert _close_code(ws) in (1001, 1011, None)
+        ws.close()
+    finally:
+        if not deleted:
+            srv.delete(sid)

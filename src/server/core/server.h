@@ -18,6 +18,8 @@
  *   stream.c    a streaming response fed by an agent connection
  *   tunnel.c    HTTP through an agent tunnel
  *   tokens.c    HMAC tokens of the server's secret
+ *   sessions.c  the web console's sign-in sessions (cookie tokens; http.c
+ *               accepts them with its cross-origin checks)
  *
  * Threading: libmicrohttpd runs one thread per connection
  * (MHD_USE_THREAD_PER_CONNECTION), so a route handler may block: a streaming
