@@ -174,7 +174,8 @@ function actionButtons(sb, after) {
 async function refreshList() {
   let list;
   try {
-    list = await api('GET', 'sandboxes?limit=1000');
+    const state = $('#f-state').value;
+    list = await api('GET', 'sandboxes?limit=1000' + (state ? '&state=' + state : ''));
   } catch (e) {
     if (e.status !== 401) $('#list-error').textContent = e.message;
     return;
@@ -208,9 +209,21 @@ async function refreshList() {
   });
   for (const [id, tr] of old) if (!rows.includes(tr)) tr.remove();
   rows.forEach((tr, i) => { if (body.children[i] !== tr) body.insertBefore(tr, body.children[i] || null); });
+  applyTextFilter();
   $('#list-empty').hidden = list.sandboxes.length > 0;
   $('#sandboxes').dataset.loaded = '1';
 }
+
+function applyTextFilter() {
+  const t = $('#f-text').value.trim().toLowerCase();
+  for (const tr of $('#sandboxes tbody').children) {
+    const hay = [0, 2, 3].map((k) => tr.children[k].textContent).join(' ').toLowerCase();
+    tr.hidden = !!t && !hay.includes(t);
+  }
+}
+$('#f-text').addEventListener('input', applyTextFilter);
+$('#f-state').addEventListener('change', () => { delete $('#sandboxes').dataset.loaded; refreshList(); });
+$('#filter-form').addEventListener('submit', (ev) => ev.preventDefault());
 
 function listView() {
   show('list');

@@ -116,6 +116,18 @@ try {
     const row = await page.$eval(`tr[data-id="${sid}"]`, (e) => e.textContent);
     assert.match(row, /container/);
     assert.match(row, /base/);
+    // filters: by state (the API's), by text (in the page)
+    await page.select('#f-state', 'paused');
+    await page.waitForFunction((id) => document.querySelector('#sandboxes').dataset.loaded &&
+      !document.querySelector(`tr[data-id="${id}"]`), WAIT, sid);
+    await page.select('#f-state', 'running');
+    await page.waitForSelector(`tr[data-id="${sid}"]`, WAIT);
+    await page.type('#f-text', 'no-such-sandbox');
+    await page.waitForSelector(`tr[data-id="${sid}"][hidden]`, WAIT);
+    await page.$eval('#f-text', (e, v) => { e.value = v; e.dispatchEvent(new Event('input')); }, sid.slice(0, 6));
+    await page.waitForSelector(`tr[data-id="${sid}"]:not([hidden])`, WAIT);
+    await page.$eval('#f-text', (e) => { e.value = ''; e.dispatchEvent(new Event('input')); });
+    await page.select('#f-state', '');
     // the memory column shows the 256 MiB limit once metrics came
     await page.waitForFunction((id) => document.querySelector(`tr[data-id="${id}"]`)?.textContent.includes('/ 256 MiB'),
       WAIT, sid);
