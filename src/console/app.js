@@ -363,6 +363,7 @@ function sandboxView(id) {
   timer = setInterval(() => refreshSandbox(id), 3000);
   const audit = followAudit(id);
   $('#files tbody').replaceChildren();
+  $('#port-urls').replaceChildren();
   listFiles(id);
   loadNetwork(id);
   stopView = () => { current = null; stopFollow(); audit.abort(); };
@@ -475,6 +476,26 @@ $('#fork').addEventListener('click', async () => {
     location.hash = '#/sb/' + r.sandboxes[0].id;
   } catch (e) {
     $('#sb-error').textContent = 'fork: ' + e.message;
+  }
+});
+
+// The URLs of a port (docs/api.md, "Ports"): the host form, its own origin
+// (the one to open in a browser), and the path form, which answers
+// sandboxed (an opaque origin) because it shares the console's.
+$('#port-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const id = current;
+  const port = +$('#port').value;
+  try {
+    const p = await api('GET', 'sandboxes/' + id + '/ports');
+    const tok = p.public ? '' : '?paddock_port_token=' + p.port_token;
+    const domain = p.domain.includes(':') ? p.domain : p.domain + (location.port ? ':' + location.port : '');
+    const host = location.protocol + '//' + port + '-' + id + '.' + domain + '/' + tok;
+    const path = location.origin + API + '/sandboxes/' + id + '/ports/' + port + '/' + tok;
+    const link = (href, text) => el('li', {}, text + ': ', el('a', { href, target: '_blank', rel: 'noopener noreferrer' }, href));
+    $('#port-urls').replaceChildren(link(host, 'own origin'), link(path, 'path form (sandboxed)'));
+  } catch (e) {
+    $('#sb-error').textContent = 'ports: ' + e.message;
   }
 });
 

@@ -257,6 +257,18 @@ try {
     assert.equal((await api('GET', '/sandboxes', KEY)).body.sandboxes.length, before);
   });
 
+  await step("a port's URLs carry its token", async () => {
+    const p = (await api('GET', `/sandboxes/${sid}/ports`, KEY)).body;
+    await page.click('#port-show');
+    await page.waitForSelector('#port-urls a', WAIT);
+    const hrefs = await page.$$eval('#port-urls a', (as) => as.map((a) => a.getAttribute('href')));
+    const port = new URL(BASE).port;
+    assert.deepEqual(hrefs, [
+      `http://8000-${sid}.${p.domain}:${port}/?paddock_port_token=${p.port_token}`,
+      `${BASE}/api/v1/sandboxes/${sid}/ports/8000/?paddock_port_token=${p.port_token}`,
+    ]);
+  });
+
   await step('pause and resume', async () => {
     await page.click('#sb-actions button[data-act=pause]');
     await page.waitForSelector('#sb-info[data-state="paused"]', WAIT);
