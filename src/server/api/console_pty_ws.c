@@ -306,7 +306,10 @@ static void relay_run(struct relay *x)
                         ws_close(x, 1001, x->why);
                         continue;
                 }
-                bool want_client = !x->closing && x->in_len < sizeof x->in && pd_conn_pending(c) < WS_HIGH;
+                /* a client that sends but does not read (pings) must not
+                 * grow what waits for it: its bytes wait too */
+                bool want_client = !x->closing && x->in_len < sizeof x->in && pd_conn_pending(c) < WS_HIGH &&
+                                   out_used(x) < WS_HIGH;
                 bool want_agent = !x->closing && !c->eof && out_used(x) < WS_HIGH;
                 short cev = (short)((want_client ? POLLIN : 0) | (out_used(x) ? POLLOUT : 0));
                 short aev = (short)((want_agent ? POLLIN : 0) | (pd_conn_pending(c) ? POLLOUT : 0));
