@@ -172,6 +172,7 @@ function actionButtons(sb, after) {
 }
 
 async function refreshList() {
+  const seq = ++listSeq;
   let list;
   try {
     const state = $('#f-state').value;
@@ -182,6 +183,7 @@ async function refreshList() {
   }
   const metrics = await Promise.all(list.sandboxes.map((sb) =>
     sb.state === 'failed' ? null : api('GET', 'sandboxes/' + sb.id + '/metrics').catch(() => null)));
+  if (seq !== listSeq) return;
   // Rows are updated in place and rebuilt only when their state changes:
   // a button under the pointer or the keyboard focus stays where it is.
   const body = $('#sandboxes tbody');
@@ -229,7 +231,7 @@ function listView() {
   show('list');
   loadTemplates();
   refreshList();
-  timer = setInterval(refreshList, 3000);
+  timer = setInterval(tick(refreshList), 3000);
 }
 
 $('#create-form').addEventListener('submit', async (ev) => {
@@ -263,7 +265,23 @@ $('#create-form').addEventListener('submit', async (ev) => {
 let current = null;        // the sandbox view's id
 let follow = null;         // the output being followed: {pid, ctl}
 
+// A refresh started later wins: an earlier one still in flight (the timer's,
+// overtaken by an action's) must not paint an older state over it.
+let sbSeq = 0;
+let listSeq = 0;
+// The timer skips a beat while a refresh is still out (a slow server must
+// not see its answers superseded forever).
+let inflight = 0;
+function tick(fn) {
+  return async () => {
+    if (inflight) return;
+    inflight++;
+    try { await fn(); } finally { inflight--; }
+  };
+}
+
 async function refreshSandbox(id) {
+  const seq = ++sbSeq;
   let sb, m, procs;
   try {
     sb = await api('GET', 'sandboxes/' + id);
@@ -273,7 +291,7 @@ async function refreshSandbox(id) {
   }
   m = sb.state === 'failed' ? null : await api('GET', 'sandboxes/' + id + '/metrics').catch(() => null);
   procs = sb.state === 'running' ? await api('GET', 'sandboxes/' + id + '/processes').catch(() => null) : null;
-  if (current !== id) return;
+  if (current !== id || seq !== sbSeq) return;
   const info = [
     ['state', sb.state], ['tier', sb.isolation], ['template', sb.template], ['age', ago(sb.created_at)],
     ['TTL left', ttlLeft(sb)], ['cpus', sb.cpus], ['network', (sb.network && sb.network.mode) || 'none'],
@@ -360,7 +378,7 @@ function sandboxView(id) {
     $('#out-pid').textContent = '';
   }
   refreshSandbox(id);
-  timer = setInterval(() => refreshSandbox(id), 3000);
+  timer = setInterval(tick(() => refreshSandbox(id)), 3000);
   const audit = followAudit(id);
   $('#files tbody').replaceChildren();
   $('#port-urls').replaceChildren();

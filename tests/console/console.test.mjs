@@ -19,13 +19,16 @@ const KEY2 = process.env.PD_KEY2;
 const WAIT = { timeout: 60000 };
 
 let n = 0;
+let where = '';
+const at = (w) => { where = w; };
 async function step(name, fn) {
   n++;
+  where = '';
   const t0 = Date.now();
   try {
     await fn();
   } catch (e) {
-    console.log(`not ok ${n} - ${name}: ${e.message}`);
+    console.log(`not ok ${n} - ${name}${where ? ' (at ' + where + ')' : ''}: ${e.message}`);
     throw e;
   }
   console.log(`ok ${n} - ${name} (${Date.now() - t0} ms)`);
@@ -336,12 +339,17 @@ try {
     await page.evaluate(() => { delete document.querySelector('#create-box').dataset.created; });
     await page.select('#c-network', 'policy');
     await page.type('#c-rules', 'allow:example.com');
+    at('create');
     await page.click('#create');
-    await page.waitForFunction(() => document.querySelector('#create-box').dataset.created, WAIT);
+    await page.waitForFunction(() => document.querySelector('#create-box').dataset.created ||
+      document.querySelector('#create-error').textContent, WAIT);
+    assert.equal(await page.$eval('#create-error', (e) => e.textContent), '');
     const nid = await page.$eval('#create-box', (e) => e.dataset.created);
     cleanup.unshift(['DELETE', '/sandboxes/' + nid]);
+    at('open it');
     await page.click(`tr[data-id="${nid}"] a`);
     await page.waitForSelector('#net-form[data-mode="policy"]', WAIT);
+    at('edit');
     assert.equal(await page.$eval('#net-rules', (e) => e.value), 'allow:example.com');
     await page.$eval('#net-rules', (e) => { e.value = 'allow:example.org\ndeny:203.0.113.0/24'; });
     await page.click('#net-save');
@@ -350,8 +358,10 @@ try {
     assert.deepEqual(r.body.rules, ['allow:example.org', 'deny:203.0.113.0/24']);
     // a name no rule allows: netd refuses to resolve it (net.dns, deny)
     await page.type('#cmd', 'getent hosts denied.example');
+    at('run getent');
     await page.click('#run');
     await page.waitForFunction(() => document.querySelector('#output').dataset.exit === '2', WAIT);
+    at('the denial in the audit');
     await page.select('#audit-filter', 'deny');
     await page.waitForSelector('#audit tbody tr[data-decision="deny"]:not([hidden])', WAIT);
     await page.waitForSelector('#audit tbody tr[data-event="sandbox.network"]', WAIT);
