@@ -31,6 +31,10 @@ packages=(
   # sandbox port URLs: http://<port>-<id>.localhost:<server port>/ resolves
   # here (nss myhostname answers *.localhost; docs/api.md "Ports")
   libnss-myhostname
+  # the web console's browser tests (tests/console): Debian's chromium,
+  # driven by puppeteer-core from tests/console/package-lock.json; npm
+  # installs the console's pinned front-end packages below
+  chromium nodejs npm
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -63,6 +67,21 @@ fi
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet docker-registry 2>/dev/null; then
   systemctl disable --now docker-registry >/dev/null 2>&1 || true
 fi
+
+# The web console's front-end packages (src/console: @xterm/xterm, served by
+# paddock serve) and its browser tests' driver (tests/console:
+# puppeteer-core), both pinned in their package-lock.json; npm ci installs
+# exactly that, once. Before meson setup: the install rules look for xterm.js.
+for d in src/console tests/console; do
+  if [ ! -d "$d/node_modules" ] || [ "$d/package-lock.json" -nt "$d/node_modules/.package-lock.json" ]; then
+    if command -v npm >/dev/null 2>&1; then
+      echo "setup: npm ci in $d" >&2
+      (cd "$d" && npm ci --silent --no-audit --no-fund >/dev/null)
+    else
+      echo "setup: no npm: $d/node_modules not installed (scripts/setup-node.sh installs npm)" >&2
+    fi
+  fi
+done
 
 if [ ! -f build/build.ninja ]; then
   meson setup build --buildtype=debugoptimized >/dev/null

@@ -65,6 +65,9 @@ done
 # the host).
 suite gvisor 480 "$py" -m pytest -q -rs -p no:cacheprovider tests/gvisor --junitxml="$results/gvisor.xml"
 suite scripts 60 "$py" -m pytest -q -rs -p no:cacheprovider tests/scripts --junitxml="$results/scripts.xml"
+# The web console (tests/console): its HTTP rules, then one headless
+# chromium through the pages (sign-in, list, create, run, terminal, kill).
+suite console 300 "$py" -m pytest -q -rs -p no:cacheprovider tests/console --junitxml="$results/console.xml"
 # architecture rules (tests/arch: the include graph), seconds
 suite arch 60 "$py" -m pytest -q -rs -p no:cacheprovider tests/arch --junitxml="$results/arch.xml"
 

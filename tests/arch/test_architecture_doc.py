@@ -242,7 +242,7 @@ def test_every_binary_is_on_the_map(doc):
 def test_every_src_folder_is_on_the_map(doc):
     folders = []
     for d, subdirs, _ in os.walk(os.path.join(REPO, "src")):
-        subdirs[:] = [s for s in subdirs if not s.startswith((".", "__"))]     # .git, __pycache__
+        subdirs[:] = [s for s in subdirs if not s.startswith((".", "__")) and s != "node_modules"]     # .git, __pycache__, npm's
         rel = os.path.relpath(d, REPO)
         if rel != "src":
             folders.append(rel + "/")

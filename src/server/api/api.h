@@ -16,6 +16,9 @@ extern const struct pd_route pd_routes_snapshots[];   /* routes_snapshots.c */
 extern const struct pd_route pd_routes_network[];     /* routes_network.c */
 extern const struct pd_route pd_routes_templates[];   /* routes_templates.c, tpl_builds.c */
 extern const struct pd_route pd_routes_ports[];       /* ports.c: GET .../ports, POST .../ports/public */
+extern const struct pd_route pd_routes_console[];     /* routes_console.c: the web console's pages */
+extern const struct pd_route pd_routes_console_session[]; /* routes_console.c: its sign-in and out */
+extern const struct pd_route pd_routes_console_pty[]; /* console_pty_ws.c: a pty over a WebSocket */
 /* A sandbox's ports (ports.c): a request whose Host is
  * <port>-<id>.<domain>[:n] or whose path is /api/v1/sandboxes/{id}/ports/
  * {port}/...; relayed as sent, authenticated by the port token. */

@@ -28,6 +28,7 @@
 #include "server/api/api.h"
 #include "server/api/ports.h"
 #include "server/core/port_host.h"
+#include "server/core/sessions.h"
 #include "server/core/tunnel.h"
 #include "server/core/store.h"
 #include "lib/util.h"
@@ -325,11 +326,47 @@ static void head_add(struct head_buf *h, const char *s, size_t n)
         h->p[h->len] = '\0';
 }
 
+/* A Cookie header without the console's session (core/sessions.h): the
+ * service inside the sandbox must never see it (the path form is on the
+ * console's origin, so the browser sends it there). Empty if nothing else. */
+static void cookie_without_session(const char *v, char *out, size_t cap)
+{
+        size_t o = 0;
+        out[0] = '\0';
+        for (const char *p = v; *p;) {
+                while (*p == ' ' || *p == ';')
+                        p++;
+                const char *e = strchrnul(p, ';');
+                size_t n = (size_t)(e - p);
+                bool ours = n >= sizeof PD_SESSION_COOKIE && !strncmp(p, PD_SESSION_COOKIE "=", sizeof PD_SESSION_COOKIE);
+                if (n && !ours && o + n + 3 < cap) {
+                        if (o) {
+                                memcpy(out + o, "; ", 2);
+                                o += 2;
+                        }
+                        memcpy(out + o, p, n);
+                        o += n;
+                        out[o] = '\0';
+                }
+                p = e;
+        }
+}
+
 static enum MHD_Result head_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
         struct head_buf *h = cls;
         if (skip_header(key, h->key_used, h->upgrade, h->code_port) || strpbrk(key, "\r\n:") || (value && strpbrk(value, "\r\n")))
                 return MHD_YES;
+        if (!strcasecmp(key, "Cookie") && value && strstr(value, PD_SESSION_COOKIE "=")) {
+                char rest[8192];
+                cookie_without_session(value, rest, sizeof rest);
+                if (!*rest)
+                        return MHD_YES;
+                head_add(h, "Cookie: ", 8);
+                head_add(h, rest, strlen(rest));
+                head_add(h, "\r\n", 2);
+                return MHD_YES;
+        }
         head_add(h, key, strlen(key));
         head_add(h, ": ", 2);
         if (value)
@@ -412,6 +449,19 @@ static enum MHD_Result finish(struct pd_req *r, struct port_call *c)
                 enum MHD_Result ret = pd_ports_ws_forward(r, st, tid, h.p, h.len, c->body, c->len, c->port, &c->ws);
                 free(h.p);
                 return ret;
+        }
+        /* The path form answers on the server's own origin, the web
+         * console's: a page the sandbox serves there must not act as the
+         * console (its session cookie rides along with same-origin
+         * requests). A CSP sandbox gives such a page an opaque origin, so
+         * the server refuses its cookie (core/http.c: Origin "null"). The
+         * host form is another origin already. */
+        static const char csp[] = "Content-Security-Policy: sandbox allow-scripts allow-forms allow-popups "
+                                  "allow-modals allow-downloads";
+        if (!c->host_form && pd_agent_stream_put_header(st, csp, sizeof csp - 1) < 0) {
+                free(h.p);
+                pd_agent_stream_free(st);
+                return MHD_NO;
         }
         char what[64];
         snprintf(what, sizeof what, "port %u", c->port);

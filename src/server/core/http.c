@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "server/core/server.h"
+#include "server/core/sessions.h"
 #include "server/core/store.h"
 #include "lib/util.h"
 
@@ -198,7 +199,68 @@ static const struct pd_route *route_find(struct pd_server *srv, const char *meth
         return NULL;
 }
 
-static bool authenticate(struct pd_server *srv, struct MHD_Connection *conn, struct pd_key *key)
+/* Origin "scheme://host[:port]" names this server as the client reached
+ * it (its Host header). */
+static bool origin_is_self(struct MHD_Connection *conn, const char *origin)
+{
+        const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host");
+        if (!host || !*host)
+                return false;
+        if (!strncmp(origin, "http://", 7))
+                origin += 7;
+        else if (!strncmp(origin, "https://", 8))
+                origin += 8;
+        else
+                return false;
+        return !strcasecmp(origin, host);
+}
+
+/* A console session (sessions.h) in the pd_session cookie, for the native
+ * API only. A cookie rides along with whatever a browser sends, so the
+ * request must show it comes from the console's own pages: no cross-site
+ * fetch metadata, an Origin (if any) naming this server, and for anything
+ * but GET/HEAD both an Origin and the X-Paddock-Console header, which a
+ * page of another origin cannot set without a CORS preflight we never
+ * grant. A WebSocket (a GET with Upgrade) must carry our Origin: browsers
+ * always send it there and cross-site WebSocket hijacking is the attack.
+ * 0 and *key, or an HTTP status with the reason in msg. */
+static unsigned cookie_auth(struct pd_server *srv, struct MHD_Connection *conn, const char *method,
+                            const char *url, struct pd_key *key, char *msg, size_t msgsz)
+{
+        const char *tok = MHD_lookup_connection_value(conn, MHD_COOKIE_KIND, PD_SESSION_COOKIE);
+        if (!tok || strncmp(url, "/api/v1/", 8))
+                return 401;
+        const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+        const char *site = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Sec-Fetch-Site");
+        const char *upgrade = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Upgrade");
+        bool safe = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+        if (site && strcmp(site, "same-origin") && strcmp(site, "none")) {
+                snprintf(msg, msgsz, "console session refused: a %.16s request", site);
+                return 403;
+        }
+        if (origin && !origin_is_self(conn, origin)) {
+                snprintf(msg, msgsz, "console session refused: request from another origin");
+                return 403;
+        }
+        if ((!safe || (upgrade && *upgrade)) && !origin) {
+                snprintf(msg, msgsz, "console session refused: no Origin header");
+                return 403;
+        }
+        if (!safe && !MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Paddock-Console")) {
+                snprintf(msg, msgsz, "console session refused: no X-Paddock-Console header");
+                return 403;
+        }
+        if (!pd_session_lookup(srv, tok, key)) {
+                snprintf(msg, msgsz, "console session expired or signed out: sign in again");
+                return 401;
+        }
+        return 0;
+}
+
+/* 0 and *key for an API key (Authorization: Bearer, X-API-Key) or a
+ * console session; else an HTTP status (401, 403) with msg set. */
+static unsigned authenticate(struct pd_server *srv, struct MHD_Connection *conn, const char *method,
+                             const char *url, struct pd_key *key, char *msg, size_t msgsz)
 {
         const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
         const char *k = NULL;
@@ -209,7 +271,10 @@ static bool authenticate(struct pd_server *srv, struct MHD_Connection *conn, str
         }
         if (!k || !*k)
                 k = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-API-Key");
-        return k && pd_store_key_lookup(srv->store, k, key) == 0;
+        snprintf(msg, msgsz, "missing or wrong API key (send Authorization: Bearer KEY)");
+        if (k)
+                return pd_store_key_lookup(srv->store, k, key) == 0 ? 0 : 401;
+        return cookie_auth(srv, conn, method, url, key, msg, msgsz);
 }
 
 /* A decoded NUL in the path or the query ("%00"): libmicrohttpd hands
@@ -302,9 +367,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                         return pd_reply_error(&c->r, 404, "not_found", "no such route: %s %s", method, path);
                 }
                 if (!(c->route->flags & PD_ROUTE_PUBLIC)) {
-                        if (!authenticate(srv, conn, &c->r.key))
-                                return pd_reply_error(&c->r, 401, "unauthorized",
-                                                      "missing or wrong API key (send Authorization: Bearer KEY)");
+                        char why_auth[160];
+                        unsigned st = authenticate(srv, conn, method, path, &c->r.key, why_auth, sizeof why_auth);
+                        if (st)
+                                return pd_reply_error(&c->r, st, st == 403 ? "forbidden" : "unauthorized", "%s",
+                                                      why_auth);
                         c->r.authed = true;
                 }
                 if (!(c->route->flags & PD_ROUTE_STREAM_BODY)) {

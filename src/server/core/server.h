@@ -19,6 +19,8 @@
  *   tunnel.c    HTTP through an agent tunnel
  *   tokens.c    HMAC tokens of the server's secret
  *   port_host.c the domain of sandbox port URLs (with the server's port)
+ *   sessions.c  the web console's sign-in sessions (cookie tokens; http.c
+ *               accepts them with its cross-origin checks)
  *
  * Threading: libmicrohttpd runs one thread per connection
  * (MHD_USE_THREAD_PER_CONNECTION), so a route handler may block: a streaming

@@ -1,0 +1,63 @@
+"""The console in a real browser (console.test.mjs): Debian's chromium driven
+by puppeteer-core (tests/console/package-lock.json, installed by
+scripts/setup.sh), against a paddock serve of its own. One browser for
+the suite; the browser and the server are ended even when a step fails:
+node runs in its own session (process group), which is killed, and any
+chromium still holding this run's profile dir is killed by pid.
+
+    sudo /usr/bin/python3 -m pytest -q tests/console/test_console_browser.py
+"""
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+
+import pytest
+
+from pdtest.env import kill_by_cmdline
+from pdtest.server import run_paddock, server_fixture
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHROMIUM = os.environ.get("PD_CHROMIUM", "/usr/bin/chromium")
+NODE = shutil.which("node")
+BUDGET_S = 240
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="paddock serve's container tier needs root"),
+    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason="no chromium (scripts/setup.sh installs it)"),
+    pytest.mark.skipif(not NODE, reason="no node (scripts/setup.sh installs it)"),
+    pytest.mark.skipif(not os.path.isdir(os.path.join(HERE, "node_modules", "puppeteer-core")),
+                       reason="puppeteer-core not installed (scripts/setup.sh: npm ci in tests/console)"),
+]
+
+srv = server_fixture("--pool", "0")
+
+
+def test_console_in_browser(srv):
+    r = run_paddock("key", "create", "--name", "browser2", "--state-dir", srv.state)
+    assert r.returncode == 0, r.stderr
+    key2 = r.stdout.strip()
+    profile = tempfile.mkdtemp(prefix="pd-console-chromium-", dir="/tmp")
+    env = dict(os.environ, PD_URL=srv.url, PD_KEY=srv.key, PD_KEY2=key2, PD_PROFILE=profile, PD_CHROMIUM=CHROMIUM)
+    p = subprocess.Popen([NODE, os.path.join(HERE, "console.test.mjs")], cwd=HERE, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=BUDGET_S)
+    except subprocess.TimeoutExpired:
+        out = "(over %d s)" % BUDGET_S
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+        else:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)    # chromium helpers left in node's group
+            except ProcessLookupError:
+                pass
+        # a chromium that left the group (its zygote) still names our profile
+        kill_by_cmdline(profile.encode())
+        shutil.rmtree(profile, ignore_errors=True)
+    print(out)
+    assert p.returncode == 0, out
+    assert "1.." in out, out
