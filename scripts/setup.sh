@@ -32,9 +32,9 @@ packages=(
   # here (nss myhostname answers *.localhost; docs/api.md "Ports")
   libnss-myhostname
   # the web console's browser tests (tests/console): Debian's chromium,
-  # driven by puppeteer-core from tests/console/package-lock.json; npm
-  # installs the console's pinned front-end packages below
-  chromium nodejs npm
+  # driven by puppeteer-core from tests/console/package-lock.json (npm:
+  # below, only where the host has none)
+  chromium
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -72,6 +72,12 @@ fi
 # paddock serve) and its browser tests' driver (tests/console:
 # puppeteer-core), both pinned in their package-lock.json; npm ci installs
 # exactly that, once. Before meson setup: the install rules look for xterm.js.
+# A host without npm gets Debian's (a host with its own node and npm, e.g.
+# NodeSource's, keeps them: Debian's npm would conflict with it).
+if ! command -v npm >/dev/null 2>&1; then
+  echo "setup: installing Debian's nodejs and npm (apt-get)" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
 for d in src/console tests/console; do
   if [ ! -d "$d/node_modules" ] || [ "$d/package-lock.json" -nt "$d/node_modules/.package-lock.json" ]; then
     if command -v npm >/dev/null 2>&1; then
