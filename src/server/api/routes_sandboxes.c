@@ -684,6 +684,7 @@ const struct pd_route pd_routes_sandboxes[] = {
         { "GET", "/api/v1/sandboxes/{id}/metrics", sandbox_metrics, 0, 0 },
         { "GET", "/api/v1/sandboxes/{id}/audit", sandbox_audit, 0, 0 },
         { "GET", "/api/v1/health", health, PD_ROUTE_PUBLIC, 0 },
+        { "GET", "/healthz", health, PD_ROUTE_PUBLIC, 0 },     /* the usual probe path */
         { "GET", "/metrics", prom_metrics, PD_ROUTE_PUBLIC, 0 },
         { 0 },
 };
