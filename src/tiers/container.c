@@ -751,9 +751,12 @@ static int container_destroy(struct pd_sandbox *sb, struct pd_error *err)
 static int container_stats(struct pd_sandbox *sb, struct pd_sandbox_stats *out, struct pd_error *err)
 {
         int r = pd_host_stats(sb, out, err);
-        if (r < 0 || sb->dirfd < 0)
+        if (r < 0)
                 return r;
-        int fd = openat(sb->dirfd, "mnt", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        /* by path: an adopted sandbox has no dirfd */
+        char mnt[PATH_MAX + 8];
+        snprintf(mnt, sizeof mnt, "%s/mnt", sb->dir);
+        int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         struct statfs fs;
         if (fd >= 0 && fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC)
                 out->disk_used = (uint64_t)(fs.f_blocks - fs.f_bfree) * (uint64_t)fs.f_bsize;

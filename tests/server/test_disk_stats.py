@@ -75,3 +75,15 @@ def test_cli_create_says_the_limit_was_lowered(srv):
         assert "note: disk_mb 1024 lowered to 192:" in err, err
     finally:
         srv.delete(sid)
+
+
+def test_disk_used_measured_after_adoption(srv):
+    sid = srv.create({"disk_mb": 64})["id"]
+    try:
+        assert srv.exec(sid, ["sh", "-c", "head -c 8388608 /dev/zero > /home/user/f"])["exit_code"] == 0
+        srv.stop()
+        srv.start()        # the new server adopts it
+        m = _metrics(srv, sid)
+        assert m["disk_used_bytes"] >= 8 * MiB and m["disk_limit_bytes"] == 64 * MiB, m
+    finally:
+        srv.delete(sid)
