@@ -87,3 +87,13 @@ def test_disk_used_measured_after_adoption(srv):
         assert m["disk_used_bytes"] >= 8 * MiB and m["disk_limit_bytes"] == 64 * MiB, m
     finally:
         srv.delete(sid)
+
+
+def test_disk_used_on_the_supervised_tier(srv):
+    sid = srv.create({"isolation": "supervised", "disk_mb": 64})["id"]
+    try:
+        assert srv.exec(sid, ["sh", "-c", "head -c 4194304 /dev/zero > /home/user/f"])["exit_code"] == 0
+        m = _metrics(srv, sid)
+        assert m["disk_used_bytes"] >= 4 * 1048576 and m["disk_limit_bytes"] == 64 * MiB, m
+    finally:
+        srv.delete(sid)
