@@ -1,8 +1,10 @@
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +30,36 @@ static void remove_runtime_leftovers(struct pd_state *st)
         (void)rmdir("/dev/shm/paddock");
 }
 
+/* Audit logs are not gc's to remove (their owners may still read them):
+ * say what is kept and until when. */
+static void report_audit_logs(struct pd_state *st)
+{
+        int fd = openat(st->dirfd, "audit", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return;
+        }
+        unsigned n = 0;
+        unsigned long long bytes = 0;
+        struct dirent *de;
+        struct stat sb;
+        while ((de = readdir(d)))
+                if (strlen(de->d_name) > 6 && !strcmp(de->d_name + strlen(de->d_name) - 6, ".jsonl") &&
+                    fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode)) {
+                        n++;
+                        bytes += (unsigned long long)sb.st_size;
+                }
+        closedir(d);
+        if (!n)         /* nothing kept (a state dir no server used): no line */
+                return;
+        printf("kept %u audit log%s (%llu bytes) in %s/audit: paddock serve removes each one\n"
+               "--audit-retention days (default 7) after its sandbox's last event\n",
+               n, n == 1 ? "" : "s", bytes, st->dir);
+}
+
 int pd_cmd_gc(int argc, char **argv)
 {
         const char *state_dir = pd_state_dir_default();
@@ -44,7 +76,8 @@ int pd_cmd_gc(int argc, char **argv)
                 case 'h':
                         printf("usage: paddock gc [--state-dir DIR]\n"
                                "Destroy every sandbox, cgroup and uid range owned by the state directory,\n"
-                               "and its network router.\n");
+                               "and its network router. The audit logs of the sandboxes stay (the server\n"
+                               "removes them after --audit-retention days); gc says how many it kept.\n");
                         return 0;
                 default: return PD_EXIT_PADDOCK;
                 }
@@ -66,11 +99,13 @@ int pd_cmd_gc(int argc, char **argv)
                 r = pd_router_gc(&st, NULL, NULL, &err);
         if (r >= 0)
                 remove_runtime_leftovers(&st);
-        pd_state_close(&st);
         if (r < 0) {
+                pd_state_close(&st);
                 pd_cli_error("gc: %s", err.msg);
                 return PD_EXIT_PADDOCK;
         }
         printf("removed %d sandbox%s\n", n, n == 1 ? "" : "es");
+        report_audit_logs(&st);
+        pd_state_close(&st);
         return 0;
 }

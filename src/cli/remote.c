@@ -181,6 +181,13 @@ static int cmd_create(const struct pd_rc *rc, int argc, char **argv)
                         json_dumpf(sb, stdout, JSON_INDENT(2)), putchar('\n');
                 else
                         printf("%s\n", json_string_value(json_object_get(sb, "id")));
+                /* what the server changed of the request (a lowered disk
+                 * limit): on stderr, stdout stays the id alone */
+                size_t i;
+                json_t *note;
+                json_array_foreach(json_object_get(sb, "notes"), i, note)
+                        if (json_is_string(note))
+                                fprintf(stderr, "note: %s\n", json_string_value(note));
         }
         json_decref(sb);
 out:

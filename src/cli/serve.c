@@ -108,6 +108,9 @@ static void serve_usage(FILE *f)
                 "                         (repeatable; default none: server-side pulls refused)\n"
                 "  --destroy-on-exit      destroy every sandbox on SIGTERM/SIGINT (default:\n"
                 "                         keep them running; the next server adopts them)\n"
+                "  --audit-retention DAYS keep the audit log of a deleted sandbox DAYS days\n"
+                "                         after its last event, then remove it (default 7;\n"
+                "                         0: at the next hourly sweep or start)\n"
                 "  --log-level L          error, warn, info (default) or debug\n"
                 "  --access-log FILE|-    one line per request (time, key id, method, route,\n"
                 "                         status, bytes, duration; never a key or a body) to\n"
@@ -118,7 +121,7 @@ static void serve_usage(FILE *f)
 int pd_cmd_serve(int argc, char **argv)
 {
         enum { O_LISTEN = 256, O_STATE, O_POOL, O_MAX, O_MAXKEY, O_DESTROY, O_DOMAIN, O_UPLINK, O_RESOLVER,
-               O_E2BNET, O_PRINT_ROUTES, O_TPLREG, O_LOGLEVEL, O_ACCESSLOG };
+               O_E2BNET, O_PRINT_ROUTES, O_TPLREG, O_LOGLEVEL, O_ACCESSLOG, O_AUDITRET };
         static const struct option opts[] = {
                 { "listen", required_argument, NULL, O_LISTEN },
                 { "state-dir", required_argument, NULL, O_STATE },
@@ -133,6 +136,7 @@ int pd_cmd_serve(int argc, char **argv)
                 { "template-registry", required_argument, NULL, O_TPLREG },
                 { "log-level", required_argument, NULL, O_LOGLEVEL },
                 { "access-log", required_argument, NULL, O_ACCESSLOG },
+                { "audit-retention", required_argument, NULL, O_AUDITRET },
                 /* hidden: the registered routes, one a line (tests/server/test_openapi.py) */
                 { "print-routes", no_argument, NULL, O_PRINT_ROUTES },
                 { "help", no_argument, NULL, 'h' },
@@ -146,6 +150,7 @@ int pd_cmd_serve(int argc, char **argv)
                 .max_sandboxes = 1000,
                 .max_per_key = 100,
                 .default_timeout_s = 300,
+                .audit_retention_days = 7,
         };
         static const char *registries[32];
         unsigned n_registries = 0;
@@ -220,6 +225,10 @@ int pd_cmd_serve(int argc, char **argv)
                         }
                         break;
                 case O_ACCESSLOG: access_log = optarg; break;
+                case O_AUDITRET:
+                        if (parse_uint("--audit-retention", optarg, 0, 36500, &cfg.audit_retention_days) < 0)
+                                return PD_EXIT_PADDOCK;
+                        break;
                 case 'h': serve_usage(stdout); return 0;
                 default:
                         pd_cli_error("serve: unknown option '%s' or missing value (see paddock serve --help)",

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/close_range.h>
+#include <linux/magic.h>
 #include <linux/sched.h>
 #include <net/if.h>
 #include <poll.h>
@@ -29,6 +30,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/syscall.h>
 #include <grp.h>
 #include <sys/un.h>
@@ -743,6 +745,26 @@ static int container_destroy(struct pd_sandbox *sb, struct pd_error *err)
         return r;
 }
 
+/* The cgroup's figures, and the writable layer's use: its tmpfs, attached
+ * by the host at <sandbox dir>/mnt (keep_stage). Not attached (a one-shot
+ * run): disk_used stays 0, unknown. */
+static int container_stats(struct pd_sandbox *sb, struct pd_sandbox_stats *out, struct pd_error *err)
+{
+        int r = pd_host_stats(sb, out, err);
+        if (r < 0)
+                return r;
+        /* by path: an adopted sandbox has no dirfd */
+        char mnt[PATH_MAX + 8];
+        snprintf(mnt, sizeof mnt, "%s/mnt", sb->dir);
+        int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct statfs fs;
+        if (fd >= 0 && fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC)
+                out->disk_used = (uint64_t)(fs.f_blocks - fs.f_bfree) * (uint64_t)fs.f_bsize;
+        if (fd >= 0)
+                close(fd);
+        return 0;
+}
+
 const struct pd_tier_ops pd_tier_container = {
         .name = "container",
         .data_size = sizeof(struct pd_host_data),
@@ -758,7 +780,7 @@ const struct pd_tier_ops pd_tier_container = {
         .resume = container_resume,
         .snapshot = pd_container_snapshot,
         .destroy = container_destroy,
-        .stats = pd_host_stats,
+        .stats = container_stats,
         .adopt = pd_host_adopt,
 };
 
@@ -780,6 +802,6 @@ const struct pd_tier_ops pd_tier_supervised = {
         .resume = container_resume,
         .snapshot = pd_container_snapshot,
         .destroy = container_destroy,
-        .stats = pd_host_stats,
+        .stats = container_stats,
         .adopt = pd_host_adopt,
 };

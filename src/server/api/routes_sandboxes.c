@@ -213,6 +213,7 @@ static int parse_create(struct pd_server *srv, const char *key_id, json_t *body,
                 if (int_field(v, "disk_mb", 1, 1048576, &x, why, whysz) < 0)
                         return -1;
                 cr->spec.disk_bytes = (uint64_t)x << 20;
+                cr->disk_requested = true;
         }
         if ((v = json_object_get(body, "timeout"))) {
                 if (int_field(v, "timeout", 1, 86400, &x, why, whysz) < 0)
@@ -684,6 +685,7 @@ const struct pd_route pd_routes_sandboxes[] = {
         { "GET", "/api/v1/sandboxes/{id}/metrics", sandbox_metrics, 0, 0 },
         { "GET", "/api/v1/sandboxes/{id}/audit", sandbox_audit, 0, 0 },
         { "GET", "/api/v1/health", health, PD_ROUTE_PUBLIC, 0 },
+        { "GET", "/healthz", health, PD_ROUTE_PUBLIC, 0 },     /* the usual probe path */
         { "GET", "/metrics", prom_metrics, PD_ROUTE_PUBLIC, 0 },
         { 0 },
 };

@@ -230,6 +230,14 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
         snprintf(e->isolation, sizeof e->isolation, "%s", pd_isolation_name(spec.isolation));
         e->spec = spec;
         e->spec.template_name = NULL;
+        if (req->disk_requested && sb->writable_bytes && sb->writable_bytes < spec.disk_bytes)
+                json_array_append_new(e->notes,
+                                      json_sprintf("disk_mb %llu lowered to %llu: the writable layer lives in the "
+                                                   "sandbox's memory (memory_mb %llu) and is kept below it, so "
+                                                   "a full disk is ENOSPC, not an OOM kill",
+                                                   (unsigned long long)(spec.disk_bytes >> 20),
+                                                   (unsigned long long)(sb->writable_bytes >> 20),
+                                                   (unsigned long long)(spec.memory_bytes >> 20)));
         json_decref(e->s.env);
         json_decref(e->s.metadata);
         e->s.env = req->env ? json_deep_copy(req->env) : json_object();
@@ -446,7 +454,8 @@ void pd_manager_sandbox_info(struct pd_server *srv, struct pd_srv_sandbox *s, st
                 out->timeout_remaining_ms = e->paused_remaining_ms;
         out->timeout_s = s->timeout_s;
         out->memory_bytes = e->spec.memory_bytes;
-        out->disk_bytes = e->spec.disk_bytes;
+        /* the effective limit: what the tier could give (see the note) */
+        out->disk_bytes = s->sb && s->sb->writable_bytes ? s->sb->writable_bytes : e->spec.disk_bytes;
         out->pids = e->spec.pids;
         out->millicpus = e->spec.millicpus;
         out->auto_pause = e->auto_pause;

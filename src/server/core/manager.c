@@ -70,6 +70,9 @@ int pd_manager_start(struct pd_server *srv, struct pd_error *err)
         int r = pd_mgr_adopt_all(srv, err);
         if (r < 0)
                 return r;
+        /* after adoption: every live sandbox's log is known to be live */
+        pd_audit_prune(srv);
+        m->next_audit_prune_ms = pd_boot_ms() + AUDIT_PRUNE_EVERY_MS;
 
         if ((r = pthread_create(&m->reaper, NULL, pd_mgr_reaper_main, srv)) != 0)
                 return pd_error_set(err, r, "start the reaper thread");

@@ -18,6 +18,7 @@ struct pd_create_req {
         bool auto_resume;               /* paused: a request to one of its ports resumes it */
         bool ports_public;              /* its ports answer without a port token */
         json_t *network;                /* borrowed: policy JSON (src/net/policy.h); NULL = none */
+        bool disk_requested;            /* disk_mb was asked for: say so if it is lowered */
         /* Already built (a fork's copy from the tier's own fork op): taken
          * over instead of a new create; destroyed if the create fails. */
         struct pd_sandbox *made;

@@ -21,6 +21,8 @@
 #include "server/core/manager.h"
 
 #define PD_MGR_MAX_POOL_SIZE 64
+/* the reaper sweeps expired audit logs this often (audit_retention.c) */
+#define AUDIT_PRUNE_EVERY_MS (3600u * 1000u)
 
 /* The table's element: the public part first, our bookkeeping after. */
 struct entry {
@@ -43,6 +45,7 @@ struct mgr {
         pthread_t watcher;
         bool watcher_started;
         uint64_t creates_total;
+        uint64_t next_audit_prune_ms;   /* CLOCK_BOOTTIME (reaper.c) */
         char boot_id[40];
         struct pd_pool *pool;
 };

@@ -70,6 +70,15 @@ void *pd_mgr_reaper_main(void *arg)
                         pthread_mutex_lock(&srv->lock);
                         continue;
                 }
+                if (now >= m->next_audit_prune_ms) {
+                        m->next_audit_prune_ms = now + AUDIT_PRUNE_EVERY_MS;
+                        pthread_mutex_unlock(&srv->lock);
+                        pd_audit_prune(srv);
+                        pthread_mutex_lock(&srv->lock);
+                        continue;
+                }
+                if (m->next_audit_prune_ms - now < earliest - now)
+                        earliest = m->next_audit_prune_ms;
                 /* Sleep until the earliest deadline. The wait is on
                  * CLOCK_MONOTONIC, which stops during suspend while
                  * BOOTTIME runs on: cap it, and recompute on waking. */

@@ -97,6 +97,9 @@ struct pd_server_config {
          * exact); none: server-side pulls are refused (docs/templates.md) */
         const char *const *template_registries;
         unsigned n_template_registries;
+        /* audit logs of deleted sandboxes are removed this many days after
+         * their last line (audit_retention.c; default 7) */
+        unsigned audit_retention_days;
 };
 
 struct pd_server {
@@ -220,6 +223,10 @@ int pd_server_stop_fd(struct pd_server *srv);
 /* http.c: start/stop the libmicrohttpd daemon on srv->cfg.listen_addr. */
 int pd_http_start(struct pd_server *srv, struct pd_error *err);
 void pd_http_stop(struct pd_server *srv);
+/* audit_retention.c: remove the logs of sandboxes no longer in the table
+ * whose last line is older than cfg.audit_retention_days. */
+void pd_audit_prune(struct pd_server *srv);
+
 /* audit_log.c: the route streaming GET /sandboxes/{id}/audit[?follow=1]. */
 enum MHD_Result pd_audit_reply(struct pd_req *r, const char *sandbox_id, struct pd_srv_sandbox *live);
 /* Note: pd_reply_response takes over resp (it drops the caller's reference
