@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "proto/vmmux.h"
@@ -46,15 +47,28 @@ static void *mux_thread(void *p)
 }
 
 /* Read exactly n bytes from fd (blocking with a deadline); false if the
- * host ended or stalled (a bug in the harness, not in the target). */
+ * host ended or stalled (a bug in the harness, not in the target).
+ * libFuzzer's SIGALRM (its -timeout watchdog) interrupts poll and read on a
+ * slow machine: EINTR is not the end (CI saw an abort on a loaded host). */
 static bool read_n(int fd, uint8_t *buf, size_t n)
 {
         size_t got = 0;
+        struct timespec t0, now;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         while (got < n) {
+                clock_gettime(CLOCK_MONOTONIC, &now);
+                long left = 30000 - ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
+                if (left <= 0)
+                        return false;
                 struct pollfd p = { .fd = fd, .events = POLLIN };
-                if (poll(&p, 1, 30000) <= 0)
+                int pr = poll(&p, 1, (int)left);
+                if (pr < 0 && errno == EINTR)
+                        continue;
+                if (pr <= 0)
                         return false;
                 ssize_t k = read(fd, buf + got, n - got);
+                if (k < 0 && errno == EINTR)
+                        continue;
                 if (k <= 0)
                         return false;
                 got += (size_t)k;
