@@ -127,7 +127,7 @@ static struct nftnl_rule *router_logged_drop(struct nftnl_rule *r, const char *k
 
 int pd_nft_router_init(struct pd_nft *n, const struct pd_nft_router_cfg *cfg, struct pd_error *err)
 {
-        if (cfg->n_open_deny > PD_NFT_OPEN_DENY_MAX)
+        if (cfg->n_open_deny > PD_NFT_OPEN_DENY_MAX || cfg->n_hard_deny > PD_NFT_OPEN_DENY_MAX)
                 return pd_error_setx(err, E2BIG, "more than %d never-reached ranges", PD_NFT_OPEN_DENY_MAX);
         if (cfg->uplink_ifname && strlen(cfg->uplink_ifname) >= IFNAMSIZ)
                 return pd_error_setx(err, EINVAL, "bad uplink name");
@@ -154,6 +154,20 @@ int pd_nft_router_init(struct pd_nft *n, const struct pd_nft_router_cfg *cfg, st
                         return r;
                 }
                 pd_nft_tx_elems(&tx, NFT_MSG_NEWSETELEM, s);
+                const char *hname = fams[f] == AF_INET ? "hard4" : "hard6";
+                pd_nft_tx_set(&tx, NFT_MSG_NEWSET, pd_nft_set_new_addrproto(hname, fams[f]));
+                size_t nf = 0;
+                for (size_t i = 0; i < cfg->n_hard_deny; i++)
+                        nf += cfg->hard_deny[i].family == fams[f];
+                if (!nf)
+                        continue;       /* empty: no element message */
+                s = pd_nft_set_named(hname);
+                if (s && (r = pd_nft_elems_add_addrproto(s, fams[f], cfg->hard_deny, cfg->n_hard_deny, err)) < 0) {
+                        nftnl_set_free(s);
+                        pd_nft_tx_abort(&tx);
+                        return r;
+                }
+                pd_nft_tx_elems(&tx, NFT_MSG_NEWSETELEM, s);
         }
         struct nftnl_set *ok = pd_nft_set_named("src4ok");
         if (ok) {
@@ -164,8 +178,8 @@ int pd_nft_router_init(struct pd_nft *n, const struct pd_nft_router_cfg *cfg, st
         pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, "guard", "filter", NF_INET_PRE_ROUTING, PRIO_GUARD, NF_ACCEPT);
         pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, "forward", "filter", NF_INET_FORWARD, PRIO_FILTER, NF_DROP);
         pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, "input", "filter", NF_INET_LOCAL_IN, PRIO_FILTER, NF_DROP);
-        static const char *const router_kinds[3] = { "spoof", "peer", "router" };
-        for (int k = 0; k < 3; k++) {
+        static const char *const router_kinds[4] = { "spoof", "peer", "router", "never" };
+        for (int k = 0; k < 4; k++) {
                 char chain[32];
                 snprintf(chain, sizeof chain, "lg%s", router_kinds[k]);
                 log_chain(&tx, chain, "-", router_kinds[k]);
@@ -186,6 +200,34 @@ int pd_nft_router_init(struct pd_nft *n, const struct pd_nft_router_cfg *cfg, st
         }
         pd_nft_tx_rule(&tx, rr);
         pd_nft_tx_rule(&tx, router_logged_drop(rule_iif_prefix("guard", 0), "spoof"));
+
+        /* What the uplink sends that conntrack cannot place (pasta emits
+         * a segment without flags at times) is dropped before anything
+         * else sees it: passed on, it made sandboxes reset their own HTTPS
+         * connections. */
+        if (cfg->uplink_ifname) {
+                static const char *const chains[2] = { "forward", "input" };
+                for (int i = 0; i < 2; i++) {
+                        char ifn[IFNAMSIZ] = { 0 };
+                        strncpy(ifn, cfg->uplink_ifname, IFNAMSIZ - 1);
+                        rr = pd_nft_rule_new(chains[i]);
+                        if (rr) {
+                                pd_nft_e_meta(rr, NFT_META_IIFNAME, NFT_REG_1);
+                                pd_nft_e_cmp(rr, NFT_REG_1, NFT_CMP_EQ, ifn, IFNAMSIZ);
+                                pd_nft_e_ct_state(rr, 1u);      /* invalid */
+                                verdict_rule(rr, NF_DROP, 1);
+                        }
+                        pd_nft_tx_rule(&tx, rr);
+                }
+        }
+
+        /* forward: the hard never set, whatever the sandbox's rules say */
+        for (int f = 0; f < 2; f++) {
+                rr = rule_iif_prefix("forward", 0);
+                if (rr)
+                        lookup_daddr(rr, fams[f], fams[f] == AF_INET ? "hard4" : "hard6", 0);
+                pd_nft_tx_rule(&tx, router_logged_drop(rr, "never"));
+        }
 
         /* forward: sandbox to sandbox never; then each sandbox's chain */
         rr = rule_iif_prefix("forward", 0);

@@ -1,0 +1,97 @@
+/* The one rule of a user-mode uplink's netns (uplink.h), table inet paddock
+ * there: a TCP segment from the router that is not a SYN (nor a RST) and
+ * belongs to no connection this netns knows is answered with a reset.
+ *
+ * Why: when the uplink process dies, the host sockets behind its
+ * connections die with it, but the sandboxes' ends stay open; the process
+ * that replaces it silently ignores segments of connections it never saw,
+ * so a sandbox would retransmit for many minutes. The supervisor flushes
+ * this netns's conntrack table when the process dies (uplink_main.c), so
+ * the next segment of every such connection matches here and the sandbox
+ * gets a reset it accepts (its sequence number is the segment's ack).
+ *
+ * And for slirp4netns, a masquerade out of its tap: libslirp answers only
+ * addresses of its own virtual network (10.0.2.0/24), not the router's
+ * transit address. pasta answers whatever address spoke to it. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_conntrack_common.h>
+#include <linux/netfilter/nf_tables.h>
+#include <net/if.h>
+#include <netinet/in.h>
+
+#include "nft_int.h"
+
+#define CT_BIT(x) (1u << ((x) + 1))     /* NF_CT_STATE_BIT (bit 0 = invalid) */
+#define TCP_SYN 0x02
+#define TCP_RST 0x04
+#define TCP_ACK 0x10
+
+int pd_nft_uplink_init(struct pd_nft *n, const char *rt_ifname, const char *tap_ifname, bool masq,
+                       struct pd_error *err)
+{
+        if (!rt_ifname || strlen(rt_ifname) >= IFNAMSIZ || !tap_ifname || strlen(tap_ifname) >= IFNAMSIZ)
+                return pd_error_setx(err, EINVAL, "bad interface name");
+        struct pd_nft_tx tx;
+        int r = pd_nft_tx_begin(n, &tx, err);
+        if (r < 0)
+                return r;
+        pd_nft_tx_table(&tx, NFT_MSG_NEWTABLE);
+        pd_nft_tx_table(&tx, NFT_MSG_DELTABLE);
+        pd_nft_tx_table(&tx, NFT_MSG_NEWTABLE);
+        pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, "forward", "filter", NF_INET_FORWARD, 0, NF_ACCEPT);
+        struct nftnl_rule *rr = pd_nft_rule_new("forward");
+        if (rr) {
+                char ifn[IFNAMSIZ] = { 0 };
+                uint8_t tcp = IPPROTO_TCP;
+                strncpy(ifn, rt_ifname, IFNAMSIZ - 1);
+                pd_nft_e_meta(rr, NFT_META_IIFNAME, NFT_REG_1);
+                pd_nft_e_cmp(rr, NFT_REG_1, NFT_CMP_EQ, ifn, IFNAMSIZ);
+                pd_nft_e_meta(rr, NFT_META_L4PROTO, NFT_REG_1);
+                pd_nft_e_cmp(rr, NFT_REG_1, NFT_CMP_EQ, &tcp, 1);
+                pd_nft_e_payload(rr, NFT_PAYLOAD_TRANSPORT_HEADER, 13, 1, NFT_REG_1);
+                pd_nft_e_mask_zero(rr, NFT_REG_1, TCP_SYN | TCP_RST);
+                pd_nft_e_ct_state(rr, CT_BIT(IP_CT_NEW) | 1u /* invalid */);
+                pd_nft_e_counter(rr);
+                pd_nft_e_reject_tcp(rr);
+        }
+        pd_nft_tx_rule(&tx, rr);
+        /* pasta (2023-03) answers a refused connect with a RST that has
+         * the right ack number but not the ACK flag, which a connecting
+         * socket ignores (RFC 793): it would wait for its timeout instead
+         * of getting ECONNREFUSED. The flag is set here. A RST to an
+         * established connection is judged by its sequence number only,
+         * so the flag changes nothing there. */
+        rr = pd_nft_rule_new("forward");
+        if (rr) {
+                char ifn[IFNAMSIZ] = { 0 };
+                uint8_t tcp = IPPROTO_TCP, rst = TCP_RST;
+                strncpy(ifn, tap_ifname, IFNAMSIZ - 1);
+                pd_nft_e_meta(rr, NFT_META_IIFNAME, NFT_REG_1);
+                pd_nft_e_cmp(rr, NFT_REG_1, NFT_CMP_EQ, ifn, IFNAMSIZ);
+                pd_nft_e_meta(rr, NFT_META_L4PROTO, NFT_REG_1);
+                pd_nft_e_cmp(rr, NFT_REG_1, NFT_CMP_EQ, &tcp, 1);
+                pd_nft_e_payload(rr, NFT_PAYLOAD_TRANSPORT_HEADER, 13, 1, NFT_REG_1);
+                pd_nft_e_cmp(rr, NFT_REG_1, NFT_CMP_EQ, &rst, 1);
+                pd_nft_e_add_tcp_flag(rr, TCP_ACK);
+        }
+        pd_nft_tx_rule(&tx, rr);
+        if (masq) {
+                char ifn[IFNAMSIZ] = { 0 };
+                strncpy(ifn, tap_ifname, IFNAMSIZ - 1);
+                pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, "postrouting", "nat", NF_INET_POST_ROUTING, 100, -1);
+                rr = pd_nft_rule_new("postrouting");
+                if (rr) {
+                        pd_nft_e_meta(rr, NFT_META_OIFNAME, NFT_REG_1);
+                        pd_nft_e_cmp(rr, NFT_REG_1, NFT_CMP_EQ, ifn, IFNAMSIZ);
+                        pd_nft_e_masq(rr);
+                }
+                pd_nft_tx_rule(&tx, rr);
+        }
+        r = pd_nft_tx_commit(&tx, err);
+        return r < 0 ? pd_error_prefix(err, "uplink netns nftables") : 0;
+}
