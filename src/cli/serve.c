@@ -93,12 +93,15 @@ static void serve_usage(FILE *f)
                 "  --max-per-key N        sandboxes per API key (default 100)\n"
                 "  --domain D             domain of sandbox ports: <port>-<id>.D reaches a port\n"
                 "                         inside a sandbox (default localhost; docs/api.md, Ports)\n"
-                "  --net-uplink netns:PATH|IFACE:ADDR/PREFIX:GW  where sandbox traffic leaves (the\n"
-                "                         router's uplink; docs/network.md). Without it, sandboxes with a\n"
-                "                         network reach only paddock's resolver\n"
-                "  --net-resolver IP[,IP] upstream DNS resolvers for paddock's resolver\n"
-                "  --e2b-network open|none  E2B creates that say nothing about the network\n"
-                "                         (default: open with --net-uplink, none without)\n"
+                "  --net-uplink UPLINK    where sandbox traffic leaves (the router's uplink;\n"
+                "                         docs/network.md): auto (default: pasta, else slirp4netns,\n"
+                "                         traffic leaving as the host's own sockets), pasta,\n"
+                "                         slirp4netns, none, netns:PATH or IFACE:ADDR/PREFIX:GW\n"
+                "  --net-resolver IP[,IP] upstream DNS resolvers for paddock's resolver (default:\n"
+                "                         the host's, from /etc/resolv.conf)\n"
+                "  --e2b-network open|none  open (default): E2B creates get the internet unless they\n"
+                "                         turn it off, as on E2B; none: no E2B sandbox gets a network\n"
+                "                         (a create that asks for one is refused)\n"
                 "  --destroy-on-exit      destroy every sandbox on SIGTERM/SIGINT (default: keep them\n"
                 "                         running; the next server adopts them)\n",
                 PD_DEFAULT_STATE_DIR);
@@ -159,9 +162,11 @@ int pd_cmd_serve(int argc, char **argv)
                         break;
                 case O_DESTROY: cfg.destroy_on_exit = true; break;
                 case O_UPLINK:
-                        if (strncmp(optarg, "netns:/", 7) && !strchr(optarg, ':')) {
-                                fprintf(stderr, "paddock serve: --net-uplink '%s': expected netns:/PATH or "
-                                                "IFACE:ADDR/PREFIX:GATEWAY\n", optarg);
+                        if (strncmp(optarg, "netns:/", 7) && !strchr(optarg, ':') && strcmp(optarg, "auto") &&
+                            strcmp(optarg, "pasta") && strcmp(optarg, "slirp4netns") && strcmp(optarg, "none")) {
+                                fprintf(stderr, "paddock serve: --net-uplink '%s': expected auto, pasta, "
+                                                "slirp4netns, none, netns:/PATH or IFACE:ADDR/PREFIX:GATEWAY\n",
+                                        optarg);
                                 return PD_EXIT_PADDOCK;
                         }
                         cfg.net_uplink = optarg;
@@ -199,8 +204,10 @@ int pd_cmd_serve(int argc, char **argv)
         signal(SIGPIPE, SIG_IGN);
 
         static struct pd_server srv;
+        /* E2B's own default: the internet, now that egress works out of
+         * the box (the default uplink) */
         if (!cfg.e2b_network)
-                cfg.e2b_network = cfg.net_uplink ? "open" : "none";
+                cfg.e2b_network = "open";
         srv.cfg = cfg;
         srv.audit_dirfd = -1;
         pthread_mutex_init(&srv.lock, NULL);

@@ -186,7 +186,9 @@ int pd_router_open(const struct pd_state *st, const struct pd_router_cfg *cfg, s
                 goto fail;
         char pin[PATH_MAX + 16], want[512], have[512];
         snprintf(pin, sizeof pin, "%s/router", r->dir);
-        snprintf(want, sizeof want, "uplink=%s\nresolvers=%s\npool=%s\n", cfg->uplink ? cfg->uplink : "",
+        /* "auto" is the default uplink: the same router as no setting */
+        snprintf(want, sizeof want, "uplink=%s\nresolvers=%s\npool=%s\n",
+                 cfg->uplink && strcmp(cfg->uplink, "auto") ? cfg->uplink : "",
                  cfg->resolvers ? cfg->resolvers : "", pool);
         r->nsfd = open_pinned(pin);
         if (r->nsfd >= 0) {

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,23 +295,33 @@ int pd_router_setup(struct pd_router *r, const struct pd_router_cfg *cfg, struct
 int pd_router_egress(const struct pd_state *st, struct pd_router_egress *out)
 {
         memset(out, 0, sizeof *out);
-        struct pd_router *r;
-        struct pd_error e2;
-        int rc = pd_router_open_existing(st, &r, &e2);
-        if (rc < 0)
-                return rc;
-        char text[4096];
-        if (pd_router_file_read(r, "egress", text, sizeof text) <= 0) {
+        /* read only: no lock, no netlink sockets of the router (a sandbox's
+         * network info asks this often) */
+        struct pd_router r = { .dirfd = -1, .lockfd = -1, .nsfd = -1 };
+        snprintf(r.dir, sizeof r.dir, "%s/net", st->rundir);
+        snprintf(r.instance, sizeof r.instance, "%s", st->instance);
+        r.dirfd = openat(st->rundirfd, "net", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (r.dirfd < 0)
+                return -ENOENT;
+        char text[4096], pin[PATH_MAX + 16];
+        snprintf(pin, sizeof pin, "%s/router", r.dir);
+        int ns = pd_router_pin_open(pin);
+        if (ns < 0) {
+                close(r.dirfd);
+                return -ENOENT;
+        }
+        close(ns);
+        if (pd_router_file_read(&r, "egress", text, sizeof text) <= 0) {
                 /* a router made before this file existed */
                 snprintf(out->uplink, sizeof out->uplink, "unknown");
-                pd_router_close(r);
+                close(r.dirfd);
                 return 0;
         }
         field(text, "uplink", out->uplink, sizeof out->uplink);
         field(text, "resolvers", out->resolvers, sizeof out->resolvers);
         field(text, "problem", out->problem, sizeof out->problem);
         if (!out->problem[0] && (!strcmp(out->uplink, "pasta") || !strcmp(out->uplink, "slirp4netns")))
-                (void)pd_uplink_up(r, out->problem, sizeof out->problem);
-        pd_router_close(r);
+                (void)pd_uplink_up(&r, out->problem, sizeof out->problem);
+        close(r.dirfd);
         return 0;
 }

@@ -12,6 +12,19 @@
 #include "sbnet.h"
 #include "server.h"
 
+/* What egress can do for this sandbox (docs/network.md, "The default
+ * uplink"): the uplink, the resolvers, and in one line why the sandbox
+ * reaches nothing when it does not. */
+static void add_egress(struct pd_server *srv, json_t *o)
+{
+        struct pd_router_egress eg;
+        if (pd_router_egress(&srv->state, &eg) < 0)
+                return;
+        json_object_set_new(o, "egress", json_pack("{s:s, s:s, s:b, s:s?}", "uplink", eg.uplink, "resolvers",
+                                                   eg.resolvers, "ok", !eg.problem[0], "problem",
+                                                   eg.problem[0] ? eg.problem : NULL));
+}
+
 json_t *pd_manager_network_json(struct pd_server *srv, const char *id)
 {
         char *text = NULL;
@@ -19,7 +32,10 @@ json_t *pd_manager_network_json(struct pd_server *srv, const char *id)
                 return json_pack("{s:s}", "mode", "none");
         json_t *o = json_loads(text, 0, NULL);
         free(text);
-        return o ? o : json_pack("{s:s}", "mode", "none");
+        if (!o)
+                return json_pack("{s:s}", "mode", "none");
+        add_egress(srv, o);
+        return o;
 }
 
 static enum MHD_Result get_network(struct pd_req *r, const char *chunk, size_t *chunk_len)
