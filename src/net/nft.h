@@ -128,9 +128,10 @@ int pd_nft_router_init(struct pd_nft *n, const struct pd_nft_router_cfg *cfg,
                        struct pd_error *err);
 /* The table of a user-mode uplink's netns (nft_uplink.c): segments from
  * the router's veth there (rt_ifname) of TCP connections it does not know
- * get a reset; resets from the process's tap (tap_ifname) get their ACK
- * flag; masq: masquerade out of the tap. */
-int pd_nft_uplink_init(struct pd_nft *n, const char *rt_ifname, const char *tap_ifname, bool masq,
+ * get a reset; for pasta, retransmitted SYNs are dropped and its resets
+ * (from tap_ifname) get their ACK flag; for slirp4netns, a masquerade out
+ * of the tap. */
+int pd_nft_uplink_init(struct pd_nft *n, const char *rt_ifname, const char *tap_ifname, bool pasta,
                        struct pd_error *err);
 /* Delete the whole table (router teardown). Missing table is not an error. */
 int pd_nft_router_fini(struct pd_nft *n, struct pd_error *err);

@@ -414,6 +414,26 @@ void pd_nft_e_add_tcp_flag(struct nftnl_rule *r, uint8_t flag)
         nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_CSUM_OFFSET, 16);      /* the TCP checksum */
 }
 
+void pd_nft_e_mask_eq(struct nftnl_rule *r, uint32_t reg, uint8_t mask, uint8_t value)
+{
+        uint8_t zero = 0;
+        struct nftnl_expr *e = add(r, "bitwise");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, reg);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, reg);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, 1);
+        nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &mask, 1);
+        nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &zero, 1);
+        pd_nft_e_cmp(r, reg, NFT_CMP_EQ, &value, 1);
+}
+
+void pd_nft_e_dynset_add(struct nftnl_rule *r, uint32_t sreg, const char *set)
+{
+        struct nftnl_expr *e = add(r, "dynset");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_SREG_KEY, sreg);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_OP, NFT_DYNSET_OP_ADD);
+        nftnl_expr_set_str(e, NFTNL_EXPR_DYNSET_SET_NAME, set);
+}
+
 void pd_nft_e_reject_tcp(struct nftnl_rule *r)
 {
         struct nftnl_expr *e = add(r, "reject");

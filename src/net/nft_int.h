@@ -54,6 +54,10 @@ void pd_nft_e_verdict(struct nftnl_rule *r, int verdict);
 void pd_nft_e_masq(struct nftnl_rule *r);
 /* "reg & mask == 0" on the one byte in reg (e.g. TCP flags) */
 void pd_nft_e_mask_zero(struct nftnl_rule *r, uint32_t reg, uint8_t mask);
+/* "reg & mask == value" on one byte */
+void pd_nft_e_mask_eq(struct nftnl_rule *r, uint32_t reg, uint8_t mask, uint8_t value);
+/* "add @set { key in sreg... }" (the set's own timeout) */
+void pd_nft_e_dynset_add(struct nftnl_rule *r, uint32_t sreg, const char *set);
 /* Set a TCP flag the rule matched as clear (the checksum follows). */
 void pd_nft_e_add_tcp_flag(struct nftnl_rule *r, uint8_t flag);
 /* "reject with tcp reset" (the kernel answers the packet with a RST whose

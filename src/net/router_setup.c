@@ -123,8 +123,17 @@ static void never_text(const struct pd_nft_cidr *c, size_t n, char *out, size_t 
         size_t o = 0;
         out[0] = 0;
         for (size_t i = 0; i < n; i++) {
+                /* the network (netd refuses bits past the prefix): the
+                 * macvlan's entry is the router's own address with the
+                 * network's prefix */
+                uint8_t net[16];
+                int bytes = c[i].family == AF_INET ? 4 : 16;
+                for (int b = 0; b < bytes; b++) {
+                        int keep = c[i].prefix - 8 * b;
+                        net[b] = c[i].addr[b] & (keep >= 8 ? 0xff : keep <= 0 ? 0 : (uint8_t)(0xff << (8 - keep)));
+                }
                 char a[INET6_ADDRSTRLEN];
-                inet_ntop(c[i].family, c[i].addr, a, sizeof a);
+                inet_ntop(c[i].family, net, a, sizeof a);
                 int w = snprintf(out + o, size - o, "%s%s/%u", o ? "," : "", a, c[i].prefix);
                 if (w < 0 || (size_t)w >= size - o)
                         break;

@@ -250,7 +250,7 @@ int pd_uplink_config_netns(struct pd_router *r, int nsfd, enum pd_uplink_kind ki
         struct pd_nft *nft;
         if ((rc = pd_nft_open(nsfd, &nft, err)) < 0)
                 return rc;
-        rc = pd_nft_uplink_init(nft, rt_ifname, PD_UPLINK_IF, kind == PD_UPLINK_SLIRP, err);
+        rc = pd_nft_uplink_init(nft, rt_ifname, PD_UPLINK_IF, kind == PD_UPLINK_PASTA, err);
         pd_nft_close(nft);
         return rc;
 }

@@ -13,9 +13,22 @@ holds every address a test talks to, on its loopback interface:
   METADATA    169.254.169.254 and 100.100.100.200 (HTTP: "hello from ...")
   LAN         192.168.77.10 (HTTP), a private address
 
-paddock reaches it with --net-uplink netns:/run/netns/<name> (uplink) and
---net-resolver 198.51.100.53 (resolver). stop() kills what start() spawned
-(by pid) and deletes the namespace.
+paddock reaches it in one of two ways (FakeNet(..., uplink=)):
+
+  "netns"        --net-uplink netns:/run/netns/<name>: the router's veth
+                 goes straight into the fake internet.
+  "pasta",       the default user-mode uplink. A second namespace, "host"
+  "slirp4netns"  (pdt-host-<pid>-<n>), stands in for the host: address
+                 HOST_ADDR/24 on a veth to the fake internet (GATEWAY there),
+                 its default route through it. paddock itself runs in it
+                 (conftest.NETNS, `nsenter --net`), so the uplink process's
+                 sockets are that namespace's: no test traffic leaves the
+                 machine.
+
+Either way with --net-resolver 198.51.100.53 (resolver). stop() kills what
+start() spawned (by pid) and deletes the namespaces. The module fixture
+`fakenet` runs a module's tests once per uplink of $PADDOCK_TEST_UPLINKS
+(default "netns,pasta").
 """
 import itertools
 import json
@@ -35,6 +48,8 @@ DNS = "198.51.100.53"
 BULK_PORT = 9000
 METADATA = ["169.254.169.254", "100.100.100.200"]
 LAN = "192.168.77.10"
+HOST_ADDR = "198.18.0.2"        # the stand-in host's address (user-mode uplinks)
+GATEWAY = "198.18.0.1"          # its gateway, the fake internet's end of its veth
 ZONE = {
     "web.example.test": [["A", WEB[0], 30]],
     "api.example.test": [["A", WEB[1], 30]],
@@ -73,9 +88,12 @@ def bulk_server(addr, port):
 
 
 class FakeNet:
-    def __init__(self, tmpdir):
+    def __init__(self, tmpdir, uplink="netns"):
         self.tmp = str(tmpdir)
-        self.name = "pdt-inet-%d-%d" % (os.getpid(), next(_seq))
+        n = next(_seq)
+        self.name = "pdt-inet-%d-%d" % (os.getpid(), n)
+        self.mode = uplink
+        self.host = "pdt-host-%d-%d" % (os.getpid(), n) if uplink != "netns" else None
         self.procs = []
         self.dns_log = os.path.join(self.tmp, "dns-queries.log")
 
@@ -84,14 +102,22 @@ class FakeNet:
         return "/run/netns/" + self.name
 
     @property
+    def host_path(self):
+        return "/run/netns/" + self.host if self.host else None
+
+    @property
     def uplink(self):
-        return "netns:" + self.path
+        return "netns:" + self.path if self.mode == "netns" else self.mode
 
     resolver = DNS
 
     def args(self):
         """paddock run options that point the router at this fake internet."""
         return ["--net-uplink", self.uplink, "--net-resolver", DNS]
+
+    def host_exec(self, *argv, check=True):
+        """A command in the stand-in host (user-mode uplinks)."""
+        return sh("ip", "netns", "exec", self.host, *argv, check=check)
 
     def _spawn(self, argv, ready):
         p = subprocess.Popen(["ip", "netns", "exec", self.name] + argv, stdin=subprocess.DEVNULL,
@@ -140,6 +166,16 @@ class FakeNet:
                          "--log", self.dns_log, "--ready", r2], r2)
             self._spawn([sys.executable, os.path.abspath(__file__), "--bulk", WEB[0], str(BULK_PORT)], None)
             self._wait_port(WEB[0], BULK_PORT)
+            if self.host:
+                h = self.host
+                sh("ip", "netns", "add", h)
+                sh("ip", "-n", h, "link", "set", "lo", "up")
+                sh("ip", "-n", h, "link", "add", "eth0", "type", "veth", "peer", "name", "tohost", "netns", n)
+                sh("ip", "-n", h, "addr", "add", HOST_ADDR + "/24", "dev", "eth0")
+                sh("ip", "-n", h, "link", "set", "eth0", "up")
+                sh("ip", "-n", n, "addr", "add", GATEWAY + "/24", "dev", "tohost")
+                sh("ip", "-n", n, "link", "set", "tohost", "up")
+                sh("ip", "-n", h, "route", "add", "default", "via", GATEWAY)
         except BaseException:
             self.stop()
             raise
@@ -164,6 +200,8 @@ class FakeNet:
             except subprocess.TimeoutExpired:
                 pass
         self.procs = []
+        if self.host:
+            sh("ip", "netns", "del", self.host, check=False)
         sh("ip", "netns", "del", self.name, check=False)
 
 
@@ -175,12 +213,37 @@ if __name__ == "__main__":
 # ---- pytest fixtures and helpers shared by the tests that use a FakeNet ----
 
 
-@pytest.fixture(scope="module")
-def fakenet(tmp_path_factory):
-    """This module's fake internet (started and stopped with the module)."""
-    fn = FakeNet(tmp_path_factory.mktemp("fakenet")).start()
-    yield fn
-    fn.stop()
+def uplinks():
+    return [u for u in os.environ.get("PADDOCK_TEST_UPLINKS", "netns,pasta").split(",") if u]
+
+
+class hosted:
+    """Run paddock in fn's stand-in host (a no-op for the netns uplink)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __enter__(self):
+        import conftest
+        if self.fn.host:
+            conftest.NETNS[:] = [self.fn.host_path]
+        return self.fn
+
+    def __exit__(self, *exc):
+        import conftest
+        conftest.NETNS.clear()
+
+
+@pytest.fixture(scope="module", params=uplinks())
+def fakenet(request, tmp_path_factory):
+    """This module's fake internet (started and stopped with the module),
+    once per uplink (netns, and the default user-mode uplink)."""
+    fn = FakeNet(tmp_path_factory.mktemp("fakenet"), uplink=request.param).start()
+    try:
+        with hosted(fn):
+            yield fn
+    finally:
+        fn.stop()
 
 
 @pytest.fixture(scope="module")
@@ -207,6 +270,56 @@ def host_canary():
     stop.set()
     t.join()
     s.close()
+
+
+CANARY = r"""
+import socket, sys, threading
+log = open(sys.argv[1], "a")
+def serve(s):
+    while True:
+        c, peer = s.accept()
+        log.write("%s:%d from %s\n" % (s.getsockname()[0], s.getsockname()[1], peer[0])); log.flush()
+        c.sendall(b"hello from the host"); c.close()
+out = []
+for addr in sys.argv[2:]:
+    s = socket.socket(); s.bind((addr, 0)); s.listen(16)
+    out.append("%s:%d" % (addr, s.getsockname()[1]))
+    threading.Thread(target=serve, args=(s,), daemon=True).start()
+print(" ".join(out), flush=True)
+threading.Event().wait()
+"""
+
+
+@pytest.fixture(scope="module")
+def host_canaries(fakenet, tmp_path_factory):
+    """Listeners no sandbox may reach, on the host's loopback and on its own
+    interface addresses (the stand-in host's under a user-mode uplink):
+    yields (targets, hits) where targets are [addr, port] and hits() the
+    connections they got."""
+    log = str(tmp_path_factory.mktemp("canary") / "hits.log")
+    open(log, "w").close()
+    if fakenet.host:
+        addrs = ["127.0.0.1", HOST_ADDR, "0.0.0.0"]
+        argv = ["ip", "netns", "exec", fakenet.host]
+    else:
+        out = sh("ip", "-o", "-4", "addr", "show", "scope", "global").stdout.split()
+        addrs = ["127.0.0.1"] + [w.split("/")[0] for i, w in enumerate(out) if i and out[i - 1] == "inet"][:2]
+        argv = []
+    p = subprocess.Popen(argv + [sys.executable, "-c", CANARY, log] + addrs, stdout=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL, text=True)
+    try:
+        bound = p.stdout.readline().split()
+        assert bound, "canary did not start"
+        targets = []
+        for b in bound:
+            a, port = b.rsplit(":", 1)
+            if a == "0.0.0.0":      # bound to every address: try it on the host's own
+                a = HOST_ADDR if fakenet.host else addrs[-1]
+            targets.append([a, int(port), "tcp"])
+        yield targets, lambda: open(log).read()
+    finally:
+        p.kill()
+        p.wait()
 
 
 def net_dir(p):
