@@ -207,7 +207,15 @@ static json_t *info_body(struct pd_server *srv, struct pd_srv_sandbox *s)
         json_t *exp = json_object_get(n, "expires_at");
         const char *state = json_string_value(json_object_get(n, "state"));
         double cpus = json_number_value(json_object_get(n, "cpus"));
-        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:O, s:O, s:O, s:i, s:I, s:I, s:s, s:s, s:[s]}",
+        /* the network as E2B reports it, and in a note why it reaches
+         * nothing when it does not (docs/network.md, "E2B") */
+        json_t *net = json_object_get(n, "network");
+        const char *mode = json_string_value(json_object_get(net, "mode"));
+        const char *why = json_string_value(json_object_get(json_object_get(net, "egress"), "problem"));
+        json_t *notes = json_array();
+        if (why)
+                json_array_append_new(notes, json_sprintf("network: %s", why));
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:O, s:O, s:O, s:i, s:I, s:I, s:s, s:s, s:b, s:o}",
                               "sandboxID", s->id, "templateID", s->template_name, "alias", s->template_name,
                               "clientID", "paddock", "startedAt", json_object_get(n, "created_at"), "endAt",
                               json_is_string(exp) ? exp : json_object_get(n, "created_at"), "metadata",
@@ -215,7 +223,7 @@ static json_t *info_body(struct pd_server *srv, struct pd_srv_sandbox *s)
                               "memoryMB", json_integer_value(json_object_get(n, "memory_mb")), "diskSizeMB",
                               json_integer_value(json_object_get(n, "disk_mb")), "envdVersion",
                               PD_E2B_ENVD_VERSION, "state", state && !strcmp(state, "paused") ? "paused" : "running",
-                              "notes", "network: none (paddock sandboxes have no network yet)");
+                              "allowInternetAccess", mode && !strcmp(mode, "open"), "notes", notes);
         json_decref(n);
         return o;
 }

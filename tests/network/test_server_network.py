@@ -131,6 +131,9 @@ def test_e2b_fields_map_onto_the_policy(tmproot, fakenet):
         net = t.json("GET", "/api/v1/sandboxes/" + j["sandboxID"], expect=200)[1]["network"]
         assert net["mode"] == "open", net
         assert net["egress"]["ok"] is False and "--net-uplink none" in net["egress"]["problem"], net
+        info = t.json("GET", "/sandboxes/" + j["sandboxID"], expect=200)[1]
+        assert info["allowInternetAccess"] is True, info
+        assert [n for n in info["notes"] if n.startswith("network: ") and "--net-uplink none" in n], info
     finally:
         finish(t)
     # --e2b-network none caps E2B sandboxes: no network, and a create that
@@ -142,6 +145,8 @@ def test_e2b_fields_map_onto_the_policy(tmproot, fakenet):
             st, j = u.json("POST", "/sandboxes", dict({"templateID": "base"}, **body))
             assert st == 201, (body, j)
             assert u.json("GET", "/api/v1/sandboxes/" + j["sandboxID"], expect=200)[1]["network"] == {"mode": "none"}
+            info = u.json("GET", "/sandboxes/" + j["sandboxID"], expect=200)[1]
+            assert info["allowInternetAccess"] is False and info["notes"] == [], info
         for body in ({"allow_internet_access": True}, {"network": {"allowOut": [WEB[0]]}}):
             st, _, data = u.request("POST", "/sandboxes", dict({"templateID": "base"}, **body))
             assert st == 400 and b"--e2b-network none" in data, (body, st, data)
