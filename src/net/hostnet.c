@@ -8,6 +8,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <libmnl/libmnl.h>
+#include <linux/neighbour.h>
+#include <linux/rtnetlink.h>
 
 #include "hostnet.h"
 #include "util.h"
@@ -149,5 +152,92 @@ bool pd_hostnet_ipv6_route(void)
         inet_pton(AF_INET6, "2001:4860:4860::8888", &sa.sin6_addr);    /* any global address */
         bool ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
         close(fd);
+        return ok;
+}
+
+struct neigh_q {
+        uint8_t addr[16];
+        int ifindex;
+        bool usable;
+};
+
+static int neigh_cb(const struct nlmsghdr *h, void *data)
+{
+        struct neigh_q *q = data;
+        const struct ndmsg *nd = mnl_nlmsg_get_payload(h);
+        if (h->nlmsg_type != RTM_NEWNEIGH || nd->ndm_family != AF_INET6 || nd->ndm_ifindex != q->ifindex)
+                return MNL_CB_OK;
+        const struct nlattr *a;
+        mnl_attr_for_each(a, h, sizeof *nd) {
+                if (mnl_attr_get_type(a) == NDA_DST && mnl_attr_get_payload_len(a) == 16 &&
+                    !memcmp(mnl_attr_get_payload(a), q->addr, 16))
+                        q->usable |= (nd->ndm_state & (NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE |
+                                                       NUD_PERMANENT | NUD_NOARP)) != 0;
+        }
+        return MNL_CB_OK;
+}
+
+/* Is the neighbour addr on ifindex known to answer (not FAILED, not
+ * INCOMPLETE, not unknown)? One rtnetlink dump. */
+static bool neigh_usable(const uint8_t addr[16], int ifindex)
+{
+        struct mnl_socket *nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
+        if (!nl)
+                return false;
+        struct neigh_q q = { .ifindex = ifindex };
+        memcpy(q.addr, addr, 16);
+        char buf[16384];
+        struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+        nlh->nlmsg_type = RTM_GETNEIGH;
+        nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+        nlh->nlmsg_seq = 1;
+        struct ndmsg *nd = mnl_nlmsg_put_extra_header(nlh, sizeof *nd);
+        nd->ndm_family = AF_INET6;
+        if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) == 0 && mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) >= 0) {
+                unsigned portid = mnl_socket_get_portid(nl);
+                for (;;) {
+                        ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof buf);
+                        if (n <= 0 || mnl_cb_run(buf, (size_t)n, 1, portid, neigh_cb, &q) <= MNL_CB_STOP)
+                                break;
+                }
+        }
+        mnl_socket_close(nl);
+        return q.usable;
+}
+
+static int hexbyte(const char *p)
+{
+        unsigned v;
+        return sscanf(p, "%2x", &v) == 1 ? (int)v : -1;
+}
+
+bool pd_hostnet_ipv6_working(char *why, size_t whysz)
+{
+        FILE *f = fopen("/proc/net/ipv6_route", "re");
+        if (!f) {
+                snprintf(why, whysz, "the host has no IPv6");
+                return false;
+        }
+        char line[512];
+        bool route = false, ok = false;
+        while (!ok && fgets(line, sizeof line, f)) {
+                char dst[33], hop[33], dev[IF_NAMESIZE + 1];
+                unsigned plen, flags;
+                if (sscanf(line, "%32s %x %*s %*s %32s %*s %*s %*s %x %16s", dst, &plen, hop, &flags, dev) != 5)
+                        continue;
+                /* a default route through a gateway, not lo, not reject */
+                if (plen != 0 || strspn(dst, "0") != 32 || !(flags & 0x2) || (flags & 0x200) || !strcmp(dev, "lo"))
+                        continue;
+                route = true;
+                uint8_t gw[16];
+                for (int i = 0; i < 16; i++)
+                        gw[i] = (uint8_t)hexbyte(hop + 2 * i);
+                int ifindex = (int)if_nametoindex(dev);
+                ok = ifindex > 0 && neigh_usable(gw, ifindex);
+        }
+        fclose(f);
+        if (!ok)
+                snprintf(why, whysz, route ? "the host's IPv6 default gateway has not answered (no neighbour entry)"
+                                           : "the host has no IPv6 default route");
         return ok;
 }

@@ -36,3 +36,9 @@ size_t pd_hostnet_addrs(struct pd_nft_cidr *c, size_t max, bool networks);
  * address and a default IPv6 route? (Checked with connect() on a UDP
  * socket, which sends nothing.) */
 bool pd_hostnet_ipv6_route(void);
+
+/* Does the host's IPv6 work: a default route through a gateway that has
+ * answered (its neighbour entry is reachable or stale: the host has
+ * exchanged packets with it)? Read from the kernel's tables only, nothing
+ * is sent. why: one line when not. */
+bool pd_hostnet_ipv6_working(char *why, size_t whysz);

@@ -147,6 +147,10 @@ int pd_nft_sandbox_add(struct pd_nft *n, const char *key, const char *ifname,
 int pd_nft_sandbox_apply(struct pd_nft *n, const char *key, const char *ifname,
                          const struct pd_nft_rules *rules, bool flush_pins,
                          struct pd_error *err);
+/* The sandbox behind ifname speaks IPv6 from src6 (add) or no longer
+ * (remove; missing is not an error): the guard's src6ok set. */
+int pd_nft_sandbox_src6(struct pd_nft *n, const char *ifname, const uint8_t src6[16], bool add,
+                        struct pd_error *err);
 /* Remove a sandbox's chains, sets and map entries. Missing is not an error. */
 int pd_nft_sandbox_del(struct pd_nft *n, const char *key, const char *ifname,
                        const uint8_t src4[4], struct pd_error *err);

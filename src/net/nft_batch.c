@@ -414,16 +414,21 @@ void pd_nft_e_add_tcp_flag(struct nftnl_rule *r, uint8_t flag)
         nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_CSUM_OFFSET, 16);      /* the TCP checksum */
 }
 
-void pd_nft_e_mask_eq(struct nftnl_rule *r, uint32_t reg, uint8_t mask, uint8_t value)
+void pd_nft_e_mask_cmp(struct nftnl_rule *r, uint32_t reg, const uint8_t *mask, const uint8_t *value, uint32_t len)
 {
-        uint8_t zero = 0;
+        uint8_t zero[16] = { 0 };
         struct nftnl_expr *e = add(r, "bitwise");
         nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, reg);
         nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, reg);
-        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, 1);
-        nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &mask, 1);
-        nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &zero, 1);
-        pd_nft_e_cmp(r, reg, NFT_CMP_EQ, &value, 1);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, len);
+        nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, mask, len);
+        nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, zero, len);
+        pd_nft_e_cmp(r, reg, NFT_CMP_EQ, value, len);
+}
+
+void pd_nft_e_mask_eq(struct nftnl_rule *r, uint32_t reg, uint8_t mask, uint8_t value)
+{
+        pd_nft_e_mask_cmp(r, reg, &mask, &value, 1);
 }
 
 void pd_nft_e_dynset_add(struct nftnl_rule *r, uint32_t sreg, const char *set)

@@ -54,6 +54,8 @@ void pd_nft_e_verdict(struct nftnl_rule *r, int verdict);
 void pd_nft_e_masq(struct nftnl_rule *r);
 /* "reg & mask == 0" on the one byte in reg (e.g. TCP flags) */
 void pd_nft_e_mask_zero(struct nftnl_rule *r, uint32_t reg, uint8_t mask);
+/* "reg & mask == value" on len bytes (at most 16) */
+void pd_nft_e_mask_cmp(struct nftnl_rule *r, uint32_t reg, const uint8_t *mask, const uint8_t *value, uint32_t len);
 /* "reg & mask == value" on one byte */
 void pd_nft_e_mask_eq(struct nftnl_rule *r, uint32_t reg, uint8_t mask, uint8_t value);
 /* "add @set { key in sreg... }" (the set's own timeout) */

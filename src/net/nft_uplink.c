@@ -23,6 +23,7 @@
 #include <linux/netfilter/nf_tables.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "nft_int.h"
 
@@ -40,46 +41,50 @@
  * ports, destination and initial sequence number go into a set (2 min,
  * the kernel's whole SYN retry budget), and a SYN found there is dropped.
  * A new connection on the same ports has another sequence number. */
-#define SYN_SET "synseen4"
 #define SYN_TTL_MS 130000
 #define SYN_SET_SIZE 65536
 #define T_IPV4 7
+#define T_IPV6 8
 #define T_SERVICE 13
 #define T_MARK 19                       /* a 32-bit integer: the sequence number */
 #define TYPE_BITS 6
 
-static void syn_match(struct nftnl_rule *r, const char *rt_ifname)
+static void syn_match(struct nftnl_rule *r, const char *rt_ifname, int family)
 {
         char ifn[IFNAMSIZ] = { 0 };
-        uint8_t v4 = NFPROTO_IPV4, tcp = IPPROTO_TCP, syn = TCP_SYN;
+        uint8_t nfp = family == AF_INET ? NFPROTO_IPV4 : NFPROTO_IPV6, tcp = IPPROTO_TCP, syn = TCP_SYN;
         strncpy(ifn, rt_ifname, IFNAMSIZ - 1);
         pd_nft_e_meta(r, NFT_META_IIFNAME, NFT_REG_1);
         pd_nft_e_cmp(r, NFT_REG_1, NFT_CMP_EQ, ifn, IFNAMSIZ);
         pd_nft_e_meta(r, NFT_META_NFPROTO, NFT_REG_1);
-        pd_nft_e_cmp(r, NFT_REG_1, NFT_CMP_EQ, &v4, 1);
+        pd_nft_e_cmp(r, NFT_REG_1, NFT_CMP_EQ, &nfp, 1);
         pd_nft_e_meta(r, NFT_META_L4PROTO, NFT_REG_1);
         pd_nft_e_cmp(r, NFT_REG_1, NFT_CMP_EQ, &tcp, 1);
         pd_nft_e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 13, 1, NFT_REG_1);
         pd_nft_e_mask_eq(r, NFT_REG_1, TCP_SYN | TCP_ACK, syn);
-        /* the key: saddr . sport . daddr . dport . seq, a 32-bit register each */
-        pd_nft_e_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 12, 4, NFT_REG32_00);
-        pd_nft_e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 2, NFT_REG32_01);
-        pd_nft_e_payload(r, NFT_PAYLOAD_NETWORK_HEADER, 16, 4, NFT_REG32_02);
-        pd_nft_e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG32_03);
-        pd_nft_e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 4, 4, NFT_REG32_04);
+        /* the key: saddr . sport . daddr . dport . seq, each field in whole
+         * 32-bit registers */
+        uint32_t alen = family == AF_INET ? 4 : 16, w = alen / 4, reg = NFT_REG32_00;
+        pd_nft_e_payload(r, NFT_PAYLOAD_NETWORK_HEADER, family == AF_INET ? 12 : 8, alen, reg);
+        pd_nft_e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 2, reg + w);
+        pd_nft_e_payload(r, NFT_PAYLOAD_NETWORK_HEADER, family == AF_INET ? 16 : 24, alen, reg + w + 1);
+        pd_nft_e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, reg + 2 * w + 1);
+        pd_nft_e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 4, 4, reg + 2 * w + 2);
 }
 
-static void syn_once(struct pd_nft_tx *tx, const char *rt_ifname)
+static void syn_once(struct pd_nft_tx *tx, const char *rt_ifname, int family)
 {
-        struct nftnl_set *set = pd_nft_set_named(SYN_SET);
+        const char *name = family == AF_INET ? "synseen4" : "synseen6";
+        uint32_t alen = family == AF_INET ? 4 : 16, t = family == AF_INET ? T_IPV4 : T_IPV6;
+        struct nftnl_set *set = pd_nft_set_named(name);
         if (set) {
-                uint32_t type = T_IPV4;
+                uint32_t type = t;
                 type = type << TYPE_BITS | T_SERVICE;
-                type = type << TYPE_BITS | T_IPV4;
+                type = type << TYPE_BITS | t;
                 type = type << TYPE_BITS | T_SERVICE;
                 type = type << TYPE_BITS | T_MARK;
                 nftnl_set_set_u32(set, NFTNL_SET_KEY_TYPE, type);
-                nftnl_set_set_u32(set, NFTNL_SET_KEY_LEN, 20);
+                nftnl_set_set_u32(set, NFTNL_SET_KEY_LEN, 2 * alen + 12);
                 nftnl_set_set_u32(set, NFTNL_SET_FLAGS, NFT_SET_TIMEOUT | NFT_SET_EVAL);
                 nftnl_set_set_u64(set, NFTNL_SET_TIMEOUT, SYN_TTL_MS);
                 nftnl_set_set_u32(set, NFTNL_SET_DESC_SIZE, SYN_SET_SIZE);
@@ -88,8 +93,8 @@ static void syn_once(struct pd_nft_tx *tx, const char *rt_ifname)
         /* seen: drop */
         struct nftnl_rule *r = pd_nft_rule_new("forward");
         if (r) {
-                syn_match(r, rt_ifname);
-                pd_nft_e_lookup(r, NFT_REG32_00, SYN_SET, -1);
+                syn_match(r, rt_ifname, family);
+                pd_nft_e_lookup(r, NFT_REG32_00, name, -1);
                 pd_nft_e_counter(r);
                 pd_nft_e_verdict(r, NF_DROP);
         }
@@ -97,8 +102,8 @@ static void syn_once(struct pd_nft_tx *tx, const char *rt_ifname)
         /* not seen: remember, pass on */
         r = pd_nft_rule_new("forward");
         if (r) {
-                syn_match(r, rt_ifname);
-                pd_nft_e_dynset_add(r, NFT_REG32_00, SYN_SET);
+                syn_match(r, rt_ifname, family);
+                pd_nft_e_dynset_add(r, NFT_REG32_00, name);
         }
         pd_nft_tx_rule(tx, r);
 }
@@ -132,8 +137,10 @@ int pd_nft_uplink_init(struct pd_nft *n, const char *rt_ifname, const char *tap_
                 pd_nft_e_reject_tcp(rr);
         }
         pd_nft_tx_rule(&tx, rr);
-        if (pasta)
-                syn_once(&tx, rt_ifname);
+        if (pasta) {
+                syn_once(&tx, rt_ifname, AF_INET);
+                syn_once(&tx, rt_ifname, AF_INET6);
+        }
         /* pasta (2023-03) answers a refused connect with a RST that has
          * the right ack number but not the ACK flag, which a connecting
          * socket ignores (RFC 793): it would wait for its timeout instead

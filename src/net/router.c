@@ -275,6 +275,7 @@ static void slot_fill(const struct pd_router *r, unsigned n, struct pd_router_sl
         pd_v4_put(s->sb_addr, pd_v4(r->pool) + 4 * n + 2);
         s->prefix = 30;
         s->mtu_max = 0;
+        s->no_ipv6 = false;
 }
 
 int pd_router_reserve(struct pd_router *r, const char *id, struct pd_router_slot *out, struct pd_error *err)
@@ -450,9 +451,16 @@ int pd_router_attach(struct pd_router *r, const char *id, const struct pd_router
                 return pd_error_setx(err, EINVAL, "network mode none needs no router");
         int rc;
         struct pd_rtnl *srt = NULL;
+        /* IPv6 behind a default uplink whose host has it (router.h) */
+        bool v6 = r->ipv6 && !s->no_ipv6;
+        uint8_t sb6[16], gw6[16];
+        pd_router_addr6(PD_NET_POOL6, s->sb_addr, sb6);
+        pd_router_addr6(PD_NET_POOL6, s->gw_addr, gw6);
         /* nft first: the veth must not pass a packet before its rules exist */
         if ((rc = program(r, id, s, pol, true, err)) < 0)
                 return rc;
+        if (v6 && (rc = pd_nft_sandbox_src6(r->nft, s->ifname, sb6, true, err)) < 0)
+                goto undo;
         if ((rc = pd_rtnl_open(netns_fd, &srt, err)) < 0)
                 goto undo;
         int rindex = PD_ROUTER_INDEX_BASE + (int)s->n;
@@ -462,6 +470,8 @@ int pd_router_attach(struct pd_router *r, const char *id, const struct pd_router
         for (int attempt = 0;; attempt++) {
                 pd_rtnl_veth(r->rt, s->ifname, rindex, "eth0", SB_INDEX_IN_SANDBOX, netns_fd);
                 pd_rtnl_addr(r->rt, rindex, AF_INET, s->gw_addr, s->prefix);
+                if (v6)
+                        pd_rtnl_addr(r->rt, rindex, AF_INET6, gw6, 96 + s->prefix);
                 if (mtu)
                         pd_rtnl_mtu(r->rt, rindex, mtu);
                 pd_rtnl_up(r->rt, rindex);
@@ -477,10 +487,14 @@ int pd_router_attach(struct pd_router *r, const char *id, const struct pd_router
         if (rc < 0)
                 goto undo;
         pd_rtnl_addr(srt, SB_INDEX_IN_SANDBOX, AF_INET, s->sb_addr, s->prefix);
+        if (v6)
+                pd_rtnl_addr(srt, SB_INDEX_IN_SANDBOX, AF_INET6, sb6, 96 + s->prefix);
         if (mtu)
                 pd_rtnl_mtu(srt, SB_INDEX_IN_SANDBOX, mtu);
         pd_rtnl_up(srt, SB_INDEX_IN_SANDBOX);
         pd_rtnl_default_route(srt, AF_INET, s->gw_addr, SB_INDEX_IN_SANDBOX);
+        if (v6)
+                pd_rtnl_default_route(srt, AF_INET6, gw6, SB_INDEX_IN_SANDBOX);
         if ((rc = pd_rtnl_flush(srt, err)) < 0)
                 goto undo;
         pd_rtnl_close(srt);
@@ -498,6 +512,8 @@ undo:
                 struct pd_error e2;
                 pd_rtnl_del(r->rt, s->ifname);
                 (void)pd_rtnl_flush(r->rt, &e2);
+                if (v6)
+                        (void)pd_nft_sandbox_src6(r->nft, s->ifname, sb6, false, &e2);
                 (void)pd_nft_sandbox_del(r->nft, id, s->ifname, s->sb_addr, &e2);
         }
         return pd_error_prefix(err, "attach sandbox %s to the network", id);
@@ -530,6 +546,11 @@ static int detach_locked(struct pd_router *r, const char *id, struct pd_error *e
                 return 0;
         struct pd_error e2;
         int rc = pd_router_netd_remove(r, id, err);
+        if (rc >= 0 && r->nft && r->ipv6) {
+                uint8_t sb6[16];
+                pd_router_addr6(PD_NET_POOL6, s.sb_addr, sb6);
+                rc = pd_nft_sandbox_src6(r->nft, s.ifname, sb6, false, err);
+        }
         if (rc >= 0 && r->nft)
                 rc = pd_nft_sandbox_del(r->nft, id, s.ifname, s.sb_addr, err);
         /* The veth would die with the sandbox's netns, but that netns can
@@ -618,6 +639,7 @@ static int open_existing_locked(const struct pd_state *st, struct pd_router **ou
                 (void)pd_router_parse_cidr4(strtok(p + 5, "\n"), r->pool, &r->pool_prefix, NULL);
         if (!r->pool_prefix)
                 (void)pd_router_parse_cidr4(PD_NET_DEFAULT_POOL, r->pool, &r->pool_prefix, NULL);
+        pd_router_load_egress(r);
         r->nsfd = open_pinned(pin);
         if (r->nsfd >= 0) {
                 struct pd_error e2;

@@ -26,6 +26,11 @@
 
 #define PD_NET_DEFAULT_POOL "10.201.0.0/16"
 #define PD_NET_TRANSIT_POOL "10.200.0.0/16"  /* default transits: a /30 per instance */
+/* IPv6 (behind a default uplink on a host whose IPv6 works): each /30 of
+ * the pool and of the transit has the /126 of these prefixes that ends in
+ * its IPv4 address. Unique local addresses: on the never list (fc00::/7) */
+#define PD_NET_POOL6 "fd70:6164:646f:1::"
+#define PD_NET_TRANSIT6 "fd70:6164:646f:ffff::"
 
 struct pd_router_cfg {
         /* NULL, "" or "auto": the default user-mode uplink (uplink.h:
@@ -61,6 +66,7 @@ struct pd_router_slot {
         /* set by the tier before attach: the largest MTU its sandbox's
          * interface takes (a microvm guest's NIC: 1500); 0 = any */
         unsigned mtu_max;
+        bool no_ipv6;                   /* the tier configures IPv4 only (microvm) */
 };
 
 /* Take a slot for sandbox id (before its netns exists: its resolv.conf

@@ -2,6 +2,7 @@
  * (router_netd.c). */
 #pragma once
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "nft.h"
@@ -26,6 +27,7 @@ struct pd_router {
         struct pd_netd_client *netd;    /* connected lazily */
         /* what the router was made with (the file "egress", router_setup.c) */
         unsigned sb_mtu;                /* sandbox veths; 0 = the kernel's default */
+        bool ipv6;                      /* sandboxes get IPv6 (the host's works) */
         char resolvers[256];            /* netd's upstreams, as used */
         char never[2048];               /* netd's --never: CIDRs the router adds */
 };
@@ -34,6 +36,11 @@ static inline uint32_t pd_v4(const uint8_t a[4])
 {
         return (uint32_t)a[0] << 24 | (uint32_t)a[1] << 16 | (uint32_t)a[2] << 8 | a[3];
 }
+
+/* The IPv6 address paired with an IPv4 one of the pool or the transit:
+ * prefix (router.h) and the IPv4 address in the low 32 bits, so the /126s
+ * line up with the /30s. */
+void pd_router_addr6(const char *prefix, const uint8_t v4[4], uint8_t out[16]);
 
 static inline void pd_v4_put(uint8_t a[4], uint32_t x)
 {

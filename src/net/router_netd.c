@@ -226,9 +226,15 @@ int pd_router_netd_add(struct pd_router *r, const char *id, const struct pd_rout
                                                           "(set PADDOCK_NETD or install it)");
                 return 0;
         }
-        char addr[INET_ADDRSTRLEN];
+        char addr[INET_ADDRSTRLEN], addr6[INET6_ADDRSTRLEN];
         inet_ntop(AF_INET, s->sb_addr, addr, sizeof addr);
-        struct pd_netd_sandbox sb = { .id = id, .iface = s->ifname, .addrs = { addr, NULL },
+        /* its IPv6 address too, when it has one: netd knows a sandbox by
+         * the source of its queries and strict-mode connections */
+        uint8_t a6[16];
+        pd_router_addr6(PD_NET_POOL6, s->sb_addr, a6);
+        inet_ntop(AF_INET6, a6, addr6, sizeof addr6);
+        bool v6 = r->ipv6 && !s->no_ipv6;
+        struct pd_netd_sandbox sb = { .id = id, .iface = s->ifname, .addrs = { addr, v6 ? addr6 : NULL, NULL },
                                       .audit_path = audit_path, .policy = pol };
         if ((rc = pd_netd_add(r->netd, &sb, err)) < 0)
                 pd_router_netd_disconnect(r);   /* reconnect next time */

@@ -13,6 +13,7 @@
 
 #include "hostnet.h"
 #include "nft.h"
+#include "nlsock.h"
 #include "router.h"
 #include "router_int.h"
 #include "rtnl.h"
@@ -69,8 +70,15 @@ static int macvlan_uplink(struct pd_router *r, const char *spec, struct pd_nft_c
         return 0;
 }
 
+void pd_router_addr6(const char *prefix, const uint8_t v4[4], uint8_t out[16])
+{
+        inet_pton(AF_INET6, prefix, out);
+        memcpy(out + 12, v4, 4);
+}
+
 /* A veth from the router (up0, transit .2, default route via .1) into the
- * netns up (far end farname, transit .1). mtu 0: the kernel's default. */
+ * netns up (far end farname, transit .1); with r->ipv6 the transit's /126
+ * too. mtu 0: the kernel's default. */
 static int veth_uplink(struct pd_router *r, int up, const uint8_t tnet[4], int tprefix, const char *farname,
                        unsigned mtu, struct pd_error *err)
 {
@@ -93,7 +101,12 @@ static int veth_uplink(struct pd_router *r, int up, const uint8_t tnet[4], int t
                 pd_rtnl_close(urt);
                 return pd_error_prefix(err, "uplink veth");
         }
+        uint8_t near6[16], far6[16];
+        pd_router_addr6(PD_NET_TRANSIT6, near, near6);
+        pd_router_addr6(PD_NET_TRANSIT6, far, far6);
         pd_rtnl_addr(urt, fi, AF_INET, far, tprefix);
+        if (r->ipv6)
+                pd_rtnl_addr(urt, fi, AF_INET6, far6, 96 + tprefix);
         if (mtu)
                 pd_rtnl_mtu(urt, fi, mtu);
         pd_rtnl_up(urt, fi);
@@ -102,10 +115,14 @@ static int veth_uplink(struct pd_router *r, int up, const uint8_t tnet[4], int t
         if (rc < 0)
                 return pd_error_prefix(err, "uplink side of the veth");
         pd_rtnl_addr(r->rt, PD_ROUTER_INDEX_BASE - 1, AF_INET, near, tprefix);
+        if (r->ipv6)
+                pd_rtnl_addr(r->rt, PD_ROUTER_INDEX_BASE - 1, AF_INET6, near6, 96 + tprefix);
         if (mtu)
                 pd_rtnl_mtu(r->rt, PD_ROUTER_INDEX_BASE - 1, mtu);
         pd_rtnl_up(r->rt, PD_ROUTER_INDEX_BASE - 1);
         pd_rtnl_default_route(r->rt, AF_INET, far, PD_ROUTER_INDEX_BASE - 1);
+        if (r->ipv6)
+                pd_rtnl_default_route(r->rt, AF_INET6, far6, PD_ROUTER_INDEX_BASE - 1);
         return 0;
 }
 
@@ -141,13 +158,13 @@ static void never_text(const struct pd_nft_cidr *c, size_t n, char *out, size_t 
         }
 }
 
-static void write_egress(struct pd_router *r, const char *uplink, const char *problem)
+static void write_egress(struct pd_router *r, const char *uplink, const char *ipv6_why, const char *problem)
 {
         char text[4096];
         struct pd_error e2;
-        /* one line each; problem last (it is prose) */
-        snprintf(text, sizeof text, "uplink=%s\nmtu=%u\nresolvers=%s\nnever=%s\nproblem=%s\n", uplink, r->sb_mtu,
-                 r->resolvers, r->never, problem);
+        /* one line each; the prose last */
+        snprintf(text, sizeof text, "uplink=%s\nmtu=%u\nipv6=%d\nresolvers=%s\nnever=%s\nipv6_why=%s\nproblem=%s\n",
+                 uplink, r->sb_mtu, r->ipv6, r->resolvers, r->never, ipv6_why, problem);
         (void)pd_router_file_write(r, "egress", text, &e2);
 }
 
@@ -168,11 +185,13 @@ static void field(const char *text, const char *key, char *out, size_t size)
 
 void pd_router_load_egress(struct pd_router *r)
 {
-        char text[4096], mtu[16];
+        char text[4096], mtu[16], v6[8];
         if (pd_router_file_read(r, "egress", text, sizeof text) <= 0)
                 return;
         field(text, "mtu", mtu, sizeof mtu);
         r->sb_mtu = (unsigned)strtoul(mtu, NULL, 10);
+        field(text, "ipv6", v6, sizeof v6);
+        r->ipv6 = !strcmp(v6, "1");
         field(text, "resolvers", r->resolvers, sizeof r->resolvers);
         field(text, "never", r->never, sizeof r->never);
 }
@@ -191,7 +210,7 @@ int pd_router_setup(struct pd_router *r, const struct pd_router_cfg *cfg, struct
         struct pd_nft_cidr extra[NEVER_EXTRA_MAX], *hard = NULL;
         size_t n_extra = 0, n_hard = 0;
         const char *uplink_if = NULL;
-        char problem[384] = "", uplink_name[32];
+        char problem[384] = "", uplink_name[32], ipv6_why[256] = "IPv6 goes through the default uplink only";
         struct pd_uplink u;
         int usermode = pd_uplink_choose(cfg->uplink, &u, err);
         if (usermode < 0)
@@ -201,12 +220,23 @@ int pd_router_setup(struct pd_router *r, const struct pd_router_cfg *cfg, struct
         if (usermode && u.kind == PD_UPLINK_NONE) {
                 snprintf(problem, sizeof problem, "%s", u.why);
         } else if (usermode) {
+                /* IPv6 when the host's works, through pasta (slirp4netns's
+                 * IPv6 would need its own network and NAT: not yet) */
+                ipv6_why[0] = 0;
+                if (u.kind != PD_UPLINK_PASTA)
+                        snprintf(ipv6_why, sizeof ipv6_why, "IPv6 goes through pasta only");
+                else if (pd_hostnet_ipv6_working(ipv6_why, sizeof ipv6_why))
+                        r->ipv6 = true;
+                if (r->ipv6 && (rc = pd_netns_sysctl(r->nsfd, "/proc/sys/net/ipv6/conf/all/forwarding", "1", err)) < 0)
+                        return pd_error_prefix(err, "router IPv6");
                 int up = pd_uplink_make_netns(r, err);
                 if (up < 0)
                         return pd_error_prefix(err, "uplink");
                 rc = veth_uplink(r, up, tnet, tprefix, RT_IFNAME, PD_UPLINK_MTU, err);
                 if (rc == 0)
                         rc = pd_uplink_config_netns(r, up, u.kind, RT_IFNAME, err);
+                if (rc == 0 && r->ipv6)
+                        rc = pd_netns_sysctl(up, "/proc/sys/net/ipv6/conf/all/forwarding", "1", err);
                 close(up);
                 if (rc < 0)
                         return pd_error_prefix(err, "uplink");
@@ -297,7 +327,7 @@ int pd_router_setup(struct pd_router *r, const struct pd_router_cfg *cfg, struct
                 if ((rc = pd_uplink_start(r, &u, dns_forward, late, sizeof late, err)) < 0)
                         return pd_error_prefix(err, "uplink");
         }
-        write_egress(r, uplink_name, problem);
+        write_egress(r, uplink_name, ipv6_why, problem);
         return 0;
 }
 

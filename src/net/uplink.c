@@ -17,6 +17,7 @@
 
 #include "agentpath.h"
 #include "nft.h"
+#include "nlsock.h"
 #include "router_int.h"
 #include "rtnl.h"
 #include "uplink.h"
@@ -206,30 +207,6 @@ int pd_uplink_make_netns(struct pd_router *r, struct pd_error *err)
         return fd < 0 ? pd_error_set(err, -fd, "open '%s'", pin) : fd;
 }
 
-/* a sysctl of the netns nsfd: this thread enters it, writes, comes back
- * (/proc/sys/net follows the opening thread's netns) */
-static int netns_sysctl(int nsfd, const char *path, const char *value, struct pd_error *err)
-{
-        int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-        if (self < 0)
-                return pd_error_set(err, errno, "open own network namespace");
-        int rc = 0;
-        if (setns(nsfd, CLONE_NEWNET) < 0) {
-                rc = pd_error_set(err, errno, "enter the uplink netns");
-                close(self);
-                return rc;
-        }
-        int fd = open(path, O_WRONLY | O_CLOEXEC);
-        if (fd < 0 || write(fd, value, strlen(value)) != (ssize_t)strlen(value))
-                rc = pd_error_set(err, errno, "set '%s' in the uplink netns", path);
-        if (fd >= 0)
-                close(fd);
-        if (setns(self, CLONE_NEWNET) < 0)
-                abort();        /* this thread would act in the wrong netns */
-        close(self);
-        return rc;
-}
-
 int pd_uplink_config_netns(struct pd_router *r, int nsfd, enum pd_uplink_kind kind, const char *rt_ifname,
                            struct pd_error *err)
 {
@@ -245,7 +222,7 @@ int pd_uplink_config_netns(struct pd_router *r, int nsfd, enum pd_uplink_kind ki
                 return pd_error_prefix(err, "uplink netns loopback");
         /* the uplink netns forwards between the router's veth and the tap;
          * a per-netns setting, as in the router */
-        if ((rc = netns_sysctl(nsfd, "/proc/sys/net/ipv4/conf/all/forwarding", "1", err)) < 0)
+        if ((rc = pd_netns_sysctl(nsfd, "/proc/sys/net/ipv4/conf/all/forwarding", "1", err)) < 0)
                 return rc;
         struct pd_nft *nft;
         if ((rc = pd_nft_open(nsfd, &nft, err)) < 0)

@@ -50,6 +50,11 @@ METADATA = ["169.254.169.254", "100.100.100.200"]
 LAN = "192.168.77.10"
 HOST_ADDR = "198.18.0.2"        # the stand-in host's address (user-mode uplinks)
 GATEWAY = "198.18.0.1"          # its gateway, the fake internet's end of its veth
+# FakeNet(..., ipv6=True): the stand-in host's IPv6 and a web server on it
+HOST_ADDR6 = "2001:db8:18::2"
+GATEWAY6 = "2001:db8:18::1"
+WEB6 = "2001:db8:77::10"        # HTTP 80: "hello from WEB6 host=..."
+ULA6 = "fd00::77"               # a unique local address in the fake internet (never list)
 ZONE = {
     "web.example.test": [["A", WEB[0], 30]],
     "api.example.test": [["A", WEB[1], 30]],
@@ -57,6 +62,9 @@ ZONE = {
     "both.example.test": [["A", WEB[0], 30], ["A", WEB[1], 30]],
     "meta.example.test": [["A", METADATA[0], 30]],
     "lan.example.test": [["A", LAN, 30]],
+    "web6.example.test": [["AAAA", WEB6, 30]],
+    "dual.example.test": [["A", WEB[2], 30], ["AAAA", WEB6, 30]],
+    "ula.example.test": [["AAAA", ULA6, 30]],
 }
 _seq = itertools.count()
 
@@ -88,8 +96,9 @@ def bulk_server(addr, port):
 
 
 class FakeNet:
-    def __init__(self, tmpdir, uplink="netns"):
+    def __init__(self, tmpdir, uplink="netns", ipv6=False):
         self.tmp = str(tmpdir)
+        self.ipv6 = ipv6
         n = next(_seq)
         self.name = "pdt-inet-%d-%d" % (os.getpid(), n)
         self.mode = uplink
@@ -176,10 +185,37 @@ class FakeNet:
                 sh("ip", "-n", n, "addr", "add", GATEWAY + "/24", "dev", "tohost")
                 sh("ip", "-n", n, "link", "set", "tohost", "up")
                 sh("ip", "-n", h, "route", "add", "default", "via", GATEWAY)
+                if self.ipv6:
+                    self._start_ipv6()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _start_ipv6(self):
+        """IPv6 for the stand-in host: an address and a default route to the
+        fake internet, where WEB6 and ULA6 answer HTTP; one packet to the
+        gateway, so the host's neighbour table shows IPv6 working (what
+        paddock checks: hostnet.c)."""
+        h, n = self.host, self.name
+        sh("ip", "-n", h, "addr", "add", HOST_ADDR6 + "/64", "dev", "eth0", "nodad")
+        sh("ip", "-n", n, "addr", "add", GATEWAY6 + "/64", "dev", "tohost", "nodad")
+        sh("ip", "-n", h, "-6", "route", "add", "default", "via", GATEWAY6)
+        for a in (WEB6, ULA6):
+            sh("ip", "-n", n, "addr", "add", a + "/128", "dev", "lo")
+        self._spawn([sys.executable, os.path.abspath(__file__), "--web6", WEB6, ULA6], None)
+        self._wait_port6(WEB6, 80)
+        self.host_exec(sys.executable, "-c", "import socket\ns = socket.socket(socket.AF_INET6, "
+                       "socket.SOCK_DGRAM)\ns.sendto(b'x', ('%s', 9))" % GATEWAY6)
+
+    def _wait_port6(self, addr, port):
+        code = ("import socket,sys\ns=socket.socket(socket.AF_INET6)\ns.settimeout(1)\n"
+                "sys.exit(s.connect_ex((%r,%d)))" % (addr, port))
+        deadline = time.monotonic() + 20
+        while sh("ip", "netns", "exec", self.name, sys.executable, "-c", code, check=False).returncode != 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError("port [%s]:%d did not open" % (addr, port))
+            time.sleep(0.05)
 
     def exec(self, *argv, check=True):
         """A command inside the fake internet."""
@@ -205,9 +241,36 @@ class FakeNet:
         sh("ip", "netns", "del", self.name, check=False)
 
 
+def web6_server(addrs):
+    """Run inside the netns: HTTP on port 80 of each IPv6 address."""
+    import http.server
+
+    class Server(http.server.ThreadingHTTPServer):
+        address_family = socket.AF_INET6
+        request_queue_size = 128
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = ("hello from %s host=%s\n" % (self.server.server_address[0], self.headers.get("Host"))).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    servers = [Server((a, 80), Handler) for a in addrs]
+    for srv in servers[1:]:
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    servers[0].serve_forever()
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--bulk":
         bulk_server(sys.argv[2], int(sys.argv[3]))
+    if len(sys.argv) >= 3 and sys.argv[1] == "--web6":
+        web6_server(sys.argv[2:])
 
 
 # ---- pytest fixtures and helpers shared by the tests that use a FakeNet ----

@@ -29,8 +29,8 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
-from _fakenet import (BULK_PORT, DNS, GATEWAY, HOST_ADDR, WEB, FakeNet, hosted, host_canaries,  # noqa: E402,F401
-                      net_dir, router_files)
+from _fakenet import (BULK_PORT, DNS, GATEWAY, HOST_ADDR, HOST_ADDR6, ULA6, WEB, WEB6, FakeNet, hosted,  # noqa: E402,F401
+                      host_canaries, net_dir, router_files)
 import conftest  # noqa: E402
 from conftest import PADDOCK_BIN, Paddock, child_env  # noqa: E402
 
@@ -170,6 +170,10 @@ def test_open_reaches_the_internet_by_name_through_the_default_uplink(pd, fn):
     # none: nothing
     res, _ = fetch(pd, fn, ["--net", "none"], [WEB[0]])
     assert res[WEB[0]] != "ok", res
+    # this stand-in host has no IPv6: neither have the sandboxes
+    assert eg["ipv6"] == "0" and "no IPv6 default route" in eg["ipv6_why"], eg
+    r = run(pd, fn, ["--net", "open"], ["sh", "-c", "ip -6 addr show dev eth0 scope global"])
+    assert r.stdout.strip() == "", r.stdout
 
 
 def test_the_uplink_process_is_unprivileged(pd, fn):
@@ -566,3 +570,79 @@ def status_uid(pid):
         return None if st["State"][0] == "Z" else int(st["Uid"][0])
     except (OSError, KeyError, ValueError, IndexError):
         return None
+
+
+FETCH6 = r"""
+import json, socket, sys
+out = {}
+for host, family in json.loads(sys.argv[1]):
+    fam = socket.AF_INET6 if family == 6 else socket.AF_INET
+    try:
+        addr = socket.getaddrinfo(host, 80, fam, socket.SOCK_STREAM)[0][4]
+    except OSError as e:
+        out["%s/%d" % (host, family)] = "resolve: %s" % e
+        continue
+    try:
+        s = socket.socket(fam)
+        s.settimeout(3)
+        s.connect(addr)
+        s.sendall(b"GET / HTTP/1.0\r\nHost: " + host.encode() + b"\r\n\r\n")
+        data = b""
+        while True:
+            d = s.recv(4096)
+            if not d:
+                break
+            data += d
+        out["%s/%d" % (host, family)] = "ok" if b"hello from" in data else "bad answer %r" % data[:80]
+    except Exception as e:
+        out["%s/%d" % (host, family)] = "%s: %s" % (type(e).__name__, e)
+print(json.dumps(out))
+"""
+
+
+def test_ipv6_egress_when_the_host_has_it(state_root, fn, tmp_path):
+    """A stand-in host whose IPv6 works (an address, a default route, a
+    gateway that has answered): sandboxes get IPv6 too, through pasta; the
+    host's own IPv6 address and unique local addresses (fd00::/8 and the
+    rest of fc00::/7) stay closed."""
+    if fn.mode != "pasta":
+        pytest.skip("IPv6 goes through pasta only (slirp4netns: IPv4)")
+    f6 = FakeNet(tmp_path, uplink="pasta", ipv6=True).start()
+    p = Paddock(os.path.join(state_root, "uplink-ipv6"))
+    os.makedirs(p.state, exist_ok=True)
+    canary = subprocess.Popen(["ip", "netns", "exec", f6.host, sys.executable, "-c",
+                               "import socket\ns=socket.socket(socket.AF_INET6)\ns.bind(('%s',0))\ns.listen(8)\n"
+                               "print(s.getsockname()[1],flush=True)\nc,_=s.accept()\nprint('HIT',flush=True)"
+                               % HOST_ADDR6], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(canary.stdout.readline())
+        with hosted(f6):
+            r = p.run(["--net", "open", "--net-uplink", "pasta", "--net-resolver", DNS, "--", "python3", "-c",
+                       FETCH6, json.dumps([[WEB6, 6], ["web6.example.test", 6], ["dual.example.test", 6],
+                                           ["dual.example.test", 4], [ULA6, 6], ["ula.example.test", 6]])],
+                      timeout=120, env=env())
+            assert r.returncode == 0, r.stderr
+            res = json.loads(r.stdout.strip().splitlines()[-1])
+            assert res[WEB6 + "/6"] == "ok" and res["web6.example.test/6"] == "ok", res
+            assert res["dual.example.test/6"] == "ok" and res["dual.example.test/4"] == "ok", res
+            assert res[ULA6 + "/6"] != "ok" and res["ula.example.test/6"] != "ok", res
+            res = probe(p, f6, ["--net", "open", "--allow", "2001:db8:18::/64"], [[HOST_ADDR6, port]])
+            assert not any(v.startswith("CONNECTED") for v in res.values()), res
+            assert egress(p)["ipv6"] == "1", egress(p)
+            # a microvm guest has IPv4 only (its agent sets no IPv6), and a
+            # policy pins AAAA answers like A ones
+            res, _ = fetch(p, f6, ["--net", "policy", "--allow", "web6.example.test"], [WEB[0]])
+            assert res[WEB[0]] != "ok", res
+            r = p.run(["--net", "policy", "--allow", "web6.example.test", "--net-uplink", "pasta", "--net-resolver",
+                       DNS, "--", "python3", "-c", FETCH6, json.dumps([["web6.example.test", 6], [WEB6, 6]])],
+                      timeout=120, env=env())
+            res = json.loads(r.stdout.strip().splitlines()[-1])
+            assert res["web6.example.test/6"] == "ok", res
+    finally:
+        with hosted(f6):
+            assert p.gc().returncode == 0
+        canary.kill()
+        out = canary.communicate()[0]
+        f6.stop()
+        conftest.NETNS[:] = [fn.host_path]
+    assert "HIT" not in out, "the host's IPv6 address was reached"
