@@ -47,7 +47,8 @@ struct facts {
         char probe[512];
         char resolvers[256], resolvers_why[256];
         bool resolvers_loopback;
-        bool ipv6;
+        bool ipv6_works;
+        char ipv6_why[256];
 };
 
 static void line(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -186,7 +187,7 @@ static void gather(struct facts *f, bool probe)
                 probe_uplink(f);
         pd_hostnet_resolvers(f->resolvers, sizeof f->resolvers, &f->resolvers_loopback, f->resolvers_why,
                              sizeof f->resolvers_why);
-        f->ipv6 = pd_hostnet_ipv6_route();
+        f->ipv6_works = pd_hostnet_ipv6_working(f->ipv6_why, sizeof f->ipv6_why);
 }
 
 static void report(const struct facts *f)
@@ -213,8 +214,10 @@ static void report(const struct facts *f)
         line("runsc", "%s", f->runsc[0] ? f->runsc : "not installed");
 
         printf("\nnetwork\n");
-        char slirp[PATH_MAX];
-        bool have_slirp = find_prog("slirp4netns", slirp, sizeof slirp);
+        /* the other program, which --net-uplink can name */
+        const char *other = f->up.kind == PD_UPLINK_PASTA ? "slirp4netns" : "pasta";
+        char other_bin[PATH_MAX];
+        bool have_other = find_prog(other, other_bin, sizeof other_bin);
         if (f->up_err[0])
                 line("uplink", "%s", f->up_err);
         else if (f->up.kind == PD_UPLINK_NONE)
@@ -222,16 +225,18 @@ static void report(const struct facts *f)
         else
                 line("uplink", "%s (%s)%s%s", pd_uplink_kind_name(f->up.kind), f->up.bin,
                      f->probed ? ": " : "", f->probed ? f->probe : "");
-        if (f->up.kind == PD_UPLINK_PASTA)
-                line("", "slirp4netns: %s", have_slirp ? slirp : "not installed");
+        if (f->up.kind != PD_UPLINK_NONE)
+                line("", "%s: %s", other, have_other ? other_bin : "not installed");
         if (f->resolvers[0])
                 line("resolvers", "%s (the host's, from %s)", f->resolvers, PD_HOSTNET_RESOLV);
         else if (f->resolvers_loopback && f->up.kind != PD_UPLINK_NONE)
                 line("resolvers", "%s; asked through the uplink's DNS forwarder", f->resolvers_why);
         else
                 line("resolvers", "none: %s", f->resolvers_why);
-        line("ipv6", "%s", f->ipv6 ? "the host has an IPv6 route; sandboxes get IPv4 only"
-                                   : "the host has no IPv6 route");
+        if (f->ipv6_works)
+                line("ipv6", "works on the host: sandboxes get IPv6 too (default uplink)");
+        else
+                line("ipv6", "%s: sandboxes get IPv4 only", f->ipv6_why);
 
         printf("\ntiers\n");
         bool root = geteuid() == 0;

@@ -76,7 +76,7 @@ static void usage(FILE *f)
                 "  --net-conns-per-sec N   new connections per second (kernel-enforced)\n"
                 "  --net-bytes-per-sec SIZE  bandwidth each way (kernel-enforced)\n"
                 "  --net-uplink UPLINK where the router's traffic leaves ($PADDOCK_NET_UPLINK):\n"
-                "                     auto (default: pasta, else slirp4netns, as the host's\n"
+                "                     auto (default: slirp4netns, else pasta, as the host's\n"
                 "                     sockets), pasta, slirp4netns, none, netns:PATH or\n"
                 "                     IFACE:ADDR/PREFIX:GW (docs/network.md)\n"
                 "  --net-resolver IP[,IP]   upstream DNS resolvers ($PADDOCK_NET_RESOLVER;\n"

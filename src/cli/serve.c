@@ -94,7 +94,7 @@ static void serve_usage(FILE *f)
                 "  --domain D             domain of sandbox ports: <port>-<id>.D reaches a port\n"
                 "                         inside a sandbox (default localhost; docs/api.md, Ports)\n"
                 "  --net-uplink UPLINK    where sandbox traffic leaves (the router's uplink;\n"
-                "                         docs/network.md): auto (default: pasta, else slirp4netns,\n"
+                "                         docs/network.md): auto (default: slirp4netns, else pasta,\n"
                 "                         traffic leaving as the host's own sockets), pasta,\n"
                 "                         slirp4netns, none, netns:PATH or IFACE:ADDR/PREFIX:GW\n"
                 "  --net-resolver IP[,IP] upstream DNS resolvers for paddock's resolver (default:\n"

@@ -142,19 +142,6 @@ size_t pd_hostnet_addrs(struct pd_nft_cidr *c, size_t max, bool networks)
         return n;
 }
 
-bool pd_hostnet_ipv6_route(void)
-{
-        /* connect() on a datagram socket only looks the route up */
-        int fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return false;
-        struct sockaddr_in6 sa = { .sin6_family = AF_INET6, .sin6_port = htons(53) };
-        inet_pton(AF_INET6, "2001:4860:4860::8888", &sa.sin6_addr);    /* any global address */
-        bool ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
-        close(fd);
-        return ok;
-}
-
 struct neigh_q {
         uint8_t addr[16];
         int ifindex;

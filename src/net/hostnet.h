@@ -32,11 +32,6 @@ int pd_hostnet_resolvers(char *out, size_t size, bool *loopback, char *why, size
  * LAN behind each), into c (at most max). Returns the number of entries. */
 size_t pd_hostnet_addrs(struct pd_nft_cidr *c, size_t max, bool networks);
 
-/* Does the host have IPv6 that goes somewhere: a global or unique-local
- * address and a default IPv6 route? (Checked with connect() on a UDP
- * socket, which sends nothing.) */
-bool pd_hostnet_ipv6_route(void);
-
 /* Does the host's IPv6 work: a default route through a gateway that has
  * answered (its neighbour entry is reachable or stale: the host has
  * exchanged packets with it)? Read from the kernel's tables only, nothing

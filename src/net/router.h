@@ -34,7 +34,7 @@
 
 struct pd_router_cfg {
         /* NULL, "" or "auto": the default user-mode uplink (uplink.h:
-         * pasta, else slirp4netns, else none); "pasta", "slirp4netns";
+         * slirp4netns, else pasta, else none); "pasta", "slirp4netns";
          * "none" (sandboxes reach only the router); "netns:PATH" (a veth
          * to a netns someone else made; router side transit .2, other
          * side .1, NAT out of it); "IFACE:ADDR/PREFIX:GW" (a macvlan on

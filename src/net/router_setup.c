@@ -215,31 +215,46 @@ int pd_router_setup(struct pd_router *r, const struct pd_router_cfg *cfg, struct
         int usermode = pd_uplink_choose(cfg->uplink, &u, err);
         if (usermode < 0)
                 return usermode;
+        bool explicit_uplink = cfg->uplink && *cfg->uplink && strcmp(cfg->uplink, "auto");
         snprintf(uplink_name, sizeof uplink_name, "%s", usermode ? pd_uplink_kind_name(u.kind)
                                                   : !strncmp(cfg->uplink, "netns:", 6) ? "netns" : "macvlan");
         if (usermode && u.kind == PD_UPLINK_NONE) {
                 snprintf(problem, sizeof problem, "%s", u.why);
         } else if (usermode) {
-                /* IPv6 when the host's works, through pasta (slirp4netns's
-                 * IPv6 would need its own network and NAT: not yet) */
+                /* IPv6 when the host's works */
                 ipv6_why[0] = 0;
-                if (u.kind != PD_UPLINK_PASTA)
-                        snprintf(ipv6_why, sizeof ipv6_why, "IPv6 goes through pasta only");
-                else if (pd_hostnet_ipv6_working(ipv6_why, sizeof ipv6_why))
+                if (pd_hostnet_ipv6_working(ipv6_why, sizeof ipv6_why))
                         r->ipv6 = true;
                 if (r->ipv6 && (rc = pd_netns_sysctl(r->nsfd, "/proc/sys/net/ipv6/conf/all/forwarding", "1", err)) < 0)
                         return pd_error_prefix(err, "router IPv6");
                 int up = pd_uplink_make_netns(r, err);
-                if (up < 0)
+                rc = up;
+                if (up >= 0) {
+                        rc = veth_uplink(r, up, tnet, tprefix, RT_IFNAME, PD_UPLINK_MTU, err);
+                        if (rc == 0)
+                                rc = pd_uplink_config_netns(r, up, u.kind, RT_IFNAME, err);
+                        if (rc == 0 && r->ipv6)
+                                rc = pd_netns_sysctl(up, "/proc/sys/net/ipv6/conf/all/forwarding", "1", err);
+                        close(up);
+                }
+                if (rc < 0 && explicit_uplink)
                         return pd_error_prefix(err, "uplink");
-                rc = veth_uplink(r, up, tnet, tprefix, RT_IFNAME, PD_UPLINK_MTU, err);
-                if (rc == 0)
-                        rc = pd_uplink_config_netns(r, up, u.kind, RT_IFNAME, err);
-                if (rc == 0 && r->ipv6)
-                        rc = pd_netns_sysctl(up, "/proc/sys/net/ipv6/conf/all/forwarding", "1", err);
-                close(up);
-                if (rc < 0)
-                        return pd_error_prefix(err, "uplink");
+                if (rc < 0) {
+                        /* the default uplink cannot be made here (user
+                         * namespaces refused, ...): sandboxes are still
+                         * created, and say why */
+                        snprintf(problem, sizeof problem, "the default uplink (%s) could not be set up: %s",
+                                 pd_uplink_kind_name(u.kind), err->msg);
+                        pd_uplink_teardown(r);
+                        struct pd_error e3;
+                        pd_rtnl_del(r->rt, PD_ROUTER_UPLINK_IF);
+                        (void)pd_rtnl_flush(r->rt, &e3);
+                        u.kind = PD_UPLINK_NONE;
+                        r->ipv6 = false;
+                        snprintf(uplink_name, sizeof uplink_name, "none");
+                        pd_error_clear(err);
+                        goto links;
+                }
                 uplink_if = PD_ROUTER_UPLINK_IF;
                 /* pasta needs large frames to go fast (1500: a fifteenth of
                  * the throughput); the uplink's veth and the sandboxes'
@@ -258,6 +273,11 @@ int pd_router_setup(struct pd_router *r, const struct pd_router_cfg *cfg, struct
                         int sp;
                         (void)pd_router_parse_cidr4(PD_UPLINK_SLIRP_CIDR, sn, &sp, NULL);
                         cidr4(&extra[n_extra++], sn, sp);
+                        struct pd_nft_cidr *c6 = &extra[n_extra++];
+                        memset(c6, 0, sizeof *c6);
+                        c6->family = AF_INET6;
+                        inet_pton(AF_INET6, "fd00::", c6->addr);
+                        c6->prefix = 64;        /* PD_UPLINK_SLIRP_CIDR6 */
                 }
                 n_extra += pd_hostnet_addrs(extra + n_extra, (NEVER_EXTRA_MAX - 4 - n_extra) / 2, false);
                 n_hard = n_extra;
@@ -280,6 +300,7 @@ int pd_router_setup(struct pd_router *r, const struct pd_router_cfg *cfg, struct
                         return rc;
                 uplink_if = PD_ROUTER_UPLINK_IF;
         }
+links:
         if ((rc = pd_rtnl_flush(r->rt, err)) < 0)
                 return pd_error_prefix(err, "router links");
         /* the pool itself: a sandbox never reaches another one */
@@ -324,8 +345,20 @@ int pd_router_setup(struct pd_router *r, const struct pd_router_cfg *cfg, struct
                 /* not up in time: not recorded, pd_router_egress looks at
                  * the uplink as it is when asked */
                 char late[256];
-                if ((rc = pd_uplink_start(r, &u, dns_forward, late, sizeof late, err)) < 0)
-                        return pd_error_prefix(err, "uplink");
+                if ((rc = pd_uplink_start(r, &u, dns_forward, late, sizeof late, err)) < 0) {
+                        if (explicit_uplink)
+                                return pd_error_prefix(err, "uplink");
+                        /* the router works without it; sandboxes say why */
+                        snprintf(problem, sizeof problem, "the default uplink (%s) could not be started: %s",
+                                 pd_uplink_kind_name(u.kind), err->msg);
+                        pd_error_clear(err);
+                        pd_uplink_teardown(r);
+                        struct pd_error e3;
+                        pd_rtnl_del(r->rt, PD_ROUTER_UPLINK_IF);
+                        (void)pd_rtnl_flush(r->rt, &e3);
+                        snprintf(uplink_name, sizeof uplink_name, "none");
+                        r->ipv6 = false;
+                }
         }
         write_egress(r, uplink_name, ipv6_why, problem);
         return 0;

@@ -35,7 +35,8 @@ int pd_rtnl_flush(struct pd_rtnl *rt, struct pd_error *err);
 /* ifindex of name in this socket's netns, or -ENODEV. */
 int pd_rtnl_index(struct pd_rtnl *rt, const char *name, struct pd_error *err);
 
-/* Wait up to timeout_ms (0 = just look) for an IPv4 default route in the
- * netns of netns_fd: 1 if there is one, 0 if not (rtnl_route.c). Waits on
- * the kernel's route notifications, not by polling. */
-int pd_rtnl_wait_default_route(int netns_fd, int timeout_ms, struct pd_error *err);
+/* Wait up to timeout_ms (0 = just look) for a default route of family
+ * (AF_INET, AF_INET6) in the netns of netns_fd: 1 if there is one, 0 if
+ * not (rtnl_route.c). Waits on the kernel's route notifications, not by
+ * polling. */
+int pd_rtnl_wait_default_route(int netns_fd, int family, int timeout_ms, struct pd_error *err);

@@ -12,20 +12,26 @@
 #include "rtnl.h"
 #include "util.h"
 
+struct want {
+        int family;
+        int found;
+};
+
 static int route_cb(const struct nlmsghdr *h, void *data)
 {
+        struct want *w = data;
         if (h->nlmsg_type != RTM_NEWROUTE)
                 return MNL_CB_OK;
         const struct rtmsg *rtm = mnl_nlmsg_get_payload(h);
-        if (rtm->rtm_family == AF_INET && rtm->rtm_dst_len == 0 && rtm->rtm_table == RT_TABLE_MAIN &&
+        if (rtm->rtm_family == w->family && rtm->rtm_dst_len == 0 && rtm->rtm_table == RT_TABLE_MAIN &&
             rtm->rtm_type == RTN_UNICAST)
-                *(int *)data = 1;
+                w->found = 1;
         return MNL_CB_OK;
 }
 
 /* What one recv brought (dump parts or notifications): a default route
  * sets *found, the dump's end (or an error answering it) sets *done. */
-static void scan(const char *buf, ssize_t n, int *found, bool *done)
+static void scan(const char *buf, ssize_t n, struct want *found, bool *done)
 {
         int left = (int)n;
         for (const struct nlmsghdr *h = (const struct nlmsghdr *)buf; mnl_nlmsg_ok(h, left);
@@ -37,14 +43,14 @@ static void scan(const char *buf, ssize_t n, int *found, bool *done)
         }
 }
 
-int pd_rtnl_wait_default_route(int netns_fd, int timeout_ms, struct pd_error *err)
+int pd_rtnl_wait_default_route(int netns_fd, int family, int timeout_ms, struct pd_error *err)
 {
         struct mnl_socket *nl;
         int r = pd_nlsock_open(netns_fd, NETLINK_ROUTE, "rtnetlink", &nl, err);
         if (r < 0)
                 return r;
         /* subscribe before the dump: a route added in between is not lost */
-        int group = RTNLGRP_IPV4_ROUTE;
+        int group = family == AF_INET6 ? RTNLGRP_IPV6_ROUTE : RTNLGRP_IPV4_ROUTE;
         if (setsockopt(mnl_socket_get_fd(nl), SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &group, sizeof group) < 0) {
                 r = pd_error_set(err, errno, "subscribe to route changes");
                 goto out;
@@ -55,17 +61,17 @@ int pd_rtnl_wait_default_route(int netns_fd, int timeout_ms, struct pd_error *er
         nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
         nlh->nlmsg_seq = 1;
         struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof *rtm);
-        rtm->rtm_family = AF_INET;
+        rtm->rtm_family = (uint8_t)family;
         if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
                 r = pd_error_set(err, errno, "rtnetlink send");
                 goto out;
         }
-        int found = 0;
+        struct want found = { .family = family };
         uint64_t deadline = pd_now_ms() + (uint64_t)timeout_ms;
         bool dump_done = false;
         for (;;) {
                 int64_t left = (int64_t)(deadline - pd_now_ms());
-                if (found && dump_done)
+                if (found.found && dump_done)
                         break;
                 if (dump_done && left <= 0)
                         break;
@@ -91,7 +97,7 @@ int pd_rtnl_wait_default_route(int netns_fd, int timeout_ms, struct pd_error *er
                 scan(buf, n, &found, &dump_done);
         }
         if (r >= 0)
-                r = found;
+                r = found.found;
 out:
         mnl_socket_close(nl);
         return r;

@@ -66,23 +66,26 @@ int pd_uplink_choose(const char *spec, struct pd_uplink *u, struct pd_error *err
         bool pasta = any || !strcmp(spec, "pasta"), slirp = any || !strcmp(spec, "slirp4netns");
         if (!pasta && !slirp)
                 return 0;
-        /* pasta first: faster, and its connect latency is a sixth of
-         * slirp4netns's here (bench/uplink.py, docs/network.md) */
-        if (pasta && find_bin("pasta", "PADDOCK_PASTA", u->bin, sizeof u->bin)) {
-                u->kind = PD_UPLINK_PASTA;
-                return 1;
-        }
-        if (!any && pasta)
-                return pd_error_setx(err, ENOENT, "uplink pasta: the pasta program was not found "
-                                                  "(install Debian's passt package)");
+        /* slirp4netns first: pasta is faster (bench/uplink.py), but the
+         * 2023-03 pasta of Debian 12 resets a connection whose server is
+         * silent for ~24 s (a slow answer, an idle keep-alive), which
+         * breaks real work (a large git clone, a slow API); slirp4netns
+         * passed every fault test (docs/network.md, "Why slirp4netns") */
         if (slirp && find_bin("slirp4netns", "PADDOCK_SLIRP4NETNS", u->bin, sizeof u->bin)) {
                 u->kind = PD_UPLINK_SLIRP;
                 return 1;
         }
-        if (!any)
+        if (!any && slirp)
                 return pd_error_setx(err, ENOENT, "uplink slirp4netns: the slirp4netns program was not found "
                                                   "(install Debian's slirp4netns package)");
-        snprintf(u->why, sizeof u->why, "no uplink: neither pasta (package passt) nor slirp4netns is installed, "
+        if (pasta && find_bin("pasta", "PADDOCK_PASTA", u->bin, sizeof u->bin)) {
+                u->kind = PD_UPLINK_PASTA;
+                return 1;
+        }
+        if (!any)
+                return pd_error_setx(err, ENOENT, "uplink pasta: the pasta program was not found "
+                                                  "(install Debian's passt package)");
+        snprintf(u->why, sizeof u->why, "no uplink: neither slirp4netns nor pasta (package passt) is installed, "
                                         "and no --net-uplink was given; sandboxes reach only paddock's resolver");
         return 1;
 }
@@ -138,7 +141,10 @@ static int make_namespaces(struct pd_router *r, unsigned uid, struct pd_error *e
                 char c = 0;
                 close(to_child[1]);
                 close(from_child[0]);
-                if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
+                /* raw syscalls: glibc's wrappers would broadcast to the
+                 * threads of a threaded parent, which the child has not */
+                if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, uid, uid, uid) < 0 ||
+                    syscall(SYS_setresuid, uid, uid, uid) < 0)
                         _exit(10);
                 if (unshare(CLONE_NEWUSER) < 0)
                         _exit(11);
@@ -210,7 +216,6 @@ int pd_uplink_make_netns(struct pd_router *r, struct pd_error *err)
 int pd_uplink_config_netns(struct pd_router *r, int nsfd, enum pd_uplink_kind kind, const char *rt_ifname,
                            struct pd_error *err)
 {
-        (void)r;
         struct pd_rtnl *rt;
         int rc = pd_rtnl_open(nsfd, &rt, err);
         if (rc < 0)
@@ -223,6 +228,15 @@ int pd_uplink_config_netns(struct pd_router *r, int nsfd, enum pd_uplink_kind ki
         /* the uplink netns forwards between the router's veth and the tap;
          * a per-netns setting, as in the router */
         if ((rc = pd_netns_sysctl(nsfd, "/proc/sys/net/ipv4/conf/all/forwarding", "1", err)) < 0)
+                return rc;
+        /* slirp4netns gives its tap IPv6 by router advertisement, which a
+         * forwarding netns ignores unless told (tap0 does not exist yet:
+         * the default setting, which it inherits) */
+        if (r->ipv6 && kind == PD_UPLINK_SLIRP &&
+            ((rc = pd_netns_sysctl(nsfd, "/proc/sys/net/ipv6/conf/default/accept_ra", "2", err)) < 0 ||
+             /* and its address usable at once (no duplicate detection on
+              * a link with one other end: the masquerade needs it) */
+             (rc = pd_netns_sysctl(nsfd, "/proc/sys/net/ipv6/conf/default/accept_dad", "0", err)) < 0))
                 return rc;
         struct pd_nft *nft;
         if ((rc = pd_nft_open(nsfd, &nft, err)) < 0)
@@ -283,7 +297,7 @@ static void stop_supervisor(struct pd_router *r)
 
 /* uplink.kind: "<kind> <bin> <dns_forward 0|1>", what a revive needs */
 static int start_supervisor(struct pd_router *r, enum pd_uplink_kind kind, const char *prog, bool dns_forward,
-                            struct pd_error *err)
+                            bool ipv6, struct pd_error *err)
 {
         char bin[PATH_MAX];
         struct pd_error e2;
@@ -313,6 +327,8 @@ static int start_supervisor(struct pd_router *r, enum pd_uplink_kind kind, const
                 argv[a++] = "--dns-forward";
                 argv[a++] = PD_UPLINK_PASTA_DNS;
         }
+        if (ipv6)
+                argv[a++] = "--ipv6";
         argv[a] = NULL;
         int pp[2];
         if (pipe2(pp, O_CLOEXEC) < 0)
@@ -361,7 +377,7 @@ static int start_supervisor(struct pd_router *r, enum pd_uplink_kind kind, const
         char text[PATH_MAX + 64];
         snprintf(text, sizeof text, "%d\n", (int)pid);
         int rc = pd_router_file_write(r, "uplink.pid", text, err);
-        snprintf(text, sizeof text, "%s %s %d\n", pd_uplink_kind_name(kind), prog, dns_forward ? 1 : 0);
+        snprintf(text, sizeof text, "%s %s %d %d\n", pd_uplink_kind_name(kind), prog, dns_forward ? 1 : 0, ipv6 ? 1 : 0);
         if (rc == 0)
                 rc = pd_router_file_write(r, "uplink.kind", text, err);
         return rc;
@@ -378,14 +394,18 @@ int pd_uplink_start(struct pd_router *r, const struct pd_uplink *u, bool dns_for
                     struct pd_error *err)
 {
         why[0] = 0;
-        int rc = start_supervisor(r, u->kind, u->bin, dns_forward, err);
+        int rc = start_supervisor(r, u->kind, u->bin, dns_forward, r->ipv6, err);
         if (rc < 0)
                 return rc;
         _pd_cleanup_close_ int ns = uplink_nsfd(r);
         if (ns < 0)
                 return pd_error_set(err, -ns, "open the uplink netns");
         struct pd_error e2;
-        int up = pd_rtnl_wait_default_route(ns, UPLINK_READY_MS, &e2);
+        int up = pd_rtnl_wait_default_route(ns, AF_INET, UPLINK_READY_MS, &e2);
+        /* IPv6 comes by router advertisement from slirp4netns, a moment
+         * later: the first sandboxes would find no route */
+        if (up > 0 && r->ipv6)
+                up = pd_rtnl_wait_default_route(ns, AF_INET6, UPLINK_READY_MS, &e2);
         if (up <= 0)
                 snprintf(why, whysz, "the uplink (%s) did not come up within %d s (see %s/uplink.log)",
                          pd_uplink_kind_name(u->kind), UPLINK_READY_MS / 1000, r->dir);
@@ -398,13 +418,13 @@ int pd_uplink_revive(struct pd_router *r, struct pd_error *err)
         if (pid == -ENOENT || is_supervisor(pid))
                 return 0;       /* no user-mode uplink, or it runs */
         char buf[PATH_MAX + 64], kind[32], prog[PATH_MAX];
-        int fwd = 0;
+        int fwd = 0, v6 = 0;
         if (pd_router_file_read(r, "uplink.kind", buf, sizeof buf) <= 0 ||
-            sscanf(buf, "%31s %4095s %d", kind, prog, &fwd) < 2)
+            sscanf(buf, "%31s %4095s %d %d", kind, prog, &fwd, &v6) < 2)
                 return pd_error_setx(err, ENOENT, "the uplink's settings are gone (%s/uplink.kind)", r->dir);
         enum pd_uplink_kind k = !strcmp(kind, "pasta") ? PD_UPLINK_PASTA : PD_UPLINK_SLIRP;
         (void)unlinkat(r->dirfd, "uplink.pid", 0);
-        int rc = start_supervisor(r, k, prog, fwd != 0, err);
+        int rc = start_supervisor(r, k, prog, fwd != 0, v6 != 0, err);
         return rc < 0 ? pd_error_prefix(err, "restart the uplink supervisor") : 0;
 }
 
@@ -438,7 +458,7 @@ bool pd_uplink_up(struct pd_router *r, char *why, size_t whysz)
         }
         _pd_cleanup_close_ int ns = uplink_nsfd(r);
         struct pd_error e2;
-        if (ns < 0 || pd_rtnl_wait_default_route(ns, 0, &e2) <= 0) {
+        if (ns < 0 || pd_rtnl_wait_default_route(ns, AF_INET, 0, &e2) <= 0) {
                 snprintf(why, whysz, "the uplink process is down and being restarted (see %s/uplink.log)", r->dir);
                 return false;
         }

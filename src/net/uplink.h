@@ -43,6 +43,7 @@ enum pd_uplink_kind {
 #define PD_UPLINK_IF "tap0"             /* the process's tap, in the uplink netns */
 #define PD_UPLINK_SLIRP_CIDR "10.0.2.0/24"
 #define PD_UPLINK_SLIRP_DNS "10.0.2.3"
+#define PD_UPLINK_SLIRP_CIDR6 "fd00::/64"     /* with --enable-ipv6; fd00::2 is the host */
 /* pasta's DNS forwarder (--dns-forward): an address the uplink netns routes
  * to the tap, which pasta answers by asking the host's own resolver from
  * a host socket (loopback resolvers included). Used only when the host's
@@ -56,7 +57,7 @@ struct pd_uplink {
 };
 
 /* Is spec (the router's uplink setting) a user-mode uplink? NULL, "" and
- * "auto" pick pasta, else slirp4netns, else none (u->why says why);
+ * "auto" pick slirp4netns, else pasta, else none (u->why says why);
  * "pasta" and "slirp4netns" ask for one (an error if it is missing);
  * "none" is no uplink. Returns 1 for these, 0 for any other setting
  * (netns:PATH, IFACE:...), -errno on error. $PADDOCK_PASTA and

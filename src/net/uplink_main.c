@@ -51,6 +51,7 @@
 struct opts {
         const char *kind, *bin, *userns, *netns, *dns_forward;
         unsigned uid;
+        int ipv6;
 };
 
 static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -167,11 +168,14 @@ static void child_argv(const struct opts *o, const char **argv)
                         argv[a++] = o->dns_forward;
                 }
         } else {
-                /* --disable-host-loopback: 10.0.2.2 is not the host's
-                 * loopback; never --enable-sandbox (see private_tun) */
+                /* --disable-host-loopback: 10.0.2.2 (and fd00::2) is not
+                 * the host's loopback; never --enable-sandbox (see
+                 * private_tun) */
                 static const char *const base[] = { "--configure", "--mtu=65520", "--disable-host-loopback",
                                                     "--enable-seccomp", "--netns-type=path", "/proc/self/fd/3",
                                                     "tap0" };
+                if (o->ipv6)
+                        argv[a++] = "--enable-ipv6";
                 for (size_t i = 0; i < sizeof base / sizeof *base; i++)
                         argv[a++] = base[i];
         }
@@ -219,7 +223,7 @@ static void stop(pid_t pid, int pidfd)
 static int usage(void)
 {
         fprintf(stderr, "usage: paddock-uplink --kind pasta|slirp4netns --bin PATH --userns PIN --netns PIN "
-                        "--uid UID [--dns-forward ADDR]\n(started by paddock's router; docs/network.md)\n");
+                        "--uid UID [--dns-forward ADDR] [--ipv6]\n(started by paddock's router; docs/network.md)\n");
         return 2;
 }
 
@@ -229,7 +233,7 @@ int main(int argc, char **argv)
                 { "kind", required_argument, NULL, 'k' }, { "bin", required_argument, NULL, 'b' },
                 { "userns", required_argument, NULL, 'U' }, { "netns", required_argument, NULL, 'N' },
                 { "uid", required_argument, NULL, 'u' }, { "dns-forward", required_argument, NULL, 'd' },
-                { 0 },
+                { "ipv6", no_argument, NULL, '6' }, { 0 },
         };
         struct opts o = { 0 };
         int c;
@@ -241,6 +245,7 @@ int main(int argc, char **argv)
                 case 'U': o.userns = optarg; break;
                 case 'N': o.netns = optarg; break;
                 case 'd': o.dns_forward = optarg; break;
+                case '6': o.ipv6 = 1; break;
                 case 'u':
                         o.uid = (unsigned)strtoul(optarg, &end, 10);
                         if (*end || !o.uid)

@@ -28,7 +28,7 @@ paddock reaches it in one of two ways (FakeNet(..., uplink=)):
 Either way with --net-resolver 198.51.100.53 (resolver). stop() kills what
 start() spawned (by pid) and deletes the namespaces. The module fixture
 `fakenet` runs a module's tests once per uplink of $PADDOCK_TEST_UPLINKS
-(default "netns,pasta").
+(default "netns,slirp4netns": the operator's and the default; add "pasta").
 """
 import itertools
 import json
@@ -277,7 +277,7 @@ if __name__ == "__main__":
 
 
 def uplinks():
-    return [u for u in os.environ.get("PADDOCK_TEST_UPLINKS", "netns,pasta").split(",") if u]
+    return [u for u in os.environ.get("PADDOCK_TEST_UPLINKS", "netns,slirp4netns").split(",") if u]
 
 
 class hosted:

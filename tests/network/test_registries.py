@@ -6,7 +6,7 @@ npm metadata fetch of a small package and one `apt-get update` of one
 suite and component.
 
 Nothing is configured: no --net-uplink, no --net-resolver. paddock's
-default uplink (pasta, else slirp4netns) and the host's resolvers carry it.
+default uplink (slirp4netns, else pasta) and the host's resolvers carry it.
 A test skips, saying why, only when the host itself cannot reach the
 registry (checked with one request from the host, and only after the
 sandbox failed).

@@ -1,5 +1,5 @@
 """The default uplink (issue 15): without --net-uplink, a router's traffic
-leaves through a user-mode network process (pasta, else slirp4netns) whose
+leaves through a user-mode network process (slirp4netns, else pasta) whose
 sockets are the host's. Every test here runs paddock inside a stand-in host
 (_fakenet.py, FakeNet(uplink=...)): a network namespace whose route leads to
 the fake internet, so the uplink process's sockets are that namespace's and
@@ -219,6 +219,39 @@ def test_host_loopback_and_addresses_stay_closed_in_every_mode(pd, fn, host_cana
     res = json.loads(r.stdout)
     assert not any(v.startswith("CONNECTED") for v in res.values()), res
     assert hits() == "", "a canary on the host was reached from the uplink: %s" % hits()
+
+
+SLOW_ANSWER = r"""
+import socket, sys, threading, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], 7200)); s.listen(8)
+print("up", flush=True)
+c, _ = s.accept()
+c.recv(100)
+time.sleep(float(sys.argv[2]))     # the server thinks (a large git clone, a slow API)
+c.sendall(b"answer\n")
+c.close()
+"""
+
+
+def test_a_slow_answer_arrives(pd, fn):
+    """A server that is silent for 40 s after the request still answers
+    through the default uplink. (pasta 2023-03 resets such a connection
+    after ~24 s: the reason slirp4netns is the default; docs/network.md.)"""
+    if fn.mode != "slirp4netns":
+        pytest.skip("pasta 2023-03 resets connections silent for ~24 s (documented; not the default)")
+    srv = subprocess.Popen(["ip", "netns", "exec", fn.name, sys.executable, "-c", SLOW_ANSWER, WEB[1], "40"],
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        assert srv.stdout.readline().strip() == "up"
+        r = run(pd, fn, ["--net", "open"], ["python3", "-c", "import socket\n"
+                                            "s = socket.create_connection(('%s', 7200), timeout=120)\n"
+                                            "s.sendall(b'question')\nprint(s.makefile().readline().strip())"
+                                            % WEB[1]], timeout=180)
+        assert r.stdout.strip() == "answer", (r.stdout, r.stderr)
+    finally:
+        srv.kill()
+        srv.wait()
 
 
 def test_refused_connect_is_refused_not_a_timeout(pd, fn):
@@ -456,7 +489,7 @@ def test_no_uplink_program_still_creates_and_says_why(state_root, fn):
                   timeout=120, env=env({"PADDOCK_PASTA": "", "PADDOCK_SLIRP4NETNS": ""}))
         assert r.returncode == 0, r.stderr
         warn = [l for l in r.stderr.splitlines() if "warning" in l]
-        assert len(warn) == 1 and "neither pasta" in warn[0] and "slirp4netns" in warn[0], r.stderr
+        assert len(warn) == 1 and "neither slirp4netns" in warn[0] and "pasta" in warn[0], r.stderr
         assert json.loads(r.stdout.strip().splitlines()[-1])[WEB[0]] != "ok"
         assert egress(p)["uplink"] == "none"
         # an explicit choice of a missing program is an error
@@ -466,6 +499,32 @@ def test_no_uplink_program_still_creates_and_says_why(state_root, fn):
     finally:
         assert p.gc().returncode == 0
         Paddock(p.state + "-x").gc()
+
+
+def test_uplink_that_cannot_start_still_creates_and_says_why(state_root, fn):
+    """The default uplink's supervisor missing (a broken install): the
+    router works without an uplink, the sandbox is created, one line says
+    why; asked for by name, the same uplink is an error."""
+    p = Paddock(os.path.join(state_root, "uplink-nostart-" + fn.mode))
+    os.makedirs(p.state, exist_ok=True)
+    broken = env({"PADDOCK_UPLINK": "/nonexistent/paddock-uplink",
+                  "PADDOCK_SLIRP4NETNS" if fn.mode == "pasta" else "PADDOCK_PASTA": ""})
+    try:
+        r = p.run(["--net", "open", "--net-resolver", DNS, "--", "python3", "-c", FETCH, json.dumps([WEB[0]])],
+                  timeout=120, env=broken)
+        assert r.returncode == 0, r.stderr
+        warn = [l for l in r.stderr.splitlines() if "warning" in l]
+        assert len(warn) == 1 and "could not be started" in warn[0], r.stderr
+        assert json.loads(r.stdout.strip().splitlines()[-1])[WEB[0]] != "ok"
+        assert egress(p)["uplink"] == "none"
+        assert not os.path.exists(os.path.join(net_dir(p), "uplink-net")), "a half-made uplink was left"
+        r = p.run(["--net", "open", "--net-uplink", fn.mode, "--state-dir", p.state + "-x", "--", "true"],
+                  timeout=120, env=broken)
+        assert r.returncode == 125 and "uplink" in r.stderr, r.stderr
+    finally:
+        assert p.gc().returncode == 0
+        assert Paddock(p.state + "-x").gc().returncode == 0
+    assert router_files(p) == []
 
 
 def test_doctor_says_what_the_network_can_do(fn):
@@ -481,7 +540,7 @@ def test_doctor_says_what_the_network_can_do(fn):
     r = subprocess.run(conftest.netns_prefix() + [PADDOCK_BIN, "doctor"], capture_output=True, text=True,
                        timeout=120, env=child_env(env({"PADDOCK_PASTA": "", "PADDOCK_SLIRP4NETNS": ""})))
     lines = {l.split()[0]: l for l in r.stdout.splitlines() if l.startswith("  ") and l.split()}
-    assert "no egress" in lines["open"] and "neither pasta" in lines["open"], r.stdout
+    assert "no egress" in lines["open"] and "neither slirp4netns" in lines["open"], r.stdout
 
 
 RENDEZVOUS = r"""
@@ -522,7 +581,7 @@ def test_hundred_sandboxes_open_at_once(pd, fn):
                                    "python3", "-c", MEET, WEB[1]], env=child_env(env()), text=True))
         outs = [p.communicate(timeout=900) for p in procs]
         bad = [(p.returncode, o) for p, o in zip(procs, outs) if p.returncode != 0 or o[0].strip() != "go"]
-        assert not bad, bad[:3]
+        assert not bad, (len(bad), bad[:3], open(os.path.join(net_dir(pd), "uplink.log")).read()[-2000:])
         assert meet.stdout.readline().split() == ["released", str(n)]
     finally:
         for p in procs:
@@ -535,8 +594,8 @@ def test_hundred_sandboxes_open_at_once(pd, fn):
 
 
 def test_microvm_guest_reaches_the_internet_through_the_default_uplink(pd, fn):
-    if fn.mode != "pasta":
-        pytest.skip("one guest is enough (TCG): the default uplink only")
+    if fn.mode != "slirp4netns":
+        pytest.skip("one guest is enough (TCG): the default uplink (slirp4netns) only")
     r = run(pd, fn, ["--net", "open"], ["python3", "-c", FETCH, json.dumps(["web.example.test", WEB[2]])],
             extra=["--isolation", "microvm", "--memory", "256M"], timeout=900)
     res = json.loads(r.stdout.strip().splitlines()[-1])
@@ -602,13 +661,11 @@ print(json.dumps(out))
 
 def test_ipv6_egress_when_the_host_has_it(state_root, fn, tmp_path):
     """A stand-in host whose IPv6 works (an address, a default route, a
-    gateway that has answered): sandboxes get IPv6 too, through pasta; the
+    gateway that has answered): sandboxes get IPv6 too; the
     host's own IPv6 address and unique local addresses (fd00::/8 and the
     rest of fc00::/7) stay closed."""
-    if fn.mode != "pasta":
-        pytest.skip("IPv6 goes through pasta only (slirp4netns: IPv4)")
-    f6 = FakeNet(tmp_path, uplink="pasta", ipv6=True).start()
-    p = Paddock(os.path.join(state_root, "uplink-ipv6"))
+    f6 = FakeNet(tmp_path, uplink=fn.mode, ipv6=True).start()
+    p = Paddock(os.path.join(state_root, "uplink-ipv6-" + fn.mode))
     os.makedirs(p.state, exist_ok=True)
     canary = subprocess.Popen(["ip", "netns", "exec", f6.host, sys.executable, "-c",
                                "import socket\ns=socket.socket(socket.AF_INET6)\ns.bind(('%s',0))\ns.listen(8)\n"
@@ -617,7 +674,7 @@ def test_ipv6_egress_when_the_host_has_it(state_root, fn, tmp_path):
     try:
         port = int(canary.stdout.readline())
         with hosted(f6):
-            r = p.run(["--net", "open", "--net-uplink", "pasta", "--net-resolver", DNS, "--", "python3", "-c",
+            r = p.run(["--net", "open", "--net-uplink", fn.mode, "--net-resolver", DNS, "--", "python3", "-c",
                        FETCH6, json.dumps([[WEB6, 6], ["web6.example.test", 6], ["dual.example.test", 6],
                                            ["dual.example.test", 4], [ULA6, 6], ["ula.example.test", 6]])],
                       timeout=120, env=env())
@@ -633,7 +690,7 @@ def test_ipv6_egress_when_the_host_has_it(state_root, fn, tmp_path):
             # policy pins AAAA answers like A ones
             res, _ = fetch(p, f6, ["--net", "policy", "--allow", "web6.example.test"], [WEB[0]])
             assert res[WEB[0]] != "ok", res
-            r = p.run(["--net", "policy", "--allow", "web6.example.test", "--net-uplink", "pasta", "--net-resolver",
+            r = p.run(["--net", "policy", "--allow", "web6.example.test", "--net-uplink", fn.mode, "--net-resolver",
                        DNS, "--", "python3", "-c", FETCH6, json.dumps([["web6.example.test", 6], [WEB6, 6]])],
                       timeout=120, env=env())
             res = json.loads(r.stdout.strip().splitlines()[-1])
