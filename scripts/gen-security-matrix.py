@@ -108,6 +108,8 @@ def render(d):
     w("|---|---|")
     w("| date | %s |" % f.get("date"))
     w("| kernel (`uname -r`) | %s |" % f.get("kernel"))
+    if f.get("ia32_entry"):
+        w("| i386 entry (`int 0x80`) | %s |" % f["ia32_entry"]["why"])
     w("| Landlock ABI (`landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`) | %s |" % f.get("landlock_abi"))
     w("| cgroups | %s |" % f.get("cgroup"))
     w("| CPUs | %s |" % f.get("cpus"))

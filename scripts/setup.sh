@@ -21,6 +21,13 @@ packages=(
   qemu-system-x86 erofs-utils busybox-static cpio xz-utils liblzma-dev
   # OCI runtime: the engines the tests drive, and the validation suite's toolchain
   podman containerd golang-go
+  # templates from images and recipes (docs/templates.md): skopeo pulls,
+  # libarchive unpacks; the tests' local registry and the benchmark's peers
+  skopeo libarchive-dev docker-registry buildah
+  # the libFuzzer targets (tests/fuzz/, scripts/fuzz.sh): clang with its
+  # runtimes (libclang-rt is only a recommendation of clang), and
+  # llvm-symbolizer for readable reports
+  clang libclang-rt-14-dev llvm
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -42,6 +49,13 @@ if ! ls "$guest_dir"/boot/vmlinuz-* >/dev/null 2>&1; then
   echo "setup: unpacking $kpkg into $guest_dir" >&2
   mkdir -p "$guest_dir"
   (cd "$guest_dir" && apt-get download -qq "$kpkg" && dpkg -x "$kpkg"_*.deb . && rm -f "$kpkg"_*.deb)
+fi
+
+# Debian's docker-registry starts a registry on :5000 when installed where
+# services run; the templates tests run their own (tests/templates/_reg.py)
+# and it must not be left listening.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet docker-registry 2>/dev/null; then
+  systemctl disable --now docker-registry >/dev/null 2>&1 || true
 fi
 
 if [ ! -f build/build.ninja ]; then

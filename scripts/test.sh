@@ -32,15 +32,43 @@ suite() {
   echo "$rc" >"$results/$name.rc"
 }
 
+# The sanitizer build (ASan+UBSan+LSan; the static agent UBSan only, see
+# src/agent/meson.build): the unit, server and network suites run on it
+# instead of on build/. Reports fail the test that caused them
+# (tests/conftest.py), or the suite (scripts/san-junit.py).
+t0=$SECONDS
+[ -f build-san/build.ninja ] || meson setup build-san --buildtype=debugoptimized \
+  -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+ninja -C build-san >/dev/null || echo "build-san: build failed"
+echo "=== build-san (sanitizers) built in $((SECONDS - t0))s"
+t0=$SECONDS
+scripts/fuzz.sh build || echo "build-fuzz: build failed"
+echo "=== build-fuzz (clang, libFuzzer targets) built in $((SECONDS - t0))s"
+export PADDOCK_SAN_DIR="$results/san"
+sanitized=" unit server network "
+
 py=/usr/bin/python3
-suite unit 300 meson test -C build --suite unit --print-errorlogs --logbase unit \
-  --num-processes 2
-cp build/meson-logs/unit.junit.xml "$results/unit.xml" 2>/dev/null || true
-for s in integration security server sdk network oci microvm; do
+suite unit 300 scripts/san-run.sh unit meson test -C build-san --suite unit --print-errorlogs \
+  --logbase unit --num-processes 2
+cp build-san/meson-logs/unit.junit.xml "$results/unit.xml" 2>/dev/null || true
+"$py" scripts/san-junit.py "$results/unit.xml" "$results/san/unit"
+for s in arch integration security server sdk network oci microvm; do
   [ -d "tests/$s" ] || continue
-  suite "$s" 600 "$py" -m pytest -q -rs -p no:cacheprovider "tests/$s" \
+  san=()
+  [[ $sanitized == *" $s "* ]] && san=(scripts/san-run.sh "$s")
+  suite "$s" 600 "${san[@]}" "$py" -m pytest -q -rs -p no:cacheprovider "tests/$s" \
     --junitxml="$results/$s.xml"
+  [ ${#san[@]} -gt 0 ] && "$py" scripts/san-junit.py "$results/$s.xml" "$results/san/$s"
 done
+suite scripts 60 "$py" -m pytest -q -rs -p no:cacheprovider tests/scripts --junitxml="$results/scripts.xml"
+
+# libFuzzer targets (tests/fuzz/, built above): 120 s of fuzzing in all.
+suite fuzz 240 scripts/fuzz-ci.sh "$results/fuzz.xml" 120
+
+# Templates from images and recipes: a local registry, crafted images,
+# builds and every tier (a few minutes; the slow cases are in bench/).
+suite templates 420 "$py" -m pytest -q -rs -p no:cacheprovider tests/templates \
+  --junitxml="$results/templates.xml"
 
 # The official E2B SDKs against paddock serve (Node 20 from the npm registry).
 if ./scripts/setup-node.sh; then

@@ -8,10 +8,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "error.h"
-#include "msg.h"
-#include "proto.h"
-#include "ring.h"
+#include "lib/error.h"
+#include "proto/msg.h"
+#include "proto/proto.h"
+#include "agent/ring.h"
 
 #define AG_MAX_CONNS 256     /* host connections at once; each costs a few KiB */
 #define AG_MAX_EXITED 64
@@ -252,7 +252,7 @@ void ag_fsid_leave(struct ag_fsid *s);
 /* Build the sandbox-absolute path of a request path (relative = from uid's
  * home), validated. */
 int ag_path_abs(const char *in, uint32_t uid, char *out, size_t size, struct pd_error *err);
-/* openat2 in root with RESOLVE_IN_ROOT|RESOLVE_NO_MAGICLINKS. */
+/* pd_open_in_root (lib/openat2.h) in the sandbox's root, RESOLVE_IN_ROOT. */
 int ag_open_in_root(struct agent *ag, const char *abs, int flags, mode_t mode);
 /* Open the parent directory of abs (O_PATH), and copy the last component
  * into name ("" for "/"). */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
+#include "agent/agent.h"
 
 static uint8_t chunk_buf[8 + PD_DATA_CHUNK];
 

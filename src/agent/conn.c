@@ -8,8 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "util.h"
+#include "agent/agent.h"
+#include "lib/util.h"
 
 static void conn_process(struct agent *ag, struct ag_conn *c);
 static void on_conn(struct agent *ag, struct ag_handler *hd, uint32_t events);

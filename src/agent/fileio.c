@@ -1,7 +1,17 @@
 /* FILE_READ and FILE_WRITE: bulk transfers as DATA frames. Reads are
  * generated lazily when the connection has room, so a huge file never sits
  * in memory; writes go to a temporary file renamed over the target at the
- * end, so a failed upload changes nothing. */
+ * end, so a failed upload changes nothing.
+ *
+ * A read is of the inode opened when the request came, whatever happens to
+ * the path afterwards (a file replaced by rename keeps its old contents for
+ * us). With DESCRIBE, the host learns from FILE_OPENED how many bytes will
+ * come, taken from that same fd, before the first of them; if the file
+ * shrinks meanwhile (truncated in place) the read ends with ERROR, never
+ * with fewer bytes than announced. Files of pseudo filesystems (procfs,
+ * sysfs, ...) report a size that is not their content (0, 4096): their
+ * length is announced as unknown, and they are read to their end, up to
+ * PSEUDO_MAX. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -9,18 +19,49 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "util.h"
+#include "agent/agent.h"
+#include "lib/util.h"
+
+#define PSEUDO_MAX (64u << 20)  /* a procfs file has no size: at most this much */
+#define OPEN_TRIES 3            /* the path replaced between the two opens */
 
 struct ag_fread {
         struct ag_fread *next;
         uint32_t id;
         int fd;
         uint64_t off, left, sent;
+        uint64_t promised;      /* announced in FILE_OPENED (UINT64_MAX: none) */
+        bool pseudo;            /* no size: read to the end, up to PSEUDO_MAX */
+        char path[PATH_MAX];
 };
+
+/* Filesystems whose st_size is not the content's length. */
+static bool pseudo_fs(int fd)
+{
+        struct statfs sf;
+        if (fstatfs(fd, &sf) < 0)
+                return false;
+        switch ((unsigned long)sf.f_type) {
+        case PROC_SUPER_MAGIC:
+        case SYSFS_MAGIC:
+        case DEBUGFS_MAGIC:
+        case TRACEFS_MAGIC:
+        case SECURITYFS_MAGIC:
+        case CGROUP_SUPER_MAGIC:
+        case CGROUP2_SUPER_MAGIC:
+        case BPF_FS_MAGIC:
+        case EFIVARFS_MAGIC:
+        case PSTOREFS_MAGIC:
+                return true;
+        default:
+                return false;
+        }
+}
 
 struct ag_fwrite {
         struct ag_fwrite *next;
@@ -36,7 +77,7 @@ static unsigned tmp_counter;
 
 /* Open a regular file for reading; anything else is refused before any
  * read can block or touch a device. */
-static int open_regular(struct agent *ag, const char *abs, struct stat *st, struct pd_error *err)
+static int open_regular_once(struct agent *ag, const char *abs, struct stat *st, struct pd_error *err)
 {
         _pd_cleanup_close_ int pfd = ag_open_in_root(ag, abs, O_PATH, 0);
         if (pfd < 0)
@@ -58,6 +99,16 @@ static int open_regular(struct agent *ag, const char *abs, struct stat *st, stru
         return PD_TAKE_FD(fd);
 }
 
+/* A file replaced by rename between the two opens is a race the caller
+ * did not lose: open what the path names now. */
+static int open_regular(struct agent *ag, const char *abs, struct stat *st, struct pd_error *err)
+{
+        int fd = -EAGAIN;
+        for (int i = 0; i < OPEN_TRIES && fd == -EAGAIN; i++)
+                fd = open_regular_once(ag, abs, st, err);
+        return fd;
+}
+
 int ag_req_file_read(struct agent *ag, struct ag_conn *c, struct ag_req *r)
 {
         uint32_t uid, gid;
@@ -66,7 +117,9 @@ int ag_req_file_read(struct agent *ag, struct ag_conn *c, struct ag_req *r)
         int k = ag_req_creds(r->payload, r->h->len, &uid, &gid, r->err);
         if (k < 0 || (k = ag_get_path(r, PD_A_PATH, uid, abs, sizeof abs)) < 0)
                 return k;
-        if ((k = ag_get_u64(r, PD_A_OFFSET, &off)) < 0 || (k = ag_get_u64(r, PD_A_LENGTH, &len)) < 0)
+        uint32_t describe = 0;
+        if ((k = ag_get_u64(r, PD_A_OFFSET, &off)) < 0 || (k = ag_get_u64(r, PD_A_LENGTH, &len)) < 0 ||
+            (k = ag_get_u32(r, PD_A_DESCRIBE, &describe)) < 0)
                 return k;
         struct ag_fsid f;
         struct stat st;
@@ -84,6 +137,22 @@ int ag_req_file_read(struct agent *ag, struct ag_conn *c, struct ag_req *r)
         fr->fd = fd;
         fr->off = off;
         fr->left = len;
+        fr->promised = UINT64_MAX;
+        snprintf(fr->path, sizeof fr->path, "%s", abs);
+        if (describe) {
+                fr->pseudo = pseudo_fs(fd);
+                struct pd_msg m;
+                pd_msg_init(&m);
+                if (!fr->pseudo) {
+                        /* the size of this inode, not of whatever the path names later */
+                        uint64_t size = (uint64_t)st.st_size;
+                        uint64_t rest = size > off ? size - off : 0;
+                        fr->left = fr->promised = rest < len ? rest : len;
+                        pd_msg_put_u64(&m, PD_A_SIZE, fr->promised);
+                }
+                ag_conn_send(ag, c, PD_T_FILE_OPENED, 0, fr->id, 0, m.buf, m.len);
+                pd_msg_free(&m);
+        }
         /* append at the tail: transfers run in request order */
         struct ag_fread **pp = &c->reads;
         while (*pp)
@@ -100,6 +169,15 @@ void ag_fread_generate(struct agent *ag, struct ag_conn *c)
                 ssize_t n = want ? pread(fr->fd, io_buf, want, (off_t)fr->off) : 0;
                 if (n < 0 && errno == EINTR)
                         continue;
+                if (n > 0 && fr->pseudo && fr->sent + (uint64_t)n > PSEUDO_MAX) {
+                        errno = EFBIG;
+                        n = -1;
+                }
+                if (n == 0 && fr->promised != UINT64_MAX && fr->sent < fr->promised) {
+                        /* truncated while we read it: what was announced cannot come */
+                        errno = ESTALE;
+                        n = -1;
+                }
                 if (n > 0) {
                         fr->off += (uint64_t)n;
                         fr->left -= (uint64_t)n;
@@ -109,7 +187,13 @@ void ag_fread_generate(struct agent *ag, struct ag_conn *c)
                 }
                 if (n < 0) {
                         struct pd_error err;
-                        pd_error_set(&err, errno, "read");
+                        if (errno == EFBIG)
+                                pd_error_setx(&err, EFBIG, "'%s' has no size and goes on past %u MiB", fr->path,
+                                              PSEUDO_MAX >> 20);
+                        else if (errno == ESTALE)
+                                pd_error_setx(&err, ESTALE, "'%s' shrank while it was read", fr->path);
+                        else
+                                pd_error_set(&err, errno, "read '%s'", fr->path);
                         ag_conn_send(ag, c, PD_T_DATA, PD_F_END, fr->id, 0, NULL, 0);
                         ag_conn_send_error(ag, c, fr->id, &err);
                 } else {

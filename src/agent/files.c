@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "util.h"
+#include "agent/agent.h"
+#include "lib/util.h"
 
 /* Common prologue: credentials and one resolved path. */
 static int prologue(const struct ag_req *r, uint32_t *uid, uint32_t *gid, char *abs)

@@ -25,9 +25,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "util.h"
-#include "vmmux.h"
+#include "agent/agent.h"
+#include "lib/util.h"
+#include "proto/vmmux.h"
 
 #define GUEST_SOCK "/run/paddock/agent.sock"
 #define PORT_NAME "agent"
@@ -36,13 +36,6 @@ static int msleep(long ms)
 {
         struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
         return nanosleep(&ts, NULL);
-}
-
-static uint64_t now_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static int mnt(const char *src, const char *dst, const char *type, unsigned long fl, const char *data,
@@ -94,9 +87,9 @@ static int load_modules(struct pd_error *err)
 /* Devices probe asynchronously: wait (bounded) for a path to appear. */
 static int wait_for(const char *path, int timeout_ms)
 {
-        uint64_t end = now_ms() + (uint64_t)timeout_ms;
+        uint64_t end = pd_now_ms() + (uint64_t)timeout_ms;
         while (access(path, F_OK) < 0) {
-                if (now_ms() > end)
+                if (pd_now_ms() > end)
                         return -ETIMEDOUT;
                 msleep(1);
         }
@@ -223,7 +216,7 @@ static void loopback_up(void)
 /* /dev/vportNpM of the port named PORT_NAME (no udev in here). */
 static int find_port(char *out, size_t size, struct pd_error *err)
 {
-        uint64_t end = now_ms() + 5000;
+        uint64_t end = pd_now_ms() + 5000;
         for (;;) {
                 DIR *d = opendir("/sys/class/virtio-ports");
                 struct dirent *de;
@@ -245,7 +238,7 @@ static int find_port(char *out, size_t size, struct pd_error *err)
                 }
                 if (d)
                         closedir(d);
-                if (now_ms() > end)
+                if (pd_now_ms() > end)
                         return pd_error_setx(err, ENODEV, "no virtio-serial port named '%s'", PORT_NAME);
                 msleep(1);
         }

@@ -19,8 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "vmmux.h"
+#include "agent/agent.h"
+#include "proto/vmmux.h"
 
 #define GUEST_IF "eth0"
 

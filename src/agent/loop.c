@@ -5,7 +5,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "agent/agent.h"
 
 int ag_ev_add(struct agent *ag, struct ag_handler *h, int fd, uint32_t events, ag_cb fn)
 {

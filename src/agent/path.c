@@ -12,10 +12,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "openat2.h"
-#include "agent.h"
-#include "spec.h"
-#include "util.h"
+#include "lib/openat2.h"
+#include "agent/agent.h"
+#include "lib/spec.h"
+#include "lib/util.h"
 
 static gid_t saved_groups[256];
 static int nsaved = -1;
@@ -124,13 +124,7 @@ int ag_path_abs(const char *in, uint32_t uid, char *out, size_t size, struct pd_
 
 int ag_open_in_root(struct agent *ag, const char *abs, int flags, mode_t mode)
 {
-        struct open_how how = {
-                .flags = (uint64_t)(flags | O_CLOEXEC),
-                .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
-                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-        };
-        int fd = pd_openat2(ag->rootfd, abs, &how);
-        return fd < 0 ? -errno : fd;
+        return pd_open_in_root(ag->rootfd, abs, flags, mode, RESOLVE_IN_ROOT);
 }
 
 int ag_open_parent(struct agent *ag, const char *abs, char *name, size_t size, struct pd_error *err)

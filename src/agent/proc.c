@@ -11,7 +11,7 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "agent/agent.h"
 
 static uint8_t read_buf[64u << 10];
 

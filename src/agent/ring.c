@@ -1,4 +1,4 @@
-#include "ring.h"
+#include "agent/ring.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -22,8 +22,8 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "util.h"
+#include "agent/agent.h"
+#include "lib/util.h"
 
 int ag_proc_watch_streams(struct agent *ag, struct ag_proc *p);
 int ag_proc_watch_stdin(struct agent *ag, struct ag_proc *p, int fd);

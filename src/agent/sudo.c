@@ -11,8 +11,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "util.h"
+#include "agent/agent.h"
+#include "lib/util.h"
 
 #define SUDO_DEFAULT_SOCKET "/run/paddock/sudo.sock"
 

@@ -16,8 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "util.h"
+#include "agent/agent.h"
+#include "lib/util.h"
 
 #define SUDO_MAX_CLIENTS 64
 

@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "agent/agent.h"
 
 struct ag_tunnel {
         struct ag_handler h;

@@ -12,8 +12,8 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "util.h"
+#include "agent/agent.h"
+#include "lib/util.h"
 
 #define WATCH_MAX_DIRS 8192
 #define WATCH_MASK (IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | \

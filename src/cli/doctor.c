@@ -23,14 +23,14 @@
 #include <sys/utsname.h>
 #include <sys/wait.h>
 
-#include "cli.h"
-#include "hostnet.h"
-#include "landlock.h"
-#include "router.h"
-#include "state.h"
-#include "uplink.h"
-#include "util.h"
-#include "vm.h"
+#include "cli/cli.h"
+#include "net/hostnet.h"
+#include "jail/landlock.h"
+#include "net/router.h"
+#include "lib/state.h"
+#include "net/uplink.h"
+#include "lib/util.h"
+#include "vm/vm.h"
 
 struct facts {
         char ns_missing[128];           /* namespaces unshare refused */

@@ -6,10 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "router.h"
-#include "sandbox.h"
-#include "util.h"
+#include "cli/cli.h"
+#include "net/router.h"
+#include "lib/sandbox.h"
+#include "lib/util.h"
 
 /* Once the router is gone, what it kept in the runtime dir (netd's log,
  * audit and policy files, slot records) and the runtime dir itself: the

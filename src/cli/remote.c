@@ -11,10 +11,10 @@
 
 #include <curl/curl.h>
 
-#include "cli.h"
-#include "policy.h"
-#include "remote.h"
-#include "util.h"
+#include "cli/cli.h"
+#include "cli/remote.h"
+#include "lib/util.h"
+#include "net/policy.h"
 
 #define MAX_KV 256
 

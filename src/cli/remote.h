@@ -1,7 +1,7 @@
 /* Client verbs split across remote*.c; each returns an exit status
  * (remote_http.h). argv[0] is the verb; --url/--key are already taken out. */
 #pragma once
-#include "remote_http.h"
+#include "cli/remote_http.h"
 
 int pd_remote_exec(const struct pd_rc *rc, int argc, char **argv);
 int pd_remote_logs(const struct pd_rc *rc, int argc, char **argv);

@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "remote.h"
-#include "util.h"
+#include "cli/cli.h"
+#include "cli/remote.h"
+#include "lib/util.h"
 
 /* "ID:PATH" → id and path (pointers into arg's copy); false if arg is local. */
 static bool split_remote(char *arg, char **id, char **path)

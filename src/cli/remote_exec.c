@@ -18,11 +18,10 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
-#include "cli.h"
-#include "remote.h"
-#include "util.h"
+#include "cli/cli.h"
+#include "cli/remote.h"
+#include "lib/base64.h"
+#include "lib/util.h"
 
 #define LINE_MAX_BYTES (16u << 20)
 #define RECONNECT_TRIES 8
@@ -53,24 +52,6 @@ static int slot_of(const char *stream)
         return -1;
 }
 
-/* base64 (no whitespace) into out (>= 3*len/4 bytes); length or -1. */
-static long b64_decode(const char *in, size_t len, unsigned char *out)
-{
-        if (len % 4)
-                return -1;
-        if (!len)
-                return 0;
-        int n = EVP_DecodeBlock(out, (const unsigned char *)in, (int)len);
-        if (n < 0)
-                return -1;
-        /* EVP_DecodeBlock counts the padding as zero bytes */
-        if (in[len - 1] == '=')
-                n--;
-        if (in[len - 2] == '=')
-                n--;
-        return n;
-}
-
 static int frame_line(struct follower *f, const char *line, size_t n)
 {
         json_t *j = json_loadb(line, n, 0, NULL);
@@ -85,8 +66,8 @@ static int frame_line(struct follower *f, const char *line, size_t n)
                 if (slot < 0 || !b64 || off < 0)
                         goto out;
                 size_t bl = strlen(b64);
-                unsigned char *buf = malloc(bl / 4 * 3 + 3);
-                long dn = buf ? b64_decode(b64, bl, buf) : -1;
+                unsigned char *buf = malloc(pd_b64_decoded_max(bl));
+                ssize_t dn = buf ? pd_b64_decode(b64, bl, buf, PD_B64_STRICT) : -1;
                 if (dn < 0) {
                         free(buf);
                         pd_cli_error("process %" PRIu32 ": undecodable output frame", f->pid);

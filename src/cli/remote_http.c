@@ -8,10 +8,10 @@
 
 #include <curl/curl.h>
 
-#include "cli.h"
-#include "remote_http.h"
-#include "state.h"
-#include "util.h"
+#include "cli/cli.h"
+#include "cli/remote_http.h"
+#include "lib/state.h"
+#include "lib/util.h"
 
 #define DEFAULT_URL "http://127.0.0.1:49982"
 #define ERR_BODY_MAX (64u << 10)

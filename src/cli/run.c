@@ -15,13 +15,15 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "router.h"
-#include "conn.h"
-#include "policy.h"
-#include "sandbox.h"
-#include "trace.h"
-#include "util.h"
+#include "cli/cli.h"
+#include "proto/client.h"
+#include "net/policy.h"
+#include "net/router.h"
+#include "lib/sandbox.h"
+#include "lib/template.h"
+#include "lib/trace.h"
+#include "lib/util.h"
+#include "lib/volume.h"
 
 #define MAX_ENV 256
 #define STDIN_QUEUE_MAX (1u << 20)
@@ -38,6 +40,8 @@ struct run_opts {
         uint64_t timeout_ms;
         char **argv;
         struct pd_netpol netpol;        /* --net open|policy, --allow, --deny */
+        /* an image template's Env, WorkingDir, User and command */
+        struct pd_template_run img;
 };
 
 struct run_result {
@@ -64,9 +68,14 @@ static void usage(FILE *f)
                 "  --disk SIZE        writable layer size (default 1G; tmpfs, capped below --memory)\n"
                 "  --timeout DURATION kill the sandbox after this long (exit 124)\n"
                 "  -e, --env K=V      set an environment variable (K alone: take it from here)\n"
-                "  -w, --workdir DIR  working directory inside (default: the user's home)\n"
-                "  -u, --user USER    user or root (default user, uid 1000)\n"
-                "  -v, --volume HOST:SANDBOX[:ro]  bind a host path into the sandbox\n"
+                "  -w, --workdir DIR  working directory inside (default: the image's WorkingDir,\n"
+                "                     else the user's home)\n"
+                "  -u, --user USER    user or root (default: the image's User, else user, uid 1000)\n"
+                "  -v, --volume HOST:SANDBOX[:OPTIONS]  bind a host path into the sandbox (container,\n"
+                "                     supervised); OPTIONS, comma-separated: ro, rw (default),\n"
+                "                     uid=N, gid=N (host ids `user` writes as; default: the\n"
+                "                     path's owner, never root), map=sandbox with ro (no host\n"
+                "                     account: every id is the sandbox's own); docs/security.md\n"
                 "  -t, --tty          give the command a terminal\n"
                 "  --net MODE         none (default: loopback only), open (the public internet,\n"
                 "                     never metadata, LAN or host) or policy (only what --allow\n"
@@ -91,32 +100,13 @@ static void usage(FILE *f)
 
 static int parse_volume(char *arg, struct pd_spec *spec)
 {
+        struct pd_error err = { 0 };
         if (spec->n_volumes >= PD_MAX_VOLUMES) {
                 pd_cli_error("too many volumes (at most %d)", PD_MAX_VOLUMES);
                 return -1;
         }
-        struct pd_volume *v = &spec->volumes[spec->n_volumes];
-        char *colon = strchr(arg, ':');
-        if (!colon || colon == arg || colon[1] != '/') {
-                pd_cli_error("invalid volume '%s' (expected HOST:/SANDBOX[:ro])", arg);
-                return -1;
-        }
-        *colon = '\0';
-        v->host = arg;
-        v->target = colon + 1;
-        char *mode = strchr(colon + 1, ':');
-        if (mode) {
-                *mode++ = '\0';
-                if (strcmp(mode, "ro") && strcmp(mode, "rw")) {
-                        pd_cli_error("invalid volume mode '%s' (ro or rw)", mode);
-                        return -1;
-                }
-                v->readonly = !strcmp(mode, "ro");
-        }
-        if (strstr(v->target, "/../") || !strcmp(v->target, "/") ||
-            (strlen(v->target) >= 3 && !strcmp(v->target + strlen(v->target) - 3, "/..")) ||
-            strlen(v->target) >= 250) {
-                pd_cli_error("invalid volume target '%s'", v->target);
+        if (pd_volume_parse(arg, &spec->volumes[spec->n_volumes], &err) < 0) {
+                pd_cli_error("-v: %s", err.msg);
                 return -1;
         }
         spec->n_volumes++;
@@ -285,11 +275,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
                         return -1;
                 }
         }
-        if (optind >= argc) {
-                pd_cli_error("run: no command given (usage: paddock run [OPTIONS] -- CMD [ARGS...])");
-                return -1;
-        }
-        o->argv = argv + optind;
+        /* no command: an image template's own, checked once it is known */
+        o->argv = optind < argc ? argv + optind : NULL;
         /* rules need a mode that takes them (pd_netpol_finish says so) */
         if (o->netpol.mode == PD_NETPOL_NONE && (o->netpol.conn_per_sec || o->netpol.bytes_per_sec)) {
                 pd_cli_error("--net-conns-per-sec and --net-bytes-per-sec need --net open or policy");
@@ -318,8 +305,13 @@ struct run_user {
         unsigned n_groups;
 };
 
-static int resolve_user(const char *u, struct run_user *out)
+static int resolve_user(const char *u, const struct pd_template_run *img, struct run_user *out)
 {
+        /* an image template's User (docs/templates.md "Users") */
+        if (img && img->has_user && (!u || !strcmp(u, img->user))) {
+                *out = (struct run_user){ img->uid, img->gid, img->home, img->user, { img->gid }, 1 };
+                return 0;
+        }
         if (!u || !strcmp(u, "user")) {
                 *out = (struct run_user){ PD_USER_UID, PD_USER_UID, "/home/user", "user", { PD_USER_UID, 27, 100 }, 3 };
                 return 0;
@@ -328,16 +320,17 @@ static int resolve_user(const char *u, struct run_user *out)
                 *out = (struct run_user){ 0, 0, "/root", "root", { 0 }, 1 };
                 return 0;
         }
-        pd_cli_error("-u: unknown user '%s' (user or root)", u);
+        pd_cli_error("-u: unknown user '%s' (user or root%s%s)", u, img && img->has_user ? ", or the image's " : "",
+                     img && img->has_user ? img->user : "");
         return -1;
 }
 
-static void build_spawn(const struct run_opts *o, const struct run_user *u, struct pd_msg *m,
-                        unsigned short rows, unsigned short cols)
+/* The command's environment: the defaults a login would give (each unless
+ * -e or the image's Env names it), the image's Env (unless -e names it),
+ * then every -e: K=V, or K alone taken from here. */
+static int build_env(const struct run_opts *o, const struct run_user *u, struct pd_strv *env)
 {
-        for (char **a = o->argv; *a; a++)
-                pd_msg_put_str(m, PD_A_ARG, *a);
-        char buf[512];
+        const struct pd_template_run *img = &o->img;
         const char *defaults[][2] = {
                 { "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" },
                 { "HOME", u->home }, { "USER", u->name }, { "LOGNAME", u->name },
@@ -352,35 +345,38 @@ static void build_spawn(const struct run_opts *o, const struct run_user *u, stru
                 for (unsigned j = 0; j < o->n_env; j++)
                         if (!strncmp(o->env[j], defaults[i][0], kl) && (o->env[j][kl] == '=' || !o->env[j][kl]))
                                 overridden = true;
-                if (overridden)
-                        continue;
-                snprintf(buf, sizeof buf, "%s=%s", defaults[i][0], defaults[i][1]);
-                pd_msg_put_str(m, PD_A_ENV, buf);
+                for (unsigned j = 0; j < img->n_env; j++)
+                        if (!strncmp(img->env[j], defaults[i][0], kl) && img->env[j][kl] == '=')
+                                overridden = true;
+                if (!overridden && pd_strv_add_kv(env, defaults[i][0], defaults[i][1]) < 0)
+                        return -ENOMEM;
+        }
+        /* the image's Env, unless -e names the variable */
+        for (unsigned j = 0; j < img->n_env; j++) {
+                const char *eq = strchr(img->env[j], '=');
+                size_t kl = eq ? (size_t)(eq - img->env[j]) : 0;
+                bool overridden = !eq;
+                for (unsigned k = 0; eq && k < o->n_env; k++)
+                        if (!strncmp(o->env[k], img->env[j], kl) && (o->env[k][kl] == '=' || !o->env[k][kl]))
+                                overridden = true;
+                if (!overridden && pd_strv_add(env, img->env[j]) < 0)
+                        return -ENOMEM;
         }
         for (unsigned j = 0; j < o->n_env; j++) {
-                if (strchr(o->env[j], '=')) {
-                        pd_msg_put_str(m, PD_A_ENV, o->env[j]);
-                } else if (getenv(o->env[j])) {
-                        snprintf(buf, sizeof buf, "%s=%s", o->env[j], getenv(o->env[j]));
-                        pd_msg_put_str(m, PD_A_ENV, buf);
-                }
+                int r = 0;
+                if (strchr(o->env[j], '='))
+                        r = pd_strv_add(env, o->env[j]);
+                else if (getenv(o->env[j]))
+                        r = pd_strv_add_kv(env, o->env[j], getenv(o->env[j]));
+                if (r < 0)
+                        return r;
         }
-        pd_msg_put_str(m, PD_A_CWD, o->workdir ? o->workdir : u->home);
-        pd_msg_put_u32(m, PD_A_UID, u->uid);
-        pd_msg_put_u32(m, PD_A_GID, u->gid);
-        for (unsigned i = 0; i < u->n_groups; i++)
-                pd_msg_put_u32(m, PD_A_GROUPS, u->groups[i]);
-        if (o->tty) {
-                pd_msg_put_u32(m, PD_A_PTY_ROWS, rows);
-                pd_msg_put_u32(m, PD_A_PTY_COLS, cols);
-        }
-        pd_msg_put_u32(m, PD_A_STDIN, 1);
-        pd_msg_put_u32(m, PD_A_FOLLOW, 1);
+        return 0;
 }
 
 /* The live part: stdin -> agent, agent output -> stdout/stderr. */
 struct session {
-        struct pd_conn conn;
+        struct pd_client cl;
         uint32_t pid;
         int stdin_fd;           /* -1 once closed */
         int sig_fd, timer_fd, agent_fd;
@@ -391,32 +387,15 @@ struct session {
 
 static void send_signal(struct session *s, int signo)
 {
-        struct pd_msg m;
-        pd_msg_init(&m);
-        pd_msg_put_u32(&m, PD_A_PID, s->pid);
-        pd_msg_put_u32(&m, PD_A_SIGNO, (uint32_t)signo);
-        pd_msg_put_u32(&m, PD_A_GROUP, 1);
-        pd_conn_queue_msg(&s->conn, PD_T_SIGNAL, pd_conn_new_id(&s->conn), &m);
-        pd_msg_free(&m);
+        (void)pd_client_signal_nowait(&s->cl, s->pid, signo, true);
 }
 
 static void on_exit_frame(struct session *s, const uint8_t *p, size_t len)
 {
-        struct pd_msg_iter it;
-        struct pd_attr a;
-        uint32_t v;
-        char reason[32] = "exit";
-        s->res->exit_code = -1;
-        s->res->signo = 0;
-        pd_msg_iter_init(&it, p, len);
-        while (pd_msg_next(&it, &a)) {
-                if (a.tag == PD_A_EXIT_CODE && pd_attr_u32(&a, &v))
-                        s->res->exit_code = (int)v;
-                else if (a.tag == PD_A_SIGNO && pd_attr_u32(&a, &v))
-                        s->res->signo = (int)v;
-                else if (a.tag == PD_A_REASON)
-                        pd_attr_str(&a, reason, sizeof reason);
-        }
+        struct pd_exit x;
+        pd_exit_decode(p, len, &x);
+        s->res->exit_code = x.has_code ? (int)x.code : -1;
+        s->res->signo = x.has_signal ? (int)x.signo : 0;
         if (s->res->signo) {
                 s->res->status = 128 + s->res->signo;
                 s->res->reason = "signal";
@@ -432,10 +411,12 @@ static int on_frame(struct session *s, const struct pd_frame_hdr *h, const uint8
 {
         switch (h->type) {
         case PD_T_OUTPUT: {
-                if (h->id != s->pid || h->len < 8)
+                uint64_t off;
+                const uint8_t *data;
+                size_t n;
+                if (h->id != s->pid || !pd_output_decode(h, p, &off, &data, &n))
                         return 0;
-                int fd = h->aux == PD_STREAM_STDERR ? 2 : 1;
-                (void)pd_write_all(fd, p + 8, h->len - 8);
+                (void)pd_write_all(h->aux == PD_STREAM_STDERR ? 2 : 1, data, n);
                 return 0;
         }
         case PD_T_GAP:
@@ -446,12 +427,12 @@ static int on_frame(struct session *s, const struct pd_frame_hdr *h, const uint8
                         on_exit_frame(s, p, h->len);
                 return 0;
         case PD_T_ERROR: {
-                char msg[256];
-                pd_conn_error_text(p, h->len, msg, sizeof msg);
+                struct pd_error err = { 0 };
+                int k = pd_frame_error(h, p, &err);
                 /* stdin writes racing the process's exit are harmless */
-                if (h->aux == ESRCH || h->aux == EPIPE)
+                if (k == -ESRCH || k == -EPIPE)
                         return 0;
-                snprintf(s->res->message, sizeof s->res->message, "agent: %s", msg);
+                snprintf(s->res->message, sizeof s->res->message, "agent: %s", err.msg);
                 return -1;
         }
         default:
@@ -461,7 +442,7 @@ static int on_frame(struct session *s, const struct pd_frame_hdr *h, const uint8
 
 static void forward_stdin(struct session *s)
 {
-        if (pd_conn_forward_stdin(&s->conn, s->stdin_fd, s->pid))
+        if (pd_client_stdin_from_fd(&s->cl, s->stdin_fd, s->pid))
                 s->stdin_fd = -1;
 }
 
@@ -471,15 +452,8 @@ static void on_signal(struct session *s)
         while (read(s->sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
                 if (si.ssi_signo == SIGWINCH) {
                         struct winsize ws;
-                        if (ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col) {
-                                struct pd_msg m;
-                                pd_msg_init(&m);
-                                pd_msg_put_u32(&m, PD_A_PID, s->pid);
-                                pd_msg_put_u32(&m, PD_A_PTY_ROWS, ws.ws_row);
-                                pd_msg_put_u32(&m, PD_A_PTY_COLS, ws.ws_col);
-                                pd_conn_queue_msg(&s->conn, PD_T_RESIZE, pd_conn_new_id(&s->conn), &m);
-                                pd_msg_free(&m);
-                        }
+                        if (ioctl(0, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col)
+                                (void)pd_client_resize_nowait(&s->cl, s->pid, ws.ws_row, ws.ws_col);
                 } else {
                         send_signal(s, (int)si.ssi_signo);
                 }
@@ -493,7 +467,7 @@ static int drain_frames(struct session *s)
         struct pd_frame_hdr h;
         const uint8_t *payload;
         int r;
-        while ((r = pd_conn_next(&s->conn, &h, &payload)) > 0)
+        while ((r = pd_conn_next(&s->cl.conn, &h, &payload)) > 0)
                 if (on_frame(s, &h, payload) < 0)
                         return -1;
         if (r < 0) {
@@ -514,9 +488,9 @@ static int session_loop(struct session *s)
         while (!s->exited) {
                 struct pollfd p[5];
                 int n = 0;
-                bool want_stdin = s->stdin_fd >= 0 && pd_conn_pending(&s->conn) < STDIN_QUEUE_MAX;
-                p[n++] = (struct pollfd){ .fd = s->conn.fd,
-                                          .events = POLLIN | (pd_conn_pending(&s->conn) ? POLLOUT : 0) };
+                bool want_stdin = s->stdin_fd >= 0 && pd_conn_pending(&s->cl.conn) < STDIN_QUEUE_MAX;
+                p[n++] = (struct pollfd){ .fd = s->cl.conn.fd,
+                                          .events = POLLIN | (pd_conn_pending(&s->cl.conn) ? POLLOUT : 0) };
                 p[n++] = (struct pollfd){ .fd = s->sig_fd, .events = POLLIN };
                 p[n++] = (struct pollfd){ .fd = s->timer_fd, .events = POLLIN };
                 p[n++] = (struct pollfd){ .fd = s->agent_fd, .events = POLLIN };
@@ -530,7 +504,7 @@ static int session_loop(struct session *s)
                 if (p[2].revents)
                         return 1;
                 if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-                        int r = pd_conn_fill(&s->conn);
+                        int r = pd_conn_fill(&s->cl.conn);
                         if (r < 0) {
                                 snprintf(s->res->message, sizeof s->res->message,
                                          "connection to the sandbox agent failed: %s", strerror(-r));
@@ -538,7 +512,7 @@ static int session_loop(struct session *s)
                         }
                         if (drain_frames(s) < 0)
                                 return -1;
-                        if (s->conn.eof && !s->exited) {
+                        if (s->cl.conn.eof && !s->exited) {
                                 snprintf(s->res->message, sizeof s->res->message,
                                          "the sandbox agent closed the connection");
                                 return -1;
@@ -552,17 +526,17 @@ static int session_loop(struct session *s)
                         forward_stdin(s);
                 if (p[3].revents) {
                         /* the agent died: drain what it already sent, then fail */
-                        (void)pd_conn_fill(&s->conn);
+                        (void)pd_conn_fill(&s->cl.conn);
                         struct pd_frame_hdr h;
                         const uint8_t *payload;
-                        while (pd_conn_next(&s->conn, &h, &payload) > 0)
+                        while (pd_conn_next(&s->cl.conn, &h, &payload) > 0)
                                 on_frame(s, &h, payload);
                         if (!s->exited) {
                                 snprintf(s->res->message, sizeof s->res->message, "the sandbox agent died");
                                 return -1;
                         }
                 }
-                if (pd_conn_pending(&s->conn) && pd_conn_flush(&s->conn) < 0 && !s->exited) {
+                if (pd_conn_pending(&s->cl.conn) && pd_conn_flush(&s->cl.conn) < 0 && !s->exited) {
                         snprintf(s->res->message, sizeof s->res->message, "write to the sandbox agent failed");
                         return -1;
                 }
@@ -584,13 +558,8 @@ static void restore_tty(void)
 static int start_command(struct pd_sandbox *sb, const struct run_opts *o, struct session *s,
                          struct pd_error *err)
 {
-        int fd = pd_sandbox_connect(sb, err);
-        if (fd < 0)
-                return fd;
-        if (pd_conn_init(&s->conn, fd) < 0)
-                return pd_error_set(err, errno, "agent connection");
         struct run_user u;
-        if (resolve_user(o->user, &u) < 0)
+        if (resolve_user(o->user, &o->img, &u) < 0)
                 return pd_error_setx(err, EINVAL, "bad user");
         struct winsize ws = { .ws_row = 24, .ws_col = 80 };
         /* A terminal that reports no size (script(1), some CI ptys) gets 24x80. */
@@ -598,60 +567,54 @@ static int start_command(struct pd_sandbox *sb, const struct run_opts *o, struct
                 ws.ws_row = 24;
                 ws.ws_col = 80;
         }
-        char agent[128];
-        /* Pipeline HELLO and SPAWN: one round trip less. */
-        struct pd_msg m;
-        pd_msg_init(&m);
-        pd_msg_put_u32(&m, PD_A_VERSION, PD_PROTO_VERSION);
-        pd_msg_put_str(&m, PD_A_CLIENT, "paddock-run " PD_VERSION);
-        pd_conn_queue_msg(&s->conn, PD_T_HELLO, 0, &m);
-        pd_msg_reset(&m);
-        build_spawn(o, &u, &m, ws.ws_row, ws.ws_col);
-        uint32_t spawn_id = pd_conn_new_id(&s->conn);
-        int r = pd_conn_queue_msg(&s->conn, PD_T_SPAWN, spawn_id, &m);
-        pd_msg_free(&m);
-        if (r < 0)
-                return pd_error_set(err, -r, "command too large for one request");
-        struct pd_frame_hdr h;
-        const uint8_t *p;
-        r = pd_conn_wait(&s->conn, &h, &p, 30000);
-        if (r < 0)
-                return pd_error_set(err, -r, "agent handshake");
-        if (h.type != PD_T_HELLO) {
-                char msg[256];
-                pd_conn_error_text(p, h.len, msg, sizeof msg);
-                return pd_error_setx(err, EPROTO, "agent refused the handshake: %s", msg);
+        struct pd_strv env = { 0 };
+        if (build_env(o, &u, &env) < 0) {
+                pd_strv_free(&env);
+                return pd_error_set(err, ENOMEM, "environment");
         }
-        struct pd_attr a;
-        if (!pd_msg_find(p, h.len, PD_A_AGENT, &a) || !pd_attr_str(&a, agent, sizeof agent))
-                snprintf(agent, sizeof agent, "unknown");
-        for (;;) {
-                r = pd_conn_wait(&s->conn, &h, &p, 30000);
-                if (r < 0)
-                        return pd_error_set(err, -r, "agent did not answer the spawn");
-                if (h.id == spawn_id && (h.type == PD_T_REPLY || h.type == PD_T_ERROR))
-                        break;
+        size_t argc = 0;
+        while (o->argv[argc])
+                argc++;
+        /* stdin: always ours to relay; follow: its output comes on this
+         * connection from offset 0, no ATTACH round trip */
+        const struct pd_spawn_opts so = {
+                .argv = (const char *const *)o->argv, .argc = argc,
+                .env = (const char *const *)env.v, .envc = env.n,
+                .cwd = o->workdir ? o->workdir : o->img.workdir ? o->img.workdir : u.home,
+                .uid = u.uid, .gid = u.gid, .groups = u.groups, .n_groups = u.n_groups,
+                .pty_rows = o->tty ? ws.ws_row : 0, .pty_cols = o->tty ? ws.ws_col : 0,
+                .stdin_open = true, .follow = true,
+        };
+        int fd = pd_sandbox_connect(sb, err);
+        if (fd < 0) {
+                pd_strv_free(&env);
+                return fd;
         }
-        if (h.type == PD_T_ERROR) {
-                char msg[256];
-                pd_conn_error_text(p, h.len, msg, sizeof msg);
+        uint32_t pid;
+        bool refused;
+        /* HELLO and SPAWN pipelined: one round trip less */
+        int r = pd_client_connect_spawn(&s->cl, fd, "paddock-run " PD_VERSION, &so, &pid, &refused, err);
+        pd_strv_free(&env);
+        if (r < 0 && !refused) {
+                if (r == -EMSGSIZE)
+                        pd_error_setx(err, EMSGSIZE, "command too large for one request");
+                return r;
+        }
+        if (r < 0) {
                 s->res->exit_code = -1;
-                if (h.aux == ENOENT) {
+                if (r == -ENOENT) {
                         s->res->status = PD_EXIT_NOT_FOUND;
                         s->res->reason = "not-found";
-                } else if (h.aux == EACCES || h.aux == ENOEXEC || h.aux == EISDIR || h.aux == EPERM) {
+                } else if (r == -EACCES || r == -ENOEXEC || r == -EISDIR || r == -EPERM) {
                         s->res->status = PD_EXIT_CANNOT_EXEC;
                         s->res->reason = "cannot-execute";
                 } else {
                         s->res->status = PD_EXIT_PADDOCK;
                         s->res->reason = "error";
                 }
-                snprintf(s->res->message, sizeof s->res->message, "%s", msg);
+                snprintf(s->res->message, sizeof s->res->message, "%s", err->msg);
                 return 1;
         }
-        uint32_t pid;
-        if (!pd_msg_find(p, h.len, PD_A_PID, &a) || !pd_attr_u32(&a, &pid))
-                return pd_error_setx(err, EPROTO, "agent's spawn reply has no pid");
         s->pid = pid;   /* SPAWN's FOLLOW already attached us to its output */
         return 0;
 }
@@ -674,9 +637,6 @@ int pd_cmd_run(int argc, char **argv)
         struct run_opts o = { .state_dir = pd_state_dir_default() };
         pd_spec_defaults(&o.spec);
         if (parse(argc, argv, &o) < 0)
-                return PD_EXIT_PADDOCK;
-        struct run_user u;
-        if (resolve_user(o.user, &u) < 0)
                 return PD_EXIT_PADDOCK;
         if (o.spec.policy_file && o.spec.isolation != PD_ISO_SUPERVISED) {
                 pd_cli_error("--policy applies to --isolation supervised only");
@@ -707,6 +667,25 @@ int pd_cmd_run(int argc, char **argv)
                 pd_cli_error("%s", err.msg);
                 return PD_EXIT_PADDOCK;
         }
+        /* an image template's defaults (none for others) */
+        if (pd_template_run_defaults(&st, o.spec.template_dir ? NULL : o.spec.template_name, &o.img, &err) < 0) {
+                pd_cli_error("%s", err.msg);
+                pd_state_close(&st);
+                return PD_EXIT_PADDOCK;
+        }
+        struct run_user u;
+        if (resolve_user(o.user, &o.img, &u) < 0) {
+                pd_state_close(&st);
+                return PD_EXIT_PADDOCK;
+        }
+        if (!o.argv) {
+                if (!o.img.argv) {
+                        pd_cli_error("run: no command given (usage: paddock run [OPTIONS] -- CMD [ARGS...])");
+                        pd_state_close(&st);
+                        return PD_EXIT_PADDOCK;
+                }
+                o.argv = o.img.argv;
+        }
         struct pd_sandbox *sb = NULL;
         if (pd_sandbox_new(&st, &o.spec, &sb, &err) < 0) {
                 pd_cli_error("%s", err.msg);
@@ -733,7 +712,7 @@ int pd_cmd_run(int argc, char **argv)
 
         struct run_result res = { .status = PD_EXIT_PADDOCK, .reason = "error", .exit_code = -1 };
         struct session s = { .stdin_fd = 0, .sig_fd = -1, .timer_fd = -1, .res = &res, .tty = o.tty };
-        s.conn.fd = -1;
+        pd_client_init(&s.cl);
         s.agent_fd = sb->agent_pidfd;
         s.sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
         s.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
@@ -781,7 +760,7 @@ int pd_cmd_run(int argc, char **argv)
                              stats.pids_max_events, stats.pids_max_events == 1 ? "" : "s");
         char id[PD_ID_LEN + 1];
         snprintf(id, sizeof id, "%s", sb->id);
-        pd_conn_close(&s.conn);
+        pd_client_close(&s.cl);
         if (pd_sandbox_destroy(sb, &err) < 0)
                 pd_cli_error("teardown: %s", err.msg);
         pd_state_close(&st);

@@ -16,12 +16,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "manager.h"
-#include "server.h"
-#include "store.h"
-#include "template.h"
-#include "util.h"
+#include "cli/cli.h"
+#include "server/core/manager.h"
+#include "server/core/server.h"
+#include "server/core/store.h"
+#include "lib/template.h"
+#include "lib/util.h"
 
 extern char **environ;
 
@@ -365,129 +365,4 @@ int pd_cmd_key(int argc, char **argv)
                 return PD_EXIT_PADDOCK;
         }
         return 0;
-}
-
-/* ---- paddock template ---- */
-
-static int copy_tree(const char *src, const char *dst)
-{
-        char from[PATH_MAX + 4];
-        snprintf(from, sizeof from, "%s/.", src);
-        char *const av[] = { "cp", "-a", "--", from, (char *)dst, NULL };
-        pid_t pid;
-        int e = posix_spawnp(&pid, "cp", NULL, NULL, av, environ);
-        if (e != 0)
-                return -e;
-        int status;
-        if (waitpid(pid, &status, 0) < 0)
-                return -errno;
-        return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EIO;
-}
-
-static int template_add(struct pd_state *st, struct pd_store *store, const char *name, const char *dir)
-{
-        struct pd_error err = { 0 };
-        if (geteuid() != 0) {
-                pd_cli_error("template add: only root may register templates");
-                return -1;
-        }
-        if (pd_template_name_check(name) < 0 || !strcmp(name, "base")) {
-                pd_cli_error("template add: invalid name '%s' (names are [a-z0-9-]{1,64}; 'base' is built in)", name);
-                return -1;
-        }
-        char canonical[PATH_MAX];
-        if (pd_template_check_dir(dir, canonical, &err) < 0) {
-                pd_cli_error("template add: %s", err.msg);
-                return -1;
-        }
-        char final[PATH_MAX + 128], tmp[PATH_MAX + 128], rootfs[PATH_MAX + 140];
-        snprintf(final, sizeof final, "%s/templates/%s", st->dir, name);
-        snprintf(tmp, sizeof tmp, "%s/templates/.%s.%d", st->dir, name, (int)getpid());
-        struct stat sb;
-        if (lstat(final, &sb) == 0) {
-                pd_cli_error("template add: template '%s' exists already", name);
-                return -1;
-        }
-        snprintf(rootfs, sizeof rootfs, "%s/rootfs", tmp);
-        if (mkdir(tmp, 0755) < 0 || mkdir(rootfs, 0755) < 0) {
-                pd_cli_error("template add: create '%s': %s", tmp, strerror(errno));
-                pd_rm_rf(tmp, NULL);
-                return -1;
-        }
-        /* A copy, not a bind mount: no mounts on the host, and later changes
-         * to DIR do not leak into sandboxes. Fine for small templates. */
-        int r = copy_tree(canonical, rootfs);
-        if (r < 0) {
-                pd_cli_error("template add: copy '%s' failed", canonical);
-                pd_rm_rf(tmp, NULL);
-                return -1;
-        }
-        if (rename(tmp, final) < 0) {
-                pd_cli_error("template add: install '%s': %s", final, strerror(errno));
-                pd_rm_rf(tmp, NULL);
-                return -1;
-        }
-        if (pd_store_template_add(store, name, &err) < 0) {
-                pd_cli_error("template add: %s", err.msg);
-                pd_rm_rf(final, NULL);
-                return -1;
-        }
-        printf("added template %s\n", name);
-        return 0;
-}
-
-int pd_cmd_template(int argc, char **argv)
-{
-        static const struct option opts[] = {
-                { "state-dir", required_argument, NULL, 's' },
-                { "help", no_argument, NULL, 'h' },
-                { 0 },
-        };
-        const char *state_dir = pd_state_dir_default();
-        int c;
-        optind = 1;
-        opterr = 0;
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-                switch (c) {
-                case 's': state_dir = optarg; break;
-                case 'h':
-                        printf("usage: paddock template list | add NAME DIR  [--state-dir DIR]\n"
-                               "List templates, or register a host directory (copied) as template NAME (root).\n");
-                        return 0;
-                default:
-                        pd_cli_error("template: unknown option '%s' or missing value", argv[optind - 1]);
-                        return PD_EXIT_PADDOCK;
-                }
-        }
-        int n = argc - optind;
-        const char *sub = n > 0 ? argv[optind] : "";
-        if (!((!strcmp(sub, "list") && n == 1) || (!strcmp(sub, "add") && n == 3))) {
-                pd_cli_error("template: expected list, or add NAME DIR");
-                return PD_EXIT_PADDOCK;
-        }
-        struct pd_state st;
-        struct pd_store *store;
-        if (open_state(state_dir, &st, &store) < 0)
-                return PD_EXIT_PADDOCK;
-        int r = 0;
-        if (!strcmp(sub, "list")) {
-                json_t *arr;
-                struct pd_error err = { 0 };
-                r = pd_store_template_list(store, &arr, &err);
-                if (r == 0) {
-                        printf("base (built in)\n");
-                        size_t i;
-                        json_t *t;
-                        json_array_foreach(arr, i, t)
-                                printf("%s\n", json_string_value(json_object_get(t, "name")));
-                        json_decref(arr);
-                } else {
-                        pd_cli_error("template list: %s", err.msg);
-                }
-        } else {
-                r = template_add(&st, store, argv[optind + 1], argv[optind + 2]);
-        }
-        pd_store_close(store);
-        pd_state_close(&st);
-        return r < 0 ? PD_EXIT_PADDOCK : 0;
 }

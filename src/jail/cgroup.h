@@ -11,12 +11,16 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "error.h"
+#include "jail/cgroupfs.h"
+#include "lib/error.h"
 
 #define PD_CG_MAX_CTRL 6
 #define PD_AGENT_MEMORY (256ull << 20)
 #define PD_AGENT_PIDS 256u
 
+/* What a sandbox asks for; pd_cgroup_create turns it into the typed limits
+ * of each level (jail/cgroup_limits.h) and writes them with the same writer
+ * paddock-oci uses. */
 struct pd_cgroup_limits {
         uint64_t memory_bytes;
         uint32_t pids;
@@ -31,13 +35,10 @@ struct pd_cgroup {
         int version;                    /* 1 or 2; 0 = none */
         char rel[128];                  /* "paddock-<instance>/<id>" */
         unsigned n;                     /* hierarchies used */
-        struct {
-                const char *name;       /* v1 controller ("memory", ...) or "unified" */
-                int rootfd;             /* O_PATH of the hierarchy's root */
-                bool split;             /* has agent/ and work/ below the sandbox level;
-                                         * v1 cpu, cpuacct, freezer act on the sandbox
-                                         * level only, so the agent sits there itself */
-        } h[PD_CG_MAX_CTRL];
+        /* .split: has agent/ and work/ below the sandbox level; v1 cpu,
+         * cpuacct, freezer act on the sandbox level only, so the agent
+         * sits there itself */
+        struct pd_cg_hier h[PD_CG_MAX_CTRL];
 };
 
 struct pd_cgroup_stats {

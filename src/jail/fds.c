@@ -1,4 +1,4 @@
-#include "fds.h"
+#include "jail/fds.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -7,7 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cgroup.h"
+#include "jail/cgroup.h"
 
 int pd_fds_for_agent(int listen_fd, const int *cg_fds, int n_cg, int *const *keep, int n_keep)
 {

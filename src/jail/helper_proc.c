@@ -1,6 +1,6 @@
 /* fork+exec of helper executables with a readiness pipe, and their stop
  * (helper_proc.h). */
-#include "helper_proc.h"
+#include "jail/helper_proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,8 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "state.h"
-#include "util.h"
+#include "lib/state.h"
+#include "lib/util.h"
 
 #define HELPER_FDS_MAX 8
 

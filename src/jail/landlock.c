@@ -1,4 +1,4 @@
-#include "landlock.h"
+#include "jail/landlock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,8 +11,8 @@
 #include <unistd.h>
 #include <linux/landlock.h>
 
-#include "seccomp-policy.h"
-#include "util.h"
+#include "jail/seccomp-policy.h"
+#include "lib/util.h"
 
 /* Debian 12's <linux/landlock.h> stops at ABI 2: the later rights are
  * defined here with the kernel's values (include/uapi/linux/landlock.h). */

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 struct pd_landlock_opts {
         const char *workspace;          /* all rights beneath it */

@@ -7,7 +7,7 @@
  * gets its own session and no parent-death signal; it exits by itself once
  * the sandbox's agent is gone, and teardown (or gc, from the pid and start
  * time in the tier's record) stops it. */
-#include "lsm_audit.h"
+#include "jail/lsm_audit.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -17,10 +17,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "agentpath.h"
-#include "helper_proc.h"
-#include "sandbox.h"
-#include "util.h"
+#include "lib/agentpath.h"
+#include "jail/helper_proc.h"
+#include "lib/sandbox.h"
+#include "lib/util.h"
 
 #ifndef LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON
 #define LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON (1U << 1)      /* ABI 7 */

@@ -1,5 +1,5 @@
-#include "openat2.h"
-#include "mount.h"
+#include "lib/openat2.h"
+#include "jail/mount.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,8 +10,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "trace.h"
-#include "util.h"
+#include "lib/trace.h"
+#include "lib/util.h"
 
 #define STAGE_FLAGS (MS_NOSUID | MS_NODEV)
 
@@ -20,20 +20,14 @@
  * refused, not followed. Creates missing directories when mkdir is set. */
 static int open_in_root(int rootfd, const char *path, bool mkdir_missing, struct pd_error *err)
 {
-        struct open_how how = {
-                .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
-                .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-        };
+        const uint64_t resolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS;
         while (*path == '/')
                 path++;
-        if (!*path)
-                return pd_openat2(rootfd, ".", &how);
-        int fd = pd_openat2(rootfd, path, &how);
-        if (fd >= 0 || errno != ENOENT || !mkdir_missing) {
-                if (fd < 0)
-                        return pd_error_set(err, errno, "mount point '/%s' (a symlink or not a directory?)", path);
-                return fd;
-        }
+        int fd = pd_open_in_root(rootfd, path, O_PATH | O_DIRECTORY, 0, resolve);
+        if (fd >= 0 || !*path)
+                return fd >= 0 ? fd : pd_error_set(err, -fd, "mount point '/'");
+        if (fd != -ENOENT || !mkdir_missing)
+                return pd_error_set(err, -fd, "mount point '/%s' (a symlink or not a directory?)", path);
         /* Create component by component, each checked the same way. */
         char buf[256];
         size_t len = strlen(path);
@@ -46,9 +40,9 @@ static int open_in_root(int rootfd, const char *path, bool mkdir_missing, struct
                         *p = '\0';
                         if (mkdirat(rootfd, buf, 0755) < 0 && errno != EEXIST)
                                 return pd_error_set(err, errno, "create mount point '/%s'", buf);
-                        int q = pd_openat2(rootfd, buf, &how);
+                        int q = pd_open_in_root(rootfd, buf, O_PATH | O_DIRECTORY, 0, resolve);
                         if (q < 0)
-                                return pd_error_set(err, errno, "mount point '/%s' (a symlink?)", buf);
+                                return pd_error_set(err, -q, "mount point '/%s' (a symlink?)", buf);
                         *p = c;
                         if (c == '\0')
                                 return q;
@@ -79,17 +73,10 @@ static int open_file_in_root(int rootfd, const char *path, struct pd_error *err)
         return fd;
 }
 
-static void fd_path(char *buf, size_t size, int fd)
-{
-        snprintf(buf, size, "/proc/self/fd/%d", fd);
-}
-
 static int mount_at_fd(const char *src, int fd, const char *type, unsigned long flags,
                        const char *data, struct pd_error *err, const char *what)
 {
-        char target[64];
-        fd_path(target, sizeof target, fd);
-        if (mount(src, target, type, flags, data) < 0)
+        if (mount(src, pd_fd_path(fd).s, type, flags, data) < 0)
                 return pd_error_set(err, errno, "mount %s", what);
         return 0;
 }
@@ -97,7 +84,7 @@ static int mount_at_fd(const char *src, int fd, const char *type, unsigned long 
 static int overlay(int stagefd, const char *prefix, const struct pd_mount_layer *l, int target_fd,
                    struct pd_error *err)
 {
-        char d[96], opts[512];
+        char d[96], opts[1024];
         int tree_fd = l->tree_fd;
         /* The overlay's layers live on the staging tmpfs; paths are relative
          * to it (we chdir'ed there), which keeps the option string short. */
@@ -204,9 +191,7 @@ static int build_proc(int rootfd, struct pd_error *err)
                 int fd = openat(proc, proc_ro[i], O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
                 if (fd < 0)
                         continue;
-                char self[64];
-                fd_path(self, sizeof self, fd);
-                r = mount_at_fd(self, fd, NULL, MS_BIND | MS_REC, NULL, err, proc_ro[i]);
+                r = mount_at_fd(pd_fd_path(fd).s, fd, NULL, MS_BIND | MS_REC, NULL, err, proc_ro[i]);
                 if (r == 0) {
                         int fd2 = openat(proc, proc_ro[i], O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
                         if (fd2 < 0)
@@ -268,7 +253,7 @@ int pd_mount_stage(const struct pd_mount_plan *p, struct pd_error *err)
         return fd;
 }
 
-int pd_mount_build(const struct pd_mount_plan *p, int stagefd, struct pd_error *err)
+int pd_mount_build(struct pd_mount_plan *p, int stagefd, struct pd_error *err)
 {
         int r;
         if (fchdir(stagefd) < 0)
@@ -306,6 +291,16 @@ int pd_mount_build(const struct pd_mount_plan *p, int stagefd, struct pd_error *
         if ((r = build_sys(rootfd, err)) < 0)
                 return r;
         pd_trace("child: sys");
+        if (p->n_rules) {
+                if ((r = pd_mount_policy(p, stagefd, err)) < 0)
+                        return r;
+                /* "/" itself may now be covered by a policy mount. */
+                close(rootfd);
+                rootfd = openat(stagefd, "root", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (rootfd < 0)
+                        return pd_error_set(err, errno, "reopen new root");
+                pd_trace("child: policy mounts");
+        }
         /* pivot_root(".", "."): the old root ends up stacked under the new
          * one and is detached at once; no directory for it is needed. */
         if (fchdir(rootfd) < 0)

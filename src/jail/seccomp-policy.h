@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <linux/filter.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 /* errno for clone/unshare with a namespace flag. The kernel never returns
  * EOPNOTSUPP from clone or unshare, so it means "denied by paddock". */
@@ -46,6 +46,14 @@ struct pd_seccomp_opts {
          * execveat return SCMP_ACT_NOTIFY (a supervisor decides) instead of
          * being allowed. Install with pd_seccomp_install_listener. */
         bool notify;
+        /* with notify: also the calls that create, remove, rename, link
+         * or change the metadata of a path or of an fd's file (the
+         * supervisor performs them under the policy's path rules). */
+        bool notify_paths;
+        /* with notify: sendmsg and sendmmsg, and sendto with an address
+         * (the supervisor performs them under the connect rules); sendto
+         * without one (every send on a connected socket) stays allowed. */
+        bool notify_sends;
 };
 
 /* A filter as raw BPF, owned by whoever holds it: free with pd_bpf_free. */

@@ -3,7 +3,7 @@
 #endif
 /* The sandbox's seccomp filter: policy (with seccomp-list.h), BPF export,
  * on-disk cache, install. The policy in prose is docs/seccomp.md. */
-#include "seccomp-policy.h"
+#include "jail/seccomp-policy.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -22,12 +22,12 @@
 #include <unistd.h>
 #include <linux/netlink.h>
 
-#include "seccomp-list.h"
-#include "util.h"
+#include "jail/seccomp-list.h"
+#include "lib/util.h"
 
 /* Bump whenever the rules in this file or the list in seccomp-list.h
  * change: it is part of the cache key. */
-#define PD_SECCOMP_POLICY_VERSION 2u
+#define PD_SECCOMP_POLICY_VERSION 3u
 
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
@@ -363,6 +363,25 @@ static int build_rules(scmp_filter_ctx ctx, const struct pd_seccomp_opts *o, str
 #endif
                 SCMP_SYS(openat), SCMP_SYS(openat2), SCMP_SYS(connect), SCMP_SYS(execve), SCMP_SYS(execveat),
         };
+        /* ... when the policy has ro or deny rules: every call that
+         * creates, removes, renames or links a name, or changes a file's
+         * size, mode, owner, extended attributes or times, by path or by fd
+         * (bind: a unix socket's path is a new name). */
+        const int notified_paths[] = {
+#if defined(__x86_64__)
+                SCMP_SYS(mknod), SCMP_SYS(mkdir), SCMP_SYS(rmdir), SCMP_SYS(unlink), SCMP_SYS(symlink),
+                SCMP_SYS(link), SCMP_SYS(rename), SCMP_SYS(chmod), SCMP_SYS(chown), SCMP_SYS(lchown),
+                SCMP_SYS(utime), SCMP_SYS(utimes), SCMP_SYS(futimesat),
+#endif
+                SCMP_SYS(truncate), SCMP_SYS(ftruncate), SCMP_SYS(fallocate), SCMP_SYS(mknodat),
+                SCMP_SYS(mkdirat), SCMP_SYS(unlinkat), SCMP_SYS(symlinkat), SCMP_SYS(linkat), SCMP_SYS(renameat),
+                SCMP_SYS(renameat2), SCMP_SYS(fchmod), SCMP_SYS(fchmodat), SCMP_SYS(fchown), SCMP_SYS(fchownat),
+                SCMP_SYS(setxattr), SCMP_SYS(lsetxattr), SCMP_SYS(fsetxattr), SCMP_SYS(removexattr),
+                SCMP_SYS(lremovexattr), SCMP_SYS(fremovexattr), SCMP_SYS(utimensat), SCMP_SYS(bind),
+        };
+        /* ... when the policy has connect rules: the sends that may carry
+         * an address in memory (sendto's is a register: below). */
+        const int notified_sends[] = { SCMP_SYS(sendmsg), SCMP_SYS(sendmmsg) };
         for (size_t i = 0; i < PD_ARRAY_SIZE(pd_allow_nrs); i++) {
                 uint32_t action = SCMP_ACT_ALLOW;
                 if (left_out(o, pd_allow_nrs[i]))
@@ -370,6 +389,26 @@ static int build_rules(scmp_filter_ctx ctx, const struct pd_seccomp_opts *o, str
                 for (size_t j = 0; o->notify && j < PD_ARRAY_SIZE(notified); j++)
                         if (notified[j] == pd_allow_nrs[i])
                                 action = SCMP_ACT_NOTIFY;
+                for (size_t j = 0; o->notify && o->notify_paths && j < PD_ARRAY_SIZE(notified_paths); j++)
+                        if (notified_paths[j] == pd_allow_nrs[i])
+                                action = SCMP_ACT_NOTIFY;
+                for (size_t j = 0; o->notify && o->notify_sends && j < PD_ARRAY_SIZE(notified_sends); j++)
+                        if (notified_sends[j] == pd_allow_nrs[i])
+                                action = SCMP_ACT_NOTIFY;
+                if (o->notify && o->notify_sends && pd_allow_nrs[i] == SCMP_SYS(sendto)) {
+                        /* sendto(fd, buf, len, flags, addr, addrlen): a NULL
+                         * addr (a connected socket's send) is the kernel's
+                         * alone; any other goes to the supervisor, which
+                         * sends a copy itself (UDP, MSG_FASTOPEN). */
+                        ret = seccomp_rule_add_exact(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendto), 1,
+                                                     SCMP_A4_64(SCMP_CMP_EQ, 0, 0));
+                        if (ret >= 0)
+                                ret = seccomp_rule_add_exact(ctx, SCMP_ACT_NOTIFY, SCMP_SYS(sendto), 1,
+                                                             SCMP_A4_64(SCMP_CMP_NE, 0, 0));
+                        if (ret < 0)
+                                return pd_error_set(err, -ret, "seccomp: sendto rules");
+                        continue;
+                }
                 ret = seccomp_rule_add(ctx, action, pd_allow_nrs[i], 0);
                 if (ret < 0) {
                         const char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, pd_allow_nrs[i]);
@@ -464,10 +503,11 @@ static void cache_path(char *buf, size_t size, const char *dir, const struct pd_
         char key[192];
         int n = snprintf(key, sizeof key,
                          "paddock-seccomp policy=%u libseccomp=%u.%u.%u arch=%u udp_raw=%d inet=%d notify=%d "
-                         "ipc=%d unix_names=%d",
+                         "ipc=%d unix_names=%d paths=%d sends=%d",
                          PD_SECCOMP_POLICY_VERSION, v ? v->major : 0, v ? v->minor : 0,
                          v ? v->micro : 0, seccomp_arch_native(), o->deny_udp_raw ? 1 : 0, o->deny_inet ? 1 : 0,
-                         o->notify ? 1 : 0, o->deny_ipc ? 1 : 0, o->deny_unix_names ? 1 : 0);
+                         o->notify ? 1 : 0, o->deny_ipc ? 1 : 0, o->deny_unix_names ? 1 : 0,
+                         o->notify_paths ? 1 : 0, o->notify_sends ? 1 : 0);
         uint64_t h = hash64(HASH64_INIT, key, n > 0 ? (size_t)n : 0);
         h = hash64(h, pd_allow_names, sizeof pd_allow_names);
         snprintf(buf, size, "%s/seccomp-%016llx.bpf", dir, (unsigned long long)h);

@@ -1,4 +1,4 @@
-#include "agentpath.h"
+#include "lib/agentpath.h"
 
 #include <errno.h>
 #include <libgen.h>

@@ -1,7 +1,7 @@
 #pragma once
 #include <stddef.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 /* Where a paddock helper binary is: $<env_var> if set, else beside the
  * running binary (build tree: also ../agent/, ../), else the installed

@@ -1,4 +1,4 @@
-#include "sandbox.h"
+#include "lib/sandbox.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -9,9 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "template.h"
-#include "util.h"
-#include "vm.h"
+#include "lib/template.h"
+#include "lib/util.h"
+#include "vm/vm.h"
 
 static const struct pd_tier_ops *tier_for(enum pd_isolation iso)
 {

@@ -7,11 +7,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "cgroup.h"
-#include "spec.h"
-#include "state.h"
-#include "tier.h"
-#include "userns.h"
+#include "jail/cgroup.h"
+#include "lib/spec.h"
+#include "lib/state.h"
+#include "lib/tier.h"
+#include "jail/userns.h"
 
 struct pd_sandbox {
         char id[PD_ID_LEN + 1];
@@ -31,6 +31,8 @@ struct pd_sandbox {
         struct pd_cgroup cg;
         bool have_cgroup;
         bool die_with_parent;           /* paddock run: the sandbox ends with the CLI */
+        bool keep_stage;                /* container tiers: a host view of the writable
+                                         * layer even when dying with the parent (builds) */
         uint64_t writable_bytes;        /* effective size of the writable layer */
         /* The registered template (or snapshot) it started from, "" for a
          * host directory; kept in the record, for snapshots and forks. */

@@ -6,7 +6,7 @@
  * change that sandbox's files. So every user is recorded as an empty file
  * users/<id> (a sandbox of this state dir) or users/@<name> (a snapshot
  * stacked on this one) in each layer it stacks on, all under one lock. */
-#include "template.h"
+#include "lib/template.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 #define FORK_PREFIX "fork-"
 
@@ -160,7 +160,7 @@ static void delete_locked(struct pd_state *st, const char *name)
         char parent[65], entry[70];
         bool has_parent = parent_of(st, name, parent) == 0;
         remove_dir(st, name);
-        if (has_parent && pd_snapshot_is(st, parent)) {
+        if (has_parent && (pd_snapshot_is(st, parent) || pd_template_is_image(st, parent))) {
                 snprintf(entry, sizeof entry, "@%s", name);
                 unuse_locked(st, parent, entry);
         }
@@ -185,28 +185,37 @@ static void unuse_locked(struct pd_state *st, const char *top, const char *entry
                         return;
                 snprintf(name, sizeof name, "%s", parent);
         }
+        /* an image template at the bottom keeps its users too */
+        if (pd_template_is_image(st, name)) {
+                char path[PATH_MAX];
+                snprintf(path, sizeof path, "templates/%s/users/%s", name, entry);
+                (void)unlinkat(st->dirfd, path, 0);
+        }
 }
 
 int pd_snapshot_use(struct pd_state *st, const struct pd_template *t, const char *id, struct pd_error *err)
 {
-        if (t->n_stack == 0)
+        if (t->n_stack == 0 && !t->image)
                 return 0;
         _pd_cleanup_close_ int lock = lock_snapshots(st);
         if (lock < 0)
                 return pd_error_set(err, -lock, "lock the snapshots of '%s'", st->dir);
-        for (unsigned i = 0; i < t->n_stack; i++) {
+        for (unsigned i = 0; i <= t->n_stack; i++) {
+                if (i == t->n_stack && !t->image)
+                        break;
+                const char *name = i < t->n_stack ? t->stack[i] : t->bottom;
                 char path[PATH_MAX];
-                snprintf(path, sizeof path, "templates/%s/users/%s", t->stack[i], id);
+                snprintf(path, sizeof path, "templates/%s/users/%s", name, id);
                 _pd_cleanup_close_ int fd = openat(st->dirfd, path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
                 if (fd < 0)
-                        return pd_error_set(err, errno, "snapshot '%s' (removed meanwhile?)", t->stack[i]);
+                        return pd_error_set(err, errno, "template '%s' (removed meanwhile?)", name);
         }
         return 0;
 }
 
 void pd_snapshot_unuse(struct pd_state *st, const char *top, const char *id)
 {
-        if (!top[0] || !pd_snapshot_is(st, top))
+        if (!top[0] || !(pd_snapshot_is(st, top) || pd_template_is_image(st, top)))
                 return;
         _pd_cleanup_close_ int lock = lock_snapshots(st);
         if (lock < 0)
@@ -251,14 +260,15 @@ int pd_snapshot_parent(struct pd_state *st, const char *name, char parent[65])
 
 int pd_snapshot_register(struct pd_state *st, const char *name, const char *parent, struct pd_error *err)
 {
-        if (!pd_snapshot_is(st, parent))
+        if (!pd_snapshot_is(st, parent) && !pd_template_is_image(st, parent))
                 return 0;
         _pd_cleanup_close_ int lock = lock_snapshots(st);
         if (lock < 0)
                 return pd_error_set(err, -lock, "lock the snapshots of '%s'", st->dir);
         char cur[65];
         snprintf(cur, sizeof cur, "%s", parent);
-        for (unsigned depth = 0; depth <= PD_MAX_STACK && pd_snapshot_is(st, cur); depth++) {
+        for (unsigned depth = 0; depth <= PD_MAX_STACK + 1 &&
+                                 (pd_snapshot_is(st, cur) || pd_template_is_image(st, cur)); depth++) {
                 char path[PATH_MAX];
                 snprintf(path, sizeof path, "templates/%s/users/@%s", cur, name);
                 _pd_cleanup_close_ int fd = openat(st->dirfd, path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -299,4 +309,15 @@ int pd_snapshot_install(int tmpfd, const char *tmp, const char *path, const char
                                ? pd_error_setx(err, EEXIST, "a template or snapshot named '%s' exists already", name)
                                : pd_error_set(err, errno, "install snapshot '%s'", name);
         return 0;
+}
+
+int pd_template_lock(struct pd_state *st, struct pd_error *err)
+{
+        int fd = lock_snapshots(st);
+        return fd < 0 ? pd_error_set(err, -fd, "lock the templates of '%s'", st->dir) : fd;
+}
+
+int pd_template_user(struct pd_state *st, const char *name, char *who, size_t size)
+{
+        return first_user(st, name, who, size);
 }

@@ -1,4 +1,4 @@
-#include "spec.h"
+#include "lib/spec.h"
 
 #include <errno.h>
 #include <string.h>

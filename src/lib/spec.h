@@ -24,10 +24,19 @@ enum pd_net_mode { PD_NET_NONE, PD_NET_OPEN, PD_NET_POLICY };
 
 struct pd_netpol;
 
+/* How a volume's files' owners translate (docs/security.md, Volumes):
+ * OWNER: the sandbox's `user` is the directory's owner (or uid/gid given),
+ * every other sandbox id is the sandbox's own host range; SANDBOX: every
+ * sandbox id is its own range, no host account at all. Never host root. */
+enum pd_volume_map { PD_VOLUME_MAP_OWNER, PD_VOLUME_MAP_SANDBOX };
+
 struct pd_volume {
         const char *host;       /* host path (local CLI only) */
         const char *target;     /* absolute path inside the sandbox */
         bool readonly;
+        enum pd_volume_map map;
+        bool has_uid, has_gid;  /* :uid=N, :gid=M: `user`'s host ids */
+        uint32_t uid, gid;
 };
 
 struct pd_spec {

@@ -1,4 +1,4 @@
-#include "state.h"
+#include "lib/state.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include <linux/magic.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 static uint64_t fnv1a64(const char *s)
 {

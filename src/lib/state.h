@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 #define PD_DEFAULT_STATE_DIR "/var/lib/paddock"
 #define PD_ID_LEN 20            /* sandbox ids: [a-z0-9]{20} */

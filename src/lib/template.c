@@ -1,4 +1,4 @@
-#include "template.h"
+#include "lib/template.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 /* Bump when the base template's contents change: old ones are rebuilt. */
 #define PD_BASE_VERSION "3"
@@ -231,7 +231,51 @@ int pd_template_resolve(struct pd_state *st, const struct pd_spec *spec, struct 
         }
         int r = resolve_bottom(st, cur, t, err);
         snprintf(t->name, sizeof t->name, "%s", name);
+        snprintf(t->bottom, sizeof t->bottom, "%s", cur);
         return r;
+}
+
+int pd_template_is_image(struct pd_state *st, const char *name)
+{
+        char path[PATH_MAX];
+        if (pd_template_name_check(name) < 0)
+                return 0;
+        snprintf(path, sizeof path, "templates/%s/layers", name);
+        return faccessat(st->dirfd, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+void pd_template_layer_path(struct pd_state *st, const char *id, char *out, size_t size)
+{
+        snprintf(out, size, "%s/layers/%s/tree", st->dir, id);
+}
+
+/* templates/<name>/layers: the store layers' ids, one per line, top first
+ * (written by src/image/, read here on every start: no JSON). */
+static int read_layers(struct pd_state *st, const char *name, struct pd_template *t, struct pd_error *err)
+{
+        char path[PATH_MAX], buf[PD_MAX_IMAGE_LAYERS * 66 + 2];
+        snprintf(path, sizeof path, "templates/%s/layers", name);
+        ssize_t n = pd_read_file_at(st->dirfd, path, buf, sizeof buf);
+        if (n < 0)
+                return pd_error_set(err, (int)-n, "template '%s': read its layer list", name);
+        t->n_layers = 0;
+        for (char *line = buf, *nl; *line; line = nl + 1) {
+                nl = strchr(line, '\n');
+                if (!nl)
+                        break;
+                *nl = '\0';
+                size_t len = strlen(line);
+                bool hex = len == 64;
+                for (size_t i = 0; hex && i < len; i++)
+                        hex = (line[i] >= '0' && line[i] <= '9') || (line[i] >= 'a' && line[i] <= 'f');
+                if (!hex || t->n_layers == PD_MAX_IMAGE_LAYERS)
+                        return pd_error_setx(err, EINVAL, "template '%s': its layer list is damaged", name);
+                memcpy(t->layers[t->n_layers++], line, 65);
+        }
+        if (t->n_layers == 0)
+                return pd_error_setx(err, EINVAL, "template '%s': its layer list is empty", name);
+        t->image = true;
+        return 0;
 }
 
 static int resolve_bottom(struct pd_state *st, const char *name, struct pd_template *t, struct pd_error *err)
@@ -261,7 +305,10 @@ static int resolve_bottom(struct pd_state *st, const char *name, struct pd_templ
         if (stat(t->rootfs, &sb) < 0 || !S_ISDIR(sb.st_mode))
                 return pd_error_setx(err, ENOENT,
                                      "template '%s' not found in %s/templates (built in: base; "
-                                     "`paddock template add NAME DIR` registers one, or pass --template DIR)",
+                                     "`paddock template pull NAME IMAGE` or `paddock template add NAME DIR` "
+                                     "registers one, or pass --template DIR)",
                                      name, st->dir);
+        if (pd_template_is_image(st, name))
+                return read_layers(st, name, t, err);
         return 0;
 }

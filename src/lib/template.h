@@ -6,9 +6,9 @@
 #pragma once
 #include <limits.h>
 
-#include "mount.h"
-#include "spec.h"
-#include "state.h"
+#include "jail/mount.h"
+#include "lib/spec.h"
+#include "lib/state.h"
 
 struct pd_template_graft {
         char target[64];                /* inside the sandbox, no leading '/' */
@@ -17,6 +17,19 @@ struct pd_template_graft {
 
 /* Snapshots stacked on a template, at most this deep. */
 #define PD_MAX_STACK 8
+/* Store layers of an image template (templates.md); an image with more is
+ * flattened into this many at pull time (overlay's mount options and the
+ * fds a start hands to the sandbox both have limits). */
+#define PD_MAX_IMAGE_LAYERS 40
+_Static_assert(PD_MAX_STACK + 1 + PD_MAX_IMAGE_LAYERS <= PD_MOUNT_MAX_STACK + 1, "mount plan too small");
+
+/* Owners in the layer store (<state>/layers) and in image templates'
+ * own trees: the image's id N is stored as PD_STORE_UID_BASE + N, a range
+ * above every sandbox's (userns.h) that no process ever runs as, so no file
+ * there is host root's or setuid to a host account. Sandboxes see them
+ * through an idmapping of their own (container.c). */
+#define PD_STORE_UID_BASE 3621440000u
+#define PD_STORE_ID_RANGE 65536u
 
 struct pd_template {
         char name[65];
@@ -27,7 +40,22 @@ struct pd_template {
          * names <state>/templates/<stack[i]> (its rootfs/ and grafts/<t>/). */
         char stack[PD_MAX_STACK][65];
         unsigned n_stack;
+        /* The registered template at the bottom of the stack (name itself
+         * when there are no snapshots). */
+        char bottom[65];
+        /* An image template (templates/<bottom>/layers exists): rootfs is
+         * its own small layer (mount points, `user`), over these store
+         * layers, top first: <state>/layers/<id>/tree. Owners in all of
+         * them are in the store's range (PD_STORE_UID_BASE). */
+        bool image;
+        char layers[PD_MAX_IMAGE_LAYERS][65];
+        unsigned n_layers;
 };
+
+/* 1 if templates/<name> is an image template (pulled or built), else 0. */
+int pd_template_is_image(struct pd_state *st, const char *name);
+/* Where store layer id (64 hex) lives: <state>/layers/<id>/tree. */
+void pd_template_layer_path(struct pd_state *st, const char *id, char *out, size_t size);
 
 /* 0 if name is a valid template name, else -EINVAL. */
 int pd_template_name_check(const char *name);
@@ -72,5 +100,30 @@ int pd_snapshot_register(struct pd_state *st, const char *name, const char *pare
 struct pd_record;
 int pd_snapshot_install(int tmpfd, const char *tmp, const char *path, const char *name,
                         const struct pd_record *rec, struct pd_error *err);
+/* The lock every users/ change and every removal of a template or
+ * snapshot takes (an fd to close), and, under it, the first live user of
+ * template or snapshot name ("<sandbox id>" or "@<snapshot>"): 1 if there
+ * is one, 0 if none. */
+int pd_template_lock(struct pd_state *st, struct pd_error *err);
+int pd_template_user(struct pd_state *st, const char *name, char *who, size_t size);
 /* Where layer graft (NULL = the root tree) of snapshot name lives. */
 void pd_snapshot_layer_path(struct pd_state *st, const char *name, const char *graft, char *out, size_t size);
+
+/* What an image template asks of the processes started in it (its OCI
+ * config, templates.md "What runs"): environment, working directory,
+ * default user, default command. All empty for other templates. */
+struct pd_template_run {
+        char **env;             /* "K=V" */
+        unsigned n_env;
+        char *workdir;          /* NULL: the user's home */
+        bool has_user;
+        char *user;             /* account name */
+        uint32_t uid, gid;
+        char *home;
+        char **argv;            /* Entrypoint then Cmd; NULL-terminated, NULL if none */
+};
+/* For template (or snapshot) name, the defaults of the image template at
+ * its bottom (name may be NULL or "base": none). */
+int pd_template_run_defaults(struct pd_state *st, const char *name, struct pd_template_run *out,
+                             struct pd_error *err);
+void pd_template_run_free(struct pd_template_run *r);

@@ -5,7 +5,7 @@
 #pragma once
 #include <stdint.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 struct pd_sandbox;
 
@@ -72,5 +72,5 @@ struct pd_tier_ops {
 
 extern const struct pd_tier_ops pd_tier_container;
 extern const struct pd_tier_ops pd_tier_process;   /* src/tiers/process.c */
-extern const struct pd_tier_ops pd_tier_supervised; /* src/tiers/container.c + src/jail/supervisor.c */
+extern const struct pd_tier_ops pd_tier_supervised; /* src/tiers/container.c + src/jail/supervisor_launch.c */
 extern const struct pd_tier_ops pd_tier_microvm;    /* src/tiers/microvm.c + src/vm/ */

@@ -1,9 +1,9 @@
-#include "trace.h"
+#include "lib/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 void pd_trace(const char *step)
 {

@@ -1,4 +1,4 @@
-#include "util.h"
+#include "lib/util.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -165,6 +165,13 @@ uint64_t pd_now_ns(void)
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+struct pd_fd_path pd_fd_path(int fd)
+{
+        struct pd_fd_path p;
+        snprintf(p.s, sizeof p.s, "/proc/self/fd/%d", fd);
+        return p;
 }
 
 int pd_mkdir_p(const char *path, mode_t mode, struct pd_error *err)

@@ -7,7 +7,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 static inline void pd_closep(int *fd)
 {
@@ -47,9 +47,18 @@ int pd_parse_duration_ms(const char *s, uint64_t *out, struct pd_error *err);
 /* "1", "0.5", "2": milli-CPUs (1000 = one CPU). */
 int pd_parse_cpus(const char *s, uint64_t *out_millicpus, struct pd_error *err);
 
-/* CLOCK_MONOTONIC in nanoseconds / milliseconds. */
+/* CLOCK_MONOTONIC in nanoseconds / milliseconds: deadlines and durations. */
 uint64_t pd_now_ns(void);
 static inline uint64_t pd_now_ms(void) { return pd_now_ns() / 1000000u; }
+
+/* "/proc/self/fd/<fd>": a path to what fd refers to, for the calls that take
+ * a path only (mount(2) targets and sources, reopening with other flags). A
+ * struct, so it can be used inline: mount(src, pd_fd_path(fd).s, ...). No
+ * malloc: a post-clone child may use it. */
+struct pd_fd_path {
+        char s[32];
+};
+struct pd_fd_path pd_fd_path(int fd);
 
 /* mkdir -p with mode; existing directories are fine. */
 int pd_mkdir_p(const char *path, mode_t mode, struct pd_error *err);

@@ -12,8 +12,8 @@
 #include <linux/neighbour.h>
 #include <linux/rtnetlink.h>
 
-#include "hostnet.h"
-#include "util.h"
+#include "net/hostnet.h"
+#include "lib/util.h"
 
 static bool is_loopback(const char *ip)
 {

@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "nft.h"
+#include "lib/error.h"
+#include "net/nft.h"
 
 #define PD_HOSTNET_RESOLV "/etc/resolv.conf"
 #define PD_HOSTNET_RESOLVED "/run/systemd/resolve/resolv.conf"

@@ -9,8 +9,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "netd_client.h"
-#include "util.h"
+#include "net/netd_client.h"
+#include "lib/util.h"
 
 #define REPLY_MAX 65536
 #define REPLY_TIMEOUT_MS 10000

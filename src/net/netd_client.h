@@ -39,8 +39,8 @@
 #pragma once
 #include <stddef.h>
 
-#include "error.h"
-#include "policy.h"
+#include "lib/error.h"
+#include "net/policy.h"
 
 #define PD_NETD_MSG_MAX (4u << 20)      /* 16384 rules fit */
 #define PD_NETD_DEFAULT_DNS_PORT 53

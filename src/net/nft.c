@@ -11,7 +11,7 @@
 #include <linux/netfilter/nf_tables.h>
 #include <net/if.h>
 
-#include "nft_int.h"
+#include "net/nft_int.h"
 
 #define PRIO_FILTER 0
 #define CT_BIT(x) (1u << ((x) + 1)) /* NF_CT_STATE_BIT (bit 0 = invalid) */

@@ -46,7 +46,7 @@
 #include <stdint.h>
 #include <netinet/in.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 #define PD_NFT_TABLE "paddock"
 #define PD_NFT_KEY_MAX 64               /* sandbox key (id) length */

@@ -20,8 +20,8 @@
 #include <libnftnl/expr.h>
 #include <libnftnl/table.h>
 
-#include "nft_int.h"
-#include "nlsock.h"
+#include "net/nft_int.h"
+#include "net/nlsock.h"
 
 #define PD_NFT_SNDBUF (8u << 20)        /* 10,000-entry rule sets in one batch */
 

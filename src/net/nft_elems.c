@@ -13,7 +13,7 @@
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter.h>
 
-#include "nft_int.h"
+#include "net/nft_int.h"
 
 #define TYPE_BITS 6
 #define T_IPV4 7

@@ -8,7 +8,7 @@
 #include <libnftnl/rule.h>
 #include <libnftnl/set.h>
 
-#include "nft.h"
+#include "net/nft.h"
 
 struct pd_nft {
         struct mnl_socket *nl;

@@ -25,7 +25,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "nft_int.h"
+#include "net/nft_int.h"
 
 #define CT_BIT(x) (1u << ((x) + 1))     /* NF_CT_STATE_BIT (bit 0 = invalid) */
 #define TCP_SYN 0x02

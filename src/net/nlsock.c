@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "nlsock.h"
+#include "net/nlsock.h"
 
 int pd_nlsock_open(int netns_fd, int bus, const char *what, struct mnl_socket **out, struct pd_error *err)
 {

@@ -4,7 +4,7 @@
 #pragma once
 #include <libmnl/libmnl.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 /* netns_fd < 0: the caller's own netns. bus: NETLINK_ROUTE, NETLINK_NETFILTER.
  * what names the socket in errors ("rtnetlink", "netfilter netlink"). */

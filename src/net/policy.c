@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "policy.h"
-#include "util.h"
+#include "net/policy.h"
+#include "lib/util.h"
 
 void pd_netpol_free(struct pd_netpol *p)
 {

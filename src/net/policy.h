@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 #define PD_NETPOL_MAX_RULES 16384       /* rules per sandbox */
 #define PD_NETPOL_NAME_MAX 253          /* DNS name, text form, no final dot */

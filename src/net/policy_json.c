@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "policy.h"
+#include "net/policy.h"
 
 static int rule_from_object(json_t *o, struct pd_netpol_rule *r, struct pd_error *err)
 {

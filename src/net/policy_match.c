@@ -3,8 +3,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "policy.h"
-#include "util.h"
+#include "net/policy.h"
+#include "lib/util.h"
 
 #define V4(a, b, c, d) { a, b, c, d }
 #define V6(...) { __VA_ARGS__ }

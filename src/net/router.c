@@ -16,12 +16,12 @@
 #include <sys/vfs.h>
 #include <linux/magic.h>
 
-#include "nft.h"
-#include "router.h"
-#include "router_int.h"
-#include "rtnl.h"
-#include "uplink.h"
-#include "util.h"
+#include "net/nft.h"
+#include "net/router.h"
+#include "net/router_int.h"
+#include "net/rtnl.h"
+#include "net/uplink.h"
+#include "lib/util.h"
 
 #define SB_INDEX_IN_SANDBOX 64          /* eth0's ifindex in a fresh netns */
 

@@ -20,9 +20,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "policy.h"
-#include "state.h"
+#include "lib/error.h"
+#include "net/policy.h"
+#include "lib/state.h"
 
 #define PD_NET_DEFAULT_POOL "10.201.0.0/16"
 #define PD_NET_TRANSIT_POOL "10.200.0.0/16"  /* default transits: a /30 per instance */

@@ -5,8 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "nft.h"
-#include "router.h"
+#include "net/nft.h"
+#include "net/router.h"
 
 #define PD_ROUTER_PROXY_PORT 15001      /* netd's strict Host/SNI proxy */
 

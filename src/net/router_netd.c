@@ -14,10 +14,10 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
-#include "agentpath.h"
-#include "netd_client.h"
-#include "router_int.h"
-#include "util.h"
+#include "lib/agentpath.h"
+#include "net/netd_client.h"
+#include "net/router_int.h"
+#include "lib/util.h"
 #include <dirent.h>
 
 #define NETD_START_TIMEOUT_MS 5000

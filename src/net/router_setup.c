@@ -11,14 +11,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hostnet.h"
-#include "nft.h"
-#include "nlsock.h"
-#include "router.h"
-#include "router_int.h"
-#include "rtnl.h"
-#include "uplink.h"
-#include "util.h"
+#include "net/hostnet.h"
+#include "net/nft.h"
+#include "net/nlsock.h"
+#include "net/router.h"
+#include "net/router_int.h"
+#include "net/rtnl.h"
+#include "net/uplink.h"
+#include "lib/util.h"
 
 #define NEVER_EXTRA_MAX 64              /* what the router adds to the built-in list */
 #define RT_IFNAME "rt0"                 /* the router's veth, seen from a user-mode uplink's netns */

@@ -13,8 +13,8 @@
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
 
-#include "nlsock.h"
-#include "rtnl.h"
+#include "net/nlsock.h"
+#include "net/rtnl.h"
 
 #define RTNL_BUF (64u << 10)
 

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <netinet/in.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 struct pd_rtnl;         /* a NETLINK_ROUTE socket bound to one netns */
 

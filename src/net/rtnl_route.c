@@ -8,9 +8,9 @@
 #include <libmnl/libmnl.h>
 #include <linux/rtnetlink.h>
 
-#include "nlsock.h"
-#include "rtnl.h"
-#include "util.h"
+#include "net/nlsock.h"
+#include "net/rtnl.h"
+#include "lib/util.h"
 
 struct want {
         int family;

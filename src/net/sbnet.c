@@ -7,10 +7,10 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "policy.h"
-#include "sandbox.h"
-#include "sbnet.h"
-#include "util.h"
+#include "net/policy.h"
+#include "lib/sandbox.h"
+#include "net/sbnet.h"
+#include "lib/util.h"
 
 static void router_cfg(const struct pd_spec *s, struct pd_router_cfg *cfg)
 {

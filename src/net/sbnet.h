@@ -7,8 +7,8 @@
 #include <limits.h>
 #include <sys/types.h>
 
-#include "error.h"
-#include "router.h"
+#include "lib/error.h"
+#include "net/router.h"
 
 struct pd_sandbox;
 struct pd_state;

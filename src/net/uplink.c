@@ -15,14 +15,14 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
-#include "agentpath.h"
-#include "nft.h"
-#include "nlsock.h"
-#include "router_int.h"
-#include "rtnl.h"
-#include "uplink.h"
-#include "userns.h"
-#include "util.h"
+#include "lib/agentpath.h"
+#include "net/nft.h"
+#include "net/nlsock.h"
+#include "net/router_int.h"
+#include "net/rtnl.h"
+#include "net/uplink.h"
+#include "jail/userns.h"
+#include "lib/util.h"
 
 #define UPLINK_READY_MS 5000            /* the process configures its tap in ~10 ms */
 #define UPLINK_STOP_MS 2000

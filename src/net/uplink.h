@@ -28,8 +28,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "error.h"
-#include "nft.h"
+#include "lib/error.h"
+#include "net/nft.h"
 
 struct pd_router;
 

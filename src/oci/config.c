@@ -11,7 +11,7 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 
-#include "oci.h"
+#include "oci/oci.h"
 
 #define CONFIG_MAX_BYTES (4u << 20)
 
@@ -233,7 +233,7 @@ int oci_process_parse(json_t *p, struct oci_process *out, struct pd_error *err)
                         json_t *soft = json_object_get(e, "soft"), *hard = json_object_get(e, "hard");
                         if (!json_is_integer(soft) || !json_is_integer(hard))
                                 return pd_error_setx(err, EINVAL, "config.json: rlimit %s needs soft and hard", type);
-                        out->rlimits[out->n_rlimits++] = (struct oci_rlimit){
+                        out->rlimits[out->n_rlimits++] = (struct pd_rlimit){
                                 res, (uint64_t)json_integer_value(soft), (uint64_t)json_integer_value(hard) };
                 }
         }
@@ -279,9 +279,8 @@ static const struct { const char *name; unsigned long flag; } prop_opts[] = {
         { "unbindable", MS_UNBINDABLE }, { "runbindable", MS_UNBINDABLE | MS_REC },
 };
 
-static int parse_mount(json_t *m, size_t idx, struct oci_mount *out, struct pd_error *err)
+static int parse_mount_fields(json_t *m, size_t idx, struct oci_mount *out, struct pd_error *err)
 {
-        memset(out, 0, sizeof *out);
         if (!json_is_object(m))
                 return pd_error_setx(err, EINVAL, "config.json: mounts[%zu] must be an object", idx);
         out->destination = str_or_null(m, "destination");
@@ -349,6 +348,19 @@ static int parse_mount(json_t *m, size_t idx, struct oci_mount *out, struct pd_e
         return 0;
 }
 
+/* One mount; on failure nothing stays allocated: the caller counts only the
+ * mounts that parsed (n_mounts), so oci_config_free never sees this one. */
+static int parse_mount(json_t *m, size_t idx, struct oci_mount *out, struct pd_error *err)
+{
+        memset(out, 0, sizeof *out);
+        int r = parse_mount_fields(m, idx, out, err);
+        if (r < 0) {
+                free(out->data);
+                out->data = NULL;
+        }
+        return r;
+}
+
 static int parse_ids(json_t *a, const char *what, char **out, struct pd_error *err)
 {
         *out = NULL;
@@ -414,7 +426,10 @@ static int parse_linux(json_t *l, struct oci_config *c, struct pd_error *err)
         if (user >= 0 && !c->ns[user].path && (!c->uid_map || !c->gid_map))
                 return pd_error_setx(err, EINVAL, "config.json: a new user namespace needs uidMappings and gidMappings");
         c->cgroups_path = str_or_null(l, "cgroupsPath");
-        c->resources = json_object_get(l, "resources");
+        if ((r = oci_resources_parse(json_object_get(l, "resources"), &c->res, err)) < 0)
+                return r;
+        if (c->res.rdma)
+                oci_warn("linux.resources.rdma not applied: paddock-oci does not support it");
         c->seccomp = json_object_get(l, "seccomp");
         c->sysctl = json_object_get(l, "sysctl");
         c->devices = json_object_get(l, "devices");
@@ -435,15 +450,7 @@ static int parse_linux(json_t *l, struct oci_config *c, struct pd_error *err)
                         oci_warn("rootfsPropagation %s: shared within the container only; paddock never "
                                  "propagates the container's mounts to the host", rp);
         }
-        if (c->sysctl && !json_is_object(c->sysctl))
-                return pd_error_setx(err, EINVAL, "config.json: linux.sysctl must be an object");
-        const char *key;
-        json_t *v;
-        json_object_foreach(c->sysctl, key, v) {
-                if (!json_is_string(v) || strstr(key, "..") || strchr(key, '/') == key)
-                        return pd_error_setx(err, EINVAL, "config.json: bad sysctl '%s'", key);
-        }
-        return 0;
+        return oci_sysctl_check(c, err);
 }
 
 int oci_config_parse(json_t *root, const char *bundle, struct oci_config *c, struct pd_error *err)
@@ -554,6 +561,7 @@ void oci_config_free(struct oci_config *c)
         free(c->mounts);
         free(c->uid_map);
         free(c->gid_map);
+        oci_resources_free(&c->res);
         free(c->bundle);
         free(c->rootfs);
         if (c->json)

@@ -22,11 +22,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "helper_proc.h"
-#include "init.h"
-#include "oci.h"
-#include "util.h"
-#include "ocivm.h"
+#include "jail/helper_proc.h"
+#include "oci/init.h"
+#include "lib/state.h"
+#include "oci/oci.h"
+#include "lib/util.h"
+#include "oci/ocivm.h"
 
 extern const char *oci_rootfs_cgroup;
 
@@ -253,7 +254,7 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
                 goto fail;
         if (cfg->gid_map && (r = write_map(pid, "gid_map", cfg->gid_map, err)) < 0)
                 goto fail;
-        if ((r = oci_cgroup_setup(st.cgroup, cfg->resources, pid, err)) < 0)
+        if ((r = oci_cgroup_setup(st.cgroup, &cfg->res.lim, pid, err)) < 0)
                 goto fail;
         if (cfg->proc.has_oom_score_adj) {
                 char p[64], v[16];
@@ -263,7 +264,7 @@ int oci_create(const struct oci_global *g, const char *id, const struct create_o
                         oci_warn("process.oomScoreAdj %d not applied (lowering it needs CAP_SYS_RESOURCE): %s",
                                  cfg->proc.oom_score_adj, err->msg);
         }
-        st.pid_start = oci_pid_starttime(pid);
+        st.pid_start = pd_proc_starttime(pid);
         if ((r = oci_hooks_run_create(cfg->hooks, &st, err)) < 0)
                 goto fail;
         struct oci_sync_msg m = { .kind = 'G', .pid = pid };

@@ -18,11 +18,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "init.h"
-#include "seccomp-policy.h"
-#include "oci.h"
-#include "util.h"
-#include "ocivm.h"
+#include "oci/init.h"
+#include "jail/seccomp-policy.h"
+#include "jail/caps.h"
+#include "oci/oci.h"
+#include "lib/util.h"
+#include "oci/ocivm.h"
 
 struct exec_opts {
         const char *process, *pid_file, *console_socket, *cwd, *user;
@@ -130,7 +131,7 @@ __attribute__((noreturn)) static void exec_child(int sync, int console, const in
                 }
         if (p->terminal && oci_proc_console(console, p, &err) < 0)
                 child_fail(sync, &err);
-        if (oci_proc_apply_rlimits(p, &err) < 0)
+        if (pd_rlimits_set(p->rlimits, p->n_rlimits, &err) < 0)
                 child_fail(sync, &err);
         if (p->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
                 pd_error_set(&err, errno, "set no_new_privs");
@@ -143,7 +144,7 @@ __attribute__((noreturn)) static void exec_child(int sync, int console, const in
         /* supervised container: this process gets a supervisor of its own. */
         if (notify && oci_hand_listener(sync, notify, &err) < 0)
                 child_fail(sync, &err);
-        if (oci_proc_drop_bounding(p, &err) < 0 || oci_proc_set_user(p, &err) < 0 || oci_proc_set_caps(p, &err) < 0)
+        if (oci_proc_become(p, &err) < 0)
                 child_fail(sync, &err);
         if (chdir(p->cwd) < 0) {
                 pd_error_set(&err, errno, "chdir to '%s'", p->cwd);

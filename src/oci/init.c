@@ -15,8 +15,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "init.h"
-#include "util.h"
+#include "oci/init.h"
+#include "lib/util.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -118,7 +118,7 @@ __attribute__((noreturn)) void oci_init_main(struct oci_init_args *a)
                 fail(a, &err);
         if (p->terminal && oci_proc_console(a->console, p, &err) < 0)
                 fail(a, &err);
-        if (oci_proc_apply_rlimits(p, &err) < 0)
+        if (pd_rlimits_set(p->rlimits, p->n_rlimits, &err) < 0)
                 fail(a, &err);
         if (p->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
                 pd_error_set(&err, errno, "set no_new_privs");
@@ -134,9 +134,7 @@ __attribute__((noreturn)) void oci_init_main(struct oci_init_args *a)
          * does not block) and wait for `start` to write to it instead. */
         int fifo_rw = -1;
         if (a->notify) {
-                char path[64];
-                snprintf(path, sizeof path, "/proc/self/fd/%d", a->fifo);
-                fifo_rw = open(path, O_RDWR | O_CLOEXEC);
+                fifo_rw = open(pd_fd_path(a->fifo).s, O_RDWR | O_CLOEXEC);
                 if (fifo_rw < 0) {
                         pd_error_set(&err, errno, "open exec.fifo");
                         fail(a, &err);
@@ -144,7 +142,7 @@ __attribute__((noreturn)) void oci_init_main(struct oci_init_args *a)
                 if (oci_hand_listener(a->sync, a->notify, &err) < 0)
                         fail(a, &err);
         }
-        if (oci_proc_drop_bounding(p, &err) < 0 || oci_proc_set_user(p, &err) < 0 || oci_proc_set_caps(p, &err) < 0)
+        if (oci_proc_become(p, &err) < 0)
                 fail(a, &err);
         if (chdir(p->cwd) < 0) {
                 pd_error_set(&err, errno, "chdir to process.cwd '%s'", p->cwd);
@@ -171,11 +169,10 @@ __attribute__((noreturn)) void oci_init_main(struct oci_init_args *a)
                         _exit(127);
                 close(fifo_rw);
         } else {
-                char fifo[64];
-                snprintf(fifo, sizeof fifo, "/proc/self/fd/%d", a->fifo);
+                struct pd_fd_path fifo = pd_fd_path(a->fifo);
                 int fd;
                 do
-                        fd = open(fifo, O_WRONLY | O_CLOEXEC);
+                        fd = open(fifo.s, O_WRONLY | O_CLOEXEC);
                 while (fd < 0 && errno == EINTR);
                 if (fd < 0 || write(fd, "0", 1) != 1) {
                         fprintf(stderr, "paddock-oci: init: open exec.fifo: %m\n");

@@ -1,8 +1,8 @@
 /* The container's init between clone and exec (init.c), and what create.c
  * hands it. */
 #pragma once
-#include "oci.h"
-#include "seccomp-policy.h"
+#include "oci/oci.h"
+#include "jail/seccomp-policy.h"
 
 struct oci_init_args {
         const struct oci_config *cfg;

@@ -11,10 +11,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "helper_proc.h"
-#include "oci.h"
-#include "util.h"
-#include "ocivm.h"
+#include "jail/helper_proc.h"
+#include "oci/oci.h"
+#include "lib/util.h"
+#include "oci/ocivm.h"
 
 static const char *one_id(int argc, char **argv, const char *verb, struct pd_error *err)
 {

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "oci.h"
+#include "oci/oci.h"
 
 static FILE *log_file;
 static bool log_json, log_debug;

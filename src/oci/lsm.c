@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "oci.h"
-#include "util.h"
+#include "oci/oci.h"
+#include "lib/util.h"
 
 /* Is the LSM active? /sys/kernel/security/lsm lists them where securityfs
  * is mounted; otherwise each LSM's own trace. */

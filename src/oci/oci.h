@@ -14,7 +14,9 @@
 
 #include <jansson.h>
 
-#include "error.h"
+#include "jail/caps.h"
+#include "jail/cgroup_limits.h"
+#include "lib/error.h"
 
 #define OCI_ROOT_DEFAULT "/run/paddock-oci"
 #define OCI_MAX_NS 8
@@ -36,15 +38,6 @@ void oci_log(const char *level, const char *fmt, ...) __attribute__((format(prin
 void oci_fail(const struct pd_error *err);
 
 /* ---- config.c: config.json, validated up front ---- */
-struct oci_rlimit {
-        int resource;
-        uint64_t soft, hard;
-};
-
-struct oci_caps {
-        uint64_t bounding, effective, inheritable, permitted, ambient;
-};
-
 struct oci_process {
         char **args;                    /* NULL-terminated */
         char **env;                     /* NULL-terminated */
@@ -55,9 +48,9 @@ struct oci_process {
         size_t n_gids;
         mode_t umask;
         bool has_umask;
-        struct oci_caps caps;
+        struct pd_caps caps;
         bool has_caps;
-        struct oci_rlimit *rlimits;
+        struct pd_rlimit *rlimits;
         size_t n_rlimits;
         bool no_new_privs;
         bool terminal;
@@ -84,6 +77,18 @@ struct oci_ns {
         char *path;                     /* NULL: a new one */
 };
 
+/* linux.resources, typed (resources.c): lim borrows the lists below and
+ * the document's strings. */
+struct oci_resources {
+        struct pd_cg_limits lim;
+        struct pd_cg_device *devices;
+        struct pd_cg_blkio_dev *blkio;
+        struct pd_cg_hugepage *hugepages;
+        struct pd_cg_ifprio *prios;
+        struct pd_cg_kv *unified;
+        bool rdma;                      /* given; not supported (logged) */
+};
+
 struct oci_config {
         json_t *json;                   /* the whole document (owns the strings below) */
         char *bundle;                   /* absolute */
@@ -99,7 +104,8 @@ struct oci_config {
         char *uid_map, *gid_map;        /* "inside outside count\n" lines, NULL if none */
         char *cgroups_path;
         unsigned long rootfs_propagation;
-        json_t *resources, *seccomp, *hooks, *annotations, *sysctl, *devices;
+        struct oci_resources res;
+        json_t *seccomp, *hooks, *annotations, *sysctl, *devices;
         json_t *masked, *readonly_paths;
         char *isolation;                /* run.oci.paddock.isolation (default "container") */
 };
@@ -112,7 +118,14 @@ void oci_config_free(struct oci_config *c);
 int oci_ns_flag(const struct oci_config *c, int flag);   /* index in c->ns, or -1 */
 const char *oci_ns_name(int flag);
 int oci_cap_from_name(const char *name);
+/* ---- resources.c: linux.resources, checked, into typed limits ---- */
+int oci_resources_parse(json_t *resources, struct oci_resources *res, struct pd_error *err);
+void oci_resources_free(struct oci_resources *res);
 int oci_signal_parse(const char *s);
+
+/* ---- sysctl.c: linux.sysctl, only of namespaces the container owns ---- */
+int oci_sysctl_check(const struct oci_config *c, struct pd_error *err);   /* at create, before anything exists */
+int oci_sysctl_apply(const struct oci_config *c, struct pd_error *err);   /* in the init, after pivot_root */
 
 /* ---- state.c: <root>/<id>/ ---- */
 enum oci_status { OCI_CREATING, OCI_CREATED, OCI_RUNNING, OCI_PAUSED, OCI_STOPPED };
@@ -143,16 +156,17 @@ const char *oci_status_name(enum oci_status s);
 json_t *oci_state_json(const struct oci_state *st, enum oci_status s);
 void oci_now_rfc3339(char *buf, size_t n);
 int oci_write_pid_file(const char *path, pid_t pid, struct pd_error *err);
-uint64_t oci_pid_starttime(pid_t pid);
 bool oci_pid_alive(pid_t pid, uint64_t start);
 /* Wait (on a pidfd) up to timeout_ms for pid to exit. 0, or -ETIMEDOUT. */
 int oci_pid_wait_gone(pid_t pid, uint64_t start, int timeout_ms);
 
-/* ---- cgroup.c ---- */
+/* ---- cgroup.c: the container's cgroup at its path in every hierarchy,
+ * through the jail's cgroup layer (jail/cgroupfs.h, jail/cgroup_limits.h) ---- */
 int oci_cgroup_path(const struct oci_global *g, const struct oci_config *c, const char *id, char *out,
                     size_t size, struct pd_error *err);
-/* Make the cgroup in every hierarchy, apply resources, move pid in. */
-int oci_cgroup_setup(const char *path, json_t *resources, pid_t pid, struct pd_error *err);
+/* Make the cgroup in every hierarchy, write lim (what this host cannot
+ * enforce is logged), move pid in (if > 0). */
+int oci_cgroup_setup(const char *path, const struct pd_cg_limits *lim, pid_t pid, struct pd_error *err);
 int oci_cgroup_enter(const char *path, pid_t pid, struct pd_error *err);
 /* pids in the cgroup (malloc'd array). */
 int oci_cgroup_pids(const char *path, pid_t **out, size_t *n, struct pd_error *err);
@@ -160,14 +174,10 @@ int oci_cgroup_freeze(const char *path, bool frozen, struct pd_error *err);
 bool oci_cgroup_frozen(const char *path);
 /* Kill what is left and remove the directories; missing is fine. */
 int oci_cgroup_destroy(const char *path, struct pd_error *err);
+/* 2 or 1; 0: no cgroupfs. */
 int oci_cgroup_version(void);
-/* The container's cgroup directory in the hierarchy that has ctrl
- * (-ENOENT: no hierarchy has it). */
-int oci_cgroup_ctrl_dir(const char *ctrl, const char *path, char *out, size_t size);
-/* cgroup_more.c: blockIO (beyond a v1 weight), hugepageLimits, network.
- * Applied where the host has the controller, logged where not; malformed
- * values are an error. */
-int oci_cgroup_apply_more(const char *path, bool v2, json_t *res, struct pd_error *err);
+/* The hierarchies, found once per process: how many; *h gets them. */
+unsigned oci_cgroup_hierarchies(const struct pd_cg_hier **h);
 
 /* ---- rootfs.c: in the init, in its new mount namespace ---- */
 int oci_rootfs_prepare(const struct oci_config *c, struct pd_error *err);
@@ -187,10 +197,8 @@ int oci_seccomp_prepare(json_t *seccomp, const char *root, struct pd_bpf *out, s
 int oci_seccomp_install(const struct pd_bpf *f, struct pd_error *err);
 
 /* ---- proc.c: what both the init and exec'd processes do before exec ---- */
-int oci_proc_apply_rlimits(const struct oci_process *p, struct pd_error *err);
-int oci_proc_set_user(const struct oci_process *p, struct pd_error *err);
-int oci_proc_set_caps(const struct oci_process *p, struct pd_error *err);
-int oci_proc_drop_bounding(const struct oci_process *p, struct pd_error *err);
+/* The bounding set, user and groups, umask, then the capability sets. */
+int oci_proc_become(const struct oci_process *p, struct pd_error *err);
 /* Resolve args[0] through the process's PATH; out gets the file to exec. */
 int oci_proc_find_exec(const struct oci_process *p, char *out, size_t size, struct pd_error *err);
 /* terminal=true: a pty inside the container, the master sent over sock. */

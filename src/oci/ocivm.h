@@ -4,8 +4,8 @@
  * (vm_shim.c) that runs the process through the agent, forwards every
  * signal to it and exits with its status. */
 #pragma once
-#include "init.h"
-#include "oci.h"
+#include "oci/init.h"
+#include "oci/oci.h"
 
 /* true if a config (or its saved copy) asks for microvm isolation */
 bool oci_vm_is(json_t *config);
@@ -22,8 +22,8 @@ bool oci_vm_paused(const struct oci_state *st);
 
 /* vm_shim.c */
 /* Connect to the guest's agent (HELLO done); returns the fd in c. */
-struct pd_conn;
-int oci_vm_connect(const struct oci_state *st, struct pd_conn *c, struct pd_error *err);
+struct pd_client;
+int oci_vm_connect(const struct oci_state *st, struct pd_client *c, struct pd_error *err);
 /* The shim of the container's init: waits on exec.fifo, then runs p. */
 __attribute__((noreturn)) void oci_vm_shim_init(const char *dir, const char *sock, const struct oci_process *p);
 /* exec: a shim child running p; its pid (our child) in *out_pid. */

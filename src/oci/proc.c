@@ -1,17 +1,15 @@
 /* What the container's init and every exec'd process do to themselves
- * before exec: rlimits, user and groups, capabilities, the console. */
+ * before exec: user and groups, capabilities (jail/caps.c), the console. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
-#include <linux/capability.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -19,47 +17,20 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "oci.h"
-#include "util.h"
+#include "jail/caps.h"
+#include "oci/oci.h"
+#include "lib/util.h"
 
-int oci_proc_apply_rlimits(const struct oci_process *p, struct pd_error *err)
+/* Capabilities around the uid change: the bounding set first (dropping
+ * needs CAP_SETPCAP, which the new user may not have), then the user, then
+ * exactly the configured sets (PR_SET_KEEPCAPS kept them across setuid). */
+int oci_proc_become(const struct oci_process *p, struct pd_error *err)
 {
-        for (size_t i = 0; i < p->n_rlimits; i++) {
-                struct rlimit rl = { p->rlimits[i].soft, p->rlimits[i].hard };
-                if (setrlimit(p->rlimits[i].resource, &rl) < 0) {
-                        /* Raising a hard limit needs CAP_SYS_RESOURCE, which some
-                         * hosts withhold: say so instead of a bare EPERM. */
-                        return pd_error_set(err, errno, "setrlimit(%d, soft %llu, hard %llu)%s", p->rlimits[i].resource,
-                                            (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max,
-                                            errno == EPERM ? " (above the runtime's own hard limit?)" : "");
-                }
-        }
-        return 0;
-}
-
-static int last_cap(void)
-{
-        char buf[16];
-        if (pd_read_file_at(AT_FDCWD, "/proc/sys/kernel/cap_last_cap", buf, sizeof buf) > 0)
-                return atoi(buf);
-        return CAP_LAST_CAP;
-}
-
-int oci_proc_drop_bounding(const struct oci_process *p, struct pd_error *err)
-{
-        if (!p->has_caps)
-                return 0;
-        int last = last_cap();
-        for (int c = 0; c <= last; c++)
-                if (!(p->caps.bounding & (1ull << c)) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
-                        return pd_error_set(err, errno, "drop capability %d from the bounding set", c);
-        return 0;
-}
-
-int oci_proc_set_user(const struct oci_process *p, struct pd_error *err)
-{
-        /* Keep permitted capabilities across the uid change; set_caps then
-         * sets exactly the configured sets. */
+        int r;
+        if (p->has_caps && (r = pd_caps_drop_bounding(p->caps.bounding, err)) < 0)
+                return r;
+        /* Keep permitted capabilities across the uid change; pd_caps_set
+         * then sets exactly the configured sets. */
         if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
                 return pd_error_set(err, errno, "PR_SET_KEEPCAPS");
         if (setgroups(p->n_gids, p->gids) < 0 && !(errno == EPERM && p->n_gids == 0))
@@ -72,27 +43,14 @@ int oci_proc_set_user(const struct oci_process *p, struct pd_error *err)
                 return pd_error_set(err, errno, "PR_SET_KEEPCAPS");
         if (p->has_umask)
                 umask(p->umask);
-        return 0;
-}
-
-int oci_proc_set_caps(const struct oci_process *p, struct pd_error *err)
-{
         if (!p->has_caps)
                 return 0;
-        struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
-        struct __user_cap_data_struct d[2] = {
-                { (uint32_t)p->caps.effective, (uint32_t)p->caps.permitted, (uint32_t)p->caps.inheritable },
-                { (uint32_t)(p->caps.effective >> 32), (uint32_t)(p->caps.permitted >> 32),
-                  (uint32_t)(p->caps.inheritable >> 32) },
-        };
-        if (syscall(SYS_capset, &h, d) < 0)
-                return pd_error_set(err, errno, "set capabilities");
-        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-                return pd_error_set(err, errno, "clear ambient capabilities");
-        int last = last_cap();
-        for (int c = 0; c <= last; c++)
-                if ((p->caps.ambient & (1ull << c)) && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, c, 0, 0) < 0)
-                        oci_debug("ambient capability %d not raised: %m", c);
+        uint64_t not_raised = 0;
+        if ((r = pd_caps_set(&p->caps, &not_raised, err)) < 0)
+                return r;
+        for (int c = 0; c < 64; c++)
+                if (not_raised & (1ull << c))
+                        oci_debug("ambient capability %d not raised (not permitted and inheritable)", c);
         return 0;
 }
 

@@ -20,9 +20,9 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "openat2.h"
-#include "oci.h"
-#include "util.h"
+#include "lib/openat2.h"
+#include "oci/oci.h"
+#include "lib/util.h"
 
 /* Set by create before the clone: the container's cgroup path (for
  * "cgroup" mounts). */
@@ -30,19 +30,13 @@ const char *oci_rootfs_cgroup;
 
 static int rootfd = -1;
 
-static int openat2_beneath(int dirfd, const char *path, int flags)
-{
-        struct open_how how = { .flags = (uint64_t)(flags | O_CLOEXEC),
-                                .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS };
-        int fd = pd_openat2(dirfd, path, &how);
-        return fd < 0 ? -errno : fd;
-}
-
+/* pd_open_in_root beneath the rootfs, with a message that says why a path
+ * that resolves out of it is refused. */
 int oci_open_in_root(int dirfd, const char *path, int flags, struct pd_error *err)
 {
         while (*path == '/')
                 path++;
-        int fd = openat2_beneath(dirfd, *path ? path : ".", flags);
+        int fd = pd_open_in_root(dirfd, path, flags, 0, RESOLVE_BENEATH);
         if (fd == -EXDEV || fd == -ELOOP)
                 return pd_error_setx(err, EXDEV, "'/%s' resolves outside the container's rootfs (a symlink or '..'); refused",
                                      path);
@@ -59,7 +53,7 @@ static int make_target(const char *path, bool dir, struct pd_error *err)
         while (*path == '/')
                 path++;
         snprintf(rel, sizeof rel, "%s", path);
-        int fd = openat2_beneath(rootfd, *rel ? rel : ".", O_PATH);
+        int fd = pd_open_in_root(rootfd, rel, O_PATH, 0, RESOLVE_BENEATH);
         if (fd >= 0 || fd != -ENOENT)
                 return fd >= 0 ? fd : oci_open_in_root(rootfd, rel, O_PATH, err);
         for (char *s = rel; ; s++) {
@@ -99,11 +93,6 @@ static int make_target(const char *path, bool dir, struct pd_error *err)
         return oci_open_in_root(rootfd, rel, O_PATH, err);
 }
 
-static void fdpath(char *buf, size_t n, int fd)
-{
-        snprintf(buf, n, "/proc/self/fd/%d", fd);
-}
-
 /* Flags a bind remount in a user namespace must keep (the kernel locks
  * them on mounts inherited from a more privileged namespace). */
 static unsigned long locked_flags(const char *path)
@@ -141,55 +130,48 @@ static int remount_target(const char *dest, struct pd_error *err)
         _pd_cleanup_close_ int fd = make_target(dest, true, err);
         if (fd < 0)
                 return fd;
-        char t[64];
-        fdpath(t, sizeof t, fd);
-        return remount_bind(t, MS_RDONLY, 0, err);
+        struct pd_fd_path t = pd_fd_path(fd);
+        return remount_bind(t.s, MS_RDONLY, 0, err);
 }
 
 static int mount_cgroup(const struct oci_mount *m, int tfd, struct pd_error *err)
 {
-        char t[64];
-        fdpath(t, sizeof t, tfd);
+        struct pd_fd_path t = pd_fd_path(tfd);
         const char *cg = oci_rootfs_cgroup ? oci_rootfs_cgroup : "/";
         if (oci_cgroup_version() == 2) {
-                if (mount("cgroup2", t, "cgroup2", m->flags & ~MS_RDONLY, NULL) == 0)
+                if (mount("cgroup2", t.s, "cgroup2", m->flags & ~MS_RDONLY, NULL) == 0)
                         return (m->flags & MS_RDONLY) ? remount_target(m->destination, err) : 0;
                 char src[PATH_MAX];
                 snprintf(src, sizeof src, "/sys/fs/cgroup%s", cg);
-                if (mount(src, t, NULL, MS_BIND | MS_REC, NULL) < 0)
+                if (mount(src, t.s, NULL, MS_BIND | MS_REC, NULL) < 0)
                         return pd_error_set(err, errno, "bind cgroup '%s'", src);
                 return (m->flags & MS_RDONLY) ? remount_target(m->destination, err) : 0;
         }
         /* v1: a tmpfs with each hierarchy's container cgroup bound in. */
-        if (mount("tmpfs", t, "tmpfs", (m->flags & ~MS_RDONLY) | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=755") < 0)
+        if (mount("tmpfs", t.s, "tmpfs", (m->flags & ~MS_RDONLY) | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=755") < 0)
                 return pd_error_set(err, errno, "mount tmpfs for cgroup on '%s'", m->destination);
         /* tfd names the directory under the new tmpfs: reopen. */
         _pd_cleanup_close_ int nfd = make_target(m->destination, true, err);
         if (nfd < 0)
                 return nfd;
-        fdpath(t, sizeof t, nfd);
-        FILE *f = fopen("/proc/self/mountinfo", "re");
-        char line[1024];
-        while (f && fgets(line, sizeof line, f)) {
-                char *sep = strstr(line, " - ");
-                char fstype[32], mnt[256];
-                if (!sep || sscanf(sep + 3, "%31s", fstype) != 1 || strcmp(fstype, "cgroup") != 0 ||
-                    sscanf(line, "%*s %*s %*s %*s %255s", mnt) != 1 || strncmp(mnt, "/sys/fs/cgroup/", 15) != 0)
+        t = pd_fd_path(nfd);
+        const struct pd_cg_hier *h;
+        unsigned n = oci_cgroup_hierarchies(&h);
+        for (unsigned i = 0; i < n; i++) {
+                if (strncmp(h[i].mnt, "/sys/fs/cgroup/", 15) != 0)
                         continue;
-                const char *name = mnt + 15;
+                const char *name = h[i].mnt + 15;
                 char dst[PATH_MAX], src[PATH_MAX];
-                snprintf(dst, sizeof dst, "%s/%s", t, name);
-                snprintf(src, sizeof src, "%s%s", mnt, cg);
+                snprintf(dst, sizeof dst, "%s/%s", t.s, name);
+                snprintf(src, sizeof src, "%s%s", h[i].mnt, cg);
                 if (mkdir(dst, 0755) < 0 && errno != EEXIST)
                         continue;
                 if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
-                        continue;       /* a hierarchy we did not join (e.g. unified) */
+                        continue;       /* a hierarchy we did not join */
                 remount_bind(dst, (m->flags & MS_RDONLY) | MS_NOSUID | MS_NODEV | MS_NOEXEC, 0, NULL);
         }
-        if (f)
-                fclose(f);
         if (m->flags & MS_RDONLY)
-                return remount_bind(t, MS_RDONLY, 0, err);
+                return remount_bind(t.s, MS_RDONLY, 0, err);
         return 0;
 }
 
@@ -205,26 +187,25 @@ static int do_mount(const struct oci_mount *m, struct pd_error *err)
         _pd_cleanup_close_ int tfd = make_target(m->destination, dir, err);
         if (tfd < 0)
                 return -err->code;
-        char t[64];
-        fdpath(t, sizeof t, tfd);
+        struct pd_fd_path t = pd_fd_path(tfd);
         if (m->type && strcmp(m->type, "cgroup") == 0 && !m->bind)
                 return mount_cgroup(m, tfd, err);
         if (m->bind) {
-                if (mount(m->source, t, NULL, MS_BIND | (m->rec ? MS_REC : 0), NULL) < 0)
+                if (mount(m->source, t.s, NULL, MS_BIND | (m->rec ? MS_REC : 0), NULL) < 0)
                         return pd_error_set(err, errno, "bind '%s' on '%s'", m->source, m->destination);
         } else {
                 unsigned long f = m->flags & ~MS_REMOUNT;
-                int r = mount(m->source && *m->source ? m->source : m->type, t, m->type, f,
+                int r = mount(m->source && *m->source ? m->source : m->type, t.s, m->type, f,
                               m->data[0] ? m->data : NULL);
                 if (r < 0 && errno == EPERM && strcmp(m->type, "sysfs") == 0) {
                         /* sysfs needs a network namespace the user namespace
                          * owns; the host's /sys, bound read-only, instead. */
-                        r = mount("/sys", t, NULL, MS_BIND | MS_REC, NULL);
+                        r = mount("/sys", t.s, NULL, MS_BIND | MS_REC, NULL);
                         if (r == 0) {
                                 close(tfd);
                                 tfd = make_target(m->destination, true, err);
-                                fdpath(t, sizeof t, tfd);
-                                return remount_bind(t, m->flags | MS_RDONLY, 0, err);
+                                t = pd_fd_path(tfd);
+                                return remount_bind(t.s, m->flags | MS_RDONLY, 0, err);
                         }
                 }
                 if (r < 0)
@@ -235,11 +216,11 @@ static int do_mount(const struct oci_mount *m, struct pd_error *err)
         tfd = make_target(m->destination, dir, err);
         if (tfd < 0)
                 return tfd;
-        fdpath(t, sizeof t, tfd);
+        t = pd_fd_path(tfd);
         if (m->bind && (m->flags & ~MS_REMOUNT))
-                if (remount_bind(t, m->flags & ~MS_REMOUNT, m->clear_flags, err) < 0)
+                if (remount_bind(t.s, m->flags & ~MS_REMOUNT, m->clear_flags, err) < 0)
                         return -err->code;
-        if (m->propagation && mount(NULL, t, NULL, m->propagation, NULL) < 0)
+        if (m->propagation && mount(NULL, t.s, NULL, m->propagation, NULL) < 0)
                 return pd_error_set(err, errno, "set propagation of '%s'", m->destination);
         return 0;
 }
@@ -270,8 +251,6 @@ static int make_device(const char *path, mode_t type, unsigned major_, unsigned 
                 /* mknod applies the umask; the config's mode is exact. */
                 fchmodat(dirfd, name, mode & 07777, 0);
                 int fd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-                char p[64];
-                fdpath(p, sizeof p, fd);
                 if (fd >= 0) {
                         /* fchownat on an O_PATH fd via AT_EMPTY_PATH. */
                         if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH) < 0)
@@ -290,9 +269,8 @@ static int make_device(const char *path, mode_t type, unsigned major_, unsigned 
                 return pd_error_set(err, errno, "create '%s'", path);
         close(f);
         _pd_cleanup_close_ int tfd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        char t[64];
-        fdpath(t, sizeof t, tfd);
-        if (tfd < 0 || mount(host, t, NULL, MS_BIND, NULL) < 0)
+        struct pd_fd_path t = pd_fd_path(tfd);
+        if (tfd < 0 || mount(host, t.s, NULL, MS_BIND, NULL) < 0)
                 return pd_error_set(err, errno, "bind device '%s'", host);
         return 0;
 }
@@ -416,40 +394,38 @@ int oci_rootfs_pivot(const struct oci_config *c, struct pd_error *err)
 
 static int mask_path(const char *path, struct pd_error *err)
 {
-        int fd = openat2_beneath(rootfd, path[0] == '/' ? path + 1 : path, O_PATH);
+        int fd = pd_open_in_root(rootfd, path, O_PATH, 0, RESOLVE_BENEATH);
         if (fd == -ENOENT)
                 return 0;
         if (fd < 0)
                 return pd_error_set(err, -fd, "maskedPaths: '%s'", path);
         struct stat sb;
-        char t[64];
-        fdpath(t, sizeof t, fd);
+        struct pd_fd_path t = pd_fd_path(fd);
         int r = 0;
         if (fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode))
-                r = mount("tmpfs", t, "tmpfs", MS_RDONLY, "size=0");
+                r = mount("tmpfs", t.s, "tmpfs", MS_RDONLY, "size=0");
         else
-                r = mount("/dev/null", t, NULL, MS_BIND, NULL);
+                r = mount("/dev/null", t.s, NULL, MS_BIND, NULL);
         close(fd);
         return r < 0 ? pd_error_set(err, errno, "mask '%s'", path) : 0;
 }
 
 static int readonly_path(const char *path, struct pd_error *err)
 {
-        int fd = openat2_beneath(rootfd, path[0] == '/' ? path + 1 : path, O_PATH);
+        int fd = pd_open_in_root(rootfd, path, O_PATH, 0, RESOLVE_BENEATH);
         if (fd == -ENOENT)
                 return 0;
         if (fd < 0)
                 return pd_error_set(err, -fd, "readonlyPaths: '%s'", path);
-        char t[64];
-        fdpath(t, sizeof t, fd);
-        if (mount(t, t, NULL, MS_BIND | MS_REC, NULL) < 0) {
+        struct pd_fd_path t = pd_fd_path(fd);
+        if (mount(t.s, t.s, NULL, MS_BIND | MS_REC, NULL) < 0) {
                 close(fd);
                 return pd_error_set(err, errno, "bind '%s'", path);
         }
         close(fd);
-        fd = openat2_beneath(rootfd, path[0] == '/' ? path + 1 : path, O_PATH);
-        fdpath(t, sizeof t, fd);
-        int r = remount_bind(t, MS_RDONLY, 0, err);
+        fd = pd_open_in_root(rootfd, path, O_PATH, 0, RESOLVE_BENEATH);
+        t = pd_fd_path(fd);
+        int r = remount_bind(t.s, MS_RDONLY, 0, err);
         close(fd);
         return r;
 }
@@ -459,16 +435,8 @@ int oci_rootfs_finish(const struct oci_config *c, struct pd_error *err)
         size_t i;
         json_t *e;
         int r;
-        const char *k;
-        json_object_foreach(c->sysctl, k, e) {
-                char path[PATH_MAX] = "/proc/sys/";
-                size_t n = strlen(path);
-                for (const char *s = k; *s && n < sizeof path - 1; s++)
-                        path[n++] = *s == '.' ? '/' : *s;
-                path[n] = '\0';
-                if ((r = pd_write_file_at(AT_FDCWD, path, json_string_value(e), err)) < 0)
-                        return pd_error_prefix(err, "sysctl %s", k);
-        }
+        if ((r = oci_sysctl_apply(c, err)) < 0)
+                return r;
         json_array_foreach(c->readonly_paths, i, e)
                 if (json_is_string(e) && (r = readonly_path(json_string_value(e), err)) < 0)
                         return r;

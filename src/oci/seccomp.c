@@ -14,9 +14,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "oci.h"
-#include "seccomp-policy.h"
-#include "util.h"
+#include "oci/oci.h"
+#include "jail/seccomp-policy.h"
+#include "lib/util.h"
 
 static int parse_action(const char *name, json_t *errno_ret, uint32_t default_errno, uint32_t *out,
                         struct pd_error *err)

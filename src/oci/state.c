@@ -16,8 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "oci.h"
-#include "util.h"
+#include "lib/state.h"
+#include "oci/oci.h"
+#include "lib/util.h"
 
 int oci_id_check(const char *id, struct pd_error *err)
 {
@@ -46,24 +47,6 @@ int oci_state_dir(const struct oci_global *g, const char *id, char *out, size_t 
         return 0;
 }
 
-uint64_t oci_pid_starttime(pid_t pid)
-{
-        char path[64], buf[1024];
-        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-        ssize_t n = pd_read_file_at(AT_FDCWD, path, buf, sizeof buf);
-        if (n <= 0)
-                return 0;
-        char *p = strrchr(buf, ')');
-        if (!p)
-                return 0;
-        /* field 22 is starttime; after ')' come fields 3.. */
-        int field = 2;
-        for (; *p && field < 22; p++)
-                if (*p == ' ')
-                        field++;
-        return strtoull(p, NULL, 10);
-}
-
 static bool pid_zombie(pid_t pid)
 {
         char path[64], buf[512];
@@ -78,7 +61,7 @@ bool oci_pid_alive(pid_t pid, uint64_t start)
 {
         if (pid <= 0)
                 return false;
-        uint64_t now = oci_pid_starttime(pid);
+        uint64_t now = pd_proc_starttime(pid);
         return now != 0 && now == start && !pid_zombie(pid);
 }
 

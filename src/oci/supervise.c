@@ -7,10 +7,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agentpath.h"
-#include "helper_proc.h"
-#include "init.h"
-#include "util.h"
+#include "lib/agentpath.h"
+#include "jail/helper_proc.h"
+#include "lib/state.h"
+#include "oci/init.h"
+#include "lib/util.h"
 
 /* A datagram from the init, with an fd if one is attached. */
 ssize_t oci_recv_msg(int sock, struct oci_sync_msg *m, int *fd)
@@ -70,7 +71,7 @@ int oci_supervisor_start(const struct oci_state *st, const char *uid_map, int lf
         close(ready_r);
         if (n == 1 && msg[0] == 'R') {
                 *out_pid = pid;
-                *out_start = oci_pid_starttime(pid);
+                *out_start = pd_proc_starttime(pid);
                 return 0;
         }
         pd_helper_kill(pid);

@@ -11,9 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "oci.h"
-#include "util.h"
-#include "ocivm.h"
+#include "oci/oci.h"
+#include "lib/util.h"
+#include "oci/ocivm.h"
 
 int oci_cmd_ps(const struct oci_global *g, int argc, char **argv)
 {

@@ -25,13 +25,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentpath.h"
-#include "helper_proc.h"
-#include "state.h"
-#include "userns.h"
-#include "util.h"
-#include "ocivm.h"
-#include "vm.h"
+#include "lib/agentpath.h"
+#include "jail/helper_proc.h"
+#include "lib/state.h"
+#include "jail/userns.h"
+#include "lib/util.h"
+#include "oci/ocivm.h"
+#include "vm/vm.h"
 
 #define VM_BOOT_TIMEOUT_MS 180000       /* a cold boot under TCG on a busy host */
 #define VM_DEFAULT_MEMORY (512ull << 20)
@@ -143,7 +143,7 @@ static int root_image(struct pd_state *ps, const char *rootfs, char *out, size_t
 struct vm_plan {
         uint64_t memory;
         unsigned vcpus;
-        json_t *resources;      /* for QEMU's cgroup (owned) */
+        struct pd_cg_limits limits;     /* for QEMU's cgroup (borrows cfg's lists) */
 };
 
 /* Refuse what would weaken isolation, log what a VM ignores. */
@@ -185,10 +185,9 @@ static int vm_plan(const char *id, const struct oci_config *cfg, struct vm_plan 
         /* guest memory: the config's memory limit, else a default; QEMU's
          * cgroup gets it plus QEMU's own share */
         pl->memory = VM_DEFAULT_MEMORY;
-        json_t *mem = json_object_get(cfg->resources, "memory");
-        json_t *lim = json_object_get(mem, "limit");
-        if (json_is_integer(lim) && json_integer_value(lim) > 0) {
-                uint64_t v = (uint64_t)json_integer_value(lim);
+        const struct pd_cg_limits *lim = &cfg->res.lim;
+        if ((lim->set & PD_CG_SET_MEM_LIMIT) && lim->memory.limit > 0) {
+                uint64_t v = (uint64_t)lim->memory.limit;
                 if (v < VM_MIN_MEMORY || v > VM_MAX_MEMORY)
                         return pd_error_setx(err, EINVAL, "run.oci.paddock.isolation=microvm: memory limit %" PRIu64
                                              " is outside %llu MiB .. %llu GiB (the guest's RAM)", v,
@@ -196,18 +195,23 @@ static int vm_plan(const char *id, const struct oci_config *cfg, struct vm_plan 
                 pl->memory = v & ~((1ull << 20) - 1);
         }
         pl->vcpus = 1;
-        json_t *cpu = json_object_get(cfg->resources, "cpu");
-        json_int_t quota = json_integer_value(json_object_get(cpu, "quota"));
-        json_int_t period = json_integer_value(json_object_get(cpu, "period"));
+        int64_t quota = (lim->set & PD_CG_SET_CPU_QUOTA) ? lim->cpu.quota : 0;
+        int64_t period = (lim->set & PD_CG_SET_CPU_PERIOD) ? lim->cpu.period : 0;
         if (quota > 0 && period > 0)
                 pl->vcpus = (unsigned)((quota + period - 1) / period);
         if (pl->vcpus > 8)
                 pl->vcpus = 8;
-        pl->resources = cfg->resources ? json_deep_copy(cfg->resources) : json_object();
-        json_object_del(pl->resources, "devices");
-        json_t *m = json_object();
-        json_object_set_new(m, "limit", json_integer((json_int_t)(pl->memory + QEMU_OVERHEAD)));
-        json_object_set_new(pl->resources, "memory", m);
+        /* QEMU's cgroup: the config's limits but for devices (the guest's
+         * are its own) and memory, which is the guest's RAM plus QEMU's
+         * own share and nothing else. */
+        pl->limits = *lim;
+        pl->limits.devices = NULL;
+        pl->limits.n_devices = 0;
+        pl->limits.set &= ~(uint32_t)(PD_CG_SET_MEM_LIMIT | PD_CG_SET_MEM_RESERVATION | PD_CG_SET_MEM_SWAP |
+                                      PD_CG_SET_MEM_KERNEL | PD_CG_SET_MEM_KERNEL_TCP | PD_CG_SET_MEM_SWAPPINESS |
+                                      PD_CG_SET_MEM_NO_OOM_KILL);
+        pl->limits.set |= PD_CG_SET_MEM_LIMIT;
+        pl->limits.memory = (typeof(pl->limits.memory)){ .limit = (int64_t)(pl->memory + QEMU_OVERHEAD) };
         return 0;
 }
 
@@ -339,9 +343,9 @@ static int start_vm(const char *id, struct pd_state *ps, const struct oci_config
         if ((r = pd_vm_qemu_start(&l, &v->qemu, &pidfd, err)) < 0)
                 return r;
         close(pidfd);
-        v->qemu_start = oci_pid_starttime(v->qemu);
+        v->qemu_start = pd_proc_starttime(v->qemu);
         /* before the guest touches its memory: QEMU under the config's cgroup */
-        if ((r = oci_cgroup_setup(cgroup, pl->resources, v->qemu, err)) < 0)
+        if ((r = oci_cgroup_setup(cgroup, &pl->limits, v->qemu, err)) < 0)
                 return r;
         /* QMP answering means QEMU made its sockets: the relay may connect */
         char qmp[PATH_MAX + 16];
@@ -367,7 +371,7 @@ static int start_vm(const char *id, struct pd_state *ps, const struct oci_config
         if (pid < 0)
                 return pd_error_set(err, (int)-pid, "start paddock-vm-relay (%s)", step);
         v->relay = pid;
-        v->relay_start = oci_pid_starttime(pid);
+        v->relay_start = pd_proc_starttime(pid);
         (void)oci_cgroup_enter(cgroup, pid, NULL);
         oci_info("container '%s' (microvm): booting the guest (%" PRIu64 " MiB, %u vCPU, %s)", id, pl->memory >> 20,
                  pl->vcpus, pd_vm_have_kvm() ? "kvm" : "tcg");
@@ -466,7 +470,7 @@ int oci_vm_create(const struct oci_global *g, const char *id, const struct creat
         if (shim == 0)
                 oci_vm_shim_init(st.dir, sock, &cfg->proc);     /* never returns */
         st.pid = shim;
-        st.pid_start = oci_pid_starttime(shim);
+        st.pid_start = pd_proc_starttime(shim);
         if ((r = oci_cgroup_enter(st.cgroup, shim, err)) < 0)
                 goto fail;
         if ((r = oci_hooks_run_create(cfg->hooks, &st, err)) < 0)
@@ -478,7 +482,6 @@ int oci_vm_create(const struct oci_global *g, const char *id, const struct creat
                 goto fail;
         if (po->pid_file && (r = oci_write_pid_file(po->pid_file, shim, err)) < 0)
                 goto fail;
-        json_decref(pl.resources);
         pd_state_close(&ps);
         *out_pid = shim;
         return 0;
@@ -492,7 +495,6 @@ fail:
                 oci_cgroup_destroy(st.cgroup, NULL);
         if (made_dir)
                 pd_rm_rf(st.dir, NULL);
-        json_decref(pl.resources);
         if (have_ps)
                 pd_state_close(&ps);
         return r;

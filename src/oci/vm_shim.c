@@ -23,23 +23,22 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "conn.h"
-#include "msg.h"
-#include "util.h"
-#include "ocivm.h"
+#include "proto/client.h"
+#include "lib/util.h"
+#include "oci/ocivm.h"
 
 #define STDIN_QUEUE_MAX (1u << 20)      /* stop reading stdin while this much waits for the guest */
 #define REPLY_TIMEOUT_MS 60000
 
 struct session {
-        struct pd_conn c;
+        struct pd_client c;
         uint32_t pid;
         int stdin_fd, sig_fd;
         bool exited;
         int exit_code, signo;
 };
 
-static int connect_sock(const char *path, struct pd_conn *c, struct pd_error *err)
+static int connect_sock(const char *path, struct pd_client *c, struct pd_error *err)
 {
         struct sockaddr_un a = { .sun_family = AF_UNIX };
         if (strlen(path) >= sizeof a.sun_path)
@@ -53,13 +52,10 @@ static int connect_sock(const char *path, struct pd_conn *c, struct pd_error *er
                 close(fd);
                 return pd_error_set(err, e, "connect to the guest's agent ('%s')", path);
         }
-        if (pd_conn_init(c, fd) < 0)
-                return pd_error_setx(err, ENOMEM, "connection");
-        char agent[128];
-        if (pd_conn_hello(c, "paddock-oci", agent, sizeof agent, err) < 0) {
-                pd_conn_close(c);
+        if (pd_client_connect(c, fd, "paddock-oci", err) < 0)
                 return -1;
-        }
+        /* a guest under TCG may be slow to answer */
+        c->timeout_ms = REPLY_TIMEOUT_MS;
         return 0;
 }
 
@@ -78,7 +74,7 @@ static int sock_path(const struct oci_state *st, char *out, size_t size, struct 
         return r;
 }
 
-int oci_vm_connect(const struct oci_state *st, struct pd_conn *c, struct pd_error *err)
+int oci_vm_connect(const struct oci_state *st, struct pd_client *c, struct pd_error *err)
 {
         char path[PATH_MAX + 16];
         if (sock_path(st, path, sizeof path, err) < 0)
@@ -86,100 +82,53 @@ int oci_vm_connect(const struct oci_state *st, struct pd_conn *c, struct pd_erro
         return connect_sock(path, c, err);
 }
 
-/* Send a request and wait for its REPLY (payload copied out to reply,
- * up to rsize); ERROR is an error with the agent's text. */
-static int request(struct pd_conn *c, uint16_t type, const struct pd_msg *m, uint8_t *reply, size_t rsize,
-                   size_t *rlen, struct pd_error *err)
-{
-        uint32_t id = pd_conn_new_id(c);
-        if (pd_conn_queue_msg(c, type, id, m) < 0 || pd_conn_flush_all(c, REPLY_TIMEOUT_MS) < 0)
-                return pd_error_setx(err, EIO, "send to the guest's agent");
-        for (;;) {
-                struct pd_frame_hdr h;
-                const uint8_t *p;
-                int w = pd_conn_wait(c, &h, &p, REPLY_TIMEOUT_MS);
-                if (w < 0)
-                        return pd_error_set(err, -w, "wait for the guest's agent");
-                if (h.id != id || (h.type != PD_T_REPLY && h.type != PD_T_ERROR))
-                        continue;
-                if (h.type == PD_T_ERROR) {
-                        char msg[256];
-                        pd_conn_error_text(p, h.len, msg, sizeof msg);
-                        struct pd_attr a;
-                        uint32_t ee = 0;
-                        if (pd_msg_find(p, h.len, PD_A_EXEC_ERRNO, &a))
-                                pd_attr_u32(&a, &ee);
-                        return pd_error_setx(err, ee ? (int)ee : (h.aux ? (int)h.aux : EIO), "%s", msg);
-                }
-                size_t n = h.len < rsize ? h.len : rsize;
-                if (reply)
-                        memcpy(reply, p, n);
-                if (rlen)
-                        *rlen = n;
-                return 0;
-        }
-}
-
 static int spawn(struct session *s, const struct oci_process *p, const char *tag, struct pd_error *err)
 {
-        struct pd_msg m;
-        pd_msg_init(&m);
-        for (char **a = p->args; a && *a; a++)
-                pd_msg_put_str(&m, PD_A_ARG, *a);
-        for (char **e = p->env; e && *e; e++)
-                pd_msg_put_str(&m, PD_A_ENV, *e);
-        pd_msg_put_str(&m, PD_A_CWD, p->cwd && *p->cwd ? p->cwd : "/");
-        pd_msg_put_u32(&m, PD_A_UID, p->uid);
-        pd_msg_put_u32(&m, PD_A_GID, p->gid);
-        for (size_t i = 0; i < p->n_gids; i++)
-                pd_msg_put_u32(&m, PD_A_GROUPS, p->gids[i]);
-        pd_msg_put_u32(&m, PD_A_STDIN, 1);
-        pd_msg_put_str(&m, PD_A_TAG, tag);
-        pd_msg_put_u32(&m, PD_A_FOLLOW, 1);
-        uint8_t reply[256];
-        size_t n = 0;
-        int r = request(&s->c, PD_T_SPAWN, &m, reply, sizeof reply, &n, err);
-        pd_msg_free(&m);
-        if (r < 0)
-                return r;
-        struct pd_attr a;
-        if (!pd_msg_find(reply, n, PD_A_PID, &a) || !pd_attr_u32(&a, &s->pid))
-                return pd_error_setx(err, EPROTO, "the guest's agent answered SPAWN without a pid");
+        size_t argc = 0, envc = 0;
+        while (p->args && p->args[argc])
+                argc++;
+        while (p->env && p->env[envc])
+                envc++;
+        /* stdin: the engine's, relayed; follow: the output comes on this
+         * connection from offset 0 */
+        const struct pd_spawn_opts o = {
+                .argv = (const char *const *)p->args, .argc = argc, .env = (const char *const *)p->env, .envc = envc,
+                .cwd = p->cwd && *p->cwd ? p->cwd : "/", .uid = p->uid, .gid = p->gid, .groups = p->gids,
+                .n_groups = p->n_gids, .stdin_open = true, .tag = tag, .follow = true,
+        };
+        if (pd_client_spawn(&s->c, &o, &s->pid, err) < 0)
+                return -1;
         return 0;
 }
 
 static void send_signal(struct session *s, int signo)
 {
-        struct pd_msg m;
-        pd_msg_init(&m);
-        pd_msg_put_u32(&m, PD_A_PID, s->pid);
-        pd_msg_put_u32(&m, PD_A_SIGNO, (uint32_t)signo);
-        pd_conn_queue_msg(&s->c, PD_T_SIGNAL, pd_conn_new_id(&s->c), &m);
-        pd_msg_free(&m);
+        (void)pd_client_signal_nowait(&s->c, s->pid, signo, false);
 }
 
 static void on_frame(struct session *s, const struct pd_frame_hdr *h, const uint8_t *p)
 {
-        if (h->type == PD_T_OUTPUT && h->id == s->pid && h->len >= 8) {
-                (void)pd_write_all(h->aux == PD_STREAM_STDERR ? 2 : 1, p + 8, h->len - 8);
-        } else if (h->type == PD_T_EXIT && h->id == s->pid) {
-                struct pd_msg_iter it;
-                struct pd_attr a;
-                uint32_t v;
-                pd_msg_iter_init(&it, p, h->len);
-                while (pd_msg_next(&it, &a)) {
-                        if (a.tag == PD_A_EXIT_CODE && pd_attr_u32(&a, &v))
-                                s->exit_code = (int)v;
-                        else if (a.tag == PD_A_SIGNO && pd_attr_u32(&a, &v))
-                                s->signo = (int)v;
-                }
+        uint64_t off;
+        const uint8_t *data;
+        size_t n;
+        if (h->id != s->pid)
+                return;
+        if (pd_output_decode(h, p, &off, &data, &n)) {
+                (void)pd_write_all(h->aux == PD_STREAM_STDERR ? 2 : 1, data, n);
+        } else if (h->type == PD_T_EXIT) {
+                struct pd_exit x;
+                pd_exit_decode(p, h->len, &x);
+                if (x.has_code)
+                        s->exit_code = (int)x.code;
+                if (x.has_signal)
+                        s->signo = (int)x.signo;
                 s->exited = true;
         }
 }
 
 static void forward_stdin(struct session *s)
 {
-        if (pd_conn_forward_stdin(&s->c, s->stdin_fd, s->pid))
+        if (pd_client_stdin_from_fd(&s->c, s->stdin_fd, s->pid))
                 s->stdin_fd = -1;
 }
 
@@ -191,15 +140,15 @@ static int session_loop(struct session *s)
                 struct pd_frame_hdr h;
                 const uint8_t *p;
                 int r;
-                while ((r = pd_conn_next(&s->c, &h, &p)) > 0)
+                while ((r = pd_conn_next(&s->c.conn, &h, &p)) > 0)
                         on_frame(s, &h, p);
                 if (r < 0 || s->exited)
                         return r < 0 ? -1 : 0;
-                if (s->c.eof)
+                if (s->c.conn.eof)
                         return -1;
-                bool room = pd_conn_pending(&s->c) < STDIN_QUEUE_MAX;
+                bool room = pd_conn_pending(&s->c.conn) < STDIN_QUEUE_MAX;
                 struct pollfd pf[3] = {
-                        { .fd = s->c.fd, .events = POLLIN | (pd_conn_pending(&s->c) ? POLLOUT : 0) },
+                        { .fd = s->c.conn.fd, .events = POLLIN | (pd_conn_pending(&s->c.conn) ? POLLOUT : 0) },
                         { .fd = s->sig_fd, .events = POLLIN },
                         { .fd = room ? s->stdin_fd : -1, .events = POLLIN },
                 };
@@ -215,9 +164,9 @@ static int session_loop(struct session *s)
                 }
                 if (pf[2].revents & (POLLIN | POLLHUP | POLLERR))
                         forward_stdin(s);
-                if (pd_conn_pending(&s->c) && pd_conn_flush(&s->c) < 0 && !s->exited)
+                if (pd_conn_pending(&s->c.conn) && pd_conn_flush(&s->c.conn) < 0 && !s->exited)
                         return -1;
-                if ((pf[0].revents & (POLLIN | POLLHUP | POLLERR)) && pd_conn_fill(&s->c) < 0)
+                if ((pf[0].revents & (POLLIN | POLLHUP | POLLERR)) && pd_conn_fill(&s->c.conn) < 0)
                         return -1;
         }
 }
@@ -330,47 +279,22 @@ int oci_vm_exec(const struct oci_state *st, const struct oci_process *p, const c
 }
 
 /* The guest processes the agent started, running ones only. */
-static int list_running(struct pd_conn *c, uint32_t *pids, char (*tags)[64], size_t max, size_t *n,
+static int list_running(struct pd_client *c, uint32_t *pids, char (*tags)[64], size_t max, size_t *n,
                         struct pd_error *err)
 {
-        static uint8_t reply[PD_FRAME_MAX];
-        size_t len = 0;
-        struct pd_msg m;
-        pd_msg_init(&m);
-        int r = request(c, PD_T_LIST, &m, reply, sizeof reply, &len, err);
-        pd_msg_free(&m);
-        if (r < 0)
-                return r;
-        struct pd_msg_iter it;
-        struct pd_attr a;
+        struct pd_proc_list l;
+        int r = pd_client_list(c, &l, err);
         *n = 0;
-        pd_msg_iter_init(&it, reply, len);
-        while (pd_msg_next(&it, &a) && *n < max) {
-                if (a.tag != PD_A_PROC)
+        for (size_t i = 0; r == 0 && i < l.n && *n < max; i++) {
+                if (l.v[i].exited)
                         continue;
-                struct pd_msg_iter in;
-                struct pd_attr b;
-                uint32_t pid = 0;
-                char state[16] = "", tag[64] = "", arg0[64] = "";
-                pd_msg_iter_init(&in, a.data, a.len);
-                while (pd_msg_next(&in, &b)) {
-                        if (b.tag == PD_A_PID)
-                                pd_attr_u32(&b, &pid);
-                        else if (b.tag == PD_A_STATE)
-                                pd_attr_str(&b, state, sizeof state);
-                        else if (b.tag == PD_A_TAG)
-                                pd_attr_str(&b, tag, sizeof tag);
-                        else if (b.tag == PD_A_ARG && !arg0[0])
-                                pd_attr_str(&b, arg0, sizeof arg0);
-                }
-                if (pid && strcmp(state, "running") == 0) {
-                        pids[*n] = pid;
-                        if (tags)
-                                snprintf(tags[*n], 64, "%s", arg0);
-                        (*n)++;
-                }
+                pids[*n] = l.v[i].pid;
+                if (tags)
+                        snprintf(tags[*n], 64, "%s", l.v[i].argc ? l.v[i].argv[0] : "");
+                (*n)++;
         }
-        return 0;
+        pd_proc_list_free(&l);
+        return r;
 }
 
 int oci_vm_kill(const struct oci_state *st, int sig, bool all, struct pd_error *err)
@@ -379,7 +303,7 @@ int oci_vm_kill(const struct oci_state *st, int sig, bool all, struct pd_error *
         snprintf(p, sizeof p, "%s/vm.guest", st->dir);
         if (pd_read_file_at(AT_FDCWD, p, buf, sizeof buf) <= 0)
                 return 1;       /* not started: the shim itself */
-        struct pd_conn c;
+        struct pd_client c;
         if (oci_vm_connect(st, &c, err) < 0)
                 return -1;
         uint32_t pids[256];
@@ -387,18 +311,11 @@ int oci_vm_kill(const struct oci_state *st, int sig, bool all, struct pd_error *
         pids[0] = (uint32_t)strtoul(buf, NULL, 10);
         int r = all ? list_running(&c, pids, NULL, PD_ARRAY_SIZE(pids), &n, err) : 0;
         for (size_t i = 0; r == 0 && i < n; i++) {
-                struct pd_msg m;
-                pd_msg_init(&m);
-                pd_msg_put_u32(&m, PD_A_PID, pids[i]);
-                pd_msg_put_u32(&m, PD_A_SIGNO, (uint32_t)sig);
-                if (all)
-                        pd_msg_put_u32(&m, PD_A_GROUP, 1);
-                r = request(&c, PD_T_SIGNAL, &m, NULL, 0, NULL, err);
-                pd_msg_free(&m);
+                r = pd_client_signal(&c, pids[i], sig, all, err);
                 if (r < 0 && all && err->code == ESRCH)
                         r = 0;  /* exited meanwhile */
         }
-        pd_conn_close(&c);
+        pd_client_close(&c);
         if (r < 0)
                 return pd_error_prefix(err, "kill container '%s' (in the guest)", st->id);
         return 0;
@@ -406,14 +323,14 @@ int oci_vm_kill(const struct oci_state *st, int sig, bool all, struct pd_error *
 
 int oci_vm_ps(const struct oci_state *st, struct pd_error *err)
 {
-        struct pd_conn c;
+        struct pd_client c;
         if (oci_vm_connect(st, &c, err) < 0)
                 return -1;
         uint32_t pids[256];
         static char args[256][64];
         size_t n = 0;
         int r = list_running(&c, pids, args, PD_ARRAY_SIZE(pids), &n, err);
-        pd_conn_close(&c);
+        pd_client_close(&c);
         if (r < 0)
                 return r;
         printf("%-8s %s\n", "PID", "CMD");

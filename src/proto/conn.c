@@ -1,4 +1,4 @@
-#include "conn.h"
+#include "proto/conn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 int pd_conn_init(struct pd_conn *c, int fd)
 {
@@ -215,7 +215,12 @@ void pd_conn_error_text(const uint8_t *payload, size_t len, char *buf, size_t si
                 snprintf(buf, size, "(no message)");
 }
 
-int pd_conn_hello(struct pd_conn *c, const char *client, char *agent, size_t agent_size, struct pd_error *err)
+int pd_conn_error_errno(uint32_t aux, int dflt)
+{
+        return aux > 0 && aux < 4096 ? (int)aux : dflt;
+}
+
+int pd_conn_queue_hello(struct pd_conn *c, const char *client)
 {
         struct pd_msg m;
         pd_msg_init(&m);
@@ -223,6 +228,30 @@ int pd_conn_hello(struct pd_conn *c, const char *client, char *agent, size_t age
         pd_msg_put_str(&m, PD_A_CLIENT, client);
         int r = pd_conn_queue_msg(c, PD_T_HELLO, 0, &m);
         pd_msg_free(&m);
+        return r;
+}
+
+int pd_conn_hello_answer(const struct pd_frame_hdr *h, const uint8_t *p, char *agent, size_t agent_size,
+                         struct pd_error *err)
+{
+        if (h->type == PD_T_ERROR) {
+                char msg[256];
+                pd_conn_error_text(p, h->len, msg, sizeof msg);
+                return pd_error_setx(err, pd_conn_error_errno(h->aux, EPROTO), "agent refused the handshake: %s", msg);
+        }
+        if (h->type != PD_T_HELLO)
+                return pd_error_setx(err, EPROTO, "agent answered HELLO with frame type %u", h->type);
+        struct pd_attr a;
+        if (agent && agent_size) {
+                if (!pd_msg_find(p, h->len, PD_A_AGENT, &a) || !pd_attr_str(&a, agent, agent_size))
+                        snprintf(agent, agent_size, "unknown");
+        }
+        return 0;
+}
+
+int pd_conn_hello(struct pd_conn *c, const char *client, char *agent, size_t agent_size, struct pd_error *err)
+{
+        int r = pd_conn_queue_hello(c, client);
         if (r < 0)
                 return pd_error_set(err, -r, "queue HELLO");
         struct pd_frame_hdr h;
@@ -230,19 +259,7 @@ int pd_conn_hello(struct pd_conn *c, const char *client, char *agent, size_t age
         r = pd_conn_wait(c, &h, &p, 10000);
         if (r < 0)
                 return pd_error_set(err, -r, "agent handshake");
-        if (h.type == PD_T_ERROR) {
-                char msg[256];
-                pd_conn_error_text(p, h.len, msg, sizeof msg);
-                return pd_error_setx(err, h.aux ? (int)h.aux : EPROTO, "agent refused the handshake: %s", msg);
-        }
-        if (h.type != PD_T_HELLO)
-                return pd_error_setx(err, EPROTO, "agent answered HELLO with frame type %u", h.type);
-        struct pd_attr a;
-        if (agent && agent_size) {
-                if (!pd_msg_find(p, h.len, PD_A_AGENT, &a) || !pd_attr_str(&a, agent, agent_size))
-                        snprintf(agent, agent_size, "unknown");
-        }
-        return 0;
+        return pd_conn_hello_answer(&h, p, agent, agent_size, err);
 }
 
 int pd_conn_forward_stdin(struct pd_conn *c, int fd, uint32_t pid)

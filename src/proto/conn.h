@@ -6,9 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "msg.h"
-#include "proto.h"
+#include "lib/error.h"
+#include "proto/msg.h"
+#include "proto/proto.h"
 
 struct pd_conn {
         int fd;
@@ -45,5 +45,14 @@ int pd_conn_next(struct pd_conn *c, struct pd_frame_hdr *h, const uint8_t **payl
 int pd_conn_wait(struct pd_conn *c, struct pd_frame_hdr *h, const uint8_t **payload, int timeout_ms);
 /* HELLO exchange; fills agent version text. */
 int pd_conn_hello(struct pd_conn *c, const char *client, char *agent, size_t agent_size, struct pd_error *err);
+/* The same in two halves, for a client that pipelines its first request
+ * behind the HELLO: queue it; then judge the agent's first frame. */
+int pd_conn_queue_hello(struct pd_conn *c, const char *client);
+int pd_conn_hello_answer(const struct pd_frame_hdr *h, const uint8_t *p, char *agent, size_t agent_size,
+                         struct pd_error *err);
 /* Error text of an ERROR frame payload. */
 void pd_conn_error_text(const uint8_t *payload, size_t len, char *buf, size_t size);
+/* The errno an ERROR frame carries in aux, or dflt when it is none (0) or
+ * not an errno at all: a hostile peer's 0x80000000 must not become
+ * -INT_MIN on the way up. */
+int pd_conn_error_errno(uint32_t aux, int dflt);

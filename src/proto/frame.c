@@ -1,4 +1,4 @@
-#include "proto.h"
+#include "proto/proto.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -63,6 +63,7 @@ const char *pd_frame_type_name(uint16_t type)
         case PD_T_GAP: return "GAP";
         case PD_T_EXIT: return "EXIT";
         case PD_T_WATCH_EVENT: return "WATCH_EVENT";
+        case PD_T_FILE_OPENED: return "FILE_OPENED";
         default: return NULL;
         }
 }

@@ -1,11 +1,11 @@
-#include "msg.h"
+#include "proto/msg.h"
 
 #include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto.h"
+#include "proto/proto.h"
 
 void pd_msg_init(struct pd_msg *m)
 {
@@ -105,7 +105,8 @@ void pd_msg_nest_end(struct pd_msg *m, size_t mark)
 void pd_msg_iter_init(struct pd_msg_iter *it, const void *payload, size_t len)
 {
         it->p = payload;
-        it->end = it->p + len;
+        /* an empty pd_msg has no buffer: NULL + 0 is undefined in C */
+        it->end = len ? it->p + len : it->p;
         it->error = 0;
 }
 

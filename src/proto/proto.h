@@ -55,7 +55,7 @@ enum pd_frame_type {
         PD_T_FILE_MKDIR = 22,   /* {PATH UID GID MODE? PARENTS?} -> REPLY {ENTRY} */
         PD_T_FILE_MOVE = 23,    /* {PATH PATH2 UID GID} -> REPLY {ENTRY} */
         PD_T_FILE_REMOVE = 24,  /* {PATH UID GID} -> REPLY */
-        PD_T_FILE_READ = 25,    /* {PATH UID GID OFFSET? LENGTH?} -> DATA* then REPLY {SIZE} */
+        PD_T_FILE_READ = 25,    /* {PATH UID GID OFFSET? LENGTH? DESCRIBE?} -> [FILE_OPENED] DATA* then REPLY {SIZE} */
         PD_T_FILE_WRITE = 26,   /* {PATH UID GID MODE? APPEND?} then DATA* (last has PD_F_END) -> REPLY {ENTRY} */
         PD_T_WATCH = 27,        /* {PATH RECURSIVE?} -> REPLY; then WATCH_EVENT with this id until UNWATCH */
         PD_T_UNWATCH = 28,      /* id field of the frame = watch id -> REPLY */
@@ -70,6 +70,9 @@ enum pd_frame_type {
         PD_T_GAP = 51,          /* id = pid, aux = stream; payload = u64 from BE + u64 to BE (evicted) */
         PD_T_EXIT = 52,         /* id = pid; attrs {PID EXIT_CODE? SIGNO? REASON END_OUT END_ERR} */
         PD_T_WATCH_EVENT = 53,  /* id = watch id; attrs {NAME EVENT} */
+        PD_T_FILE_OPENED = 54,  /* id = a FILE_READ with DESCRIBE=1; attrs {SIZE?}: sent once, before its
+                                 * DATA; SIZE = bytes to come, absent when the file's length is not
+                                 * known (procfs, sysfs...: read to its end) */
 };
 
 enum pd_frame_flags {
@@ -132,6 +135,7 @@ enum pd_attr_tag {
         PD_A_PORT = 55,         /* u32 */
         PD_A_TIME_NS = 56,      /* u64 */
         PD_A_EXEC_ERRNO = 57,   /* u32: errno of a failed execve (ENOENT -> 127, EACCES -> 126) */
+        PD_A_DESCRIBE = 58,     /* u32 bool: FILE_READ answers FILE_OPENED first */
 };
 
 enum pd_file_type { PD_FT_FILE = 1, PD_FT_DIR = 2, PD_FT_SYMLINK = 3, PD_FT_OTHER = 4 };

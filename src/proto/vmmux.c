@@ -1,7 +1,7 @@
 /* The microvm channel multiplexer (vmmux.h): one poll() loop, used by the
  * host relay and by the guest demux alike. libc only: it links into the
  * static agent. */
-#include "vmmux.h"
+#include "proto/vmmux.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -49,6 +49,10 @@ struct mux {
 
 static int mbuf_add(struct mbuf *b, const void *p, size_t n)
 {
+        /* nothing to add (a zero-length DATA frame is legal): an empty
+         * buffer has no data pointer yet, and memcpy must not get NULL */
+        if (n == 0)
+                return 0;
         if (b->head && b->head == b->len)
                 b->head = b->len = 0;
         if (b->len + n > b->cap) {

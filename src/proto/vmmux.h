@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 #define PD_MUX_HDR 12u
 #define PD_MUX_MAX_PAYLOAD (64u << 10)

@@ -44,8 +44,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "../lib/openat2.h"
-#include "sv.h"
+#include "lib/openat2.h"
+#include "supervisor/broker.h"
 
 #ifndef PROC_SUPER_MAGIC
 #define PROC_SUPER_MAGIC 0x9fa0
@@ -63,20 +63,7 @@
 #define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
 #endif
 
-struct broker {
-        const struct sv_broker_args *a;
-        int hostproc;                   /* the host's /proc */
-        int selffd;                     /* our /proc/PID/fd */
-        int sandroot;                   /* O_PATH of our root (the sandbox's) */
-        uint64_t permitted;             /* our capabilities in the sandbox's namespace */
-        struct sv_creds cur;
-        bool have_cur;
-        uint32_t cur_umask;
-        struct sv_audit audit;
-        pid_t pid;
-};
-
-static struct broker B;
+struct broker B;
 
 static _Noreturn void setup_fail(const char *what)
 {
@@ -86,7 +73,7 @@ static _Noreturn void setup_fail(const char *what)
         _exit(1);
 }
 
-static int capset_eff(uint64_t eff)
+int sv_b_capset_eff(uint64_t eff)
 {
         struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
         struct __user_cap_data_struct d[2] = {
@@ -165,6 +152,8 @@ static void setup(const struct sv_broker_args *a)
         B.permitted = d[0].permitted | (uint64_t)d[1].permitted << 32;
         if (landlock(a->rootfd) < 0)
                 setup_fail("restrict the broker with Landlock");
+        /* Before the sandbox's first process runs (it waits for "R"). */
+        sv_b_find_denied(a->policy);
         if (send(a->sock, "R", 1, MSG_NOSIGNAL) != 1)
                 _exit(1);
 }
@@ -179,9 +168,9 @@ static int apply_creds(const struct sv_creds *c)
                 B.have_cur = false;
                 /* Back to full capabilities (still in permitted: real and
                  * saved uid stay the namespace's root), then down again. */
-                if (capset_eff(B.permitted) < 0 || syscall(SYS_setgroups, c->ngroups, g) < 0 ||
+                if (sv_b_capset_eff(B.permitted) < 0 || syscall(SYS_setgroups, c->ngroups, g) < 0 ||
                     syscall(SYS_setresgid, -1, c->fsgid, -1) < 0 || syscall(SYS_setresuid, -1, c->fsuid, -1) < 0 ||
-                    capset_eff(c->cap_eff & B.permitted) < 0)
+                    sv_b_capset_eff(c->cap_eff & B.permitted) < 0)
                         return -errno;
                 B.cur = *c;
                 B.have_cur = true;
@@ -193,13 +182,19 @@ static int apply_creds(const struct sv_creds *c)
         return 0;
 }
 
-static void respond(uint64_t id, int error)
+void sv_b_respond(uint64_t id, int error)
 {
         struct seccomp_notif_resp r = { .id = id, .error = error ? -error : 0 };
         (void)ioctl(B.a->listener, SECCOMP_IOCTL_NOTIF_SEND, &r);
 }
 
-static bool id_valid(uint64_t id)
+void sv_b_respond_val(uint64_t id, int64_t val)
+{
+        struct seccomp_notif_resp r = { .id = id, .val = val };
+        (void)ioctl(B.a->listener, SECCOMP_IOCTL_NOTIF_SEND, &r);
+}
+
+bool sv_b_id_valid(uint64_t id)
 {
         return ioctl(B.a->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0;
 }
@@ -210,18 +205,18 @@ static bool id_valid(uint64_t id)
  * the notification is still pending. Main checked already for connects. A
  * read-only open of a regular file or directory needs no such check: its
  * result is handed over only by ADDFD, checked right before (inject). */
-static bool still_valid(struct sv_job *j)
+bool sv_b_still_valid(struct sv_job *j)
 {
         if (j->validated)
                 return true;
-        if (!id_valid(j->id))
+        if (!sv_b_id_valid(j->id))
                 return false;
         j->validated = 1;
         return true;
 }
 
 /* Where fd is, as the sandbox names it (we are chrooted to its root). */
-static void fd_path(int fd, char *buf, size_t size)
+void sv_b_fd_path(int fd, char *buf, size_t size)
 {
         char n[16];
         snprintf(n, sizeof n, "%d", fd);
@@ -252,14 +247,14 @@ static void audit_open(const struct sv_job *j, const char *resolved, const char 
 static int inject(const struct sv_job *j, int fd)
 {
         /* Between our reading the caller's memory and acting on it. */
-        if (!id_valid(j->id))
+        if (!sv_b_id_valid(j->id))
                 return -ENOENT;
         struct seccomp_notif_addfd af = { .id = j->id, .flags = SECCOMP_ADDFD_FLAG_SEND, .srcfd = (uint32_t)fd,
                                           .newfd_flags = j->cloexec ? O_CLOEXEC : 0 };
         if (ioctl(B.a->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &af) < 0) {
                 int e = errno;
                 if (e != ENOENT)
-                        respond(j->id, e);      /* e.g. EMFILE: the caller's table is full */
+                        sv_b_respond(j->id, e);      /* e.g. EMFILE: the caller's table is full */
                 return -e;
         }
         return 0;
@@ -267,7 +262,9 @@ static int inject(const struct sv_job *j, int fd)
 
 static bool wants_write(uint64_t flags)
 {
-        return (flags & O_ACCMODE) != O_RDONLY || (flags & (O_TRUNC | O_CREAT | __O_TMPFILE));
+        /* (glibc's __O_TMPFILE includes O_DIRECTORY: compare all of it) */
+        return (flags & O_ACCMODE) != O_RDONLY || (flags & (O_TRUNC | O_CREAT)) ||
+               (flags & __O_TMPFILE) == __O_TMPFILE;
 }
 
 /* A path rule's verdict for this access: 0 or EACCES. */
@@ -280,7 +277,7 @@ static int policy_check(const char *path, uint64_t flags)
 }
 
 /* O_PATH resolution of the job's path the way the caller would resolve it. */
-static int resolve(const struct sv_job *j, int root, int dir, const char *path, uint64_t extra_flags)
+int sv_b_resolve(const struct sv_job *j, int root, int dir, const char *path, uint64_t extra_flags)
 {
         struct open_how how = { .flags = O_PATH | O_CLOEXEC | extra_flags,
                                 .resolve = j->resolve | RESOLVE_NO_MAGICLINKS };
@@ -307,7 +304,7 @@ static bool same_dir(int a, int b)
         return fstat(a, &x) == 0 && fstat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
 }
 
-/* resolve()'s slow path, for a lookup that failed with ENOENT after
+/* sv_b_resolve()'s slow path, for a lookup that failed with ENOENT after
  * meeting a symlink: the same lookup one name at a time, following
  * symlinks ourselves, so that procfs's "self" and "thread-self" name the
  * caller (to us, in a procfs of a pid namespace we are not in, they name
@@ -318,7 +315,7 @@ static bool same_dir(int a, int b)
  * Each step opens one name O_PATH|O_NOFOLLOW in the directory the previous
  * step opened, under the caller's credentials, and each symlink is read
  * once: a racing rename or symlink swap changes where we arrive, and where
- * we arrive is what do_open decides on and reopens, as with resolve().
+ * we arrive is what do_open decides on and reopens, as with sv_b_resolve().
  * ".." stops at the lookup's root (absolute symlinks restart there); a
  * magic link (a procfs symlink outside a procfs's root directory: fd/N,
  * exe, cwd, root, ns/...) fails with ELOOP as RESOLVE_NO_MAGICLINKS does.
@@ -446,7 +443,7 @@ fail:
 
 /* Finish in a child: the call may block for as long as it likes there.
  * 1 in the child, 0 in the parent, -errno if there is no child. */
-static int fork_child(void)
+int sv_b_fork_child(void)
 {
         pid_t p = fork();
         if (p < 0)
@@ -474,7 +471,7 @@ static void do_open(struct sv_job *j, int root, int dir, int extra)
                 e = EINVAL;     /* what openat2 says to unknown flags or mode bits */
                 goto fail;
         }
-        int opath = resolve(j, root, dir, j->path, probe);
+        int opath = sv_b_resolve(j, root, dir, j->path, probe);
         if (opath < 0 && (errno == ELOOP || errno == ENOENT || errno == EACCES) && extra >= 0) {
                 /* /dev/stdin and friends (their /proc/self is not ours:
                  * ENOENT, or ELOOP at the magic link; the caller's
@@ -525,12 +522,12 @@ static void do_open(struct sv_job *j, int root, int dir, int extra)
                         e = EISDIR;
                         goto fail;
                 }
-                int pfd = resolve(j, root, dir, parent, O_DIRECTORY);
+                int pfd = sv_b_resolve(j, root, dir, parent, O_DIRECTORY);
                 if (pfd < 0) {
                         e = errno;
                         goto fail;
                 }
-                fd_path(pfd, resolved, sizeof resolved);
+                sv_b_fd_path(pfd, resolved, sizeof resolved);
                 size_t rl = strlen(resolved);
                 snprintf(resolved + rl, sizeof resolved - rl, "%s%s", rl && resolved[rl - 1] == '/' ? "" : "/",
                          name);
@@ -543,7 +540,7 @@ static void do_open(struct sv_job *j, int root, int dir, int extra)
                         .mode = j->mode,
                         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
                 };
-                if (!still_valid(j)) {
+                if (!sv_b_still_valid(j)) {
                         close(pfd);
                         return;
                 }
@@ -562,9 +559,23 @@ static void do_open(struct sv_job *j, int root, int dir, int extra)
                 close(opath);
                 goto fail;
         }
-        fd_path(opath, resolved, sizeof resolved);
-        if ((e = policy_check(resolved, flags)) != 0) {
+        sv_b_fd_path(opath, resolved, sizeof resolved);
+        /* ro keeps the filesystem as it is; writing to a device, a FIFO or
+         * a socket changes nothing in it (an ro mount allows it too), so
+         * under ro they open as asked: /dev/null stays usable under a
+         * "/" "**" ro rule. */
+        uint64_t decided = flags;
+        if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode))
+                decided &= ~(uint64_t)(O_ACCMODE | O_TRUNC | O_CREAT);
+        if ((e = policy_check(resolved, decided)) != 0) {
                 close(opath);
+                goto deny;
+        }
+        /* A file a deny rule covers, reached by another name (a hard link
+         * made before the sandbox started). */
+        if (S_ISREG(st.st_mode) && sv_b_denied_inode(st.st_dev, st.st_ino)) {
+                close(opath);
+                e = EACCES;
                 goto deny;
         }
         if (flags & O_PATH) {
@@ -582,7 +593,7 @@ static void do_open(struct sv_job *j, int root, int dir, int extra)
                         goto fail;
                 }
                 flags = (flags & (O_CLOEXEC | O_NOFOLLOW | O_DIRECTORY)) | O_RDONLY | O_NONBLOCK;
-                opath = resolve(j, root, dir, j->path, flags & (O_NOFOLLOW | O_DIRECTORY));
+                opath = sv_b_resolve(j, root, dir, j->path, flags & (O_NOFOLLOW | O_DIRECTORY));
                 if (opath < 0) {
                         e = errno;
                         goto fail;
@@ -609,13 +620,13 @@ static void do_open(struct sv_job *j, int root, int dir, int extra)
         char n[16];
         snprintf(n, sizeof n, "%d", opath);
         int oflags = (int)((flags & ~(uint64_t)(O_CREAT | O_EXCL | O_NOFOLLOW)) | O_NOCTTY | O_CLOEXEC);
-        if ((wants_write(flags) || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) && !still_valid(j)) {
+        if ((wants_write(flags) || !(S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))) && !sv_b_still_valid(j)) {
                 close(opath);
                 return;
         }
         if (S_ISFIFO(st.st_mode) && !(flags & O_NONBLOCK) && (flags & O_ACCMODE) != O_RDWR) {
                 /* Opening a FIFO waits for the other end: not here. */
-                int fc = fork_child();
+                int fc = sv_b_fork_child();
                 if (fc < 0) {
                         close(opath);
                         e = -fc;
@@ -627,8 +638,8 @@ static void do_open(struct sv_job *j, int root, int dir, int extra)
                         fd = openat(B.hostproc, cn, oflags);
                         e = errno;
                         if (fd < 0) {
-                                if (id_valid(j->id))
-                                        respond(j->id, e);
+                                if (sv_b_id_valid(j->id))
+                                        sv_b_respond(j->id, e);
                                 audit_open(j, resolved, "error", e);
                         } else {
                                 int r = inject(j, fd);
@@ -652,13 +663,13 @@ done: {
         return;
 }
 deny:
-        if (id_valid(j->id))
-                respond(j->id, e);
+        if (sv_b_id_valid(j->id))
+                sv_b_respond(j->id, e);
         audit_open(j, resolved, "deny", e);
         return;
 fail:
-        if (id_valid(j->id))
-                respond(j->id, e);
+        if (sv_b_id_valid(j->id))
+                sv_b_respond(j->id, e);
         audit_open(j, resolved, "error", e);
 }
 
@@ -713,15 +724,15 @@ static void do_connect(struct sv_job *j, int root, int dir, int sock)
         if (j->path[0]) {
                 /* A named unix socket: resolve inside the sandbox and
                  * connect through our fd of the socket inode. */
-                opath = resolve(j, root, dir, j->path, 0);
+                opath = sv_b_resolve(j, root, dir, j->path, 0);
                 if (opath < 0) {
                         e = errno;
-                        if (id_valid(j->id))
-                                respond(j->id, e);
+                        if (sv_b_id_valid(j->id))
+                                sv_b_respond(j->id, e);
                         audit_connect(j, NULL, "error", e);
                         return;
                 }
-                fd_path(opath, resolved, sizeof resolved);
+                sv_b_fd_path(opath, resolved, sizeof resolved);
                 if (sv_policy_path(B.a->policy, resolved) == SV_ACC_DENY ||
                     sv_policy_path(B.a->policy, resolved) == SV_ACC_RO)
                         e = EACCES;
@@ -732,18 +743,18 @@ static void do_connect(struct sv_job *j, int root, int dir, int sock)
         if (e) {
                 if (opath >= 0)
                         close(opath);
-                if (id_valid(j->id))
-                        respond(j->id, e);
+                if (sv_b_id_valid(j->id))
+                        sv_b_respond(j->id, e);
                 audit_connect(j, resolved, "deny", e);
                 return;
         }
-        int fc = fork_child();
+        int fc = sv_b_fork_child();
         if (fc <= 0) {
                 if (opath >= 0)
                         close(opath);
                 if (fc < 0) {
-                        if (id_valid(j->id))
-                                respond(j->id, -fc);
+                        if (sv_b_id_valid(j->id))
+                                sv_b_respond(j->id, -fc);
                         audit_connect(j, resolved, "error", -fc);
                 }
                 return;
@@ -764,24 +775,50 @@ static void do_connect(struct sv_job *j, int root, int dir, int sock)
                 r = connect(sock, sa, j->addrlen);
         }
         e = r < 0 ? errno : 0;
-        if (id_valid(j->id))
-                respond(j->id, e);
+        if (sv_b_id_valid(j->id))
+                sv_b_respond(j->id, e);
         audit_connect(j, resolved, e ? "error" : "allow", e);
         sv_audit_flush(&B.audit);
         _exit(0);
+}
+
+/* A job off the wire (main.c's sv_send_job): the fields up to path, then
+ * path, path2 (each NUL-terminated) and tail_len bytes of tail. */
+static bool unpack(struct sv_job *j, const uint8_t *raw, size_t n)
+{
+        size_t head = offsetof(struct sv_job, path);
+        if (n < head + 2)
+                return false;
+        memcpy(j, raw, head);
+        const uint8_t *p = raw + head, *end = raw + n;
+        const uint8_t *z = memchr(p, '\0', (size_t)(end - p));
+        if (!z || (size_t)(z - p) >= sizeof j->path)
+                return false;
+        memcpy(j->path, p, (size_t)(z - p) + 1);
+        p = z + 1;
+        z = memchr(p, '\0', (size_t)(end - p));
+        if (!z || (size_t)(z - p) >= sizeof j->path2)
+                return false;
+        memcpy(j->path2, p, (size_t)(z - p) + 1);
+        p = z + 1;
+        if (j->tail_len > sizeof j->tail || (size_t)(end - p) != j->tail_len)
+                return false;
+        memcpy(j->tail, p, j->tail_len);
+        return true;
 }
 
 _Noreturn void sv_broker_main(const struct sv_broker_args *a)
 {
         setup(a);
         static struct sv_job job;
+        static uint8_t raw[sizeof job];
+        static char ctrl[CMSG_SPACE(SV_JOB_FDS * sizeof(int))];
         for (;;) {
                 /* Audit lines go out in bursts (sv_audit_due_ms), written
                  * while no job waits, and all of them when main goes. */
                 if (B.audit.len && sv_audit_due_ms(&B.audit) == 0)
                         sv_audit_flush(&B.audit);
-                char ctrl[CMSG_SPACE(3 * sizeof(int))];
-                struct iovec iov = { &job, sizeof job };
+                struct iovec iov = { raw, sizeof raw };
                 struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctrl,
                                      .msg_controllen = sizeof ctrl };
                 ssize_t n = recvmsg(a->sock, &mh, MSG_CMSG_CLOEXEC | (B.audit.len ? MSG_DONTWAIT : 0));
@@ -799,35 +836,40 @@ _Noreturn void sv_broker_main(const struct sv_broker_args *a)
                         sv_audit_flush(&B.audit);
                         _exit(0);
                 }
-                int fds[3] = { -1, -1, -1 }, nf = 0;
+                int fds[SV_JOB_FDS], nf = 0;
                 for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
                         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
                                 nf = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-                                if (nf > 3)
-                                        nf = 3;
+                                if (nf > SV_JOB_FDS)
+                                        nf = SV_JOB_FDS;
                                 memcpy(fds, CMSG_DATA(c), (size_t)nf * sizeof(int));
                         }
-                if (n < (ssize_t)offsetof(struct sv_job, path) + 1 || (uint32_t)nf != job.nfds ||
-                    job.has_root + job.has_dir + job.has_extra != nf || (job.sandbox_root && job.has_root)) {
+                if (!unpack(&job, raw, (size_t)n) || (uint32_t)nf != job.nfds || job.nrights > SV_RIGHTS_MAX ||
+                    job.has_root + job.has_dir + job.has_dir2 + job.has_extra + (int)job.nrights != nf ||
+                    (job.sandbox_root && job.has_root)) {
                         for (int i = 0; i < nf; i++)
                                 close(fds[i]);
                         continue;
                 }
-                ((char *)&job)[n < (ssize_t)sizeof job ? n : (ssize_t)sizeof job - 1] = '\0';
                 int k = 0;
                 int root = job.has_root ? fds[k++] : job.sandbox_root ? B.sandroot : -1;
                 int dir = job.has_dir ? fds[k++] : -1;
+                int dir2 = job.has_dir2 ? fds[k++] : -1;
                 int extra = job.has_extra ? fds[k++] : -1;
                 int r = apply_creds(&job.creds);
                 if (r < 0) {
-                        if (id_valid(job.id))
-                                respond(job.id, EPERM);
+                        if (sv_b_id_valid(job.id))
+                                sv_b_respond(job.id, EPERM);
                 } else if (job.op == SV_OPEN) {
                         do_open(&job, root, dir, extra);
                 } else if (job.op == SV_CONNECT && extra >= 0) {
                         do_connect(&job, root, dir, extra);
-                } else if (id_valid(job.id)) {
-                        respond(job.id, ENOSYS);
+                } else if (job.op == SV_PATHOP) {
+                        sv_do_pathop(&job, root, dir, dir2, extra);
+                } else if (job.op == SV_SEND && extra >= 0) {
+                        sv_do_send(&job, root, dir, extra, fds + k);
+                } else if (sv_b_id_valid(job.id)) {
+                        sv_b_respond(job.id, ENOSYS);
                 }
                 for (int i = 0; i < nf; i++)
                         close(fds[i]);

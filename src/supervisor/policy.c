@@ -19,19 +19,23 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <jansson.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sv.h"
+#include "supervisor/policy.h"
 
 #define MAX_RULES 256
 
 struct path_rule {
+        char *orig;                     // as written
         char *glob;
         int fnflags;
         char *dir;                      // "X" for a glob "X/**": matches X itself
+        char *prefix;                   // the literal directory part before any wildcard
+        bool literal;                   // no wildcard at all: matches orig alone
         enum sv_access access;
 };
 
@@ -44,7 +48,7 @@ struct net_rule {
 };
 
 struct sv_policy {
-        struct path_rule paths[MAX_RULES];
+        struct path_rule paths[MAX_RULES + 1];
         unsigned n_paths;
         struct net_rule nets[MAX_RULES];
         unsigned n_nets;
@@ -93,6 +97,18 @@ static int parse_path_rule(json_t *o, struct path_rule *r, char *msg, size_t ms)
         }
         r->glob[j] = '\0';
         r->fnflags = dstar ? 0 : FNM_PATHNAME;
+        r->orig = strdup(glob);
+        size_t lit = strcspn(glob, "*?[\\");
+        r->literal = glob[lit] == '\0';
+        size_t cut = lit;
+        if (!r->literal)
+                while (cut > 0 && glob[cut] != '/')
+                        cut--;
+        r->prefix = cut ? strndup(glob, cut) : strdup("/");
+        if (!r->orig || !r->prefix) {
+                snprintf(msg, ms, "out of memory");
+                return -1;
+        }
         if (n >= 3 && !strcmp(glob + n - 3, "/**")) {
                 r->dir = strndup(glob, n - 3);
                 if (r->dir && !r->dir[0]) {
@@ -198,10 +214,21 @@ struct sv_policy *sv_policy_load(const char *path, char *msg, size_t ms)
         }
         size_t i;
         json_t *v;
-        json_array_foreach(paths, i, v) {
-                if (parse_path_rule(v, &p->paths[p->n_paths], msg, ms) < 0)
-                        goto fail_json;
+        if (json_array_size(paths) > 0) {
+                /* paddock's own directory stays usable whatever the rules say:
+                 * the agent makes its sudo socket there. */
+                json_t *own = json_pack("{s:s, s:s}", "glob", SV_OWN_DIR "/**", "access", "rw");
+                int pr = own ? parse_path_rule(own, &p->paths[p->n_paths], msg, ms) : -1;
+                json_decref(own);
                 p->n_paths++;
+                if (pr < 0)
+                        goto fail_json;
+        }
+        json_array_foreach(paths, i, v) {
+                int pr = parse_path_rule(v, &p->paths[p->n_paths], msg, ms);
+                p->n_paths++;
+                if (pr < 0)
+                        goto fail_json;
         }
         json_array_foreach(conn, i, v) {
                 if (parse_net_rule(v, &p->nets[p->n_nets], msg, ms) < 0)
@@ -213,12 +240,64 @@ struct sv_policy *sv_policy_load(const char *path, char *msg, size_t ms)
 fail_json:
         json_decref(root);
 fail:
+        sv_policy_free(p);
+        return NULL;
+}
+
+void sv_policy_free(struct sv_policy *p)
+{
+        if (!p)
+                return;
         for (unsigned k = 0; k < p->n_paths; k++) {
+                free(p->paths[k].orig);
                 free(p->paths[k].glob);
                 free(p->paths[k].dir);
+                free(p->paths[k].prefix);
         }
         free(p);
-        return NULL;
+}
+
+unsigned sv_policy_n_paths(const struct sv_policy *p)
+{
+        return p->n_paths;
+}
+
+const char *sv_policy_glob(const struct sv_policy *p, unsigned i)
+{
+        return p->paths[i].orig;
+}
+
+enum sv_access sv_policy_access(const struct sv_policy *p, unsigned i)
+{
+        return p->paths[i].access;
+}
+
+unsigned sv_policy_n_connect(const struct sv_policy *p)
+{
+        return p->n_nets;
+}
+
+/* a is b or lies beneath b */
+static bool under(const char *a, const char *b)
+{
+        size_t n = strlen(b);
+        if (!strcmp(b, "/"))
+                return true;
+        return !strncmp(a, b, n) && (a[n] == '\0' || a[n] == '/');
+}
+
+bool sv_policy_restricts_beneath(const struct sv_policy *p, const char *dir)
+{
+        for (unsigned i = 0; i < p->n_paths; i++) {
+                const struct path_rule *r = &p->paths[i];
+                if (r->dir && !r->literal && strcspn(r->dir, "*?[\\") == strlen(r->dir) && under(dir, r->dir))
+                        return r->access != SV_ACC_RW;  /* decides everything beneath dir first */
+                if (r->access == SV_ACC_RW)
+                        continue;
+                if (r->literal ? under(r->orig, dir) : (under(r->prefix, dir) || under(dir, r->prefix)))
+                        return true;
+        }
+        return false;
 }
 
 enum sv_access sv_policy_path(const struct sv_policy *p, const char *path)

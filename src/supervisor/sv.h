@@ -19,7 +19,10 @@
  *           and effective capabilities, performs the open or connect
  *           itself on what main copied, decides on what it actually
  *           opened, checks SECCOMP_IOCTL_NOTIF_ID_VALID and injects the
- *           result (SECCOMP_IOCTL_NOTIF_ADDFD with SEND) or the error. */
+ *           result (SECCOMP_IOCTL_NOTIF_ADDFD with SEND) or the error.
+ * Files: main.c and intake.c (main: opens, connects, execs; the calls that
+ * change paths and sends), broker.c, modify.c, send.c and denied.c (the
+ * broker), policy.c, audit.c. */
 #pragma once
 #include <limits.h>
 #include <stdbool.h>
@@ -31,7 +34,26 @@
 #define SV_MAX_GROUPS 64
 #define SV_ADDR_MAX 128                 /* >= sizeof(struct sockaddr_storage) */
 
-enum sv_op { SV_OPEN = 1, SV_CONNECT = 2 };
+enum sv_op { SV_OPEN = 1, SV_CONNECT = 2, SV_PATHOP = 3, SV_SEND = 4 };
+
+/* SV_PATHOP: the calls that create, remove, rename or link a name or change
+ * a file (modify.c), each family in one form. */
+enum sv_pathop {
+        PO_MKDIR = 1,   /* path, mode */
+        PO_MKNOD,       /* path, mode, dev */
+        PO_UNLINK,      /* path, flags (AT_REMOVEDIR) */
+        PO_SYMLINK,     /* path (the new name), path2 (its content) */
+        PO_LINK,        /* path (existing), path2 (new name; dir2), flags */
+        PO_RENAME,      /* path (old), path2 (new; dir2), flags */
+        PO_CHMOD,       /* path or fd, mode, flags */
+        PO_CHOWN,       /* path or fd, uid, gid, flags */
+        PO_TRUNCATE,    /* path or fd, length */
+        PO_FALLOCATE,   /* fd, mode, offset, length */
+        PO_SETXATTR,    /* path or fd, name (path2), value (tail), flags */
+        PO_REMOVEXATTR, /* path or fd, name (path2) */
+        PO_UTIMENS,     /* path or fd, times (tail: 2 struct timespec, or none = now), flags */
+        PO_BIND,        /* fd (a socket), address */
+};
 
 /* The caller's credentials, as ids of the sandbox's user namespace. */
 struct sv_creds {
@@ -42,8 +64,23 @@ struct sv_creds {
         uint32_t umask;
 };
 
-/* One job from main to the broker (SOCK_SEQPACKET, with up to 3 fds:
- * root, dir, extra — which of them are present is in the flags). */
+/* SV_SEND: tail holds nmsg records, each this header, then the address,
+ * the data and the control part, each padded to 8 bytes. SCM_RIGHTS fds in
+ * the control parts are passed along (after the job's own fds, in order). */
+struct sv_msg {
+        uint32_t namelen, datalen, controllen, nrights;
+};
+
+#define SV_SEND_MAX (64 * 1024)         /* data bytes per brokered send call */
+#define SV_SEND_MSGS 64                 /* messages per brokered sendmmsg */
+#define SV_RIGHTS_MAX 64                /* fds passed per brokered send call */
+#define SV_TAIL_MAX (SV_SEND_MAX + SV_SEND_MSGS * (sizeof(struct sv_msg) + SV_ADDR_MAX + 1024) + 8192)
+#define SV_JOB_FDS (4 + SV_RIGHTS_MAX)
+
+/* One job from main to the broker (SOCK_SEQPACKET, with up to 4 fds:
+ * root, dir, dir2, extra — which of them are present is in the flags —
+ * then a send's SCM_RIGHTS fds). On the wire: the fields up to path, then
+ * path and path2 NUL-terminated, then tail_len bytes of tail. */
 struct sv_job {
         uint64_t id;                    /* notification id */
         uint32_t op;
@@ -52,27 +89,28 @@ struct sv_job {
         int32_t ns_tgid;                /* the caller's process (thread group) in the sandbox */
         uint32_t nfds;
         int8_t has_root, has_dir, has_extra;
+        int8_t has_dir2;                /* path2 is relative to its own directory */
         int8_t sandbox_root;            /* no root fd: the caller's root is the sandbox's (the broker's own) */
         int8_t validated;               /* main checked ID_VALID after its reads (else the broker checks
                                          * before any action with a side effect, and before ADDFD) */
         int8_t cloexec;                 /* O_CLOEXEC requested: for ADDFD's newfd_flags */
+        int8_t has_path2;
         uint64_t flags, mode, resolve;  /* open_how */
         uint32_t addrlen;               /* connect */
         uint8_t addr[SV_ADDR_MAX];
         struct sv_creds creds;
+        uint32_t pathop;                /* SV_PATHOP: enum sv_pathop */
+        uint64_t args[6];               /* SV_PATHOP, SV_SEND: the numbers the call needs */
+        uint32_t nmsg, nrights;         /* SV_SEND */
+        int32_t sock_type;              /* SV_SEND: SO_TYPE of the socket */
+        uint32_t tail_len;
         char path[PATH_MAX];            /* NUL-terminated */
+        char path2[PATH_MAX];
+        uint8_t tail[SV_TAIL_MAX];
 };
 
 /* ---- policy.c ---- */
-enum sv_access { SV_ACC_RW = 0, SV_ACC_RO, SV_ACC_DENY, SV_ACC_NOEXEC };
-
-struct sv_policy;
-/* Parse a policy file (NULL = the default policy). On error, msg says why. */
-struct sv_policy *sv_policy_load(const char *path, char *msg, size_t msgsize);
-/* The access the first matching path rule grants (SV_ACC_RW if none). */
-enum sv_access sv_policy_path(const struct sv_policy *p, const char *path);
-/* 0 = allow, else the errno to deny with. family AF_INET/AF_INET6 only. */
-bool sv_policy_connect(const struct sv_policy *p, const struct sockaddr *sa, socklen_t len);
+#include "supervisor/policy.h"
 
 /* ---- audit.c ---- */
 struct sv_audit {
@@ -116,6 +154,9 @@ int sv_audit_due_ms(const struct sv_audit *a);
 void sv_audit_flush_line(struct sv_audit *a);
 
 /* ---- broker.c ---- */
+struct sv_deny_inode {
+        uint64_t dev, ino;              /* as the sandbox's setup recorded them (struct pd_deny_inode) */
+};
 struct sv_broker_args {
         int listener;                   /* the seccomp listener */
         int sock;                       /* jobs from main */
@@ -125,10 +166,13 @@ struct sv_broker_args {
         const char *sandbox;
         uint32_t uid_base;
         const struct sv_policy *policy;
+        const struct sv_deny_inode *deny_inodes;        /* files deny mounts cover (sorted) */
+        unsigned n_deny_inodes;
 };
 /* Set up (namespace, chroot, Landlock) and serve jobs until main goes.
  * Reports setup failure on sock as a text message. Never returns. */
 _Noreturn void sv_broker_main(const struct sv_broker_args *a);
 
-/* ---- shared helpers (main.c) ---- */
-const char *sv_syscall_name(int nr);
+/* ---- shared helpers ---- */
+int sv_deny_inode_cmp(const void *a, const void *b);   /* main.c */
+const char *sv_syscall_name(int nr);                    /* audit.c */

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -34,23 +35,26 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agentpath.h"
-#include "caps.h"
-#include "fds.h"
-#include "host.h"
-#include "cgroup.h"
-#include "mount.h"
-#include "sbnet.h"
-#include "sandbox.h"
-#include "seccomp-policy.h"
-#include "snapshot.h"
-#include "supervisor.h"
-#include "template.h"
-#include "trace.h"
-#include "util.h"
+#include "lib/agentpath.h"
+#include "jail/caps.h"
+#include "jail/fds.h"
+#include "tiers/host.h"
+#include "jail/cgroup.h"
+#include "jail/mount.h"
+#include "net/sbnet.h"
+#include "lib/sandbox.h"
+#include "jail/seccomp-policy.h"
+#include "tiers/snapshot.h"
+#include "jail/supervisor_launch.h"
+#include "lib/template.h"
+#include "lib/trace.h"
+#include "jail/userns.h"
+#include "lib/util.h"
+#include "lib/volume.h"
 
-/* root and grafts, each with its snapshot layers; volumes; sudo; resolv.conf */
-#define MAX_TREES ((1 + PD_MAX_GRAFTS) * (1 + PD_MAX_STACK) + PD_MAX_VOLUMES + 2)
+/* root and grafts, each with its snapshot layers (an image template's
+ * root: its store layers too); volumes; sudo; resolv.conf */
+#define MAX_TREES ((1 + PD_MAX_GRAFTS) * (1 + PD_MAX_STACK) + 1 + PD_MAX_IMAGE_LAYERS + PD_MAX_VOLUMES + 2)
 
 struct child_args {
         struct pd_sandbox *sb;
@@ -60,6 +64,7 @@ struct child_args {
         int cg_fds[PD_CG_MAX_CTRL];
         int n_cg;
         struct pd_bpf filter;
+        struct pd_bpf filter_paths;     /* supervised: also the calls that change paths (plan.need_broker) */
         struct pd_mount_plan plan;      /* tree fds filled in after the parent's message */
         unsigned n_trees;
         pid_t parent;
@@ -221,14 +226,42 @@ static _Noreturn void child_main(struct child_args *a)
         if (a->supervised) {
                 /* From here on our own opens and execs wait for the
                  * supervisor: hand the listener to the parent first. */
-                int lfd = pd_seccomp_install_listener(&a->filter);
+                /* The policy's mounts enforce its ro and deny rules, or
+                 * the supervisor must see the calls that change paths. */
+                const struct pd_bpf *f = a->plan.need_broker && a->filter_paths.insns ? &a->filter_paths
+                                                                                      : &a->filter;
+                int lfd = pd_seccomp_install_listener(f);
                 if (lfd < 0) {
                         pd_error_set(&err, -lfd, "install seccomp filter with a listener");
                         child_fail(a, &err);
                 }
-                if ((r = send_fds(a->sync_fd, 'L', &lfd, 1, &err)) < 0)
+                /* With it, the identities of the files the policy's deny
+                 * mounts cover: the supervisor refuses them under any other
+                 * name (src/jail/policy_mounts.c). Their numbers go as plain
+                 * bytes and the host takes the fds with pidfd_getfd: the
+                 * filter now hands sendmsg to the supervisor (a policy with
+                 * connect rules), which is not running yet. We keep them
+                 * open meanwhile: our execveat waits for the supervisor,
+                 * which the host starts with them. */
+                int lfds[2] = { lfd, -1 };
+                if (a->plan.n_deny_inodes || a->plan.deny_inodes_truncated) {
+                        /* a record of all ones: the walk was cut short */
+                        static const struct pd_deny_inode cut = { UINT64_MAX, UINT64_MAX };
+                        lfds[1] = memfd_create("pd-deny-inodes", MFD_CLOEXEC);
+                        size_t len = a->plan.n_deny_inodes * sizeof a->plan.deny_inodes[0];
+                        if (lfds[1] < 0 || pd_write_all(lfds[1], a->plan.deny_inodes, len) < 0 ||
+                            (a->plan.deny_inodes_truncated && pd_write_all(lfds[1], &cut, sizeof cut) < 0)) {
+                                pd_error_set(&err, errno, "record the denied files");
+                                child_fail(a, &err);
+                        }
+                }
+                char msg[1 + sizeof lfds];
+                msg[0] = 'L';
+                memcpy(msg + 1, lfds, sizeof lfds);
+                if (pd_write_all(a->sync_fd, msg, sizeof msg) < 0) {
+                        pd_error_set(&err, errno, "hand the listener to the host");
                         child_fail(a, &err);
-                close(lfd);
+                }
         } else {
                 r = pd_seccomp_install(&a->filter);
                 if (r < 0) {
@@ -244,7 +277,8 @@ static _Noreturn void child_main(struct child_args *a)
 /* ---- parent side ---- */
 
 /* A detached copy of a host tree whose ids read, inside the sandbox, as
- * they do on the host (0..65535 -> the sandbox's range). */
+ * they do on the host (0..65535 -> the sandbox's range): the template's
+ * read-only trees, never a volume (volume_tree). */
 static int idmapped_tree(const char *path, int userns_fd, bool readonly, bool recursive, struct pd_error *err)
 {
         _pd_cleanup_close_ int fd = open_tree(AT_FDCWD, path,
@@ -261,6 +295,47 @@ static int idmapped_tree(const char *path, int userns_fd, bool readonly, bool re
         return PD_TAKE_FD(fd);
 }
 
+/* A volume's tree: idmapped not by the sandbox's own user namespace (which
+ * would make host root the sandbox's root) but by one of its own, made from
+ * the volume's owner as the host sees it now (volume.h): `user` is that
+ * account, every other sandbox id its own range, host root nobody. The
+ * child that made the user namespace is left in *holder, to be reaped. */
+static int volume_tree(const struct pd_volume *v, uint32_t base, struct pd_userns_holder *holder,
+                       struct pd_error *err)
+{
+        _pd_cleanup_close_ int fd = open_tree(AT_FDCWD, v->host, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        if (fd < 0)
+                return pd_error_set(err, errno, "clone mount of '%s'", v->host);
+        /* the owner of what was cloned, not of what the path names later */
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return pd_error_set(err, errno, "stat volume '%s'", v->host);
+        struct pd_volume_ids ids;
+        int r = pd_volume_resolve(v, st.st_uid, st.st_gid, &ids, err);
+        if (r < 0)
+                return r;
+        char umap[128], gmap[128];
+        if (pd_volume_map_text(base, PD_USER_UID, ids.uid_mapped, ids.uid, umap, sizeof umap) < 0 ||
+            pd_volume_map_text(base, PD_USER_UID, ids.gid_mapped, ids.gid, gmap, sizeof gmap) < 0)
+                return pd_error_setx(err, EINVAL, "volume '%s': no idmapping for uid %u gid %u", v->host,
+                                     ids.uid, ids.gid);
+        _pd_cleanup_close_ int userns = pd_userns_make(umap, gmap, holder, err);
+        if (userns < 0)
+                return pd_error_prefix(err, "volume '%s'", v->host);
+        /* nosuid, nodev: inside the sandbox no_new_privs makes setuid inert
+         * anyway; on the host a setuid bit can only ever name `user`'s
+         * account or the range (docs/security.md). */
+        struct mount_attr attr = {
+                .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                            (v->readonly ? MOUNT_ATTR_RDONLY : 0),
+                .userns_fd = (uint64_t)userns,
+        };
+        if (mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof attr) < 0)
+                return pd_error_set(err, errno, "idmap '%s' (does its filesystem support idmapped mounts?)",
+                                    v->host);
+        return PD_TAKE_FD(fd);
+}
+
 /* The snapshot layers of one overlay (graft NULL = the root), top first. */
 static int stack_trees(struct pd_sandbox *sb, const struct pd_template *t, const char *graft, int userns,
                        int *trees, unsigned *n, struct pd_error *err)
@@ -271,6 +346,32 @@ static int stack_trees(struct pd_sandbox *sb, const struct pd_template *t, const
                 int fd = idmapped_tree(path, userns, true, false, err);
                 if (fd < 0)
                         return pd_error_prefix(err, "snapshot '%s'", t->stack[k]);
+                trees[(*n)++] = fd;
+        }
+        return 0;
+}
+
+/* An image template's root (template.h): its own layer over its store
+ * layers, top first, idmapped from the store's id range (not the host's
+ * 0..65535) into the sandbox's by a user namespace of their own. The
+ * bottom layer goes last: it is the plan's tree_fd. */
+static int image_trees(struct pd_sandbox *sb, const struct pd_template *t, struct pd_userns_holder *holder,
+                       int *trees, unsigned *n, struct pd_error *err)
+{
+        char map[64];
+        snprintf(map, sizeof map, "%u %u %u\n", PD_STORE_UID_BASE, sb->uids.base, PD_STORE_ID_RANGE);
+        _pd_cleanup_close_ int userns = pd_userns_make(map, map, holder, err);
+        if (userns < 0)
+                return pd_error_prefix(err, "template '%s'", t->bottom);
+        int fd = idmapped_tree(t->rootfs, userns, true, false, err);
+        if (fd < 0)
+                return pd_error_prefix(err, "template '%s'", t->bottom);
+        trees[(*n)++] = fd;
+        for (unsigned k = 0; k < t->n_layers; k++) {
+                char path[PATH_MAX];
+                pd_template_layer_path(sb->state, t->layers[k], path, sizeof path);
+                if ((fd = idmapped_tree(path, userns, true, false, err)) < 0)
+                        return pd_error_prefix(err, "template '%s': layer %.12s", t->bottom, t->layers[k]);
                 trees[(*n)++] = fd;
         }
         return 0;
@@ -297,6 +398,28 @@ static int send_fds(int sync_fd, char tag, const int *fds, unsigned n, struct pd
         return 0;
 }
 
+/* The volumes' mount points, and a refusal of any volume its owner forbids
+ * (volume.h) before anything is made; volume_tree decides again on what it
+ * actually clones. */
+static int plan_volumes(const struct pd_spec *spec, struct pd_mount_plan *plan, struct pd_error *err)
+{
+        plan->n_binds = spec->n_volumes;
+        for (unsigned i = 0; i < spec->n_volumes; i++) {
+                const struct pd_volume *v = &spec->volumes[i];
+                struct pd_volume_ids ids;
+                struct stat st;
+                if (stat(v->host, &st) < 0)
+                        return pd_error_set(err, errno, "volume source '%s'", v->host);
+                int r = pd_volume_resolve(v, st.st_uid, st.st_gid, &ids, err);
+                if (r < 0)
+                        return r;
+                snprintf(plan->binds[i].target, sizeof plan->binds[i].target, "%s", v->target);
+                plan->binds[i].is_dir = S_ISDIR(st.st_mode);
+                plan->binds[i].readonly = v->readonly;
+        }
+        return 0;
+}
+
 static int namespaces_error(int e, struct pd_error *err)
 {
         if (e == EPERM || e == ENOSPC || e == EUSERS || e == EINVAL)
@@ -313,6 +436,8 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         struct child_args a = { .sb = sb, .sync_fd = -1, .listen_fd = -1, .agent_fd = -1,
                                 .supervised = supervised };
         int sync[2] = { -1, -1 }, userns = -1, trees[MAX_TREES];
+        struct pd_userns_holder holders[PD_MAX_VOLUMES] = { 0 };  /* volume_tree's exiting children */
+        struct pd_userns_holder image_holder = { 0 };
         unsigned n_trees = 0;
         int r;
         struct pd_sbnet net = { 0 };
@@ -323,6 +448,8 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
                                      "the container tier needs root (uid ranges, cgroups, idmapped mounts); "
                                      "run paddock as root");
         if ((r = pd_template_resolve(sb->state, &sb->spec, &tpl, err)) < 0)
+                return r;
+        if ((r = plan_volumes(&sb->spec, &a.plan, err)) < 0)
                 return r;
         snprintf(sb->template_buf, sizeof sb->template_buf, "%s", sb->spec.template_dir ? "" : tpl.name);
         pd_trace("template");
@@ -362,7 +489,16 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         char cache[PATH_MAX];
         snprintf(cache, sizeof cache, "%s/cache", sb->state->dir);
         struct pd_seccomp_opts so = { .deny_udp_raw = false, .notify = supervised };
+        /* supervised: the policy's path rules as mounts, and what else the
+         * filter hands to the supervisor (src/jail/supervisor_launch.c) */
+        if (supervised && (r = pd_supervisor_plan(sb, &a.plan, &so, err)) < 0)
+                goto out;
+        bool paths = so.notify_paths;
+        so.notify_paths = false;
         if ((r = pd_seccomp_load(cache, &so, &a.filter, err)) < 0)
+                goto out;
+        so.notify_paths = true;
+        if (paths && (r = pd_seccomp_load(cache, &so, &a.filter_paths, err)) < 0)
                 goto out;
         /* The cgroups themselves are made while the child builds its mounts;
          * the child needs only their count now. */
@@ -381,21 +517,12 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         a.plan.stage_dir = stage;
         a.plan.disk_bytes = sb->writable_bytes;
         a.plan.n_grafts = tpl.n_grafts;
-        a.plan.root.n_stack = tpl.n_stack;
+        /* an image template: its own layer and all but the bottom store
+         * layer stack over that one (image_trees) */
+        a.plan.root.n_stack = tpl.n_stack + (tpl.image ? tpl.n_layers : 0);
         for (unsigned i = 0; i < tpl.n_grafts; i++) {
                 snprintf(a.plan.grafts[i].target, sizeof a.plan.grafts[i].target, "%s", tpl.grafts[i].target);
                 a.plan.grafts[i].n_stack = tpl.n_stack;
-        }
-        a.plan.n_binds = sb->spec.n_volumes;
-        for (unsigned i = 0; i < sb->spec.n_volumes; i++) {
-                struct stat st;
-                if (stat(sb->spec.volumes[i].host, &st) < 0) {
-                        r = pd_error_set(err, errno, "volume source '%s'", sb->spec.volumes[i].host);
-                        goto out;
-                }
-                snprintf(a.plan.binds[i].target, sizeof a.plan.binds[i].target, "%s", sb->spec.volumes[i].target);
-                a.plan.binds[i].is_dir = S_ISDIR(st.st_mode);
-                a.plan.binds[i].readonly = sb->spec.volumes[i].readonly;
         }
         /* The agent binary doubles as `sudo` inside (it asks the agent). */
         struct pd_mount_bind *sudo = &a.plan.binds[a.plan.n_binds++];
@@ -413,8 +540,8 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
                 rc->readonly = true;
                 pd_trace("network slot");
         }
-        a.n_trees = (1 + a.plan.n_grafts) * (1 + tpl.n_stack) + a.plan.n_binds;
-        a.keep_stage = !sb->die_with_parent;
+        a.n_trees = (1 + a.plan.n_grafts) * (1 + tpl.n_stack) + (tpl.image ? tpl.n_layers : 0) + a.plan.n_binds;
+        a.keep_stage = !sb->die_with_parent || sb->keep_stage;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0) {
                 r = pd_error_set(err, errno, "socketpair");
                 goto out;
@@ -453,11 +580,30 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
                 r = pd_error_set(err, errno, "open '%s'", nspath);
                 goto abort_child;
         }
-        if ((r = trees[n_trees] = idmapped_tree(tpl.rootfs, userns, true, false, err)) < 0)
-                goto abort_child;
-        n_trees++;
-        if ((r = stack_trees(sb, &tpl, NULL, userns, trees, &n_trees, err)) < 0)
-                goto abort_child;
+        if (tpl.image) {
+                /* top first: snapshots, then the image's layers; the
+                 * bottom store layer is the plan's tree_fd, sent first */
+                int img[1 + PD_MAX_IMAGE_LAYERS];
+                unsigned n_img = 0;
+                r = image_trees(sb, &tpl, &image_holder, img, &n_img, err);
+                if (r == 0) {
+                        trees[n_trees++] = img[n_img - 1];
+                        r = stack_trees(sb, &tpl, NULL, userns, trees, &n_trees, err);
+                        for (unsigned k = 0; k + 1 < n_img; k++)
+                                trees[n_trees++] = img[k];
+                } else {
+                        for (unsigned k = 0; k < n_img; k++)
+                                close(img[k]);
+                }
+                if (r < 0)
+                        goto abort_child;
+        } else {
+                if ((r = trees[n_trees] = idmapped_tree(tpl.rootfs, userns, true, false, err)) < 0)
+                        goto abort_child;
+                n_trees++;
+                if ((r = stack_trees(sb, &tpl, NULL, userns, trees, &n_trees, err)) < 0)
+                        goto abort_child;
+        }
         for (unsigned i = 0; i < tpl.n_grafts; i++) {
                 if ((r = trees[n_trees] = idmapped_tree(tpl.grafts[i].source, userns, true, false, err)) < 0)
                         goto abort_child;
@@ -466,11 +612,11 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
                         goto abort_child;
         }
         for (unsigned i = 0; i < sb->spec.n_volumes; i++) {
-                if ((r = trees[n_trees] = idmapped_tree(sb->spec.volumes[i].host, userns,
-                                                        sb->spec.volumes[i].readonly, false, err)) < 0)
+                if ((r = trees[n_trees] = volume_tree(&sb->spec.volumes[i], sb->uids.base, &holders[i], err)) < 0)
                         goto abort_child;
                 n_trees++;
         }
+        pd_trace("template and volume trees");
         if ((r = trees[n_trees] = idmapped_tree(agent_path, userns, true, false, err)) < 0)
                 goto abort_child;
         n_trees++;
@@ -533,6 +679,9 @@ out:
         pd_sbnet_close(&net);
         for (unsigned i = 0; i < n_trees; i++)
                 close(trees[i]);
+        for (unsigned i = 0; i < PD_MAX_VOLUMES; i++)
+                pd_userns_reap(&holders[i]);
+        pd_userns_reap(&image_holder);
         if (userns >= 0)
                 close(userns);
         if (sync[0] >= 0)
@@ -544,6 +693,7 @@ out:
         if (a.agent_fd >= 0)
                 close(a.agent_fd);
         pd_bpf_free(&a.filter);
+        pd_bpf_free(&a.filter_paths);
         return r < 0 ? r : 0;
 }
 
@@ -605,7 +755,7 @@ const struct pd_tier_ops pd_tier_container = {
 };
 
 /* supervised: the container tier plus a supervisor brokering opens and
- * connects and auditing execs (src/jail/supervisor.c). */
+ * connects and auditing execs (src/jail/supervisor_launch.c). */
 const struct pd_tier_ops pd_tier_supervised = {
         .name = "supervised",
         .create = supervised_create,

@@ -1,4 +1,4 @@
-#include "host.h"
+#include "tiers/host.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -11,9 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "snapshot.h"
-#include "supervisor.h"
-#include "util.h"
+#include "tiers/snapshot.h"
+#include "jail/supervisor_launch.h"
+#include "lib/util.h"
 
 int pd_host_listen_socket(struct pd_sandbox *sb, struct pd_error *err)
 {
@@ -51,11 +51,22 @@ int pd_host_wait_exec(struct pd_sandbox *sb, int sync_fd, struct pd_error *err)
                 if (n < 0)
                         return pd_error_set(err, errno, "wait for the sandbox's setup");
                 struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-                if (n == 1 && ((char *)&child_err)[0] == 'L' && c && c->cmsg_type == SCM_RIGHTS &&
-                    c->cmsg_len == CMSG_LEN(sizeof(int))) {
-                        int lfd;
-                        memcpy(&lfd, CMSG_DATA(c), sizeof lfd);
-                        int r = pd_supervisor_start(sb, lfd, err);
+                if (n == 1 + 2 * (ssize_t)sizeof(int) && ((char *)&child_err)[0] == 'L') {
+                        /* supervised: the numbers of the child's listener and
+                         * of its memfd of denied files' identities (-1: none);
+                         * it waits in its execveat for the supervisor, so they
+                         * are still there to take. */
+                        int nums[2], fds[2] = { -1, -1 };
+                        memcpy(nums, (char *)&child_err + 1, sizeof nums);
+                        for (int i = 0; i < 2; i++)
+                                if (nums[i] >= 0 &&
+                                    (fds[i] = (int)syscall(SYS_pidfd_getfd, sb->agent_pidfd, nums[i], 0)) < 0) {
+                                        int e = errno;
+                                        if (i)
+                                                close(fds[0]);
+                                        return pd_error_set(err, e, "take the sandbox's seccomp listener");
+                                }
+                        int r = pd_supervisor_start(sb, fds[0], fds[1], err);
                         if (r < 0)
                                 return r;
                         continue;

@@ -4,13 +4,14 @@
 #pragma once
 #include <stdbool.h>
 
-#include "sandbox.h"
+#include "lib/sandbox.h"
 
 /* Bind + listen on sb->socket_path; returns the fd (CLOEXEC). */
 int pd_host_listen_socket(struct pd_sandbox *sb, struct pd_error *err);
 /* Wait for the setup child's exec (its CLOEXEC end of sync_fd closes) or
- * its error record. A supervised child first sends its seccomp listener
- * ('L' + fd), which goes to pd_supervisor_start. */
+ * its error record. A supervised child first sends the numbers of its
+ * seccomp listener and of its memfd of denied files' identities ('L' + two
+ * ints); the fds, taken with pidfd_getfd, go to pd_supervisor_start. */
 int pd_host_wait_exec(struct pd_sandbox *sb, int sync_fd, struct pd_error *err);
 int pd_host_connect(struct pd_sandbox *sb, struct pd_error *err);
 int pd_host_freeze(struct pd_sandbox *sb, bool frozen, struct pd_error *err);

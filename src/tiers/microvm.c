@@ -21,18 +21,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentpath.h"
-#include "helper_proc.h"
-#include "host.h"
-#include "microvm_int.h"
-#include "conn.h"
-#include "msg.h"
-#include "sandbox.h"
-#include "sbnet.h"
-#include "template.h"
-#include "trace.h"
-#include "util.h"
-#include "vm.h"
+#include "lib/agentpath.h"
+#include "jail/helper_proc.h"
+#include "tiers/host.h"
+#include "tiers/microvm_int.h"
+#include "proto/client.h"
+#include "lib/sandbox.h"
+#include "net/sbnet.h"
+#include "lib/template.h"
+#include "lib/trace.h"
+#include "lib/util.h"
+#include "vm/vm.h"
 
 #define VM_BOOT_TIMEOUT_MS 120000       /* TCG on a busy host: a cold boot is seconds */
 #define VM_CLONE_TIMEOUT_MS 30000
@@ -68,7 +67,17 @@ static int start_relay(struct pd_sandbox *sb, int timeout_ms, const char *netarg
         _pd_cleanup_close_ int lfd = pd_host_listen_socket(sb, err);
         if (lfd < 0)
                 return lfd;
-        char *argv[] = { "paddock-vm-relay", serial, (char *)netarg, NULL };
+        /* the console log's cap: 1 MiB, or PADDOCK_VM_CONSOLE_MAX (tests) */
+        char cmax[48] = "";
+        const char *ce = getenv("PADDOCK_VM_CONSOLE_MAX");
+        if (ce && *ce && strspn(ce, "0123456789") == strlen(ce) && strlen(ce) < 20)
+                snprintf(cmax, sizeof cmax, "--console-max=%s", ce);
+        char *argv[4] = { "paddock-vm-relay", serial, NULL, NULL };
+        int ac = 2;
+        if (netarg)
+                argv[ac++] = (char *)netarg;
+        if (cmax[0])
+                argv[ac++] = cmax;
         int ready = -1;
         const char *step = "";
         pid_t pid = pd_helper_spawn(relay, argv, sb->dirfd, "relay.log", &lfd, 1, &ready, &step);
@@ -146,7 +155,9 @@ static int open_qmp(struct pd_sandbox *sb, struct pd_qmp **q, struct pd_error *e
 }
 
 /* Save the running guest's device state into fd (RAM stays in its file
- * when x-ignore-shared is on). The guest is stopped first. */
+ * when x-ignore-shared is on). The guest is stopped first. paddock writes
+ * fd, not QEMU (src/vm/savefile.c): the save never counts against QEMU's
+ * own memory limit, also when the state dir is on a tmpfs. */
 static int save_state(struct pd_qmp *q, int fd, bool ignore_shared, struct pd_error *err)
 {
         /* a clone was restored with x-ignore-shared, and the capability
@@ -157,11 +168,9 @@ static int save_state(struct pd_qmp *q, int fd, bool ignore_shared, struct pd_er
                        err) < 0 ||
             pd_qmp_cmd(q, "stop", NULL, err) < 0 ||
             /* 7.2 caps migration at 128 MiB/s by default */
-            pd_qmp_cmd(q, "migrate-set-parameters", "{\"max-bandwidth\":17179869184}", err) < 0 ||
-            pd_qmp_getfd(q, "save", fd, err) < 0 ||
-            pd_qmp_cmd(q, "migrate", "{\"uri\":\"fd:save\"}", err) < 0)
+            pd_qmp_cmd(q, "migrate-set-parameters", "{\"max-bandwidth\":17179869184}", err) < 0)
                 return -1;
-        return pd_qmp_wait_migration(q, 600000, err);
+        return pd_vm_migrate_to_file(q, fd, 600000, err);
 }
 
 static int restore_state(struct pd_qmp *q, int fd, bool ignore_shared, struct pd_error *err)
@@ -176,13 +185,13 @@ static int restore_state(struct pd_qmp *q, int fd, bool ignore_shared, struct pd
         return pd_qmp_cmd(q, "cont", NULL, err);
 }
 
-static void tpl_paths(struct pd_sandbox *sb, const struct pd_vm_assets *as, struct vm_tpl *t)
+static void tpl_paths(struct pd_sandbox *sb, const struct pd_vm_assets *as, const char *vmdir, struct vm_tpl *t)
 {
         /* the guest's kernel command line (disk, pids) is in the snapshot */
         /* and its devices: a guest with a network has a NIC from the start
          * (a restore needs the same devices), unconfigured until a clone's
          * agent gets its NETCFG */
-        snprintf(t->dir, sizeof t->dir, "%s/vm/tpl-%s-m%" PRIu64 "-d%" PRIu64 "-c%u-p%u%s", sb->state->dir, as->key,
+        snprintf(t->dir, sizeof t->dir, "%s/tpl-%s-m%" PRIu64 "-d%" PRIu64 "-c%u-p%u%s", vmdir, as->key,
                  sb->spec.memory_bytes >> 20, sb->writable_bytes >> 20, sb->spec.millicpus, sb->spec.pids,
                  sb->spec.net != PD_NET_NONE ? "-net" : "");
         snprintf(t->mem, sizeof t->mem, "%s/mem", t->dir);
@@ -259,45 +268,19 @@ static int warm_template(struct pd_sandbox *sb, struct pd_error *err)
         int fd = pd_host_connect(sb, err);
         if (fd < 0)
                 return fd;
-        struct pd_conn c;
-        if (pd_conn_init(&c, fd) < 0)
-                return pd_error_set(err, ENOMEM, "connection");
-        char agent[128];
-        int r = pd_conn_hello(&c, "paddock-template", agent, sizeof agent, err);
-        struct pd_msg m;
-        pd_msg_init(&m);
-        const char *argv[] = { "/bin/sh", "-c", script };
-        for (size_t i = 0; i < PD_ARRAY_SIZE(argv); i++)
-                pd_msg_put_str(&m, PD_A_ARG, argv[i]);
-        pd_msg_put_str(&m, PD_A_CWD, "/");
-        pd_msg_put_u32(&m, PD_A_UID, 0);
-        pd_msg_put_u32(&m, PD_A_GID, 0);
+        struct pd_client c;
+        static const char *const argv[] = { "/bin/sh", "-c", script };
         /* its entry is in every clone's process table: the server hides it by this tag */
-        pd_msg_put_str(&m, PD_A_TAG, "paddock-template-warmup");
-        pd_msg_put_u32(&m, PD_A_FOLLOW, 1);
-        uint32_t id = pd_conn_new_id(&c);
-        if (r == 0 && (pd_conn_queue_msg(&c, PD_T_SPAWN, id, &m) < 0 || pd_conn_flush_all(&c, 10000) < 0))
-                r = pd_error_set(err, EIO, "warm-up: send SPAWN");
-        pd_msg_free(&m);
-        /* until the EXIT frame of that process (output is discarded) */
-        while (r == 0) {
-                struct pd_frame_hdr h;
-                const uint8_t *p;
-                int w = pd_conn_wait(&c, &h, &p, 120000);
-                if (w < 0) {
-                        r = pd_error_set(err, -w, "warm-up: wait");
-                        break;
-                }
-                uint16_t type = h.type;
-                if (type == PD_T_ERROR) {
-                        r = pd_error_setx(err, EIO, "warm-up refused by the agent");
-                        break;
-                }
-                if (type == PD_T_EXIT)
-                        break;
-        }
-        pd_conn_close(&c);
-        return r;
+        const struct pd_spawn_opts o = { .argv = argv, .argc = PD_ARRAY_SIZE(argv), .cwd = "/",
+                                         .tag = "paddock-template-warmup" };
+        const struct pd_run_io io = { .timeout_ms = 120000 };    /* until its EXIT; output dropped */
+        uint32_t pid;
+        struct pd_exit x;
+        int r = pd_client_connect(&c, fd, "paddock-template", err);
+        if (r == 0)
+                r = pd_client_run(&c, &o, &io, &pid, &x, err);
+        pd_client_close(&c);
+        return r < 0 ? pd_error_prefix(err, "warm-up") : 0;
 }
 
 /* Templates of older boot assets (another agent, kernel or package set):
@@ -327,7 +310,7 @@ static void drop_stale_templates(struct pd_sandbox *sb, const struct pd_vm_asset
  * save the device state beside it. Runs as this sandbox (its QEMU, relay,
  * cgroup), then tears them down. */
 static int build_template(struct pd_sandbox *sb, const struct pd_vm_assets *as, const struct vm_tpl *t,
-                          struct pd_error *err)
+                          bool image, struct pd_error *err)
 {
         char tmp[PATH_MAX + 8];
         snprintf(tmp, sizeof tmp, "%s.tmp", t->dir);
@@ -370,6 +353,11 @@ static int build_template(struct pd_sandbox *sb, const struct pd_vm_assets *as, 
         if ((r = save_state(q, sfd, true, err)) < 0 || (r = fsync(sfd)) < 0)
                 goto out;
         pd_host_kill_agent(sb);
+        /* QEMU filled the RAM file through its shared mapping: on a tmpfs
+         * its pages would stay charged to this sandbox for as long as the
+         * template lives */
+        if ((r = pd_vm_recharge_file(mem, err)) < 0)
+                goto out;
         char st[256];
         if ((r = tpl_stamp(mem, st, sizeof st, err)) < 0)
                 goto out;
@@ -384,7 +372,10 @@ static int build_template(struct pd_sandbox *sb, const struct pd_vm_assets *as, 
                 r = pd_error_set(err, errno, "install template '%s'", t->dir);
                 goto out;
         }
-        drop_stale_templates(sb, as);
+        /* an image template's snapshots live in its own directory and go
+         * with it; these are the base template's */
+        if (!image)
+                drop_stale_templates(sb, as);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         fprintf(stderr, "paddock: microvm template ready (%.1f s)\n",
                 (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
@@ -500,23 +491,42 @@ static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
         if (sb->spec.template_dir || sb->spec.n_volumes)
                 return pd_error_setx(err, ENOTSUP, "the microvm tier runs its own base template and its own "
                                                    "snapshots only (no --template DIR or volumes yet)");
+        /* an image template (docs/templates.md): its own root image */
+        bool image = sb->spec.template_name && pd_template_is_image(sb->state, sb->spec.template_name);
         /* snapshots are of guests without a NIC (pd_microvm_refuse_with_network) */
-        if (sb->spec.net != PD_NET_NONE && sb->spec.template_name && strcmp(sb->spec.template_name, "base") != 0)
+        if (sb->spec.net != PD_NET_NONE && sb->spec.template_name && strcmp(sb->spec.template_name, "base") != 0 &&
+            !image)
                 return pd_error_setx(err, ENOTSUP, "a microvm snapshot starts with network none only "
                                                    "(template '%s')", sb->spec.template_name);
         /* a named snapshot of a guest (microvm_snap.c): a full restore */
         int s = pd_microvm_create_from_snapshot(sb, err);
         if (s != 0)
                 return s < 0 ? s : 0;
-        if (sb->spec.template_name && strcmp(sb->spec.template_name, "base") != 0)
-                return pd_error_setx(err, ENOTSUP, "the microvm tier runs its own base template and its own "
-                                                   "snapshots only, not template '%s'", sb->spec.template_name);
+        if (sb->spec.template_name && strcmp(sb->spec.template_name, "base") != 0 && !image)
+                return pd_error_setx(err, ENOTSUP, "the microvm tier runs its own base template, image templates "
+                                                   "and its own snapshots, not template '%s' (a snapshot of "
+                                                   "another tier or a directory copy)", sb->spec.template_name);
         struct pd_vm_assets as;
         int r;
-        if ((r = pd_vm_assets_get(sb->state, &as, err)) < 0 || (r = host_setup(sb, err)) < 0)
+        char vmdir[PATH_MAX];
+        snprintf(vmdir, sizeof vmdir, "%s/vm", sb->state->dir);
+        if (image) {
+                struct pd_template it;
+                if ((r = pd_template_resolve(sb->state, &sb->spec, &it, err)) < 0 ||
+                    (r = pd_vm_image_assets(sb->state, &it, &as, vmdir, sizeof vmdir, err)) < 0)
+                        return r;
+                /* it may not be removed while this guest runs (destroy
+                 * drops the entry) */
+                snprintf(sb->template_buf, sizeof sb->template_buf, "%s", it.bottom);
+                if ((r = pd_snapshot_use(sb->state, &it, sb->id, err)) < 0)
+                        return r;
+        } else if ((r = pd_vm_assets_get(sb->state, &as, err)) < 0) {
+                return r;
+        }
+        if ((r = host_setup(sb, err)) < 0)
                 return r;
         struct vm_tpl t;
-        tpl_paths(sb, &as, &t);
+        tpl_paths(sb, &as, vmdir, &t);
         /* one template builder per state dir at a time */
         char lockp[PATH_MAX + 16];
         snprintf(lockp, sizeof lockp, "%s/vm/lock", sb->state->dir);
@@ -532,7 +542,7 @@ static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
                         return pd_error_set(err, errno, "lock '%s'", lockp);
                 if ((r = tpl_check(&t, &gid, err)) < 0)
                         return r;
-                if (r == 0 && ((r = build_template(sb, &as, &t, err)) < 0 || (r = tpl_check(&t, &gid, err)) < 0))
+                if (r == 0 && ((r = build_template(sb, &as, &t, image, err)) < 0 || (r = tpl_check(&t, &gid, err)) < 0))
                         return r;
                 if (r == 0)
                         return pd_error_setx(err, EIO, "microvm template '%s' changed while it was built", t.dir);
@@ -716,9 +726,7 @@ static int microvm_fork(struct pd_sandbox *src, struct pd_sandbox *const *dst, u
         for (unsigned i = 0; i < n; i++) {
                 struct pd_sandbox *d = dst[i];
                 d->die_with_parent = src->die_with_parent;
-                char self[64];
-                snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
-                int dfd = open(self, O_RDONLY | O_CLOEXEC);     /* own file offset per restore */
+                int dfd = open(pd_fd_path(fd).s, O_RDONLY | O_CLOEXEC);     /* own file offset per restore */
                 if (dfd < 0)
                         return pd_error_set(err, errno, "reopen the fork's state");
                 r = host_setup(d, err);

@@ -1,7 +1,7 @@
 /* Between the microvm tier's files: microvm.c (QEMU, clones, pause, fork)
  * and microvm_snap.c (named snapshots of a guest). */
 #pragma once
-#include "sandbox.h"
+#include "lib/sandbox.h"
 
 /* Save the whole guest (RAM, devices; its writable layer is a tmpfs in that
  * RAM) into fd. The guest is stopped for the save and left as it was

@@ -16,10 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "microvm_int.h"
-#include "state.h"
-#include "template.h"
-#include "util.h"
+#include "tiers/microvm_int.h"
+#include "lib/state.h"
+#include "lib/template.h"
+#include "lib/util.h"
 
 #define SNAP_STATE "vmstate"
 

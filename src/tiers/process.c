@@ -42,17 +42,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentpath.h"
-#include "caps.h"
-#include "fds.h"
-#include "host.h"
-#include "cgroup.h"
-#include "landlock.h"
-#include "lsm_audit.h"
-#include "sandbox.h"
-#include "seccomp-policy.h"
-#include "trace.h"
-#include "util.h"
+#include "lib/agentpath.h"
+#include "jail/caps.h"
+#include "jail/fds.h"
+#include "tiers/host.h"
+#include "jail/cgroup.h"
+#include "jail/landlock.h"
+#include "jail/lsm_audit.h"
+#include "lib/sandbox.h"
+#include "jail/seccomp-policy.h"
+#include "lib/trace.h"
+#include "lib/util.h"
 
 /* Supplementary group of every process-tier sandbox uid: the one group
  * allowed to search (never list) the state dir, so a sandbox can reach its
@@ -300,9 +300,16 @@ static int process_create(struct pd_sandbox *sb, struct pd_error *err)
         if (sb->spec.n_volumes > 0)
                 return pd_error_setx(err, ENOTSUP, "the process tier has no volumes (no mount namespace); "
                                      "put files in the workspace instead");
+        /* An image's tree cannot become this sandbox's root: that needs a
+         * chroot or pivot_root, so namespaces, which this tier exists to do
+         * without; Landlock confines paths but resolves them in the host's
+         * root (docs/templates.md). */
         if (sb->spec.template_dir || (sb->spec.template_name && strcmp(sb->spec.template_name, "base")))
                 return pd_error_setx(err, ENOTSUP, "the process tier runs on the host's own system paths "
-                                     "(template 'base' only)");
+                                     "(template 'base' only): an image or template tree would have to become "
+                                     "the sandbox's root, which needs the namespaces this tier does without; "
+                                     "use --isolation container, supervised or microvm for template '%s'",
+                                     sb->spec.template_name ? sb->spec.template_name : sb->spec.template_dir);
         if (mkdir(sb->dir, 0700) < 0)
                 return pd_error_set(err, errno, "create sandbox dir '%s'", sb->dir);
         sb->dirfd = open(sb->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);

@@ -9,7 +9,7 @@
  * bits and security.* xattrs are not copied. Owners are shifted from the
  * sandbox's host uid range back to 0..65535, as template trees are stored
  * (they are idmapped into each new sandbox's range). */
-#include "snapshot.h"
+#include "tiers/snapshot.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -25,8 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "template.h"
-#include "util.h"
+#include "lib/template.h"
+#include "lib/util.h"
 
 #define MAX_DEPTH 256
 #define RANGE 65536u
@@ -44,15 +44,17 @@ int pd_container_attach_stage(struct pd_sandbox *sb, int tree_fd, struct pd_erro
 
 struct copy {
         uint32_t base;          /* the sandbox's first host uid */
+        uint32_t to;            /* ... becomes this: 0 (snapshots), the store's range (builds) */
+        bool store;             /* a layer for the store: setuid kept, overlay xattrs but opaque dropped */
         uint64_t files;
 };
 
 static uint32_t unshift(const struct copy *c, uint32_t id)
 {
-        return id >= c->base && id - c->base < RANGE ? id - c->base : 65534u;
+        return c->to + (id >= c->base && id - c->base < RANGE ? id - c->base : 65534u);
 }
 
-static int copy_xattrs(int sfd, int dfd, const char *what, struct pd_error *err)
+static int copy_xattrs(const struct copy *c, int sfd, int dfd, const char *what, struct pd_error *err)
 {
         char names[4096], value[4096];
         ssize_t n = flistxattr(sfd, names, sizeof names);
@@ -62,6 +64,11 @@ static int copy_xattrs(int sfd, int dfd, const char *what, struct pd_error *err)
                 /* user.* carries overlay's opaque/whiteout marks; security.*
                  * (file capabilities) and trusted.* are never taken over. */
                 if (strncmp(names + i, "user.", 5))
+                        continue;
+                /* a store layer keeps overlay's opaque mark only (origin,
+                 * impure... describe this sandbox's layers, not the store's) */
+                if (c->store && !strncmp(names + i, "user.overlay.", 13) &&
+                    strcmp(names + i, "user.overlay.opaque"))
                         continue;
                 ssize_t v = fgetxattr(sfd, names + i, value, sizeof value);
                 if (v < 0)
@@ -76,7 +83,9 @@ static int copy_xattrs(int sfd, int dfd, const char *what, struct pd_error *err)
 static int finish(const struct copy *c, int dfd, const struct stat *st, bool dir, const char *what,
                   struct pd_error *err)
 {
-        mode_t mode = st->st_mode & (dir ? 07777 : 01777); /* files lose setuid/setgid */
+        /* snapshot files lose setuid/setgid; in the store they are
+         * setuid to the store's range, never a host account */
+        mode_t mode = st->st_mode & (dir || c->store ? 07777 : 01777);
         if (fchown(dfd, unshift(c, st->st_uid), unshift(c, st->st_gid)) < 0 || fchmod(dfd, mode) < 0)
                 return pd_error_set(err, errno, "set owner and mode of '%s'", what);
         struct timespec ts[2] = { st->st_atim, st->st_mtim };
@@ -136,7 +145,7 @@ static int copy_entry(struct copy *c, int sdir, int ddir, const char *name, unsi
                 int r = copy_dir(c, s, d, depth + 1, err);
                 if (r < 0)
                         return pd_error_prefix(err, "%s", name);
-                if ((r = copy_xattrs(s, d, name, err)) < 0)
+                if ((r = copy_xattrs(c, s, d, name, err)) < 0)
                         return r;
                 return finish(c, d, &st, true, name, err);
         }
@@ -151,7 +160,7 @@ static int copy_entry(struct copy *c, int sdir, int ddir, const char *name, unsi
                 if (d < 0)
                         return pd_error_set(err, errno, "create '%s'", name);
                 int r;
-                if ((r = copy_data(s, d, name, err)) < 0 || (r = copy_xattrs(s, d, name, err)) < 0)
+                if ((r = copy_data(s, d, name, err)) < 0 || (r = copy_xattrs(c, s, d, name, err)) < 0)
                         return r;
                 return finish(c, d, &st, false, name, err);
         }
@@ -226,7 +235,7 @@ static int copy_layer(struct copy *c, int stagefd, const char *upper, const char
         int r;
         if (fstat(s, &st) < 0)
                 return pd_error_set(err, errno, "stat writable layer '%s'", upper);
-        if ((r = copy_dir(c, s, d, 0, err)) < 0 || (r = copy_xattrs(s, d, upper, err)) < 0 ||
+        if ((r = copy_dir(c, s, d, 0, err)) < 0 || (r = copy_xattrs(c, s, d, upper, err)) < 0 ||
             (r = finish(c, d, &st, true, upper, err)) < 0)
                 return r;
         return 0;
@@ -263,6 +272,31 @@ static int copy_layers(struct pd_sandbox *sb, const char *tmp, int stagefd, stru
                         return pd_error_prefix(err, "/%s", tpl.grafts[i].target);
         }
         return 0;
+}
+
+int pd_container_copy_upper(struct pd_sandbox *sb, const char *dst, uint32_t to, struct pd_error *err)
+{
+        char stage[PATH_MAX];
+        snprintf(stage, sizeof stage, "%s/mnt", sb->dir);
+        _pd_cleanup_close_ int stagefd = open(stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (stagefd < 0)
+                return pd_error_set(err, errno, "sandbox %s has no host view of its writable layer", sb->id);
+        struct copy c = { .base = sb->uids.base, .to = to, .store = true };
+        bool froze = !sb->paused;
+        int r = 0;
+        if (froze && (r = pd_cgroup_freeze(&sb->cg, true, err)) < 0)
+                return r;
+        /* dst exists (the store made it): copy into it */
+        _pd_cleanup_close_ int s = openat(stagefd, "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _pd_cleanup_close_ int d = open(dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (s < 0 || d < 0 || fstat(s, &st) < 0)
+                r = pd_error_set(err, errno, "open the writable layer of sandbox %s", sb->id);
+        else if ((r = copy_dir(&c, s, d, 0, err)) == 0 && (r = copy_xattrs(&c, s, d, "upper", err)) == 0)
+                r = finish(&c, d, &st, true, "upper", err);
+        if (froze)
+                (void)pd_cgroup_freeze(&sb->cg, false, NULL);
+        return r;
 }
 
 int pd_container_snapshot(struct pd_sandbox *sb, const char *name, struct pd_error *err)

@@ -14,10 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agentpath.h"
-#include "state.h"
-#include "util.h"
-#include "vm.h"
+#include "lib/agentpath.h"
+#include "lib/state.h"
+#include "lib/util.h"
+#include "vm/vm.h"
 
 /* In dependency order (read from each module's modinfo `depends=`; an
  * unpacked package has no modules.dep and the guest no modprobe). */

@@ -21,8 +21,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "util.h"
-#include "vm.h"
+#include "lib/util.h"
+#include "vm/vm.h"
 
 #define QEMU_BIN "/usr/bin/qemu-system-x86_64"
 #define QEMU_TAP_FD 200         /* the tap's fd number in QEMU (above what QEMU opens first) */
@@ -123,7 +123,8 @@ static void build_argv(const struct pd_vm_launch *l, struct argv_buf *a)
                "paddock.disk=%llu paddock.pids=%u",
             tsc, (unsigned long long)l->disk_bytes, l->pids ? l->pids : 512);
         arg(a, "-chardev");
-        arg(a, "file,id=con,path=%s/console.log", l->dir);
+        /* append: the relay truncates the log at its cap (console_cap.c) */
+        arg(a, "file,id=con,path=%s/console.log,append=on", l->dir);
         arg(a, "-serial");
         arg(a, "chardev:con");
         arg(a, "-chardev");

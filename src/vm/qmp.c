@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "util.h"
-#include "vm.h"
+#include "lib/util.h"
+#include "vm/vm.h"
 
 struct pd_qmp {
         int fd;
@@ -20,17 +20,10 @@ struct pd_qmp {
         size_t len;
 };
 
-static long long now_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Next JSON line that is not an event. */
 static int read_msg(struct pd_qmp *q, int timeout_ms, json_t **out, struct pd_error *err)
 {
-        long long end = now_ms() + timeout_ms;
+        long long end = (long long)pd_now_ms() + timeout_ms;
         for (;;) {
                 char *nl = memchr(q->buf, '\n', q->len);
                 if (nl) {
@@ -50,7 +43,7 @@ static int read_msg(struct pd_qmp *q, int timeout_ms, json_t **out, struct pd_er
                 }
                 if (q->len == sizeof q->buf)
                         return pd_error_setx(err, EMSGSIZE, "QMP: reply too long");
-                long long left = end - now_ms();
+                long long left = end - (long long)pd_now_ms();
                 struct pollfd p = { .fd = q->fd, .events = POLLIN };
                 if (left <= 0 || poll(&p, 1, (int)left) == 0)
                         return pd_error_setx(err, ETIMEDOUT, "QMP: no reply");
@@ -115,7 +108,7 @@ int pd_qmp_open(const char *path, int timeout_ms, struct pd_qmp **out, struct pd
         q->fd = -1;
         struct sockaddr_un a = { .sun_family = AF_UNIX };
         snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
-        long long end = now_ms() + timeout_ms;
+        long long end = (long long)pd_now_ms() + timeout_ms;
         /* QEMU creates the socket while it starts: retry until it listens */
         for (;;) {
                 q->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -125,7 +118,7 @@ int pd_qmp_open(const char *path, int timeout_ms, struct pd_qmp **out, struct pd
                         break;
                 close(q->fd);
                 q->fd = -1;
-                if (now_ms() > end)
+                if ((long long)pd_now_ms() > end)
                         break;
                 struct timespec ts = { 0, 1000000 };
                 nanosleep(&ts, NULL);
@@ -157,22 +150,30 @@ int pd_qmp_getfd(struct pd_qmp *q, const char *name, int fd, struct pd_error *er
         return command(q, "getfd", args, fd, NULL, err);
 }
 
+int pd_qmp_migration_status(struct pd_qmp *q, char *st, size_t size, struct pd_error *err)
+{
+        json_t *j = NULL;
+        if (command(q, "query-migrate", NULL, -1, &j, err) < 0)
+                return -1;
+        const char *s = json_string_value(json_object_get(json_object_get(j, "return"), "status"));
+        snprintf(st, size, "%s", s ? s : "");
+        json_decref(j);
+        if (strcmp(st, "completed") == 0)
+                return 1;
+        if (strcmp(st, "failed") == 0 || strcmp(st, "cancelled") == 0)
+                return pd_error_setx(err, EIO, "migration %s", st);
+        return 0;
+}
+
 int pd_qmp_wait_migration(struct pd_qmp *q, int timeout_ms, struct pd_error *err)
 {
-        long long end = now_ms() + timeout_ms;
+        long long end = (long long)pd_now_ms() + timeout_ms;
         for (;;) {
-                json_t *j = NULL;
-                if (command(q, "query-migrate", NULL, -1, &j, err) < 0)
-                        return -1;
-                const char *s = json_string_value(json_object_get(json_object_get(j, "return"), "status"));
                 char st[32];
-                snprintf(st, sizeof st, "%s", s ? s : "");
-                json_decref(j);
-                if (strcmp(st, "completed") == 0)
-                        return 0;
-                if (strcmp(st, "failed") == 0 || strcmp(st, "cancelled") == 0)
-                        return pd_error_setx(err, EIO, "migration %s", st);
-                if (now_ms() > end)
+                int r = pd_qmp_migration_status(q, st, sizeof st, err);
+                if (r != 0)
+                        return r < 0 ? r : 0;
+                if ((long long)pd_now_ms() > end)
                         return pd_error_setx(err, ETIMEDOUT, "migration still '%s'", st);
                 /* QMP has no blocking wait for this in 7.2; the save takes ms */
                 struct timespec ts = { 0, 1000000 };

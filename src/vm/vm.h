@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "error.h"
+#include "lib/error.h"
 
 struct pd_state;
 
@@ -25,6 +25,13 @@ int pd_vm_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_er
 /* The kernel and initramfs only (rootfs left empty, key of those two):
  * for guests whose root image is their own (paddock-oci's microvm). */
 int pd_vm_boot_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_error *err);
+
+/* The assets of an image template (template.h): the boot assets and its
+ * own erofs root image, made on first use under templates/<name>/vm/
+ * (its path in vmdir; the tier's snapshots of it go there too). */
+struct pd_template;
+int pd_vm_image_assets(struct pd_state *st, const struct pd_template *t, struct pd_vm_assets *out, char *vmdir,
+                       size_t vmdir_size, struct pd_error *err);
 
 /* Remove the cached template snapshots (paddock gc frees their group ids). */
 int pd_vm_gc(struct pd_state *st, struct pd_error *err);
@@ -94,5 +101,22 @@ int pd_qmp_cmd(struct pd_qmp *q, const char *cmd, const char *args_json, struct 
 int pd_qmp_getfd(struct pd_qmp *q, const char *name, int fd, struct pd_error *err);
 /* Wait until query-migrate says completed (or failed). */
 int pd_qmp_wait_migration(struct pd_qmp *q, int timeout_ms, struct pd_error *err);
+/* query-migrate once: 1 completed, 0 still going (st says how), -1 failed
+ * or cancelled (err set). */
+int pd_qmp_migration_status(struct pd_qmp *q, char *st, size_t size, struct pd_error *err);
+
+/* savefile.c: a guest's saved state is written to its file by paddock,
+ * never by QEMU. A file's pages are charged to the memory cgroup of the
+ * process that writes them, and on a tmpfs (a state dir under a tmpfs
+ * /tmp) they cannot be reclaimed: written by QEMU they would fill its own
+ * limit and get it OOM-killed on the save or on the resume. */
+/* Save the stopped guest into fd: QEMU migrates into a pipe that this
+ * process copies into fd, so the file is charged to this process's cgroup. */
+int pd_vm_migrate_to_file(struct pd_qmp *q, int fd, int timeout_ms, struct pd_error *err);
+/* A file QEMU wrote (a template's RAM): if it is on a tmpfs, copy it into a
+ * fully allocated file (no holes; owner and mode kept) and rename the copy
+ * over it, so all its pages belong to this process's cgroup rather than to
+ * QEMU's or a clone's. 1 if copied, 0 if not on a tmpfs. */
+int pd_vm_recharge_file(const char *path, struct pd_error *err);
 /* Wait until query-status says running (after an incoming migration + cont). */
 void pd_qmp_close(struct pd_qmp *q);

@@ -26,9 +26,9 @@
 #include <linux/if_link.h>
 #include <linux/rtnetlink.h>
 
-#include "util.h"
-#include "vm.h"
-#include "vmmux.h"
+#include "lib/util.h"
+#include "vm/vm.h"
+#include "proto/vmmux.h"
 
 #define VM_NET_MTU 1500         /* the router's veths keep the default */
 

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import time
 
-from conftest import UID_BASE, sandbox_dirs
+from pdtest import UID_BASE, pid_alive, sandbox_dirs
 
 
 def _procs():
@@ -114,6 +114,8 @@ def test_two_state_dirs_side_by_side(paddock, fresh_paddock, tmp_path):
     for name in ("a", "b"):
         outs[name] = tmp_path / name
         outs[name].mkdir()
+        # a volume owned by root is never writable from inside (docs/security.md, Volumes)
+        os.chown(outs[name], 1000, 1000)
     pa = a.popen(["-u", "root", "-v", "%s:/out" % outs["a"], "--", "bash", "-c", LISTER, "marker-aaa"],
                  stdin=subprocess.PIPE)
     pb = b.popen(["-u", "root", "-v", "%s:/out" % outs["b"], "--", "bash", "-c", LISTER, "marker-bbb"],
@@ -191,7 +193,7 @@ def test_sigkill_paddock_run(fresh_paddock):
     while _cgroup_procs(p.instance) and time.monotonic() < deadline:
         time.sleep(0.05)   # no event for cgroup.procs emptying on v1; bounded poll
     assert _cgroup_procs(p.instance) == []
-    survivors = [(pid, _cmdline(pid)) for pid in inside if _alive(pid)]
+    survivors = [(pid, _cmdline(pid)) for pid in inside if pid_alive(pid)]
     assert survivors == []
     # gc removes the rest
     r = p.gc()
@@ -211,9 +213,3 @@ def _cmdline(pid):
         return ""
 
 
-def _alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False

@@ -1,6 +1,6 @@
 """Resource limits of `paddock run`: memory (OOM), pids (fork bomb), the
 writable layer (ENOSPC), CPU accounting (DESIGN §4, §5, §8)."""
-from conftest import parse_json_result
+from pdtest import parse_json_result
 
 
 def test_oom_kill(paddock):

@@ -26,14 +26,12 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from conftest import Paddock, child_env, runtime_dir  # noqa: E402
+from pdtest import Paddock, child_env, runtime_dir
 
 ISO = ["--isolation", "process"]
 

@@ -12,18 +12,14 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "agent"))
-from conftest import Paddock, child_env, parse_json_result, runtime_dir  # noqa: E402
-import pdproto  # noqa: E402
+from pdtest import UID_BASE, Paddock, child_env, parse_json_result, pdproto, procs_with, runtime_dir
 
-UID_BASE = 1000000000
 ISO = ["--isolation", "process"]
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the process tier's tests run as root")
@@ -319,18 +315,6 @@ a.send(b"ok")
 print(b.recv(2).decode(), os.path.exists("sock"), os.path.exists("sock2"))
 """)
     assert r.stdout.split() == ["EPERM", "EPERM", "ok", "False", "False"], (r.stdout, r.stderr)
-
-
-def procs_with(marker):
-    out = []
-    for f in glob.glob("/proc/[0-9]*/cmdline"):
-        try:
-            with open(f, "rb") as fh:
-                if marker.encode() in fh.read():
-                    out.append(f)
-        except OSError:
-            pass
-    return out
 
 
 def test_double_forked_daemon_dies_at_teardown(pd):

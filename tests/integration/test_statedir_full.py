@@ -6,7 +6,7 @@ import os
 import subprocess
 import tempfile
 
-from conftest import PADDOCK_BIN, child_env, instance_of, runtime_dir
+from pdtest import PADDOCK_BIN, child_env, instance_of, runtime_dir
 
 
 def test_full_state_dir_disk():

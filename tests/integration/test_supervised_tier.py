@@ -8,6 +8,7 @@ per-sandbox path/address policy and writes every decision to the audit log.
 import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -16,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import child_env, parse_json_result, runtime_dir
+from pdtest import child_env, parse_json_result, runtime_dir
 
 SUP = ["--isolation", "supervised"]
 
@@ -144,22 +145,40 @@ def test_audit_records_resolved_open_and_exec(paddock):
 
 # --- policy -------------------------------------------------------------------
 
-def test_deny_rule(paddock):
-    policy = {"paths": [{"glob": "/home/user/private/**", "access": "deny"},
+@pytest.fixture
+def hostdir():
+    """A host directory for -v (world-readable files), removed after; root
+    owns it, so the tests mount it :ro (a root-owned rw volume is refused)."""
+    d = tempfile.mkdtemp(prefix="pd-sv-vol-", dir="/tmp")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_deny_rule(paddock, hostdir):
+    # A glob rule ("private/*": no mount can express it) is the supervisor's:
+    # EACCES on the path and through a symlink. (The sandbox cannot put a
+    # file under a deny rule itself any more: creating, renaming and linking
+    # there are refused too; the file comes from a volume.)
+    os.mkdir(os.path.join(hostdir, "private"))
+    for name, text in (("private/x", "s\n"), ("public", "pub\n")):
+        with open(os.path.join(hostdir, name), "w") as f:
+            f.write(text)
+        os.chmod(os.path.join(hostdir, name), 0o644)
+    policy = {"paths": [{"glob": "/srv/private/*", "access": "deny"},
                         {"glob": "/etc/*.conf", "access": "ro"}]}
     r, j = run_sup(paddock, textwrap.dedent("""\
-        mkdir -p ~/private; echo pub > ~/public; echo s > ~/x.tmp; mv ~/x.tmp ~/private/x
-        cat ~/private/x 2>&1 | grep -o 'Permission denied'
-        ln -s private/x ~/sneaky; cat ~/sneaky 2>&1 | grep -o 'Permission denied'
-        cat ~/public
+        cat /srv/private/x 2>&1 | grep -o 'Permission denied'
+        ln -s /srv/private/x ~/sneaky; cat ~/sneaky 2>&1 | grep -o 'Permission denied'
+        cat /srv/public
         sudo sh -c 'echo >> /etc/host.conf' 2>&1 | grep -o 'Permission denied'
         head -c0 /etc/host.conf && echo ro-read-ok
-        """), policy=policy)
+        """), "-v", "%s:/srv:ro" % hostdir, policy=policy)
     assert r.stdout.split("\n")[:5] == ["Permission denied", "Permission denied", "pub",
                                         "Permission denied", "ro-read-ok"], (r.stdout, r.stderr)
     recs = audit_lines(paddock, j["sandbox"])
     denies = [a for a in recs if a["event"] == "supervisor.deny"]
-    assert {a.get("path") for a in denies} >= {"/home/user/private/x", "/etc/host.conf"}, denies
+    assert {a.get("path") for a in denies} >= {"/srv/private/x", "/etc/host.conf"}, denies
     assert all(a["errno"] == 13 for a in denies)
 
 
@@ -172,20 +191,24 @@ def test_bad_policy_refused(paddock, no_leak):
     assert "must be absolute" in r.stderr, r.stderr
 
 
-def test_symlink_race_never_yields_denied_content(paddock):
+def test_symlink_race_never_yields_denied_content(paddock, hostdir):
     # One thread swaps a symlink between a harmless file and a denied one
     # (and /etc/shadow); another opens it in a loop as `user`.
-    policy = {"paths": [{"glob": "/tmp/secret", "access": "deny"}]}
+    # (a glob, so that the supervisor decides: a literal path would be
+    # covered by a mount, which hides the content from any race anyway)
+    with open(os.path.join(hostdir, "secret"), "w") as f:
+        f.write("SECRET\n")
+    os.chmod(os.path.join(hostdir, "secret"), 0o644)
+    policy = {"paths": [{"glob": "/srv/secre?", "access": "deny"}]}
     code = """
         import os, threading
         open("/tmp/harmless", "w").write("harmless\\n")
-        open("/tmp/s.tmp", "w").write("SECRET\\n"); os.rename("/tmp/s.tmp", "/tmp/secret")
         stop = False
         def swap():
             i = 0
             while not stop:
                 i += 1
-                tgt = ("/tmp/secret", "/etc/shadow", "/tmp/harmless")[i % 3]
+                tgt = ("/srv/secret", "/etc/shadow", "/tmp/harmless")[i % 3]
                 os.symlink(tgt, "/tmp/l.new"); os.rename("/tmp/l.new", "/tmp/link")
         os.symlink("/tmp/harmless", "/tmp/link")
         t = threading.Thread(target=swap); t.start()
@@ -204,7 +227,7 @@ def test_symlink_race_never_yields_denied_content(paddock):
         stop = True; t.join()
         print(ok, bad, denied)
     """
-    r, _ = run_sup(paddock, code, policy=policy, lang="python", timeout=120)
+    r, _ = run_sup(paddock, code, "-v", "%s:/srv:ro" % hostdir, policy=policy, lang="python", timeout=120)
     assert r.returncode == 0, r.stderr
     ok, bad, denied = map(int, r.stdout.split())
     assert bad == 0 and ok > 0 and denied > 0, r.stdout

@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from conftest import Paddock, child_env, parse_json_result
+from pdtest import Paddock, child_env, parse_json_result
 
 GUEST_DIR = os.environ.get("PADDOCK_GUEST_DIR", "/var/cache/paddock/guest")
 VM = ["--isolation", "microvm"]

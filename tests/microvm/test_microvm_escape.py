@@ -22,7 +22,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "security", "escape"))
-from conftest import PADDOCK_AGENT, PADDOCK_BIN, REPO, child_env, leftovers, runtime_dir  # noqa: E402
+from pdtest import PADDOCK_AGENT, PADDOCK_BIN, REPO, child_env, leftovers, runtime_dir  # noqa: E402
 import runner  # noqa: E402
 
 GUEST_DIR = os.environ.get("PADDOCK_GUEST_DIR", "/var/cache/paddock/guest")

@@ -3,14 +3,16 @@ guest's memory (QEMU exits) and resume brings back its processes, their
 output offsets and its files, also after a server restart; fork makes
 independent copies of a running guest's memory."""
 import glob
+import json
 import os
-import sys
+import shutil
+import subprocess
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
-from test_server_core import RUNTIME, Server, finish, tmproot  # noqa: E402,F401
+from pdtest import instance_of
+from pdtest.server import Server, tmproot  # noqa: F401 (fixture)
 
 GUEST_DIR = os.environ.get("PADDOCK_GUEST_DIR", "/var/cache/paddock/guest")
 if not glob.glob(os.path.join(GUEST_DIR, "boot", "vmlinuz-*")) or not os.path.exists(
@@ -23,13 +25,16 @@ if not glob.glob(os.path.join(GUEST_DIR, "boot", "vmlinuz-*")) or not os.path.ex
 def srv(tmproot):
     s = Server(os.path.join(tmproot, "microvm"), "--pool", "0").start()
     yield s
-    finish(s)
+    s.finish()
 
 
 def create(srv):
-    st, j = srv.json("POST", "/api/v1/sandboxes", {"isolation": "microvm", "memory_mb": 256})
-    assert st == 201, (st, j)
-    return j["id"]
+    # the module's first create builds the boot assets and boots the
+    # template under TCG: minutes on a loaded 2-CPU host
+    st, _h, data = srv.request("POST", "/api/v1/sandboxes", {"isolation": "microvm", "memory_mb": 256},
+                               timeout=600)
+    assert st == 201, (st, data)
+    return json.loads(data)["id"]
 
 
 def sh(srv, sid, cmd):
@@ -40,13 +45,11 @@ def sh(srv, sid, cmd):
 
 
 def qemu_pid(srv, sid):
-    for base in (RUNTIME, "/run/paddock", "/dev/shm/paddock"):
-        for rec in glob.glob(os.path.join(base, "*", "sandboxes", sid, "record")):
-            with open(rec) as f:
-                for line in f:
-                    if line.startswith("agent_pid="):
-                        return int(line.split("=")[1])
-    return 0
+    """The sandbox's QEMU (its record's agent_pid in microvm); 0 if none."""
+    try:
+        return srv.agent_pid(sid)
+    except (AssertionError, OSError):
+        return 0
 
 
 def alive(pid):
@@ -123,4 +126,100 @@ def test_agent_survives_kill_all(srv):
             break
         assert time.monotonic() < deadline, (st, j)
         time.sleep(0.2)
+    assert srv.delete(sid) == 204
+
+
+def qemu_memcg(state, sid, name):
+    """A file of the memory cgroup QEMU runs in (cgroup v1 or v2), or None."""
+    inst = instance_of(state)
+    for d in ("/sys/fs/cgroup/memory/paddock-%s/%s/agent" % (inst, sid),
+              "/sys/fs/cgroup/paddock-%s/%s/agent" % (inst, sid)):
+        if os.path.exists(os.path.join(d, name)):
+            with open(os.path.join(d, name)) as f:
+                return f.read()
+    return None
+
+
+def qemu_memcg_usage(state, sid):
+    v = qemu_memcg(state, sid, "memory.usage_in_bytes") or qemu_memcg(state, sid, "memory.current")
+    return int(v)
+
+
+def qemu_memcg_shmem(state, sid):
+    return dict(l.split() for l in qemu_memcg(state, sid, "memory.stat").splitlines()).get("shmem")
+
+
+@pytest.fixture
+def tmpfs_srv(srv, tmproot):
+    """A server whose whole state dir is on a tmpfs the test mounts (as under
+    /tmp on a fresh Debian 13, where /tmp is a tmpfs): a file written there
+    is memory that cannot be reclaimed. Its boot assets (kernel, initramfs,
+    root image: caches named by their content hash) are copied from the
+    module's server, built once; the template is booted anew on the tmpfs."""
+    vm = os.path.join(srv.state, "vm")
+    assets = [p for pat in ("vmlinux-*", "initrd-*.cpio", "rootfs-*.erofs") for p in glob.glob(os.path.join(vm, pat))]
+    if len(assets) < 3:     # this test alone: let the module's server build them
+        assert srv.delete(create(srv)) == 204
+        assets = [p for pat in ("vmlinux-*", "initrd-*.cpio", "rootfs-*.erofs")
+                  for p in glob.glob(os.path.join(vm, pat))]
+    mnt = os.path.join(tmproot, "tmpfs")
+    os.makedirs(mnt)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3g,mode=0755", "paddock-test", mnt], check=True)
+    s = None
+    try:
+        state = os.path.join(mnt, "state")
+        os.makedirs(os.path.join(state, "vm"), mode=0o700)
+        for a in assets:
+            shutil.copy2(a, os.path.join(state, "vm"))
+        s = Server(state, "--pool", "0").start()
+        yield s
+    finally:
+        try:
+            if s is not None:
+                s.finish()
+        finally:
+            if subprocess.run(["umount", mnt]).returncode != 0:
+                subprocess.run(["umount", "-l", mnt])
+            os.rmdir(mnt)
+
+
+def test_pause_to_disk_on_tmpfs(tmpfs_srv):
+    """The guest fills most of its memory (a process holding 80 MiB, 60 MiB
+    of files in its writable layer), is paused to disk and resumed: the
+    template's RAM file and the saved state, both on the tmpfs, are never
+    charged to QEMU's cgroup (whose limit is the guest's memory + 384 MiB),
+    so neither the save nor the resume is OOM-killed."""
+    srv = tmpfs_srv
+    sid = create(srv)       # the template boots first (TCG)
+    # the template's RAM file (256 MiB, most of it touched by the boot) is
+    # not this sandbox's memory, although its QEMU wrote it
+    assert int(qemu_memcg_shmem(srv.state, sid)) < 32 << 20, qemu_memcg(srv.state, sid, "memory.stat")
+    sh(srv, sid, "head -c 60M /dev/urandom > /root/big && echo kept > /root/f")
+    st, j = srv.json("POST", "/api/v1/sandboxes/%s/processes" % sid,
+                     {"cmd": "python3 -c 'import os, time; b = os.urandom(80 << 20); "
+                             "open(\"/root/ready\", \"w\").close(); time.sleep(1e6)'", "user": "root"})
+    assert st in (200, 201), (st, j)
+    pid_in_guest = j["pid"]
+    # python holds its 80 MiB once /root/ready exists
+    sh(srv, sid, "timeout 120 sh -c 'until [ -e /root/ready ]; do sleep 0.1; done'")
+    q = qemu_pid(srv, sid)
+    st, j = srv.json("POST", "/api/v1/sandboxes/%s/pause" % sid, {"mode": "disk"})
+    assert st == 200, (st, j)
+    deadline = time.monotonic() + 10
+    while alive(q) and time.monotonic() < deadline:     # QEMU is reaped by the server's process
+        time.sleep(0.05)
+    assert not alive(q), "QEMU still runs"
+    saved = os.path.join(srv.state, "vm", "paused", sid, "state")
+    assert os.path.getsize(saved) > 140 << 20
+    # QEMU is gone and its cgroup holds nothing of the save
+    assert qemu_memcg_usage(srv.state, sid) < 32 << 20, qemu_memcg(srv.state, sid, "memory.stat")
+    st, j = srv.json("POST", "/api/v1/sandboxes/%s/resume" % sid)
+    assert st == 200, (st, j)
+    assert sh(srv, sid, "cat /root/f; wc -c < /root/big") == "kept\n62914560\n"
+    st, j = srv.json("GET", "/api/v1/sandboxes/%s/processes" % sid)
+    assert st == 200, (st, j)
+    procs = j.get("processes", j)
+    mine = [p for p in procs if p["pid"] == pid_in_guest]
+    assert mine and mine[0].get("exit_code") is None, mine or procs
+    assert not os.path.exists(os.path.dirname(saved))
     assert srv.delete(sid) == 204

@@ -21,7 +21,7 @@ paddock reaches it in one of two ways (FakeNet(..., uplink=)):
   "slirp4netns"  (pdt-host-<pid>-<n>), stands in for the host: address
                  HOST_ADDR/24 on a veth to the fake internet (GATEWAY there),
                  its default route through it. paddock itself runs in it
-                 (conftest.NETNS, `nsenter --net`), so the uplink process's
+                 (pdtest.NETNS, `nsenter --net`), so the uplink process's
                  sockets are that namespace's: no test traffic leaves the
                  machine.
 
@@ -287,14 +287,14 @@ class hosted:
         self.fn = fn
 
     def __enter__(self):
-        import conftest
+        import pdtest
         if self.fn.host:
-            conftest.NETNS[:] = [self.fn.host_path]
+            pdtest.NETNS[:] = [self.fn.host_path]
         return self.fn
 
     def __exit__(self, *exc):
-        import conftest
-        conftest.NETNS.clear()
+        import pdtest
+        pdtest.NETNS.clear()
 
 
 @pytest.fixture(scope="module", params=uplinks())
@@ -386,8 +386,8 @@ def host_canaries(fakenet, tmp_path_factory):
 
 
 def net_dir(p):
-    """The router's files of a Paddock (tests/conftest.py) state dir."""
-    from conftest import runtime_dir
+    """The router's files of a Paddock (tests/pdtest/cli.py) state dir."""
+    from pdtest import runtime_dir
     return os.path.join(runtime_dir(p.state), "net")
 
 

@@ -31,7 +31,7 @@ def test_allowed_name_resolves_and_is_pinned(sb):
                and a["rule"] == "allow:allowed.test" for a in audit)
     assert any(a["event"] == "net.pin" and a["decision"] == "allow" and a["addr"] == WEB["a"]
                and a["ttl"] == 300 for a in audit)
-    # the shape of the server's own audit lines (src/server/audit.c):
+    # the shape of the server's own audit lines (src/server/core/audit_log.c):
     # ts in RFC 3339 UTC with milliseconds, sandbox, key, event first
     for a in audit:
         assert list(a)[:4] == ["ts", "sandbox", "key", "event"], a

@@ -16,9 +16,8 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _fakenet import DNS, LAN, METADATA, WEB, FakeNet, fakenet  # noqa: E402,F401
-from conftest import PADDOCK_BIN, Paddock, child_env, runtime_dir  # noqa: E402
+from pdtest import PADDOCK_BIN, Paddock, child_env, runtime_dir  # noqa: E402
 
 NETD = os.environ.get("PADDOCK_NETD") or os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-netd")
 
@@ -254,8 +253,7 @@ def test_live_domain_policy_change_through_the_server(tmp_path):
     """PUT /sandboxes/{id}/network with domain rules: new DNS answers and new
     connections follow at once; an address pinned for a name the new policy
     drops is closed, one it keeps stays open."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "server"))
-    from test_server_core import Server, finish  # noqa: E402
+    from pdtest.server import Server
 
     code = ("import socket,json,sys\nout=[]\n"
             "for a in sys.argv[1:]:\n"
@@ -291,7 +289,7 @@ def test_live_domain_policy_change_through_the_server(tmp_path):
         assert s.delete(sid) == 204
     finally:
         if s:
-            finish(s)
+            s.finish()
         fakenet.stop()
 
 

@@ -18,10 +18,9 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _fakenet import (BULK_PORT, DNS, LAN, METADATA, WEB, FakeNet, fakenet, host_canaries, host_canary,  # noqa: E402,F401
                       net_dir, router_files)
-from conftest import PADDOCK_BIN, Paddock, child_env  # noqa: E402
+from pdtest import PADDOCK_BIN, Paddock, child_env  # noqa: E402
 
 NETD = os.environ.get("PADDOCK_NETD") or os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-netd")
 
@@ -87,7 +86,7 @@ def probe(p, fn, net_args, targets, *extra, timeout=90):
 def uplink_far_end(p):
     """The uplink netns's end of the router's transit /30: the instance's
     default transit (src/net/router.c, pd_router_default_transit) + 1."""
-    from conftest import instance_of
+    from pdtest import instance_of
     n = 1 + int(instance_of(p.state), 16) % 16383
     return "10.200.%d.%d" % ((n * 4) >> 8, ((n * 4) & 0xff) + 1)
 

@@ -14,12 +14,10 @@ import threading
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from _fakenet import DNS, LAN, METADATA, WEB, FakeNet, host_canary, net_dir, router_files  # noqa: E402,F401
-from conftest import Paddock  # noqa: E402
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "server"))
+from pdtest import Paddock  # noqa: E402
+from pdtest.server import Server, tmproot  # noqa: E402,F401 (fixture)
 from test_egress import PROBE, env, ok  # noqa: E402
-from test_server_core import Server, finish, tmproot  # noqa: E402,F401 (fixture)
 from test_server_network import net_files, reach  # noqa: E402
 
 VM = ["--isolation", "microvm", "--memory", "256M"]
@@ -227,7 +225,7 @@ def test_server_live_policy_audit_and_kill9(tmproot, fakenet_srv):
         assert reach(s, sid, WEB[:2]) == {WEB[0]: False, WEB[1]: True}
         s.stop(signal.SIGKILL)
     finally:
-        finish(s)                                    # paddock gc after the server is gone
+        s.finish()                                    # paddock gc after the server is gone
     assert net_files(s.state) == []
     qemus = subprocess.run(["pgrep", "-f", "qemu-system-x86_64.*" + s.state], capture_output=True,
                            text=True).stdout.split()

@@ -24,8 +24,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
-from conftest import PADDOCK_BIN, Paddock  # noqa: E402
+from pdtest import PADDOCK_BIN, Paddock  # noqa: E402
 
 NETD = os.environ.get("PADDOCK_NETD") or os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-netd")
 UPLINK = os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-uplink")

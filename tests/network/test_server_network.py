@@ -13,9 +13,9 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "server"))
 from _fakenet import WEB, FakeNet  # noqa: E402
-from test_server_core import Server, finish, rundir, tmproot  # noqa: E402,F401 (fixture)
+from pdtest import runtime_dir  # noqa: E402
+from pdtest.server import Server, run_paddock, runtime_root, tmproot  # noqa: E402,F401 (fixture)
 
 PROBE = ("import socket,json,sys\nout={}\nfor a in sys.argv[1:]:\n"
          "    try:\n        socket.create_connection((a,8080),timeout=1.5).close(); out[a]='ok'\n"
@@ -37,7 +37,7 @@ def reach(srv, sid, addrs):
 
 
 def net_files(state):
-    d = os.path.join(rundir(state), "net")
+    d = os.path.join(runtime_dir(state, runtime_root()), "net")
     if not os.path.isdir(d):
         return []
     out = [n for n in os.listdir(d) if n in ("router", "netd.pid", "netd.sock", "config")]
@@ -91,7 +91,7 @@ def test_create_with_a_policy_and_change_it_live(tmproot, fakenet):
         assert s.delete(sid) == 204 and s.delete(plain["id"]) == 204
         assert [f for f in net_files(s.state) if "/" in f] == [], net_files(s.state)
     finally:
-        finish(s)
+        s.finish()
     assert net_files(s.state) == []
 
 
@@ -121,7 +121,7 @@ def test_e2b_fields_map_onto_the_policy(tmproot, fakenet):
         for x in (sid, sid2, sid3, sid4):
             assert s.delete(x) == 204
     finally:
-        finish(s)
+        s.finish()
     # no setting: E2B's own default, the internet, whatever the uplink (one
     # that cannot reach anything says so in the sandbox's network info)
     t = Server(os.path.join(tmproot, "e2bdefault"), "--pool", "0", "--net-uplink", "none").start()
@@ -135,7 +135,7 @@ def test_e2b_fields_map_onto_the_policy(tmproot, fakenet):
         assert info["allowInternetAccess"] is True, info
         assert [n for n in info["notes"] if n.startswith("network: ") and "--net-uplink none" in n], info
     finally:
-        finish(t)
+        t.finish()
     # --e2b-network none caps E2B sandboxes: no network, and a create that
     # asks for one is refused (not quietly given less)
     u = Server(os.path.join(tmproot, "e2bcap"), "--pool", "0", "--e2b-network", "none", "--net-uplink",
@@ -154,21 +154,19 @@ def test_e2b_fields_map_onto_the_policy(tmproot, fakenet):
         sb = u.create({"network": {"mode": "open"}})
         assert reach(u, sb["id"], WEB[:1]) == {WEB[0]: True}
     finally:
-        finish(u)
+        u.finish()
 
 
 def test_create_cli_network_flags(tmproot, fakenet):
     """`paddock create --net/--allow/--deny` as `paddock run` takes them; a
     bad rule is refused before any request; a network that reaches nothing
     is created and says why in one line."""
-    from test_server_core import PADDOCK, env as srv_env
     s = Server(os.path.join(tmproot, "netcli"), "--pool", "0", "--net-uplink", fakenet.uplink,
                "--net-resolver", fakenet.resolver).start()
 
     def create(srv, *args):
-        e = dict(srv_env(), PADDOCK_URL="http://127.0.0.1:%d" % srv.port, PADDOCK_API_KEY=srv.key)
-        return subprocess.run([PADDOCK, "create"] + list(args), capture_output=True, text=True, timeout=120,
-                              env=e, stdin=subprocess.DEVNULL)
+        return run_paddock("create", *args, timeout=120,
+                           env={"PADDOCK_URL": "http://127.0.0.1:%d" % srv.port, "PADDOCK_API_KEY": srv.key})
     try:
         r = create(s, "--net", "policy", "--allow", WEB[0], "--deny", WEB[1])
         assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
@@ -187,7 +185,7 @@ def test_create_cli_network_flags(tmproot, fakenet):
             assert r.returncode == 2 and word in r.stderr and not r.stdout, (args, r.stderr)
         assert ids() == before, "a refused create made a sandbox"
     finally:
-        finish(s)
+        s.finish()
     t = Server(os.path.join(tmproot, "netcli-none"), "--pool", "0", "--net-uplink", "none").start()
     try:
         r = create(t, "--net", "open")
@@ -195,7 +193,7 @@ def test_create_cli_network_flags(tmproot, fakenet):
         warn = [l for l in r.stderr.splitlines() if l.strip()]
         assert len(warn) == 1 and warn[0].startswith("paddock: warning: network:") and "none" in warn[0], warn
     finally:
-        finish(t)
+        t.finish()
 
 
 def test_kill9_of_the_server_leaves_nothing_behind(tmproot, fakenet):
@@ -209,7 +207,7 @@ def test_kill9_of_the_server_leaves_nothing_behind(tmproot, fakenet):
         assert reach(s, sid, WEB[:1]) == {WEB[0]: True}
         s.stop(signal.SIGKILL)
     finally:
-        finish(s)                                    # paddock gc after the server is gone
+        s.finish()                                    # paddock gc after the server is gone
     assert net_files(s.state) == []
     deadline = time.monotonic() + 20
     while any(l.startswith("pdu") for l in fakenet.links()):
@@ -357,7 +355,7 @@ def test_kernel_drops_are_audited(tmproot, fakenet):
         assert net["dropped_packets"] >= 3500, net
         assert s.delete(pol) == 204 and s.delete(opn) == 204
     finally:
-        finish(s)
+        s.finish()
     assert net_files(s.state) == []
 
 
@@ -410,5 +408,5 @@ def test_fork_and_snapshot_with_a_network(tmproot, fakenet):
             assert s.delete(x) == 204
         assert [f for f in net_files(s.state) if "/" in f] == [], net_files(s.state)
     finally:
-        finish(s)
+        s.finish()
     assert net_files(s.state) == []

@@ -28,11 +28,10 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
 from _fakenet import (BULK_PORT, DNS, GATEWAY, HOST_ADDR, HOST_ADDR6, ULA6, WEB, WEB6, FakeNet, hosted,  # noqa: E402,F401
                       host_canaries, net_dir, router_files)
-import conftest  # noqa: E402
-from conftest import PADDOCK_BIN, Paddock, child_env  # noqa: E402
+import pdtest  # noqa: E402
+from pdtest import PADDOCK_BIN, Paddock, child_env  # noqa: E402
 
 NETD = os.environ.get("PADDOCK_NETD") or os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-netd")
 UPLINK = os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-uplink")
@@ -410,12 +409,12 @@ def private_files(fn, files, tmp):
                               stdout=subprocess.PIPE, text=True)
     try:
         assert helper.stdout.readline().strip() == "ready"
-        conftest.NETNS[:] = []
-        conftest.WRAP[:] = ["nsenter", "--mount=/proc/%d/ns/mnt" % helper.pid, "--net=" + fn.host_path]
+        pdtest.NETNS[:] = []
+        pdtest.WRAP[:] = ["nsenter", "--mount=/proc/%d/ns/mnt" % helper.pid, "--net=" + fn.host_path]
         yield
     finally:
-        conftest.WRAP[:] = []
-        conftest.NETNS[:] = [fn.host_path]
+        pdtest.WRAP[:] = []
+        pdtest.NETNS[:] = [fn.host_path]
         helper.kill()
         helper.wait()
 
@@ -528,7 +527,7 @@ def test_uplink_that_cannot_start_still_creates_and_says_why(state_root, fn):
 
 
 def test_doctor_says_what_the_network_can_do(fn):
-    r = subprocess.run(conftest.netns_prefix() + [PADDOCK_BIN, "doctor"], capture_output=True, text=True,
+    r = subprocess.run(pdtest.netns_prefix() + [PADDOCK_BIN, "doctor"], capture_output=True, text=True,
                        timeout=120, env=child_env(env()))
     assert r.returncode == 0, r.stderr
     lines = {l.split()[0]: l for l in r.stdout.splitlines() if l.startswith("  ") and l.split()}
@@ -537,7 +536,7 @@ def test_doctor_says_what_the_network_can_do(fn):
     for k in ("namespaces", "cgroups", "seccomp", "landlock", "kvm", "runsc", "resolvers", "ipv6", "process",
               "container", "supervised", "microvm", "gvisor", "none"):
         assert k in lines, (k, r.stdout)
-    r = subprocess.run(conftest.netns_prefix() + [PADDOCK_BIN, "doctor"], capture_output=True, text=True,
+    r = subprocess.run(pdtest.netns_prefix() + [PADDOCK_BIN, "doctor"], capture_output=True, text=True,
                        timeout=120, env=child_env(env({"PADDOCK_PASTA": "", "PADDOCK_SLIRP4NETNS": ""})))
     lines = {l.split()[0]: l for l in r.stdout.splitlines() if l.startswith("  ") and l.split()}
     assert "no egress" in lines["open"] and "neither slirp4netns" in lines["open"], r.stdout
@@ -619,7 +618,7 @@ def test_gc_removes_the_uplink(state_root, fn):
         wait_for(lambda: pid not in live_pids() or open("/proc/%d/stat" % pid).read().split()[2] == "Z",
                  "uplink process %d outlived gc" % pid)
     with open("/proc/self/mountinfo") as f:
-        assert conftest.instance_of(p.state) not in f.read(), "a pin of the uplink is left"
+        assert pdtest.instance_of(p.state) not in f.read(), "a pin of the uplink is left"
     owners = [open(os.path.join("/run/paddock/uids", n)).read() for n in os.listdir("/run/paddock/uids")]
     assert not [o for o in owners if o.startswith(p.instance + "/")], "the uplink's uid range is left"
     # (zombies wait for init to reap them: they hold nothing)
@@ -704,5 +703,5 @@ def test_ipv6_egress_when_the_host_has_it(state_root, fn, tmp_path):
         canary.kill()
         out = canary.communicate()[0]
         f6.stop()
-        conftest.NETNS[:] = [fn.host_path]
+        pdtest.NETNS[:] = [fn.host_path]
     assert "HIT" not in out, "the host's IPv6 address was reached"

@@ -6,7 +6,7 @@ import os
 import subprocess
 import tempfile
 
-from conftest import PADDOCK_BIN
+from pdtest import PADDOCK_BIN
 
 OCI = os.path.abspath(os.environ.get("PADDOCK_OCI")
                       or os.path.join(os.path.dirname(PADDOCK_BIN), "paddock-oci"))
@@ -90,6 +90,12 @@ def make_bundle(parent, args, name="bundle", rootfs=None, edit=None):
     with open(os.path.join(b, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
     return b
+
+
+def mounts_under(path):
+    """Mount points (this mount namespace) under path."""
+    with open("/proc/self/mountinfo") as f:
+        return [line.split()[4] for line in f if line.split()[4].startswith(path)]
 
 
 def cgroup_dirs(cgpath):

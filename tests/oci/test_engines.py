@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from oci_helpers import OCI, make_rootfs
+from oci_helpers import OCI, make_rootfs, mounts_under
 
 TIMEOUT = 120
 IMAGE = "localhost/pd-oci-busybox:latest"
@@ -23,11 +23,6 @@ IMAGE = "localhost/pd-oci-busybox:latest"
 def containers_in(root):
     """Container state dirs in a runtime root (its seccomp cache aside)."""
     return [x for x in os.listdir(root) if x != ".seccomp-cache"] if os.path.isdir(root) else []
-
-
-def mounts_under(path):
-    with open("/proc/self/mountinfo") as f:
-        return [l.split()[4] for l in f if l.split()[4].startswith(path)]
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from oci_helpers import OCI, Runtime, cgroup_dirs, make_bundle, rootfs  # noqa: F401 (fixture)
+from oci_helpers import OCI, Runtime, cgroup_dirs, make_bundle, mounts_under, rootfs  # noqa: F401 (fixture)
+from pdtest import pid_alive
 
 GUEST_DIR = os.environ.get("PADDOCK_GUEST_DIR", "/var/cache/paddock/guest")
 VM_TIMEOUT = 240        # a cold boot under TCG on a busy host, the root image made once
@@ -34,14 +35,6 @@ class VmRuntime(Runtime):
     def __call__(self, *args, timeout=VM_TIMEOUT, **kw):
         kw.setdefault("env", self.env)
         return super().__call__(*args, timeout=timeout, **kw)
-
-
-def pid_alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
 
 
 @pytest.fixture
@@ -228,8 +221,3 @@ def test_podman_run_with_the_annotation(state_root):
         left = containers_in(pm.oci_root)
         shutil.rmtree(d, ignore_errors=True)
     assert not left
-
-
-def mounts_under(path):
-    with open("/proc/self/mountinfo") as f:
-        return [line.split()[4] for line in f if line.split()[4].startswith(path)]

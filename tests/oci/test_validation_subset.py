@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from conftest import PADDOCK_BIN
+from pdtest import PADDOCK_BIN
 
 OCI = os.path.abspath(os.environ.get("PADDOCK_OCI")
                       or os.path.join(os.path.dirname(PADDOCK_BIN), "paddock-oci"))

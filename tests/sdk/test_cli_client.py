@@ -14,17 +14,13 @@ import time
 
 import pytest
 
-from _server import PADDOCK, Server
+from pdtest import PADDOCK_BIN as PADDOCK
+from pdtest.server import server_fixture
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="paddock serve's container tier needs root")
 
 
-@pytest.fixture(scope="module")
-def server():
-    s = Server()
-    yield s
-    gc = s.stop()
-    assert gc.returncode == 0, gc.stderr
+server = server_fixture("--pool", "1", prefix="pd-sdk-")
 
 
 def pd(server, *args, input=None, key=True, env=None, timeout=60, text=True):

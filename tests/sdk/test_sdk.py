@@ -7,26 +7,24 @@ build/src/agent/paddock-agent)."""
 import hashlib
 import io
 import os
+import sys
 import threading
 import time
 
 import pytest
 
-from _server import Server  # also puts sdk/python on sys.path
+from pdtest import REPO
+from pdtest.server import server_fixture
 
-import paddock
-from paddock import (AuthenticationError, CommandExitException, ConnectionError, InvalidArgumentError,
+sys.path.insert(0, os.path.join(REPO, "sdk", "python"))
+import paddock  # noqa: E402
+from paddock import (AuthenticationError, CommandExitException, ConnectionError, InvalidArgumentError,  # noqa: E402
                      NoSpaceError, NotFoundError, PaddockError, Sandbox, SandboxError, TimeoutError)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="paddock serve's container tier needs root")
 
 
-@pytest.fixture(scope="module")
-def server():
-    s = Server()
-    yield s
-    gc = s.stop()
-    assert gc.returncode == 0, gc.stderr
+server = server_fixture("--pool", "1", prefix="pd-sdk-")
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from conftest import UID_BASE, child_env
+from pdtest import UID_BASE, child_env
 
 # x86_64 syscall numbers
 SYS = dict(ioctl=16, mount=165, ptrace=101, keyctl=250, bpf=321, io_uring_setup=425, unshare=272)
@@ -360,9 +360,11 @@ def test_user_cannot_write_usr(paddock):
 def test_rm_rf_root_does_not_touch_host(paddock):
     before = paddock.leftovers()
     canary_dir = tempfile.mkdtemp(prefix="pd-canary-")
+    os.chmod(canary_dir, 0o755)     # root-owned: inside, only its bits for others apply
     canary = os.path.join(canary_dir, "canary")
     with open(canary, "w") as f:
         f.write("still here\n")
+    os.chmod(canary, 0o644)
     try:
         r = paddock.run(["-u", "root", "-v", "%s:/canary:ro" % canary_dir, "--timeout", "150", "--",
                          "bash", "-c", "rm -rf --no-preserve-root / 2>/dev/null; echo rm=$?; "

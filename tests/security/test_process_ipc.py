@@ -27,7 +27,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "escape"))
-from conftest import Paddock, child_env  # noqa: E402
+from pdtest import Paddock, child_env  # noqa: E402
 import hostipc  # noqa: E402
 
 ISO = ["--isolation", "process"]

@@ -9,29 +9,22 @@ whole-line comments); it refuses anything else rather than misread it.
 
 Checks:
   - the spec is well formed: OpenAPI 3.0.3, every $ref resolves;
-  - its paths+methods are exactly the native routes of src/server/routes_*.c;
+  - its paths+methods are exactly the native routes of src/server/api/routes_*.c;
   - on a running `paddock serve`, every path+method answers something other
     than 404 "no such route" or 405, and the public ones need no key;
   - a created sandbox has exactly the Sandbox schema's required properties,
     and other answers (process, exec, entry, metrics, error) fit theirs.
 """
-import http.client
 import json
 import os
 import re
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
-import time
 
 import pytest
 
+from pdtest.server import server_fixture
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPEC = os.path.join(REPO, "docs", "openapi.yaml")
-PADDOCK = os.path.abspath(os.environ.get("PADDOCK_BIN") or os.path.join(REPO, "build/src/paddock"))
-AGENT = os.path.abspath(os.environ.get("PADDOCK_AGENT") or os.path.join(REPO, "build/src/agent/paddock-agent"))
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 FAKE_ID = "a" * 20
 
@@ -244,7 +237,7 @@ def server_routes():
     out = set()
     for name in ("routes_sandboxes.c", "routes_procs.c", "routes_files.c", "routes_snapshots.c",
                  "routes_network.c"):
-        with open(os.path.join(REPO, "src", "server", name)) as f:
+        with open(os.path.join(REPO, "src", "server", "api", name)) as f:
             for m in re.finditer(r'\{\s*"([A-Z]+)",\s*"(/[^"]*)"', f.read()):
                 out.add((m.group(1).lower(), m.group(2)))
     return out
@@ -254,99 +247,13 @@ def test_spec_lists_exactly_the_native_routes(spec):
     routes = server_routes()
     assert len(routes) > 20
     documented = {(method, path) for path, method, _ in operations(spec)}
-    assert documented - routes == set(), "in the spec, not in src/server/routes_*.c"
-    assert routes - documented == set(), "in src/server/routes_*.c, not in the spec"
+    assert documented - routes == set(), "in the spec, not in src/server/api/routes_*.c"
+    assert routes - documented == set(), "in src/server/api/routes_*.c, not in the spec"
 
 
 # ---- against a running server ----
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def child_env(tmp):
-    e = dict(os.environ)
-    e["PADDOCK_AGENT"] = AGENT
-    e["PADDOCK_RUNTIME_DIR"] = os.path.join(tmp, "run")
-    e.pop("PADDOCK_STATE_DIR", None)
-    return e
-
-
-class Server:
-    def __init__(self, tmp):
-        self.tmp = tmp
-        self.state = os.path.join(tmp, "state")
-        self.port = free_port()
-        self.log = open(os.path.join(tmp, "serve.log"), "ab")
-        self.proc = subprocess.Popen([PADDOCK, "serve", "--listen", "127.0.0.1:%d" % self.port, "--state-dir",
-                                      self.state, "--pool", "0"], env=child_env(tmp), stdin=subprocess.DEVNULL,
-                                     stdout=self.log, stderr=self.log)
-        self.key = None
-        deadline = time.monotonic() + 20
-        while True:
-            assert self.proc.poll() is None, "paddock serve exited with %s" % self.proc.returncode
-            try:
-                if self.request("GET", "/api/v1/health", key=None)[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "paddock serve did not answer /api/v1/health within 20 s"
-            time.sleep(0.1)
-        with open(os.path.join(self.state, "api-key")) as f:
-            self.key = f.read().strip()
-
-    def request(self, method, path, body=None, key="default", timeout=60):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        headers = {}
-        key = self.key if key == "default" else key
-        if key:
-            headers["Authorization"] = "Bearer " + key
-        if isinstance(body, (dict, list)):
-            body = json.dumps(body)
-            headers["Content-Type"] = "application/json"
-        if isinstance(body, str):
-            body = body.encode()
-        try:
-            conn.request(method, path, body=body, headers=headers)
-            r = conn.getresponse()
-            return r.status, r.read()
-        finally:
-            conn.close()
-
-    def json(self, method, path, body=None, expect=None):
-        st, data = self.request(method, path, body)
-        if expect is not None:
-            assert st == expect, "%s %s: %d %s" % (method, path, st, data[:500])
-        return json.loads(data) if data.strip() else None
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-
-
-@pytest.fixture(scope="module")
-def srv():
-    if not (os.access(PADDOCK, os.X_OK) and os.access(AGENT, os.X_OK)):
-        pytest.skip("build first: %s, %s" % (PADDOCK, AGENT))
-    tmp = tempfile.mkdtemp(prefix="pd-oa-", dir="/tmp")
-    s = Server(tmp)
-    try:
-        yield s
-    finally:
-        s.stop()
-        r = subprocess.run([PADDOCK, "gc", "--state-dir", s.state], env=child_env(tmp), capture_output=True,
-                           text=True, timeout=120, stdin=subprocess.DEVNULL)
-        if not os.environ.get("PADDOCK_TEST_KEEP"):
-            shutil.rmtree(tmp, ignore_errors=True)
-        assert r.returncode == 0, "paddock gc: %s %s" % (r.stdout, r.stderr)
+srv = server_fixture("--pool", "0", prefix="pd-oa-")
 
 
 def concrete(spec, path, item, op):
@@ -363,7 +270,7 @@ def test_every_documented_route_exists(spec, srv):
         url = concrete(spec, path, spec["paths"][path], op)
         body = "{}" if method in ("post", "put") else None
         public = op.get("security") == []
-        st, data = srv.request(method.upper(), url, body, key=None if public else "default")
+        st, _h, data = srv.request(method.upper(), url, body, key=None if public else "default")
         what = "%s %s -> %d %s" % (method.upper(), url, st, data[:200])
         assert st != 405, what
         if st == 404:
@@ -377,9 +284,9 @@ def test_every_documented_route_exists(spec, srv):
 
 
 def test_unknown_routes_are_told_apart(srv):
-    st, data = srv.request("GET", "/api/v1/no-such-thing")
+    st, _h, data = srv.request("GET", "/api/v1/no-such-thing")
     assert st == 404 and "no such route" in json.loads(data)["error"]["message"]
-    st, _ = srv.request("PATCH", "/api/v1/sandboxes")
+    st, _h, _ = srv.request("PATCH", "/api/v1/sandboxes")
     assert st == 405
 
 
@@ -396,27 +303,27 @@ def check_object(spec, schema_name, obj, exact_required=False):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="paddock serve's container tier needs root")
 def test_created_sandbox_matches_schema(spec, srv):
-    sb = srv.json("POST", "/api/v1/sandboxes", {}, expect=201)
+    sb = srv.json("POST", "/api/v1/sandboxes", {}, expect=201)[1]
     try:
         check_object(spec, "Sandbox", sb, exact_required=True)
         sid = sb["id"]
-        check_object(spec, "Sandbox", srv.json("GET", "/api/v1/sandboxes/" + sid, expect=200), exact_required=True)
-        check_object(spec, "SandboxMetrics", srv.json("GET", "/api/v1/sandboxes/%s/metrics" % sid, expect=200),
+        check_object(spec, "Sandbox", srv.json("GET", "/api/v1/sandboxes/" + sid, expect=200)[1], exact_required=True)
+        check_object(spec, "SandboxMetrics", srv.json("GET", "/api/v1/sandboxes/%s/metrics" % sid, expect=200)[1],
                      exact_required=True)
-        res = srv.json("POST", "/api/v1/sandboxes/%s/exec" % sid, {"cmd": ["true"]}, expect=200)
+        res = srv.json("POST", "/api/v1/sandboxes/%s/exec" % sid, {"cmd": ["true"]}, expect=200)[1]
         check_object(spec, "ExecResult", res, exact_required=True)
-        proc = srv.json("GET", "/api/v1/sandboxes/%s/processes/%d" % (sid, res["pid"]), expect=200)
+        proc = srv.json("GET", "/api/v1/sandboxes/%s/processes/%d" % (sid, res["pid"]), expect=200)[1]
         check_object(spec, "Process", proc)
         assert proc["state"] == "exited" and proc["reason"] == "exit"
-        entry = srv.json("GET", "/api/v1/sandboxes/%s/files/stat?path=/tmp" % sid, expect=200)
+        entry = srv.json("GET", "/api/v1/sandboxes/%s/files/stat?path=/tmp" % sid, expect=200)[1]
         check_object(spec, "Entry", entry, exact_required=True)
-        st, data = srv.request("GET", "/api/v1/sandboxes/%s/processes/999999" % sid)
+        st, _h, data = srv.request("GET", "/api/v1/sandboxes/%s/processes/999999" % sid)
         assert st == 404
         err = json.loads(data)
         check_object(spec, "Error", err, exact_required=True)
         enum = spec["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["code"]["enum"]
         assert err["error"]["code"] in enum
-        paused = srv.json("POST", "/api/v1/sandboxes/%s/pause" % sid, expect=200)
+        paused = srv.json("POST", "/api/v1/sandboxes/%s/pause" % sid, expect=200)[1]
         check_object(spec, "Sandbox", paused)
         assert paused["expires_at"] is None and isinstance(paused["timeout_remaining_ms"], int)
     finally:

@@ -13,223 +13,29 @@ import glob
 import http.client
 import json
 import os
-import shutil
 import signal
 import socket
-import subprocess
-import tempfile
 import threading
 import time
 import urllib.parse
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PADDOCK = os.path.abspath(os.environ.get("PADDOCK_BIN") or os.path.join(REPO, "build/src/paddock"))
-AGENT = os.path.abspath(os.environ.get("PADDOCK_AGENT") or os.path.join(REPO, "build/src/agent/paddock-agent"))
-
-# Runtime files of live sandboxes (agent socket, record) go under
-# $PADDOCK_RUNTIME_DIR/<instance>; ours is private to this module.
-RUNTIME = tempfile.mkdtemp(prefix="pd-srv-run-", dir="/tmp")
+from pdtest import free_port, instance_of, pid_alive, wait_until
+from pdtest.server import Server, run_paddock, tmproot  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="paddock serve's container tier needs root")
 
 
-def instance_of(state_dir):
-    """The instance id paddock derives from a state dir (src/lib/state.c)."""
-    h = 0xcbf29ce484222325
-    for b in os.path.realpath(state_dir).encode():
-        h ^= b
-        h = (h * 0x100000001b3) & 0xffffffffffffffff
-    return "%08x" % ((h ^ (h >> 32)) & 0xffffffff)
-
-
-def env():
-    e = dict(os.environ)
-    e["PADDOCK_AGENT"] = AGENT
-    e["PADDOCK_RUNTIME_DIR"] = RUNTIME
-    e.pop("PADDOCK_STATE_DIR", None)
-    return e
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def pid_alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().split(") ")[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
-def rundir(state_dir):
-    return os.path.join(RUNTIME, instance_of(state_dir))
-
-
-def agent_pid(state_dir, sid):
-    with open(os.path.join(rundir(state_dir), "sandboxes", sid, "record")) as f:
-        for line in f:
-            k, _, v = line.strip().partition("=")
-            if k == "agent_pid":
-                return int(v)
-    raise AssertionError("no agent_pid in the record of %s" % sid)
-
-
-def leftovers(state_dir):
-    out = {}
-    sb = os.path.join(rundir(state_dir), "sandboxes")
-    if os.path.isdir(sb) and os.listdir(sb):
-        out["sandboxes"] = sorted(os.listdir(sb))
-    cgs = []
-    for parent in glob.glob("/sys/fs/cgroup/*/paddock-%s" % instance_of(state_dir)):
-        cgs += [os.path.join(parent, d) for d in os.listdir(parent) if os.path.isdir(os.path.join(parent, d))]
-    if cgs:
-        out["cgroups"] = sorted(cgs)
-    return out
-
-
-def paddock(*args, timeout=60):
-    return subprocess.run([PADDOCK] + list(args), capture_output=True, text=True, timeout=timeout, env=env(),
-                          stdin=subprocess.DEVNULL)
-
-
-class Server:
-    """One `paddock serve` on a state dir and a free 127.0.0.1 port."""
-
-    def __init__(self, state_dir, *extra):
-        self.state = state_dir
-        self.port = free_port()
-        self.extra = list(extra)
-        self.proc = None
-        self.key = None
-
-    def start(self):
-        self.log = open(os.path.join(os.path.dirname(self.state), os.path.basename(self.state) + ".log"), "ab")
-        self.proc = subprocess.Popen([PADDOCK, "serve", "--listen", "127.0.0.1:%d" % self.port, "--state-dir",
-                                      self.state] + self.extra, env=env(), stdin=subprocess.DEVNULL,
-                                     stdout=self.log, stderr=self.log)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, "paddock serve exited with %s" % self.proc.returncode
-            try:
-                st, _, body = self.request("GET", "/api/v1/health", key=None)
-                if st == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.1)
-        else:
-            raise AssertionError("paddock serve did not answer /api/v1/health within 20 s")
-        with open(os.path.join(self.state, "api-key")) as f:
-            self.key = f.read().strip()
-        return self
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(timeout=30)
-        rc = self.proc.returncode if self.proc else None
-        self.proc = None
-        return rc
-
-    def request(self, method, path, body=None, key="default", headers=None, timeout=60):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        h = dict(headers or {})
-        if key == "default":
-            key = self.key
-        if key:
-            h["Authorization"] = "Bearer " + key
-        if isinstance(body, (dict, list)):
-            body = json.dumps(body)
-        if isinstance(body, str):
-            body = body.encode()
-        try:
-            conn.request(method, path, body=body, headers=h)
-            r = conn.getresponse()
-            data = r.read()
-            return r.status, dict(r.getheaders()), data
-        finally:
-            conn.close()
-
-    def json(self, method, path, body=None, key="default", expect=None):
-        st, _, data = self.request(method, path, body, key)
-        if expect is not None:
-            assert st == expect, "%s %s: %d %s" % (method, path, st, data[:500])
-        return st, (json.loads(data) if data.strip() else None)
-
-    def create(self, body=None, key="default"):
-        return self.json("POST", "/api/v1/sandboxes", body if body is not None else {}, key, expect=201)[1]
-
-    def delete(self, sid, key="default"):
-        st, _, data = self.request("DELETE", "/api/v1/sandboxes/" + sid, key=key)
-        return st
-
-
-def kill_stuck_clones(state_dir):
-    """Children of our server stuck between clone and exec (see the xfail
-    in test_concurrent_creates) still show the server's command line and
-    hold inherited fds, host-wide locks included: end them by pid."""
-    needle = ("--state-dir\0%s\0" % state_dir).encode()
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == os.getpid():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % d, "rb") as f:
-                if needle in f.read():
-                    os.kill(int(d), signal.SIGKILL)
-        except OSError:
-            pass
-
-
-def finish(srv):
-    """SIGTERM the server, then `paddock gc` must leave nothing behind."""
-    srv.stop()
-    kill_stuck_clones(srv.state)
-    r = paddock("gc", "--state-dir", srv.state)
-    assert r.returncode == 0, r.stderr
-    assert leftovers(srv.state) == {}
-    for parent in glob.glob("/sys/fs/cgroup/*/paddock-%s" % instance_of(srv.state)):
-        try:
-            os.rmdir(parent)
-        except OSError:
-            pass
-
-
-@pytest.fixture(scope="module")
-def tmproot():
-    d = tempfile.mkdtemp(prefix="pd-srv-", dir="/tmp")
-    yield d
-    if not os.environ.get("PADDOCK_TEST_KEEP"):   # keep the servers' logs for a post-mortem
-        shutil.rmtree(d, ignore_errors=True)
-        shutil.rmtree(RUNTIME, ignore_errors=True)
-
-
 @pytest.fixture(scope="module")
 def srv(tmproot):
-    assert os.access(PADDOCK, os.X_OK), "build first: %s" % PADDOCK
     s = Server(os.path.join(tmproot, "main"), "--pool", "1").start()
     yield s
-    finish(s)
+    s.finish()
 
 
 def wait_gone(srv, sid, limit=30):
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        st, _, _ = srv.request("GET", "/api/v1/sandboxes/" + sid)
-        if st == 404:
-            return True
-        time.sleep(0.2)
-    return False
-
-
-def audit_events(srv, sid, key="default"):
-    st, _, data = srv.request("GET", "/api/v1/sandboxes/%s/audit" % sid, key=key)
-    assert st == 200, data
-    return [json.loads(l) for l in data.decode().splitlines() if l.strip()]
+    return wait_until(lambda: srv.request("GET", "/api/v1/sandboxes/" + sid)[0] == 404, limit, 0.2)
 
 
 # ---- auth and routing ----
@@ -266,16 +72,16 @@ def test_create_get_list_delete(srv):
     assert sb["state"] == "running" and sb["template"] == "base" and sb["isolation"] == "container"
     assert sb["env"] == {"FOO": "bar"} and sb["metadata"] == {"who": "test-cgld"}
     assert sb["timeout"] == 300 and sb["expires_at"] and sb["created_at"].endswith("Z")
-    assert pid_alive(agent_pid(srv.state, sid))
+    assert pid_alive(srv.agent_pid(sid))
     _, got = srv.json("GET", "/api/v1/sandboxes/" + sid, expect=200)
     assert got["id"] == sid and got["metadata"] == {"who": "test-cgld"}
     _, lst = srv.json("GET", "/api/v1/sandboxes", expect=200)
     assert sid in [s["id"] for s in lst["sandboxes"]]
-    pid = agent_pid(srv.state, sid)
+    pid = srv.agent_pid(sid)
     assert srv.delete(sid) == 204
     assert srv.request("GET", "/api/v1/sandboxes/" + sid)[0] == 404
     assert srv.delete(sid) == 404
-    assert not os.path.exists(os.path.join(rundir(srv.state), "sandboxes", sid))
+    assert not os.path.exists(os.path.join(srv.rundir, "sandboxes", sid))
     assert not pid_alive(pid)
 
 
@@ -434,7 +240,7 @@ def test_bad_id_is_404(srv, sid):
 
 
 def test_other_keys_sandbox_is_404(srv):
-    r = paddock("key", "create", "--name", "second", "--state-dir", srv.state)
+    r = run_paddock("key", "create", "--name", "second", "--state-dir", srv.state)
     assert r.returncode == 0, r.stderr
     key2 = r.stdout.strip()
     assert key2.startswith("pdk_") and "\n" not in key2
@@ -449,9 +255,9 @@ def test_other_keys_sandbox_is_404(srv):
         st, _, _ = srv.request("POST", "/api/v1/sandboxes/%s/timeout" % sid, body={"timeout": 5}, key=key2)
         assert st == 404
         # revoked keys are refused at once
-        kid = [l.split()[0] for l in paddock("key", "list", "--state-dir", srv.state).stdout.splitlines()
+        kid = [l.split()[0] for l in run_paddock("key", "list", "--state-dir", srv.state).stdout.splitlines()
                if " second " in l][0]
-        assert paddock("key", "revoke", kid, "--state-dir", srv.state).returncode == 0
+        assert run_paddock("key", "revoke", kid, "--state-dir", srv.state).returncode == 0
         assert srv.request("GET", "/api/v1/sandboxes", key=key2)[0] == 401
     finally:
         assert srv.delete(sid) == 204
@@ -462,13 +268,13 @@ def test_other_keys_sandbox_is_404(srv):
 def test_timeout_reaps_sandbox(srv):
     sb = srv.create({"timeout": 600})
     sid = sb["id"]
-    pid = agent_pid(srv.state, sid)
+    pid = srv.agent_pid(sid)
     st, got = srv.json("POST", "/api/v1/sandboxes/%s/timeout" % sid, {"timeout": 1}, expect=200)
     assert got["timeout"] == 1
     assert srv.request("POST", "/api/v1/sandboxes/%s/timeout" % sid, body={"timeout": "1"})[0] in (400, 404)
     assert wait_gone(srv, sid, 30), "sandbox not reaped within 30 s of its timeout"
     assert not pid_alive(pid)
-    events = [e["event"] for e in audit_events(srv, sid)]
+    events = [e["event"] for e in srv.audit_events(sid)]
     assert events[0] == "sandbox.create" and events[-1] == "sandbox.timeout"
 
 
@@ -527,7 +333,7 @@ def test_audit_lines(srv):
     srv.json("POST", "/api/v1/sandboxes/%s/pause" % sid, expect=200)
     srv.json("POST", "/api/v1/sandboxes/%s/resume" % sid, expect=200)
     assert srv.delete(sid) == 204
-    events = audit_events(srv, sid)   # the log outlives the sandbox
+    events = srv.audit_events(sid)   # the log outlives the sandbox
     assert [e["event"] for e in events] == ["sandbox.create", "sandbox.pause", "sandbox.resume", "sandbox.delete"]
     for e in events:
         assert e["sandbox"] == sid and e["key"] and e["ts"].endswith("Z") and "T" in e["ts"]
@@ -628,8 +434,7 @@ def test_concurrent_creates(srv):
 
 
 def test_second_server_on_same_state_dir_refused(srv):
-    r = subprocess.run([PADDOCK, "serve", "--listen", "127.0.0.1:%d" % free_port(), "--state-dir", srv.state],
-                       capture_output=True, text=True, timeout=30, env=env(), stdin=subprocess.DEVNULL)
+    r = run_paddock("serve", "--listen", "127.0.0.1:%d" % free_port(), "--state-dir", srv.state, timeout=30)
     assert r.returncode != 0 and "another paddock serve" in r.stderr, r.stderr
 
 
@@ -641,7 +446,7 @@ def test_kill9_restart_adopts(tmproot):
         a = s.create({"timeout": 600, "metadata": {"k": "a"}})
         b = s.create({"timeout": 900})
         s.json("POST", "/api/v1/sandboxes/%s/pause" % b["id"], expect=200)
-        pids = {x["id"]: agent_pid(s.state, x["id"]) for x in (a, b)}
+        pids = {x["id"]: s.agent_pid(x["id"]) for x in (a, b)}
         s.stop(signal.SIGKILL)
         for p in pids.values():
             assert pid_alive(p), "a sandbox died with the server"
@@ -668,14 +473,14 @@ def test_kill9_restart_adopts(tmproot):
         for p in pids.values():
             assert not pid_alive(p)
     finally:
-        finish(s)
+        s.finish()
 
 
 def test_kill9_lost_sandbox_marked_failed(tmproot):
     s = Server(os.path.join(tmproot, "lost"), "--pool", "0").start()
     try:
         sid = s.create()["id"]
-        pid = agent_pid(s.state, sid)
+        pid = s.agent_pid(sid)
         s.stop(signal.SIGKILL)
         os.kill(pid, signal.SIGKILL)        # the sandbox dies while no server runs
         deadline = time.monotonic() + 10
@@ -684,19 +489,19 @@ def test_kill9_lost_sandbox_marked_failed(tmproot):
         s.start()
         _, sb = s.json("GET", "/api/v1/sandboxes/" + sid, expect=200)
         assert sb["state"] == "failed" and sb["notes"]
-        assert not os.path.exists(os.path.join(rundir(s.state), "sandboxes", sid))
+        assert not os.path.exists(os.path.join(s.rundir, "sandboxes", sid))
         assert s.delete(sid) == 204
-        events = [e["event"] for e in audit_events(s, sid)]
+        events = [e["event"] for e in s.audit_events(sid)]
         assert events == ["sandbox.create", "sandbox.failed", "sandbox.delete"]
     finally:
-        finish(s)
+        s.finish()
 
 
 def test_sigterm_keeps_sandboxes_destroy_on_exit_does_not(tmproot):
     s = Server(os.path.join(tmproot, "term"), "--pool", "0").start()
     try:
         sid = s.create()["id"]
-        pid = agent_pid(s.state, sid)
+        pid = s.agent_pid(sid)
         assert s.stop() == 0
         assert pid_alive(pid)
         s.extra.append("--destroy-on-exit")
@@ -704,9 +509,9 @@ def test_sigterm_keeps_sandboxes_destroy_on_exit_does_not(tmproot):
         assert s.json("GET", "/api/v1/sandboxes/" + sid, expect=200)[1]["state"] == "running"
         assert s.stop() == 0
         assert not pid_alive(pid)
-        assert leftovers(s.state) == {}
+        assert s.leftovers() == {}
     finally:
-        finish(s)
+        s.finish()
 
 
 def test_corrupt_database_is_not_reset(tmproot):
@@ -715,8 +520,7 @@ def test_corrupt_database_is_not_reset(tmproot):
     garbage = b"this is not an sqlite database\x00" * 200
     with open(os.path.join(d, "paddock.db"), "wb") as f:
         f.write(garbage)
-    r = subprocess.run([PADDOCK, "serve", "--listen", "127.0.0.1:%d" % free_port(), "--state-dir", d],
-                       capture_output=True, text=True, timeout=30, env=env(), stdin=subprocess.DEVNULL)
+    r = run_paddock("serve", "--listen", "127.0.0.1:%d" % free_port(), "--state-dir", d, timeout=30)
     assert r.returncode != 0
     assert "state database" in r.stderr and "paddock.db" in r.stderr and "not resetting" in r.stderr, r.stderr
     with open(os.path.join(d, "paddock.db"), "rb") as f:
@@ -726,12 +530,12 @@ def test_corrupt_database_is_not_reset(tmproot):
 
 def test_key_cli(tmproot):
     d = os.path.join(tmproot, "keys")
-    r = paddock("key", "create", "--state-dir", d)
+    r = run_paddock("key", "create", "--state-dir", d)
     assert r.returncode == 0 and r.stdout.strip().startswith("pdk_") and len(r.stdout.strip().splitlines()) == 1
-    r = paddock("key", "list", "--state-dir", d)
+    r = run_paddock("key", "list", "--state-dir", d)
     assert r.returncode == 0 and "default" in r.stdout
-    assert paddock("key", "revoke", "nosuchkey", "--state-dir", d).returncode != 0
-    assert paddock("key", "bogus", "--state-dir", d).returncode != 0
+    assert run_paddock("key", "revoke", "nosuchkey", "--state-dir", d).returncode != 0
+    assert run_paddock("key", "bogus", "--state-dir", d).returncode != 0
 
 
 def test_template_add_cli(tmproot):
@@ -740,11 +544,11 @@ def test_template_add_cli(tmproot):
     os.makedirs(os.path.join(src, "etc"))
     with open(os.path.join(src, "etc", "hello"), "w") as f:
         f.write("hi\n")
-    assert paddock("template", "add", "../x", src, "--state-dir", d).returncode != 0
-    assert paddock("template", "add", "mini", "/", "--state-dir", d).returncode != 0
-    r = paddock("template", "add", "mini", src, "--state-dir", d)
+    assert run_paddock("template", "add", "../x", src, "--state-dir", d).returncode != 0
+    assert run_paddock("template", "add", "mini", "/", "--state-dir", d).returncode != 0
+    r = run_paddock("template", "add", "mini", src, "--state-dir", d)
     assert r.returncode == 0, r.stderr
     assert os.path.isfile(os.path.join(d, "templates", "mini", "rootfs", "etc", "hello"))
-    assert paddock("template", "add", "mini", src, "--state-dir", d).returncode != 0
-    r = paddock("template", "list", "--state-dir", d)
+    assert run_paddock("template", "add", "mini", src, "--state-dir", d).returncode != 0
+    r = run_paddock("template", "list", "--state-dir", d)
     assert "base" in r.stdout and "mini" in r.stdout

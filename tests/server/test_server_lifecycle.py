@@ -3,39 +3,26 @@ runs, two servers side by side, and kill -9 of the server while a command
 streams output, resumed from the client's offset without a lost byte."""
 import hashlib
 import http.client
-import json
 import os
 import signal
-import time
 
-import pytest
-
-from test_server_core import Server, agent_pid, audit_events, finish, leftovers, pid_alive, tmproot  # noqa: F401 (fixture)
-
-
-def wait_until(pred, limit=30, step=0.1):
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:   # no event to wait on from outside the server
-        v = pred()
-        if v:
-            return v
-        time.sleep(step)
-    return None
+from pdtest import pid_alive, wait_until
+from pdtest.server import Server, tmproot  # noqa: F401 (fixture)
 
 
 def test_agent_killed_marks_failed_and_cleans_up(tmproot):
     s = Server(os.path.join(tmproot, "agentdies"), "--pool", "0").start()
     try:
         sid = s.create()["id"]
-        pid = agent_pid(s.state, sid)
+        pid = s.agent_pid(sid)
         os.kill(pid, signal.SIGKILL)
         got = wait_until(lambda: s.json("GET", "/api/v1/sandboxes/" + sid)[1]["state"] == "failed")
         assert got, "the sandbox was not reported failed within 30 s"
         _, body = s.json("GET", "/api/v1/sandboxes/" + sid, expect=200)
         assert any("agent died" in n for n in body.get("notes", [])), body
-        assert any(e["event"] == "sandbox.failed" for e in audit_events(s, sid))
+        assert any(e["event"] == "sandbox.failed" for e in s.audit_events(sid))
         # cleaned up at once: no sandbox dir, no cgroup, no uid range left
-        assert wait_until(lambda: leftovers(s.state) == {}, limit=10), leftovers(s.state)
+        assert wait_until(lambda: s.leftovers() == {}, limit=10), s.leftovers()
         # asking it to run something is a clear error, not a hang
         st, body = s.json("POST", "/api/v1/sandboxes/%s/exec" % sid, {"cmd": "true"})
         assert st == 409 and "failed" in body["error"]["message"], (st, body)
@@ -43,7 +30,7 @@ def test_agent_killed_marks_failed_and_cleans_up(tmproot):
         assert st == 409 and "failed" in body["error"]["message"], (st, body)
         assert s.delete(sid) == 204
     finally:
-        finish(s)
+        s.finish()
 
 
 def test_two_servers_side_by_side(tmproot):
@@ -62,14 +49,14 @@ def test_two_servers_side_by_side(tmproot):
         ub = b.json("POST", "/api/v1/sandboxes/%s/exec" % sb, {"cmd": "cat /proc/self/uid_map"})[1]["stdout"].split()
         assert ua[1] != ub[1]
         # stopping one with --destroy-on-exit semantics off leaves the other alone
-        pb = agent_pid(b.state, sb)
-        finish(a)
+        pb = b.agent_pid(sb)
+        a.finish()
         assert pid_alive(pb)
         assert b.json("POST", "/api/v1/sandboxes/%s/exec" % sb, {"cmd": "echo alive"})[1]["stdout"] == "alive\n"
     finally:
         if a.proc:
-            finish(a)
-        finish(b)
+            a.finish()
+        b.finish()
 
 
 def read_some(port, key, sid, pid, offset, limit):
@@ -109,4 +96,4 @@ def test_kill9_during_stream_resumes_without_loss(tmproot):
         assert hashlib.sha256(whole).hexdigest() == hashlib.sha256(expect).hexdigest(), (len(whole), len(expect))
         assert s.delete(sid) == 204
     finally:
-        finish(s)
+        s.finish()

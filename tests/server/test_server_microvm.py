@@ -16,7 +16,8 @@ import urllib.parse
 
 import pytest
 
-from test_server_core import Server, audit_events, finish, instance_of, pid_alive, rundir, tmproot  # noqa: F401
+from pdtest import instance_of, pid_alive, wait_until
+from pdtest.server import Server, tmproot  # noqa: F401 (fixture)
 
 GUEST_DIR = os.environ.get("PADDOCK_GUEST_DIR", "/var/cache/paddock/guest")
 SLOW = 240      # the first create builds the guest's assets and boots the template once
@@ -54,31 +55,32 @@ def create(srv, **body):
 
 
 def qemu_pid(srv, sid):
-    with open(os.path.join(rundir(srv.state), "sandboxes", sid, "record")) as f:
-        for line in f:
-            k, _, v = line.strip().partition("=")
-            if k == "agent_pid":
-                return int(v)
-    return 0
+    """The sandbox's QEMU (its record's agent_pid in microvm); 0 if the
+    record names none."""
+    try:
+        return srv.agent_pid(sid)
+    except AssertionError:
+        return 0
 
 
 def wait_for(pred, limit=60, step=0.2):
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:   # the pool filler is not observable as an event from here
-        v = pred()
-        if v:
-            return v
-        time.sleep(step)
-    return None
+    return wait_until(pred, limit, step)    # the pool filler is not observable as an event from here
+
+
+CONSOLE_MAX = 65536     # the console log's cap for this module's server (the default is 1 MiB)
 
 
 @pytest.fixture(scope="module")
 def srv(tmproot):
-    s = Server(os.path.join(tmproot, "microvm"), "--pool", "0").start()
+    os.environ["PADDOCK_VM_CONSOLE_MAX"] = str(CONSOLE_MAX)
+    try:
+        s = Server(os.path.join(tmproot, "microvm"), "--pool", "0").start()
+    finally:
+        del os.environ["PADDOCK_VM_CONSOLE_MAX"]
     try:
         yield s
     finally:
-        finish(s)
+        s.finish()
         # the saved guests of deleted sandboxes go with them
         assert glob.glob(os.path.join(s.state, "vm", "paused", "*")) == []
 
@@ -103,6 +105,28 @@ def test_create_reports_tier_accel_and_pause_mode(srv, vm):
     # the guest runs its own kernel, the one of the guest package
     guest = {os.path.basename(k)[len("vmlinuz-"):] for k in glob.glob(os.path.join(GUEST_DIR, "boot", "vmlinuz-*"))}
     assert sh(srv, vm["id"], "uname -r").strip() in guest
+
+
+def test_console_log_is_capped(srv, vm):
+    """Root in the guest floods its serial console (the guest's kernel and
+    anything with /dev/console write there): the host's console.log, on the
+    runtime dir's tmpfs, stays under its cap and says it was truncated."""
+    log = os.path.join(srv.rundir, "sandboxes", vm["id"], "vm", "console.log")
+    assert os.path.exists(log)
+    sh(srv, vm["id"], "head -c 400000 /dev/zero | tr '\\0' x > /dev/console; "
+                      "echo done > /dev/console; echo done > /dev/console", user="root")
+    biggest = [0]
+
+    def drained():
+        # QEMU may still be writing what the guest's tty buffered
+        biggest[0] = max(biggest[0], os.path.getsize(log))
+        with open(log, errors="replace") as f:
+            return "done" in f.read()[-4096:]
+    wait_for(drained, limit=60)
+    assert biggest[0] <= 2 * CONSOLE_MAX, biggest[0]
+    with open(log, errors="replace") as f:
+        text = f.read()
+    assert "[paddock: console log over %d bytes, truncated" % CONSOLE_MAX in text, text[:300]
 
 
 def test_exec_exit_code_and_env(srv, vm):
@@ -265,7 +289,7 @@ def test_fork_copies_memory_and_files(srv):
     kids = [x["id"] for x in j["sandboxes"]]
     assert len(set(kids)) == 2 and src not in kids
     assert all(x["isolation"] == "microvm" and x["timeout"] == 600 for x in j["sandboxes"])
-    assert "tier" in [e.get("how") for e in audit_events(srv, src) if e["event"] == "sandbox.fork"]
+    assert "tier" in [e.get("how") for e in srv.audit_events(src) if e["event"] == "sandbox.fork"]
     for i, k in enumerate(kids):
         assert sh(srv, k, "cat /home/user/f") == "base\n"
         # the copied process goes on counting in the copy
@@ -343,7 +367,7 @@ def test_create_with_a_network_gets_a_configured_nic(srv):
         assert 400 <= st < 500 and b"with a network" in data, (path, st, data)
     assert jreq(srv, "GET", sid)["state"] == "running"
     assert sh(srv, sid, "echo alive") == "alive\n"
-    net = os.path.join(rundir(srv.state), "net")
+    net = os.path.join(srv.rundir, "net")
     assert os.path.exists(os.path.join(net, "sb", sid))
     assert srv.delete(sid) == 204
     assert not os.path.exists(os.path.join(net, "sb", sid))
@@ -363,14 +387,14 @@ def test_warm_pool_serves_microvm(srv):
     assert wait_for(ready, limit=180), "no microvm clone became ready in the pool"
     second = jreq(srv, "GET", create(srv))
     assert second["isolation"] == "microvm"
-    pooled = [e.get("pooled") for e in audit_events(srv, second["id"]) if e["event"] == "sandbox.create"]
+    pooled = [e.get("pooled") for e in srv.audit_events(second["id"]) if e["event"] == "sandbox.create"]
     assert pooled == [True], pooled
     # the pool's warm-up command ran, and is not listed as the user's
     assert jreq(srv, "GET", second["id"] + "/processes")["processes"] == []
     assert sh(srv, second["id"], "echo warm") == "warm\n"
     assert [p["cmd"] for p in jreq(srv, "GET", second["id"] + "/processes")["processes"]] == \
         [["/bin/bash", "-l", "-c", "echo warm"]]
-    first_pooled = [e.get("pooled") for e in audit_events(srv, first) if e["event"] == "sandbox.create"]
+    first_pooled = [e.get("pooled") for e in srv.audit_events(first) if e["event"] == "sandbox.create"]
     assert first_pooled == [False]
     for x in (first, second["id"]):
         assert srv.delete(x) == 204
@@ -381,7 +405,7 @@ def qmp_status(srv, sid):
     import socket
     s = socket.socket(socket.AF_UNIX)
     s.settimeout(30)
-    s.connect(os.path.join(rundir(srv.state), "sandboxes", sid, "vm", "qmp.sock"))
+    s.connect(os.path.join(srv.rundir, "sandboxes", sid, "vm", "qmp.sock"))
     f = s.makefile("rwb")
     try:
         json.loads(f.readline())                    # greeting
@@ -449,7 +473,7 @@ def test_auto_pause_goes_to_disk(srv):
     assert wait_for(lambda: jreq(srv, "GET", sid)["state"] == "paused", limit=60), "not paused at its deadline"
     j = jreq(srv, "GET", sid)
     assert j["paused_to"] == "disk" and j["timeout_remaining_ms"] == 3000
-    assert "sandbox.auto_pause" in [e["event"] for e in audit_events(srv, sid)]
+    assert "sandbox.auto_pause" in [e["event"] for e in srv.audit_events(sid)]
     jreq(srv, "POST", sid + "/resume")
     assert sh(srv, sid, "cat /home/user/a") == "auto\n"
     assert srv.delete(sid) == 204
@@ -457,13 +481,8 @@ def test_auto_pause_goes_to_disk(srv):
 
 def test_cli_pause_to_disk_and_memory(srv):
     """`paddock pause --disk|--memory ID` against the server (docs/cli.md)."""
-    import subprocess
-    from test_server_core import PADDOCK, env
-
     def cli(*args):
-        e = dict(env(), PADDOCK_URL="http://127.0.0.1:%d" % srv.port, PADDOCK_API_KEY=srv.key)
-        return subprocess.run([PADDOCK] + list(args), capture_output=True, text=True, env=e, timeout=SLOW,
-                              stdin=subprocess.DEVNULL)
+        return srv.cli(*args, remote=True, timeout=SLOW)
     sid = create(srv, timeout=600)
     r = cli("pause", "--disk", "--memory", sid)
     assert r.returncode == 2 and "exclude" in r.stderr, r
@@ -517,7 +536,7 @@ def simulate_reboot(srv, sid):
     """What a host reboot takes from a sandbox paused to disk (its QEMU is
     already gone): the runtime dir (tmpfs), its cgroups, its uid range slot;
     the server then sees another boot id. The state dir stays."""
-    shutil.rmtree(os.path.join(rundir(srv.state), "sandboxes", sid))
+    shutil.rmtree(os.path.join(srv.rundir, "sandboxes", sid))
     for cg in glob.glob("/sys/fs/cgroup/*/paddock-%s/%s" % (instance_of(srv.state), sid)):
         for d, _subs, _files in os.walk(cg, topdown=False):
             os.rmdir(d)
@@ -569,19 +588,19 @@ def test_paused_to_disk_resumes_after_a_host_reboot(tmproot):
         for x in (sid, keep):
             assert s.delete(x) == 204
     finally:
-        finish(s)
+        s.finish()
 
 
 def test_fork_beyond_the_limits_builds_nothing(tmproot):
     s = Server(os.path.join(tmproot, "forklimit"), "--pool", "0", "--max-per-key", "2").start()
     try:
         src = create(s)
-        before = sorted(os.listdir(os.path.join(rundir(s.state), "sandboxes")))
+        before = sorted(os.listdir(os.path.join(s.rundir, "sandboxes")))
         st, _h, data = req(s, "POST", src + "/fork", {"count": 2})
         assert st == 429 and b"room for 1" in data, (st, data)
-        assert sorted(os.listdir(os.path.join(rundir(s.state), "sandboxes"))) == before
+        assert sorted(os.listdir(os.path.join(s.rundir, "sandboxes"))) == before
         assert [x["id"] for x in json.loads(s.request("GET", "/api/v1/sandboxes")[2])["sandboxes"]] == [src]
         j = jreq(s, "POST", src + "/fork", {"count": 1}, expect=201)
         assert len(j["sandboxes"]) == 1
     finally:
-        finish(s)
+        s.finish()

@@ -5,115 +5,22 @@ header, relayed through the agent's tunnel (nothing published on the host).
     sudo /usr/bin/python3 -m pytest -q tests/server/test_server_ports.py
 
 Standard library only. Needs root (sandboxes), build/src/paddock and the
-agent (PADDOCK_BIN / PADDOCK_AGENT as in tests/conftest.py).
+agent (PADDOCK_BIN / PADDOCK_AGENT as in tests/pdtest/env.py).
 """
-import http.client
-import json
 import os
-import shutil
-import signal
 import socket
-import subprocess
-import tempfile
 import time
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PADDOCK_BIN = os.path.abspath(os.environ.get("PADDOCK_BIN") or os.path.join(REPO, "build/src/paddock"))
-PADDOCK_AGENT = os.path.abspath(os.environ.get("PADDOCK_AGENT")
-                                or os.path.join(REPO, "build/src/agent/paddock-agent"))
-TIMEOUT = 60
+from pdtest.server import server_fixture
+
 DOMAIN = "test.local"
+SERVER_ARGS = ("--pool", "0", "--domain", DOMAIN)
 
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
-def _env():
-    env = dict(os.environ)
-    env["PADDOCK_AGENT"] = PADDOCK_AGENT
-    env.pop("PADDOCK_STATE_DIR", None)
-    return env
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-class Server:
-    def __init__(self):
-        self.state = tempfile.mkdtemp(prefix="pd-srv-ports-", dir="/tmp")
-        self.port = _free_port()
-        self.log = open(os.path.join(self.state, "serve.log"), "wb")
-        self.proc = subprocess.Popen(
-            [PADDOCK_BIN, "serve", "--listen", "127.0.0.1:%d" % self.port, "--state-dir", self.state,
-             "--pool", "0", "--domain", DOMAIN],
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=_env())
-        deadline = time.time() + 30
-        while True:
-            assert self.proc.poll() is None, "paddock serve exited: %s" % self.read_log()
-            try:
-                st, _h, _b = self.raw("GET", "/api/v1/health", timeout=2)
-                if st == 200:
-                    break
-            except OSError:
-                pass
-            assert time.time() < deadline, "server not healthy in 30 s: %s" % self.read_log()
-            time.sleep(0.1)
-        with open(os.path.join(self.state, "api-key")) as f:
-            self.key = f.read().strip()
-
-    def raw(self, method, url, body=None, headers=None, timeout=TIMEOUT):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        try:
-            c.request(method, url, body=body, headers=headers or {})
-            r = c.getresponse()
-            return r.status, dict(r.getheaders()), r.read()
-        finally:
-            c.close()
-
-    def api(self, method, path, body=None, key=None, expect=None):
-        h = {"Authorization": "Bearer " + (key or self.key)}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            h["Content-Type"] = "application/json"
-        st, _h, b = self.raw(method, "/api/v1" + path, data, h)
-        if expect is not None:
-            assert st == expect, (st, b[:2000])
-        return st, (json.loads(b) if b.strip() else None)
-
-    def read_log(self):
-        try:
-            with open(os.path.join(self.state, "serve.log"), "rb") as f:
-                return f.read()[-4000:].decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        subprocess.run([PADDOCK_BIN, "gc", "--state-dir", self.state], env=_env(), capture_output=True,
-                       timeout=TIMEOUT, stdin=subprocess.DEVNULL)
-        self.log.close()
-        shutil.rmtree(self.state, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def srv():
-    if os.geteuid() != 0:
-        pytest.skip("needs root")
-    assert os.access(PADDOCK_BIN, os.X_OK), "build first: %s" % PADDOCK_BIN
-    s = Server()
-    yield s
-    s.stop()
+srv = server_fixture(*SERVER_ARGS, prefix="pd-srv-ports-")
 
 
 @pytest.fixture(scope="module")
@@ -202,16 +109,16 @@ def test_bad_ports_and_unknown_sandboxes(srv, web):
         assert st == 400, p
     st, _h, _b = srv.raw("GET", "/api/v1/sandboxes/%s/ports/8000/" % ("z" * 20), headers=auth)
     assert st == 404
+    # without a token an unknown id is refused like a live one (no probing)
     st, _h, _b = srv.raw("GET", "/", headers={"Host": "8000-%s.%s" % ("z" * 20, DOMAIN)})
-    assert st == 404
+    assert st == 401
     # another domain is not a port host
     st, _h, _b = srv.raw("GET", "/api/v1/health", headers={"Host": "8000-%s.example.com" % web})
     assert st == 200
 
 
 def test_other_keys_sandbox_is_404(srv, web):
-    r = subprocess.run([PADDOCK_BIN, "key", "create", "--name", "ports2", "--state-dir", srv.state],
-                       env=_env(), capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    r = srv.cli("key", "create", "--name", "ports2", "--state-dir", srv.state)
     assert r.returncode == 0, r.stderr
     key2 = r.stdout.strip()
     st, _h, _b = srv.raw("GET", "/api/v1/sandboxes/%s/ports/8000/" % web, headers={"Authorization": "Bearer " + key2})

@@ -19,11 +19,14 @@ import time
 
 import pytest
 
-from test_server_ports import DOMAIN, PADDOCK_BIN, Server
+from pdtest.server import Server, server_fixture
+from test_server_ports import DOMAIN, SERVER_ARGS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WS_PORT = 9000
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
 
 class WSClosed(Exception):
@@ -158,16 +161,7 @@ class WS:
         self.sock.close()
 
 
-@pytest.fixture(scope="module")
-def srv():
-    if os.geteuid() != 0:
-        pytest.skip("needs root")
-    assert os.access(PADDOCK_BIN, os.X_OK), "build first: %s" % PADDOCK_BIN
-    s = Server()
-    try:
-        yield s
-    finally:
-        s.stop()
+srv = server_fixture(*SERVER_ARGS, prefix="pd-srv-ports-")
 
 
 def _start_echo(srv):
@@ -316,8 +310,9 @@ def test_auth_rules(srv, echo):
 
 def test_unknown_sandbox_and_closed_port(srv, echo):
     sid, token = echo
+    # a token made for another id is no token: refused like a live sandbox
     ws = WS(srv, "nosuchsandbox", token=token)
-    assert ws.status == 404
+    assert ws.status == 401
     ws.close()
     # nothing listens on 9001
     for host_form in (True, False):
@@ -412,9 +407,7 @@ def test_client_bytes_before_the_101(srv, echo):
 
 
 def test_server_stop_closes_websockets():
-    if os.geteuid() != 0:
-        pytest.skip("needs root")
-    s = Server()
+    s = Server(None, *SERVER_ARGS, prefix="pd-srv-ports-").start()
     try:
         sid, token = _start_echo(s)
         ws = WS(s, sid, token=token)
@@ -431,7 +424,7 @@ def test_server_stop_closes_websockets():
             ws.close()
         assert s.proc.returncode == 0, "server did not stop by itself in %.1f s" % (time.time() - t0)
     finally:
-        s.stop()
+        s.finish()
 
 
 def test_large_messages_both_ways(srv, echo):

@@ -4,178 +4,30 @@
     sudo /usr/bin/python3 -m pytest -q tests/server/test_server_procs_files.py
 
 Standard library only. Needs root (sandboxes), build/src/paddock and the
-agent (PADDOCK_BIN / PADDOCK_AGENT as in tests/conftest.py).
+agent (PADDOCK_BIN / PADDOCK_AGENT as in tests/pdtest/env.py).
 """
 import base64
 import hashlib
-import http.client
 import json
 import os
-import shutil
-import signal
 import socket
-import subprocess
-import tempfile
 import threading
 import time
-import urllib.parse
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PADDOCK_BIN = os.path.abspath(os.environ.get("PADDOCK_BIN") or os.path.join(REPO, "build/src/paddock"))
-PADDOCK_AGENT = os.path.abspath(os.environ.get("PADDOCK_AGENT")
-                                or os.path.join(REPO, "build/src/agent/paddock-agent"))
+from pdtest.server import server_fixture
+
 TIMEOUT = 60
 
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
-def _env():
-    env = dict(os.environ)
-    env["PADDOCK_AGENT"] = PADDOCK_AGENT
-    env.pop("PADDOCK_STATE_DIR", None)
-    return env
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-class Client:
-    def __init__(self, port, key):
-        self.port = port
-        self.key = key
-
-    def conn(self, timeout=TIMEOUT):
-        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-
-    def headers(self, extra=None):
-        h = {"Authorization": "Bearer " + self.key}
-        if extra:
-            h.update(extra)
-        return h
-
-    def request(self, method, path, body=None, query=None, headers=None, timeout=TIMEOUT, raw=False):
-        """(status, headers, body bytes); JSON bodies are encoded here."""
-        url = "/api/v1" + path
-        if query:
-            url += "?" + urllib.parse.urlencode(query)
-        h = self.headers(headers)
-        if body is not None and not isinstance(body, (bytes, bytearray)) and not hasattr(body, "read"):
-            body = json.dumps(body).encode()
-            h.setdefault("Content-Type", "application/json")
-        c = self.conn(timeout)
-        try:
-            c.request(method, url, body=body, headers=h)
-            r = c.getresponse()
-            data = r.read()
-            return r.status, dict(r.getheaders()), data
-        finally:
-            c.close()
-
-    def json(self, method, path, body=None, query=None, expect=None, **kw):
-        st, _h, data = self.request(method, path, body, query, **kw)
-        if expect is not None:
-            assert st == expect, (st, data[:2000])
-        return st, (json.loads(data) if data.strip() else None)
-
-    def open_stream(self, path, query=None, timeout=TIMEOUT):
-        """A streaming GET: (connection, response); read with response.read."""
-        url = "/api/v1" + path
-        if query:
-            url += "?" + urllib.parse.urlencode(query)
-        c = self.conn(timeout)
-        c.request("GET", url, headers=self.headers())
-        return c, c.getresponse()
-
-    # helpers on one sandbox
-    def start(self, sid, body, expect=201):
-        st, j = self.json("POST", "/sandboxes/%s/processes" % sid, body)
-        assert st == expect, (st, j)
-        return j
-
-    def exec(self, sid, body, expect=200, **kw):
-        st, j = self.json("POST", "/sandboxes/%s/exec" % sid, body, **kw)
-        assert st == expect, (st, j)
-        return j
-
-    def output(self, sid, pid, **query):
-        st, h, data = self.request("GET", "/sandboxes/%s/processes/%d/output" % (sid, pid), query=query)
-        assert st == 200, (st, data[:500])
-        return h, data
-
-    def wait(self, sid, pid):
-        """Follow stdout to the end; the process object after its exit."""
-        self.output(sid, pid, follow=1)
-        st, j = self.json("GET", "/sandboxes/%s/processes/%d" % (sid, pid), expect=200)
-        assert j["state"] == "exited", j
-        return j
-
-
-class Server:
-    def __init__(self):
-        self.state = tempfile.mkdtemp(prefix="pd-srv-pf-", dir="/tmp")
-        self.port = _free_port()
-        self.log = open(os.path.join(self.state, "serve.log"), "wb")
-        self.proc = subprocess.Popen(
-            [PADDOCK_BIN, "serve", "--listen", "127.0.0.1:%d" % self.port, "--state-dir", self.state,
-             "--pool", "0"],
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=_env())
-        deadline = time.time() + 30
-        while True:
-            assert self.proc.poll() is None, "paddock serve exited: %s" % self.read_log()
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
-                c.request("GET", "/api/v1/health")
-                if c.getresponse().status == 200:
-                    c.close()
-                    break
-                c.close()
-            except OSError:
-                pass
-            assert time.time() < deadline, "server not healthy in 30 s: %s" % self.read_log()
-            time.sleep(0.1)
-        with open(os.path.join(self.state, "api-key")) as f:
-            self.key = f.read().strip()
-        self.client = Client(self.port, self.key)
-
-    def read_log(self):
-        try:
-            with open(os.path.join(self.state, "serve.log"), "rb") as f:
-                return f.read()[-4000:].decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        subprocess.run([PADDOCK_BIN, "gc", "--state-dir", self.state], env=_env(), capture_output=True,
-                       timeout=TIMEOUT, stdin=subprocess.DEVNULL)
-        self.log.close()
-        shutil.rmtree(self.state, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def server():
-    if os.geteuid() != 0:
-        pytest.skip("needs root")
-    assert os.access(PADDOCK_BIN, os.X_OK), "build first: %s" % PADDOCK_BIN
-    s = Server()
-    yield s
-    s.stop()
+server = server_fixture("--pool", "0", prefix="pd-srv-pf-")
 
 
 @pytest.fixture(scope="module")
 def api(server):
-    return server.client
+    return server.v1
 
 
 @pytest.fixture(scope="module")

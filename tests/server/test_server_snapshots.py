@@ -3,18 +3,18 @@ template made from a sandbox's filesystem; fork N makes N independent
 copies; paused time does not count; autoPause pauses at the deadline."""
 import os
 import signal
-import time
 
 import pytest
 
-from test_server_core import Server, agent_pid, audit_events, finish, leftovers, pid_alive, tmproot  # noqa: F401
+from pdtest import wait_until
+from pdtest.server import Server, tmproot  # noqa: F401 (fixture)
 
 
 @pytest.fixture(scope="module")
 def srv(tmproot):
     s = Server(os.path.join(tmproot, "snap"), "--pool", "0").start()
     yield s
-    finish(s)
+    s.finish()
     # nothing of a snapshot outlives its deletion; the server's own are gone
     tdir = os.path.join(s.state, "templates")
     left = [d for d in os.listdir(tdir) if d.startswith(".snap-") or d.startswith(".deleted-")] \
@@ -33,16 +33,6 @@ def snap(srv, sid, name, expect=201):
     st, j = srv.json("POST", "/api/v1/sandboxes/%s/snapshots" % sid, {"name": name})
     assert st == expect, (st, j)
     return j
-
-
-def wait_until(pred, limit=30, step=0.1):
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:   # the server's reaper is not observable as an event from here
-        v = pred()
-        if v:
-            return v
-        time.sleep(step)
-    return None
 
 
 def test_snapshot_immutable(srv):
@@ -173,7 +163,7 @@ def test_auto_pause_at_deadline(srv):
     assert got, "not paused at its deadline"
     _, j = srv.json("GET", "/api/v1/sandboxes/" + sid, expect=200)
     assert j["auto_pause"] is True and j["timeout_remaining_ms"] == 2000   # the configured timeout, whole
-    assert "sandbox.auto_pause" in [e["event"] for e in audit_events(srv, sid)]
+    assert "sandbox.auto_pause" in [e["event"] for e in srv.audit_events(sid)]
     srv.json("POST", "/api/v1/sandboxes/%s/resume" % sid, expect=200)
     assert sh(srv, sid, "cat /home/user/k") == "kept\n"
     assert srv.delete(sid) == 204
@@ -210,17 +200,12 @@ def test_restart_with_paused_sandbox(tmproot):
         assert s.delete(n) == 204 and s.delete(sid) == 204
         assert s.request("DELETE", "/api/v1/snapshots/after-restart")[0] == 204
     finally:
-        finish(s)
+        s.finish()
 
 
 def test_cli_snapshot_and_fork(srv):
-    import subprocess
-    from test_server_core import PADDOCK, env
-    e = dict(env(), PADDOCK_URL="http://127.0.0.1:%d" % srv.port, PADDOCK_API_KEY=srv.key)
-
     def cli(*args):
-        return subprocess.run([PADDOCK] + list(args), capture_output=True, text=True, env=e, timeout=120,
-                              stdin=subprocess.DEVNULL)
+        return srv.cli(*args, remote=True, timeout=120)
     sid = srv.create()["id"]
     sh(srv, sid, "echo cli > /home/user/c")
     r = cli("snapshot", sid, "cli-snap")

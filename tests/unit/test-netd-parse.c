@@ -7,16 +7,7 @@
 
 #include "net/netd/dns.h"
 #include "net/netd/sni.h"
-
-static int n_test, n_fail;
-
-static void ok(int cond, const char *what)
-{
-        n_test++;
-        if (!cond)
-                n_fail++;
-        printf("%sok %d - %s\n", cond ? "" : "not ", n_test, what);
-}
+#include "tap.h"
 
 static const uint8_t hdr_q[12] = { 0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0 };
 
@@ -273,6 +264,13 @@ static void test_http(void)
         ok(host("GET / HTTP/1.1\r\nHost: a.example:80x\r\n\r\n", out) == SNI_BAD, "bad port refused");
         ok(host("\x16\x03\x01 garbage\r\n\r\n", out) == SNI_BAD, "not HTTP refused");
         ok(host("get / HTTP/1.1\r\n\r\n", out) == SNI_BAD, "lowercase method refused");
+        /* found by tests/fuzz/fuzz-sni: the absolute-form host was copied
+         * into out whatever its size */
+        char small[8] = "", guard[8] = "guard";
+        const char *why, *abs_req = "GET http://a-long-name.example/ HTTP/1.1\r\n\r\n";
+        int r = netd_http_host((const uint8_t *)abs_req, strlen(abs_req), small, sizeof small, &why);
+        ok(r == SNI_BAD && strcmp(guard, "guard") == 0,
+           "absolute target longer than the output buffer refused, not copied");
 }
 
 /* Random and mutated input: every parser returns, within bounds (run
@@ -316,6 +314,5 @@ int main(void)
         test_responses();
         test_sni();
         test_http();
-        printf("1..%d\n", n_test);
-        return n_fail ? 1 : 0;
+        return tap_done();
 }

@@ -7,16 +7,7 @@
 #include <sys/socket.h>
 
 #include "net/policy.h"
-
-static int n_test, n_fail;
-
-static void ok(int cond, const char *what)
-{
-        n_test++;
-        if (!cond)
-                n_fail++;
-        printf("%sok %d - %s\n", cond ? "" : "not ", n_test, what);
-}
+#include "tap.h"
 
 static int parses(const char *s)
 {
@@ -168,7 +159,7 @@ static void test_json(void)
                 char what[200];
                 snprintf(what, sizeof what, "bad JSON refused with a message: %s", bad[i]);
                 ok(pd_netpol_from_json_str(bad[i], strlen(bad[i]), &r, &err) < 0 && err.msg[0] &&
-                   r.rules == NULL, what);
+                   r.rules == NULL, "%s", what);
         }
 }
 
@@ -267,7 +258,7 @@ static void test_addrs(void)
         for (size_t i = 0; i < sizeof never / sizeof never[0]; i++) {
                 char what[100];
                 snprintf(what, sizeof what, "open: %s denied", never[i]);
-                ok(addr_verdict(&p, never[i], IPPROTO_TCP, 80) == PD_NETPOL_DENY, what);
+                ok(addr_verdict(&p, never[i], IPPROTO_TCP, 80) == PD_NETPOL_DENY, "%s", what);
         }
         pd_netpol_free(&p);
 }
@@ -297,6 +288,5 @@ int main(void)
         test_names();
         test_addrs();
         test_pins();
-        printf("1..%d\n", n_test);
-        return n_fail ? 1 : 0;
+        return tap_done();
 }

@@ -11,16 +11,7 @@
 #include <sys/socket.h>
 
 #include "net/nft_int.h"
-
-static int n_test, n_fail;
-
-static void ok(int cond, const char *what)
-{
-        n_test++;
-        if (!cond)
-                n_fail++;
-        printf("%sok %d - %s\n", cond ? "" : "not ", n_test, what);
-}
+#include "tap.h"
 
 struct box { uint32_t a0, a1; uint8_t proto; uint16_t p0, p1; };
 
@@ -105,7 +96,7 @@ static void check_set(const struct pd_nft_cidr *rules, size_t n_rules, const cha
         }
         char msg[160];
         snprintf(msg, sizeof msg, "%s: %zu rules -> %zu disjoint elements", what, n_rules, n);
-        ok(disjoint, msg);
+        ok(disjoint, "%s", msg);
         /* same coverage, probed at every rule's corners and random points */
         int same = 1;
         static const uint16_t probe_ports[] = { 0, 1, 21, 22, 23, 79, 80, 81, 443, 999, 1000, 1001, 8080, 65534, 65535 };
@@ -131,7 +122,7 @@ static void check_set(const struct pd_nft_cidr *rules, size_t n_rules, const cha
                                 }
         }
         snprintf(msg, sizeof msg, "%s: elements cover exactly what the rules cover", what);
-        ok(same, msg);
+        ok(same, "%s", msg);
         nftnl_set_free(s);
 }
 
@@ -171,6 +162,5 @@ int main(void)
         rules[0].port_hi = 5;
         ok(pd_nft_elems_add_cidrs(s, AF_INET, rules, 1, 0, &err) == -EINVAL, "inverted port range refused");
         nftnl_set_free(s);
-        printf("1..%d\n", n_test);
-        return n_fail ? 1 : 0;
+        return tap_done();
 }

@@ -4,16 +4,7 @@
 #include <string.h>
 
 #include "agent/ring.h"
-
-static int n_test, n_fail;
-
-static void ok(int cond, const char *what)
-{
-        n_test++;
-        if (!cond)
-                n_fail++;
-        printf("%sok %d - %s\n", cond ? "" : "not ", n_test, what);
-}
+#include "tap.h"
 
 static void fill(uint8_t *b, size_t n, uint64_t off)
 {
@@ -79,6 +70,5 @@ int main(void)
         ok(r.start == 200 && r.end == 1200 && check(&r, 200, 1000), "odd-sized cap wraps correctly");
         pd_ring_free(&r);
 
-        printf("1..%d\n", n_test);
-        return n_fail ? 1 : 0;
+        return tap_done();
 }

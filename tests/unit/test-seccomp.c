@@ -9,7 +9,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "seccomp-policy.h"
+#include "jail/seccomp-policy.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -40,31 +40,10 @@
 #include <unistd.h>
 #include <linux/netlink.h>
 
-#include "util.h"
+#include "lib/util.h"
+#include "tap.h"
 
 extern char **environ;
-
-static int n_tests, n_failed;
-
-static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void ok(int cond, const char *fmt, ...)
-{
-        va_list ap;
-        va_start(ap, fmt);
-        printf("%s %d - ", cond ? "ok" : "not ok", ++n_tests);
-        vprintf(fmt, ap);
-        printf("\n");
-        va_end(ap);
-        if (!cond)
-                n_failed++;
-        fflush(stdout);
-}
-
-static void skip(const char *why, const char *desc)
-{
-        printf("ok %d - %s # SKIP %s\n", ++n_tests, desc, why);
-        fflush(stdout);
-}
 
 /* ---- child harness --------------------------------------------------------- */
 
@@ -299,6 +278,11 @@ static long int80_getpid(void)
 static int do_int80(void *p)
 {
         (void)p;
+        /* Where the kernel has no ia32 entry, int 0x80 faults: that is the
+         * probe's answer, not a bug. Under ASan (build-san/) the runtime's
+         * SEGV handler would report it as one, so the probing child dies
+         * the plain way. */
+        signal(SIGSEGV, SIG_DFL);
         long r = int80_getpid();
         return r == getpid() ? 0 : 153;
 }
@@ -369,7 +353,7 @@ static void test_basics(const struct pd_bpf *f)
         if (access(py_argv[0], X_OK) == 0)
                 expect(f, do_spawn, py_argv, 0, "python3 threads and subprocess work");
         else
-                skip("no /usr/bin/python3", "python3 threads and subprocess work");
+                tap_skip("python3 threads and subprocess work", "no /usr/bin/python3");
 }
 
 static void test_ioctl(const struct pd_bpf *f)
@@ -459,7 +443,7 @@ static void test_arch(const struct pd_bpf *f)
         if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
                 expect_signal(f, do_int80, NULL, SIGSYS, "int 0x80 (i386 getpid) kills with SIGSYS");
         else
-                skip("kernel has no ia32 entry", "int 0x80 (i386 getpid) kills with SIGSYS");
+                tap_skip("int 0x80 (i386 getpid) kills with SIGSYS", "kernel has no ia32 entry");
 #endif
 }
 
@@ -719,14 +703,12 @@ int main(void)
         r = pd_seccomp_build(&proc, &f_proc, &err);
         ok(r == 0 && f_proc.len > 0, "build the process tier's filter (%u instructions) %s", f_proc.len,
            r ? err.msg : "");
-        if (!f.len || !f_udp.len || !f_proc.len) {
-                printf("1..%d\n", n_tests);
-                return 1;
-        }
+        if (!f.len || !f_udp.len || !f_proc.len)
+                return tap_done();
         int st = run_child(&f, do_getpid, NULL);
         if (WIFEXITED(st) && WEXITSTATUS(st) == CHILD_INSTALL_FAILED) {
                 /* E.g. inside a container whose own filter refuses seccomp(). */
-                printf("# cannot install a seccomp filter here\n1..%d # SKIP\n", n_tests);
+                printf("# cannot install a seccomp filter here\n1..%d # SKIP\n", tap_n);
                 return 77;
         }
 
@@ -742,6 +724,5 @@ int main(void)
         pd_bpf_free(&f);
         pd_bpf_free(&f_udp);
         pd_bpf_free(&f_proc);
-        printf("1..%d\n", n_tests);
-        return n_failed ? 1 : 0;
+        return tap_done();
 }

@@ -16,18 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "vmmux.h"
-
-static int n_test, n_fail;
-
-static void ok(int cond, const char *what)
-{
-        n_test++;
-        if (!cond)
-                n_fail++;
-        printf("%sok %d - %s\n", cond ? "" : "not ", n_test, what);
-        fflush(stdout);
-}
+#include "proto/vmmux.h"
+#include "tap.h"
 
 static int listen_at(const char *path)
 {
@@ -198,9 +188,10 @@ static void put_hdr(uint8_t *h, uint32_t id, uint8_t type, uint32_t len)
         memcpy(h + 8, &bl, 4);
 }
 
-/* A hostile guest: answers SYNC (after junk), then sends `bad`; the host
- * mux must stop with an error. */
-static int hostile(const char *dir, const uint8_t *bad, size_t n)
+/* A fake guest on the trunk: answers the host mux's SYNC (after junk) and
+ * has one client connected, whose channel (id 1) it saw OPEN. Returns the
+ * client fd; *trunk and *mux are the guest's end and the host mux pid. */
+static int fake_guest(const char *dir, int *trunk, pid_t *mux)
 {
         char host_path[256];
         snprintf(host_path, sizeof host_path, "%s/h2.sock", dir);
@@ -228,6 +219,20 @@ static int hostile(const char *dir, const uint8_t *bad, size_t n)
         uint8_t open_hdr[PD_MUX_HDR];
         if (c < 0 || read_full(tp[1], open_hdr, sizeof open_hdr, 10000) < 0 || open_hdr[4] != PD_MUX_OPEN)
                 return -1;
+        *trunk = tp[1];
+        *mux = h;
+        return c;
+}
+
+/* A hostile guest sends `bad`; the host mux must stop with an error. */
+static int hostile(const char *dir, const uint8_t *bad, size_t n)
+{
+        int trunk;
+        pid_t h;
+        int c = fake_guest(dir, &trunk, &h);
+        if (c < 0)
+                return -1;
+        int tp[2] = { -1, trunk };
         (void)!write(tp[1], bad, n);
         /* the mux must stop: wait on its pidfd, bounded */
         int pfd = (int)syscall(SYS_pidfd_open, h, 0);
@@ -247,6 +252,31 @@ static int hostile(const char *dir, const uint8_t *bad, size_t n)
         close(c);
         close(tp[1]);
         return WIFEXITED(st) && WEXITSTATUS(st) == 1;
+}
+
+/* DATA with no payload is legal and carries nothing: the channel goes on
+ * (the old code handed memcpy a NULL buffer for it: UB that UBSan reports). */
+static void test_zero_length_data(const char *dir)
+{
+        int trunk;
+        pid_t h;
+        int c = fake_guest(dir, &trunk, &h);
+        uint8_t b[3 * PD_MUX_HDR + 2];
+        put_hdr(b, 1, PD_MUX_DATA, 0);
+        put_hdr(b + PD_MUX_HDR, 1, PD_MUX_DATA, 0);
+        put_hdr(b + 2 * PD_MUX_HDR, 1, PD_MUX_DATA, 2);
+        memcpy(b + 3 * PD_MUX_HDR, "hi", 2);
+        char got[3] = "";
+        ok(c >= 0 && write(trunk, b, sizeof b) == (ssize_t)sizeof b && read_full(c, got, 2, 10000) == 0 &&
+           !memcmp(got, "hi", 2), "zero-length DATA frames from the guest: the channel goes on");
+        int st = 0;
+        ok(c >= 0 && waitpid(h, &st, WNOHANG) == 0, "zero-length DATA frames: the host mux keeps running");
+        if (c >= 0) {
+                kill(h, SIGKILL);
+                waitpid(h, &st, 0);
+                close(c);
+                close(trunk);
+        }
 }
 
 static void test_hostile(const char *dir)
@@ -280,9 +310,9 @@ int main(void)
                 return 99;
         test_pair(dir);
         test_hostile(dir);
+        test_zero_length_data(dir);
         char cmd[300];
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
         (void)!system(cmd);
-        printf("1..%d\n", n_test);
-        return n_fail ? 1 : 0;
+        return tap_done();
 }

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "resolver_int.h"
-#include "util.h"
+#include "net/netd/resolver_int.h"
+#include "lib/util.h"
 
 /* Keep the answer's CNAME chain from the question and the A/AAAA at its
  * end that the policy lets this sandbox reach; pin those. */

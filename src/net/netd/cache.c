@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dns.h"
-#include "netd.h"
-#include "util.h"
+#include "net/netd/dns.h"
+#include "net/netd/netd.h"
+#include "lib/util.h"
 
 #define CACHE_ENTRIES 256
 #define CACHE_TTL_MAX 300

@@ -14,8 +14,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "netd.h"
-#include "util.h"
+#include "net/netd/netd.h"
+#include "lib/util.h"
 
 #define MAX_CONTROL_CONNS 16
 

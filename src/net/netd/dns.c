@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dns.h"
+#include "net/netd/dns.h"
 
 static uint16_t get16(const uint8_t *p)
 {

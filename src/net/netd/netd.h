@@ -6,10 +6,10 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "error.h"
-#include "policy.h"
-#include "netd_client.h"
-#include "nft.h"
+#include "lib/error.h"
+#include "net/policy.h"
+#include "net/netd_client.h"
+#include "net/nft.h"
 
 #define NETD_MAX_UPSTREAMS 4
 #define NETD_MAX_PINNED_NAMES 4096      /* per sandbox, oldest evicted */
@@ -87,6 +87,7 @@ struct netd {
         struct netd_ev *dead_head;      /* killed this batch */
         struct netd_pending *pending;   /* upstream queries in flight */
         unsigned n_pending;
+        struct netd_ev *nflog;          /* nflog.c's socket (NULL: none); only epoll knew it */
 };
 
 /* main.c */

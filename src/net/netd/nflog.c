@@ -19,8 +19,8 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_log.h>
 
-#include "netd.h"
-#include "util.h"
+#include "net/netd/netd.h"
+#include "lib/util.h"
 
 struct nflog_ev {
         struct netd_ev ev;
@@ -94,6 +94,7 @@ int netd_nflog_listen(struct netd *d, struct pd_error *err)
                 r = pd_error_set(err, errno, "nflog socket");
                 goto fail;
         }
+        d->nflog = &n->ev;
         return 0;
 fail:
         mnl_socket_close(n->nl);

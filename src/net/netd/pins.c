@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "netd.h"
-#include "util.h"
+#include "net/netd/netd.h"
+#include "lib/util.h"
 
 static struct netd_pinned_name *find(struct netd_sandbox *sb, const char *name)
 {

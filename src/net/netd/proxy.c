@@ -17,9 +17,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "netd.h"
-#include "sni.h"
-#include "util.h"
+#include "net/netd/netd.h"
+#include "net/netd/sni.h"
+#include "lib/util.h"
 
 #define SO_ORIGINAL_DST_ 80             /* linux/netfilter_ipv4.h, ip6_tables.h */
 #define PEEK_MAX 16384

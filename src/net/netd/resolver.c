@@ -16,10 +16,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "dns.h"
-#include "netd.h"
-#include "resolver_int.h"
-#include "util.h"
+#include "net/netd/dns.h"
+#include "net/netd/netd.h"
+#include "net/netd/resolver_int.h"
+#include "lib/util.h"
 
 #define UPSTREAM_TIMEOUT_MS 1500
 #define MAX_PENDING 4096

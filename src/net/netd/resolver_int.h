@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "dns.h"
-#include "netd.h"
+#include "net/netd/dns.h"
+#include "net/netd/netd.h"
 
 #define TTL_MAX 3600
 #define PIN_GRACE_S 30          /* a client connects just after its answer expires */

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "sni.h"
+#include "net/netd/sni.h"
 
 #define TLS_RECORD_MAX (16384 + 2048)
 
@@ -213,7 +213,13 @@ int netd_http_host(const uint8_t *b, size_t n, char *out, size_t size, const cha
                         *why = "Host differs from the request target";
                         return SNI_BAD;
                 }
-                strcpy(out, abs_host);
+                /* abs_host holds up to 255 chars: out may be smaller */
+                size_t hl = strlen(abs_host);
+                if (hl >= size) {
+                        *why = "bad absolute-form target";
+                        return SNI_BAD;
+                }
+                memcpy(out, abs_host, hl + 1);
                 found = SNI_FOUND;
         }
         return found;

@@ -82,7 +82,9 @@ test('background + wait, list, connect (output continues), kill', async () => {
 test('envd calls need the sandbox access token', async () => {
   const base = process.env.E2B_SANDBOX_URL
   const h = { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983', 'Content-Type': 'application/json' }
-  assert.equal((await fetch(`${base}/health`, { headers: h })).status, 204)
+  // /health too: without the token a live sandbox and an unknown id look alike
+  assert.equal((await fetch(`${base}/health`, { headers: h })).status, 401)
+  assert.equal((await fetch(`${base}/health`, { headers: { ...h, 'X-Access-Token': sbx.envdAccessToken } })).status, 204)
   const no = await fetch(`${base}/process.Process/List`, { method: 'POST', headers: h, body: '{}' })
   assert.equal(no.status, 401)
   assert.equal((await no.json()).code, 'unauthenticated')

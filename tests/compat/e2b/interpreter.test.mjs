@@ -56,3 +56,19 @@ test('contexts: create, list, run in it, restart, remove', async () => {
   await sbx.removeCodeContext(ctx)
   assert.ok(!(await sbx.listCodeContexts()).some((c) => c.id === ctx.id))
 })
+
+test('the sandbox id alone runs nothing: /execute and /contexts need a credential', async () => {
+  const base = process.env.E2B_SANDBOX_URL
+  const h = { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49999', 'Content-Type': 'application/json' }
+  const calls = [['/execute', 'POST', JSON.stringify({ code: '1 + 1' })], ['/contexts', 'GET'], ['/contexts', 'POST', '{}']]
+  for (const [path, method, body] of calls) {
+    const res = await fetch(`${base}${path}`, { method, headers: h, body })
+    assert.equal(res.status, 401, `${method} ${path}`)
+    const other = await fetch(`${base}${path}`, { method, headers: { ...h, 'X-Access-Token': 'x'.repeat(64) }, body })
+    assert.equal(other.status, 401, `${method} ${path} with a wrong token`)
+  }
+  // what the SDK holds opens it: the access token, or the traffic token it sends with /contexts
+  assert.ok(sbx.trafficAccessToken, 'the create answer carries a trafficAccessToken')
+  const ok = await fetch(`${base}/contexts`, { headers: { ...h, 'E2B-Traffic-Access-Token': sbx.trafficAccessToken } })
+  assert.equal(ok.status, 200)
+})

@@ -11,13 +11,11 @@ import socket
 import stat
 import struct
 import subprocess
-import sys
 import threading
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(__file__))
-from pdproto import (Agent, Conn, T, F_END, STDOUT, STDERR, PTY, enc, one, HDR, agent_path)  # noqa: E402
+from pdtest.pdproto import (Agent, Conn, T, F_END, STDOUT, STDERR, PTY, enc, one, HDR, agent_path)
 
 
 @pytest.fixture

@@ -22,7 +22,10 @@ host pids). Header comments of an attack file say how to run it:
     # killed: SIGSYS=blocked:how; SIGKILL=...   (what a kill by the kernel means)
     # timeout: seconds
     # host-check: a check the runner does on the host after the sandbox ended
+    # policy: a supervised-tier policy (JSON, isolated only; the other tiers
+    #         run the attack without one)
 """
+import functools
 import glob
 import hashlib
 import json
@@ -35,17 +38,20 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
 
 import hostipc
+from pdtest import procs_with
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 TIERS = ["container", "process", "supervised", "microvm"]
 CATEGORIES = ["fs", "proc", "kernel", "net", "supervised"]
 DEFAULT_TIMEOUT = 30
+VOLUME_OWNER = 4242        # the volumes' owner: a host account, in no sandbox's range
 
 
 class Attack:
@@ -62,6 +68,7 @@ class Attack:
         self.opts = shlex.split(meta.get("opts", ""))
         self.timeout = int(meta.get("timeout", DEFAULT_TIMEOUT))
         self.host_checks = meta.get("host-check", "").split()
+        self.policy = json.loads(meta["policy"]) if "policy" in meta else None
         self.killed = {}
         for part in meta.get("killed", "").split(";"):
             if "=" in part:
@@ -93,18 +100,6 @@ def _read(path, default=""):
             return f.read()
     except OSError:
         return default
-
-
-def procs_with(marker):
-    out = []
-    for f in glob.glob("/proc/[0-9]*/cmdline"):
-        try:
-            with open(f, "rb") as fh:
-                if marker.encode() in fh.read():
-                    out.append(int(f.split("/")[2]))
-        except (OSError, ValueError):
-            pass
-    return out
 
 
 def _ppid(pid):
@@ -140,12 +135,30 @@ class Host:
         os.chmod(self.canary, 0o644)
         with open(self.canary, "rb") as f:
             self.canary_sha = _sha(f.read())
+        # Both volumes belong to a host account (VOLUME_OWNER, `user`
+        # inside), with host root's bait in them (docs/security.md, Volumes).
+        # The read-only volume's 0666 canary is the account's: only the
+        # read-only mount keeps root inside from writing it.
         self.ro_dir = os.path.join(self.dir, "ro")
         os.mkdir(self.ro_dir)
+        os.chown(self.ro_dir, VOLUME_OWNER, VOLUME_OWNER)
         self.ro_file = os.path.join(self.ro_dir, "ro-canary")
         with open(self.ro_file, "w") as f:
             f.write("read-only volume canary\n")
         os.chmod(self.ro_file, 0o666)
+        os.chown(self.ro_file, VOLUME_OWNER, VOLUME_OWNER)
+        self.ro_secret = os.path.join(self.ro_dir, "root-secret")
+        self.rw_dir = os.path.join(self.dir, "rw")
+        os.mkdir(self.rw_dir)
+        os.chown(self.rw_dir, VOLUME_OWNER, VOLUME_OWNER)
+        self.rw_secret = os.path.join(self.rw_dir, "root-secret")
+        self.rw_root_file = os.path.join(self.rw_dir, "root-file")
+        self.volume_bait = {}
+        for path, mode in ((self.ro_secret, 0o600), (self.rw_secret, 0o600), (self.rw_root_file, 0o644)):
+            with open(path, "w") as f:
+                f.write("host root's %s\n" % os.path.basename(path))
+            os.chmod(path, mode)
+            self.volume_bait[path] = (_read(path), mode)
         self.bait_fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY)     # inheritable: the leak bait
         os.set_inheritable(self.bait_fd, True)
         self.tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -253,6 +266,10 @@ class Host:
             "abstract_name": self.abstract_name, "unix_socket": self.unix_path,
             "ro_volume": "/ro" if tier not in ("process", "microvm") else None,
             "ro_volume_file": "/ro/ro-canary" if tier not in ("process", "microvm") else None,
+            "ro_volume_secret": "/ro/root-secret" if tier not in ("process", "microvm") else None,
+            "rw_volume": "/rw" if tier not in ("process", "microvm") else None,
+            "rw_volume_secret": "/rw/root-secret" if tier not in ("process", "microvm") else None,
+            "rw_volume_root_file": "/rw/root-file" if tier not in ("process", "microvm") else None,
             "host_pids": host_pids, "fill_cap_mb": 512 if tier != "process" else 96,
             "inode_cap": 300000 if tier != "process" else 20000,
             "host_ipc_ns": self.ipc_ns, "host_net_ns": self.net_ns, "sysv_key": self.sysv_key,
@@ -293,6 +310,20 @@ class Host:
             if _read(self.ro_file) != "read-only volume canary\n":
                 return "the read-only volume's file changed on the host"
             return None
+        if name == "volume-root-files-intact":
+            bad = []
+            for path, (text, mode) in self.volume_bait.items():
+                try:
+                    st = os.lstat(path)
+                except OSError:
+                    bad.append(path + " (gone)")
+                    continue
+                if _read(path) != text or (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) != (0, 0, mode):
+                    bad.append(path)
+            bad += glob.glob(os.path.join(self.rw_dir, "*-" + marker))
+            return "host root's files in the volumes changed: %s" % bad if bad else None
+        if name.startswith("volume-no-host-root:"):
+            return volume_host_root(self.rw_dir, marker + "-" + name.split(":", 1)[1])
         if name == "no-marker-files":
             found = [p for p in ("/usr/bin/" + marker, "/etc/" + marker, "/tmp/" + marker) if os.path.lexists(p)]
             for p in found:
@@ -350,6 +381,27 @@ class Host:
         raise ValueError("unknown host check %s" % name)
 
 
+def volume_host_root(d, prefix):
+    """What the sandbox left in a volume (files named prefix*) that host
+    root would honour: an owner or group 0, a v2 security.capability, or a
+    v3 one with root id 0. None when there is none."""
+    bad = []
+    for p in sorted(glob.glob(os.path.join(d, prefix + "*"))):
+        st = os.lstat(p)
+        if st.st_uid == 0 or st.st_gid == 0:
+            bad.append("%s owned by %d:%d mode %o" % (os.path.basename(p), st.st_uid, st.st_gid, st.st_mode))
+        try:
+            cap = os.getxattr(p, "security.capability", follow_symlinks=False)
+        except OSError:
+            cap = None
+        if cap:
+            magic = int.from_bytes(cap[:4], "little") & 0xff000000
+            rootid = int.from_bytes(cap[20:24], "little") if len(cap) >= 24 else None
+            if magic != 0x03000000 or rootid == 0:
+                bad.append("%s has a host-effective capability %s" % (os.path.basename(p), cap.hex()))
+    return "host-root files in the read-write volume: %s" % bad if bad else None
+
+
 def _env(extra=None):
     env = dict(os.environ)
     env.pop("PADDOCK_STATE_DIR", None)
@@ -400,7 +452,8 @@ class Runner:
         tag = "pddrv" + uuid.uuid4().hex[:12]
         marker = "pdmark" + uuid.uuid4().hex[:12]
         # microvm: no volumes on that tier yet (its guest has its own disk)
-        vol = ["-v", "%s:/ro:ro" % self.host.ro_dir] if tier not in ("process", "microvm") else []
+        vol = (["-v", "%s:/ro:ro" % self.host.ro_dir, "-v", "%s:/rw" % self.host.rw_dir]
+               if tier not in ("process", "microvm") else [])
         argv = self.argv(tier, ["-u", "root", "--json"] + vol + list(opts) +
                          ["--", "python3", "-c", self.driver, tag])
         t0 = time.time()
@@ -536,7 +589,13 @@ class Runner:
             self.log("%s batch: %d attacks in %.1fs" % (tier, len(batch), info["secs"]))
         for a in attacks:
             if a.mode == "isolated":
-                res, info = self.run_driver(tier, [a], opts=a.opts, timeout=a.timeout + 60)
+                opts = list(a.opts)
+                if a.policy is not None and tier == "supervised":
+                    path = os.path.join(self.host.dir, "policy-%s.json" % uuid.uuid4().hex[:8])
+                    with open(path, "w") as f:
+                        json.dump(a.policy, f)
+                    opts += ["--policy", path]
+                res, info = self.run_driver(tier, [a], opts=opts, timeout=a.timeout + 60)
                 info["kind"] = a.name
                 runs.append(info)
                 r = res[a.name]
@@ -557,9 +616,57 @@ class Runner:
         return results, runs
 
 
+# The i386 entry from 64-bit code, as kernel/int80.py does it: mov eax, 20
+# (getpid on i386); int 0x80; ret. Unfiltered, in a throwaway host process.
+_INT80_PROBE = r"""
+import ctypes, mmap, os
+code = b"\xb8\x14\x00\x00\x00\xcd\x80\xc3"
+m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+m.write(code)
+r = ctypes.CFUNCTYPE(ctypes.c_long)(ctypes.addressof(ctypes.c_char.from_buffer(m)))()
+os._exit(0 if r == os.getpid() else 3)
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def host_ia32_entry():
+    """Whether the host kernel takes i386 syscalls through `int 0x80` from a
+    64-bit process: (True, False or None when the probe says neither, reason).
+
+    Decided by trying it (as tests/unit/test-seccomp.c does): neither
+    CONFIG_IA32_EMULATION nor the ia32_emulation= boot parameter settles it
+    (a paravirtualized guest can have both on and still fault on int 0x80).
+    Without the entry the CPU's #GP arrives as SIGSEGV before any syscall,
+    so seccomp never sees it: blocked all the same. Both facts go in the
+    reason."""
+    import gzip
+    config = "no /proc/config.gz"
+    try:
+        with gzip.open("/proc/config.gz", "rt") as f:
+            for line in f:
+                if line.startswith("CONFIG_IA32_EMULATION=") or line.startswith("# CONFIG_IA32_EMULATION is"):
+                    config = line.strip().lstrip("# ")
+                    break
+            else:
+                config = "CONFIG_IA32_EMULATION absent"
+    except OSError:
+        pass
+    param = [w for w in _read("/proc/cmdline").split() if w.startswith("ia32_emulation=")]
+    facts = "%s, %s" % (config, param[0] if param else "no ia32_emulation= boot parameter")
+    p = subprocess.run([sys.executable, "-c", _INT80_PROBE], stdin=subprocess.DEVNULL, capture_output=True,
+                       timeout=30)
+    if p.returncode == 0:
+        return True, "int 0x80 in a host process returned getpid (%s)" % facts
+    if p.returncode == -signal.SIGSEGV:
+        return False, "int 0x80 in a host process: SIGSEGV, the kernel has no i386 entry (%s)" % facts
+    return None, "int 0x80 probe in a host process: exit %s, inconclusive (%s)" % (p.returncode, facts)
+
+
 def machine_facts():
     import ctypes
     facts = {"kernel": os.uname().release, "date": time.strftime("%Y-%m-%d %H:%M:%S %z")}
+    ia32, why = host_ia32_entry()
+    facts["ia32_entry"] = {"present": ia32, "why": why}
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.syscall.restype = ctypes.c_long

@@ -14,8 +14,8 @@ if found:
     escaped("host canary through /proc/<pid>/root", found[:5])
 mi = read_file("/proc/self/mountinfo").decode()
 state = CTX["state_dir"]
-# (the read-only volume the runner binds at /ro shows its host source path: not the old root)
-hostish = [l for l in mi.splitlines() if l.split()[4] != "/ro" and
+# (the volumes the runner binds at /ro and /rw show their host source paths: not the old root)
+hostish = [l for l in mi.splitlines() if l.split()[4] not in ("/ro", "/rw") and
            (" %s" % state in l or CTX["canary_dir"] in l or l.split()[4].startswith("/work"))]
 r1 = sc(NR["pivot_root"], ".", ".")
 r2 = sc(NR["umount2"], "/", 2)   # MNT_DETACH

@@ -1,0 +1,82 @@
+/* An image template's run defaults (template.h): read from its
+ * config.json, written at pull or build time by src/image/tpl.c. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/template.h"
+#include "lib/util.h"
+
+static char **strv(json_t *a, unsigned *n)
+{
+        size_t len = json_array_size(a);
+        char **v = calloc(len + 1, sizeof *v);
+        if (!v)
+                return NULL;
+        unsigned k = 0;
+        for (size_t i = 0; i < len; i++) {
+                const char *s = json_string_value(json_array_get(a, i));
+                if (s && (v[k] = strdup(s)))
+                        k++;
+        }
+        if (n)
+                *n = k;
+        return v;
+}
+
+int pd_template_run_defaults(struct pd_state *st, const char *name, struct pd_template_run *out,
+                             struct pd_error *err)
+{
+        memset(out, 0, sizeof *out);
+        if (!name || pd_template_name_check(name) < 0)
+                return 0;
+        char cur[65];
+        snprintf(cur, sizeof cur, "%s", name);
+        for (unsigned depth = 0; depth <= PD_MAX_STACK && pd_snapshot_is(st, cur); depth++)
+                if (pd_snapshot_parent(st, cur, cur) < 0)
+                        return 0;
+        if (!pd_template_is_image(st, cur))
+                return 0;
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/templates/%s/config.json", st->dir, cur);
+        json_error_t je;
+        json_t *doc = json_load_file(path, 0, &je);
+        if (!doc)
+                return pd_error_setx(err, EINVAL, "template '%s': its config.json: %s", cur, je.text);
+        json_t *cfg = json_object_get(doc, "config"), *run = json_object_get(doc, "run");
+        out->env = strv(json_object_get(cfg, "Env"), &out->n_env);
+        const char *wd = json_string_value(json_object_get(cfg, "WorkingDir"));
+        if (wd && *wd)
+                out->workdir = strdup(wd);
+        if (json_is_object(run)) {
+                out->has_user = true;
+                out->user = strdup(json_string_value(json_object_get(run, "name")) ?: "user");
+                out->uid = (uint32_t)json_integer_value(json_object_get(run, "uid"));
+                out->gid = (uint32_t)json_integer_value(json_object_get(run, "gid"));
+                out->home = strdup(json_string_value(json_object_get(run, "home")) ?: "/");
+        }
+        json_t *cmd = json_array();
+        json_array_extend(cmd, json_object_get(cfg, "Entrypoint"));
+        json_array_extend(cmd, json_object_get(cfg, "Cmd"));
+        if (json_array_size(cmd))
+                out->argv = strv(cmd, NULL);
+        json_decref(cmd);
+        json_decref(doc);
+        return 0;
+}
+
+void pd_template_run_free(struct pd_template_run *r)
+{
+        for (unsigned i = 0; r->env && i < r->n_env; i++)
+                free(r->env[i]);
+        free(r->env);
+        for (char **a = r->argv; a && *a; a++)
+                free(*a);
+        free(r->argv);
+        free(r->workdir);
+        free(r->user);
+        free(r->home);
+        memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,31 @@
+/* Sandbox ports: private declarations shared by ports.c (routing, auth,
+ * plain HTTP) and ports_ws.c (Upgrade requests: WebSocket and friends). */
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/e2b/e2b.h"
+
+/* The sandbox's port token: hex HMAC of "port:<id>" with the server's
+ * secret; E2B clients know it as the trafficAccessToken. */
+int pd_ports_token(struct pd_server *srv, const char *id, char out[PD_E2B_TOKEN_LEN + 1]);
+
+/* The relay of one upgraded connection, kept by the port call until the
+ * request is over (see ports_ws.c for who frees it when). */
+struct pd_ports_ws;
+
+/* true if the request asks for a protocol switch: an Upgrade header and
+ * the "upgrade" token in Connection. */
+bool pd_ports_is_upgrade(struct MHD_Connection *conn);
+
+/* Send head (request line and headers, HTTP/1.1, Upgrade and Connection
+ * kept) and body through tunnel tid of st, read the service's answer and
+ * queue it: a 101 becomes an upgrade response whose socket is then relayed
+ * both ways (*ws set: the caller keeps it and frees it with
+ * pd_ports_ws_free once the request is over); any other answer is relayed
+ * as plain HTTP. Takes st over in every case. */
+enum MHD_Result pd_ports_ws_forward(struct pd_req *r, struct pd_e2b_stream *st, uint32_t tid, const char *head,
+                                    size_t head_len, const char *body, size_t body_len, unsigned port,
+                                    struct pd_ports_ws **ws);
+void pd_ports_ws_free(struct pd_ports_ws *w);
