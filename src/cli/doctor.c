@@ -112,18 +112,6 @@ static void check_cgroups(struct facts *f)
         f->cgroups_ok = have >= 2;
 }
 
-static bool find_prog(const char *name, char *out, size_t size)
-{
-        static const char *const dirs[] = { "/usr/bin", "/usr/local/bin", "/usr/sbin", "/bin", "/sbin" };
-        for (size_t i = 0; i < PD_ARRAY_SIZE(dirs); i++) {
-                snprintf(out, size, "%s/%s", dirs[i], name);
-                if (access(out, X_OK) == 0)
-                        return true;
-        }
-        out[0] = 0;
-        return false;
-}
-
 /* A router on a scratch state dir, its uplink up or not, then gone. */
 static void probe_uplink(struct facts *f)
 {
@@ -180,7 +168,7 @@ static void gather(struct facts *f, bool probe)
         char gdir[PATH_MAX];
         struct pd_error err = { 0 };
         f->guest = pd_vm_guest_kernel(gdir, sizeof gdir, f->guest_release, sizeof f->guest_release, &err) == 0;
-        find_prog("runsc", f->runsc, sizeof f->runsc);
+        pd_uplink_find_bin("runsc", NULL, f->runsc, sizeof f->runsc);
         if (pd_uplink_choose(NULL, &f->up, &err) < 0)
                 snprintf(f->up_err, sizeof f->up_err, "%s", err.msg);
         if (probe && geteuid() == 0 && f->up.kind != PD_UPLINK_NONE)
@@ -217,7 +205,8 @@ static void report(const struct facts *f)
         /* the other program, which --net-uplink can name */
         const char *other = f->up.kind == PD_UPLINK_PASTA ? "slirp4netns" : "pasta";
         char other_bin[PATH_MAX];
-        bool have_other = find_prog(other, other_bin, sizeof other_bin);
+        bool have_other = pd_uplink_find_bin(other, f->up.kind == PD_UPLINK_PASTA ? "PADDOCK_SLIRP4NETNS" : "PADDOCK_PASTA",
+                                             other_bin, sizeof other_bin);
         if (f->up_err[0])
                 line("uplink", "%s", f->up_err);
         else if (f->up.kind == PD_UPLINK_NONE)

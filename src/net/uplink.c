@@ -34,11 +34,9 @@ const char *pd_uplink_kind_name(enum pd_uplink_kind k)
         return (unsigned)k < PD_ARRAY_SIZE(kind_names) ? kind_names[k] : "?";
 }
 
-/* The program: $env if set ("" = absent, for tests and operators who want
- * one of them ignored), else the usual directories. */
-static bool find_bin(const char *name, const char *env, char *out, size_t size)
+bool pd_uplink_find_bin(const char *name, const char *env, char *out, size_t size)
 {
-        const char *e = getenv(env);
+        const char *e = env ? getenv(env) : NULL;
         if (e) {
                 if (!*e || access(e, X_OK) < 0)
                         return false;
@@ -71,14 +69,14 @@ int pd_uplink_choose(const char *spec, struct pd_uplink *u, struct pd_error *err
          * silent for ~24 s (a slow answer, an idle keep-alive), which
          * breaks real work (a large git clone, a slow API); slirp4netns
          * passed every fault test (docs/network.md, "Why slirp4netns") */
-        if (slirp && find_bin("slirp4netns", "PADDOCK_SLIRP4NETNS", u->bin, sizeof u->bin)) {
+        if (slirp && pd_uplink_find_bin("slirp4netns", "PADDOCK_SLIRP4NETNS", u->bin, sizeof u->bin)) {
                 u->kind = PD_UPLINK_SLIRP;
                 return 1;
         }
         if (!any && slirp)
                 return pd_error_setx(err, ENOENT, "uplink slirp4netns: the slirp4netns program was not found "
                                                   "(install Debian's slirp4netns package)");
-        if (pasta && find_bin("pasta", "PADDOCK_PASTA", u->bin, sizeof u->bin)) {
+        if (pasta && pd_uplink_find_bin("pasta", "PADDOCK_PASTA", u->bin, sizeof u->bin)) {
                 u->kind = PD_UPLINK_PASTA;
                 return 1;
         }

@@ -64,6 +64,11 @@ struct pd_uplink {
  * $PADDOCK_SLIRP4NETNS override where the programs are ("" = absent). */
 int pd_uplink_choose(const char *spec, struct pd_uplink *u, struct pd_error *err);
 
+/* A program: $env if env is set and so is it ("" = absent, for tests and
+ * operators who want one of them ignored), else the usual directories
+ * (/usr/bin, /usr/local/bin, /bin, /usr/sbin, /sbin). */
+bool pd_uplink_find_bin(const char *name, const char *env, char *out, size_t size);
+
 /* Name of a kind ("pasta", "slirp4netns", "none"). */
 const char *pd_uplink_kind_name(enum pd_uplink_kind k);
 

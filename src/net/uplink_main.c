@@ -42,6 +42,8 @@
 #include <linux/netfilter/nfnetlink_conntrack.h>
 #include <linux/netlink.h>
 
+#include "lib/util.h"
+
 #define NS_FD 3                         /* the uplink netns, in the process */
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 10000
@@ -70,13 +72,6 @@ static void logf_(const char *fmt, ...)
         (void)!write(2, buf, strlen(buf));
 }
 
-static uint64_t now_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* A netlink socket of bus inside the netns nsfd (this process enters and
  * comes back; it is single-threaded). */
 static int socket_in(int nsfd, int bus)
@@ -101,7 +96,7 @@ static void conntrack_flush(int ct)
         m.h.nlmsg_len = sizeof m;
         m.h.nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE;
         m.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
-        m.h.nlmsg_seq = (uint32_t)now_ms();
+        m.h.nlmsg_seq = (uint32_t)pd_now_ms();
         m.g.nfgen_family = AF_UNSPEC;   /* every family */
         m.g.version = NFNETLINK_V0;
         struct sockaddr_nl to = { .nl_family = AF_NETLINK };
@@ -285,7 +280,7 @@ int main(int argc, char **argv)
         pid_t self = getpid();
         unsigned backoff = BACKOFF_MIN_MS;
         for (;;) {
-                uint64_t started = now_ms();
+                uint64_t started = pd_now_ms();
                 pid_t pid = spawn(&o, userns, netns, self);
                 if (pid < 0) {
                         logf_("fork: %s", strerror(errno));
@@ -311,7 +306,7 @@ int main(int argc, char **argv)
                 }
                 /* its connections are gone: their next segments get a reset */
                 conntrack_flush(ct);
-                if (now_ms() - started > HEALTHY_MS)
+                if (pd_now_ms() - started > HEALTHY_MS)
                         backoff = BACKOFF_MIN_MS;
                 logf_("restarting %s in %u ms", o.kind, backoff);
                 struct pollfd ps = { .fd = sfd, .events = POLLIN };
