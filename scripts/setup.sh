@@ -15,6 +15,8 @@ packages=(
   python3-jupyter-client python3-ipykernel python3-matplotlib python3-pandas python3-pip
   # network tier: nftables through netlink, and the fake internet the tests build
   libmnl-dev libnftnl-dev nftables dnsutils openssl
+  # the default uplink: a user-mode network process (docs/network.md, "The default uplink")
+  passt slirp4netns
   # microvm tier: QEMU, the guest's root image, the tree its template is built from
   qemu-system-x86 erofs-utils busybox-static cpio xz-utils liblzma-dev
   # gvisor tier: gVisor's runsc (docs/gvisor.md)

@@ -15,6 +15,8 @@ int pd_cmd_tiers(int argc, char **argv);
 int pd_cmd_serve(int argc, char **argv);
 int pd_cmd_key(int argc, char **argv);
 int pd_cmd_template(int argc, char **argv);
+/* doctor.c: what this host can do */
+int pd_cmd_doctor(int argc, char **argv);
 /* client side (remote.c): verbs that talk to a running server over HTTP
  * (PADDOCK_URL, PADDOCK_API_KEY): create ls exec logs cp kill stats audit
  * pause resume timeout. verb is argv[0]. */

@@ -41,6 +41,7 @@ static const struct {
         { "serve", HEAVY(pd_cmd_serve), "run the sandbox server (HTTP API)" },
         { "key", HEAVY(pd_cmd_key), "create, list or revoke API keys (local, on the state dir)" },
         { "template", HEAVY(pd_cmd_template), "list or add templates (local, on the state dir)" },
+        { "doctor", HEAVY(pd_cmd_doctor), "check what this host can do (tiers, network)" },
 };
 
 static int exec_full(char **argv)

@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "cli/remote.h"
 #include "lib/util.h"
+#include "net/policy.h"
 
 #define MAX_KV 256
 
@@ -71,6 +72,10 @@ static void create_usage(FILE *f)
                    "  --pids N           process limit (default 512)\n"
                    "  --disk SIZE        writable layer size (default 1G)\n"
                    "  --timeout DURATION remove the sandbox after this long (default 300s)\n"
+                   "  --net MODE         none (default), open (the internet, never metadata, LAN or\n"
+                   "                     host) or policy (only what --allow names; docs/network.md)\n"
+                   "  --allow RULE       TARGET[:PORTS[/PROTO]]: CIDR, address, domain, *.domain\n"
+                   "  --deny RULE        same form; deny wins over allow\n"
                    "  -e, --env K=V      variable for every command (K alone: take it from here)\n"
                    "  --metadata K=V     a label (filter with paddock ls --metadata)\n"
                    "  -v, --volume ...   refused: the server takes no host paths (use paddock run)\n"
@@ -83,7 +88,8 @@ static void create_usage(FILE *f)
 
 static int cmd_create(const struct pd_rc *rc, int argc, char **argv)
 {
-        enum { O_TEMPLATE = 256, O_MEMORY, O_CPUS, O_PIDS, O_DISK, O_TIMEOUT, O_ISO, O_META, O_JSON };
+        enum { O_TEMPLATE = 256, O_MEMORY, O_CPUS, O_PIDS, O_DISK, O_TIMEOUT, O_ISO, O_META, O_JSON, O_NET,
+               O_ALLOW, O_DENY };
         static const struct option opts[] = {
                 { "template", required_argument, NULL, O_TEMPLATE }, { "memory", required_argument, NULL, O_MEMORY },
                 { "cpus", required_argument, NULL, O_CPUS },         { "pids", required_argument, NULL, O_PIDS },
@@ -91,9 +97,11 @@ static int cmd_create(const struct pd_rc *rc, int argc, char **argv)
                 { "isolation", required_argument, NULL, O_ISO },     { "env", required_argument, NULL, 'e' },
                 { "metadata", required_argument, NULL, O_META },     { "json", no_argument, NULL, O_JSON },
                 { "volume", required_argument, NULL, 'v' },          { "help", no_argument, NULL, 'h' },
+                { "net", required_argument, NULL, O_NET },           { "allow", required_argument, NULL, O_ALLOW },
+                { "deny", required_argument, NULL, O_DENY },
                 { 0 },
         };
-        json_t *body = json_object(), *env = json_object(), *meta = json_object();
+        json_t *body = json_object(), *env = json_object(), *meta = json_object(), *net = json_object();
         struct pd_error err = { 0 };
         bool as_json = false;
         uint64_t v;
@@ -162,6 +170,31 @@ static int cmd_create(const struct pd_rc *rc, int argc, char **argv)
                                 goto out;
                         break;
                 case O_JSON: as_json = true; break;
+                case O_NET:
+                        if (strcmp(optarg, "none") && strcmp(optarg, "open") && strcmp(optarg, "policy")) {
+                                pd_remote_usage_error("create", "--net: '%s' is not none, open or policy", optarg);
+                                goto out;
+                        }
+                        json_object_set_new(net, "mode", json_string(optarg));
+                        break;
+                case O_ALLOW:
+                case O_DENY: {
+                        /* the rule's form is checked here, for a message
+                         * naming the flag; the server checks it again */
+                        const char *list = c == O_ALLOW ? "allow" : "deny";
+                        char text[PD_NETPOL_RULE_TEXT_MAX + 8];
+                        struct pd_netpol_rule rule;
+                        snprintf(text, sizeof text, "%s:%s", list, optarg);
+                        if (pd_netpol_rule_parse(text, &rule, &err) < 0) {
+                                pd_remote_usage_error("create", "--%s '%s': %s", list, optarg, err.msg);
+                                goto out;
+                        }
+                        json_t *a = json_object_get(net, list);
+                        if (!a)
+                                json_object_set_new(net, list, a = json_array());
+                        json_array_append_new(a, json_string(optarg));
+                        break;
+                }
                 case 'h': create_usage(stdout); ret = 0; goto out;
                 default: ret = bad_option("create", argv); goto out;
                 }
@@ -174,6 +207,8 @@ static int cmd_create(const struct pd_rc *rc, int argc, char **argv)
                 json_object_set(body, "env", env);
         if (json_object_size(meta))
                 json_object_set(body, "metadata", meta);
+        if (json_object_size(net))
+                json_object_set(body, "network", net);
         json_t *sb = NULL;
         ret = pd_rc_json(rc, "POST", "/sandboxes", body, &sb);
         if (!ret) {
@@ -188,12 +223,19 @@ static int cmd_create(const struct pd_rc *rc, int argc, char **argv)
                 json_array_foreach(json_object_get(sb, "notes"), i, note)
                         if (json_is_string(note))
                                 fprintf(stderr, "note: %s\n", json_string_value(note));
+                /* the sandbox exists; say in one line why its network
+                 * reaches nothing, if it does not */
+                json_t *eg = json_object_get(json_object_get(sb, "network"), "egress");
+                const char *why = json_string_value(json_object_get(eg, "problem"));
+                if (why)
+                        fprintf(stderr, "paddock: warning: network: %s\n", why);
         }
         json_decref(sb);
 out:
         json_decref(body);
         json_decref(env);
         json_decref(meta);
+        json_decref(net);
         return ret;
 }
 

@@ -18,6 +18,7 @@
 #include "cli/cli.h"
 #include "proto/client.h"
 #include "net/policy.h"
+#include "net/router.h"
 #include "lib/sandbox.h"
 #include "lib/template.h"
 #include "lib/trace.h"
@@ -88,9 +89,12 @@ static void usage(FILE *f)
                 "  --deny RULE        same form; deny wins over allow (docs/network.md)\n"
                 "  --net-conns-per-sec N   new connections per second (kernel-enforced)\n"
                 "  --net-bytes-per-sec SIZE  bandwidth each way (kernel-enforced)\n"
-                "  --net-uplink netns:PATH|IFACE:ADDR/PREFIX:GW  where the router's traffic\n"
-                "                     leaves ($PADDOCK_NET_UPLINK)\n"
-                "  --net-resolver IP[,IP]   upstream DNS resolvers ($PADDOCK_NET_RESOLVER)\n"
+                "  --net-uplink UPLINK where the router's traffic leaves ($PADDOCK_NET_UPLINK):\n"
+                "                     auto (default: slirp4netns, else pasta, as the host's\n"
+                "                     sockets), pasta, slirp4netns, none, netns:PATH or\n"
+                "                     IFACE:ADDR/PREFIX:GW (docs/network.md)\n"
+                "  --net-resolver IP[,IP]   upstream DNS resolvers ($PADDOCK_NET_RESOLVER;\n"
+                "                     default: the host's, from /etc/resolv.conf)\n"
                 "  --state-dir DIR    state directory (default %s)\n"
                 "  --json             print a final JSON result on stderr\n\n"
                 "Exit status: the command's own; 128+N if signal N ended it; 124 timeout;\n"
@@ -712,6 +716,15 @@ int pd_cmd_run(int argc, char **argv)
                 pd_sandbox_free(sb);
                 pd_state_close(&st);
                 return PD_EXIT_PADDOCK;
+        }
+
+        if (o.spec.net != PD_NET_NONE) {
+                /* the sandbox exists either way; say in one line why its
+                 * network reaches nothing (docs/network.md) */
+                struct pd_router_egress eg;
+                if (pd_router_egress(&st, &eg) == 0 && eg.problem[0])
+                        pd_cli_error("warning: --net %s: %s", o.spec.net == PD_NET_OPEN ? "open" : "policy",
+                                     eg.problem);
         }
 
         struct run_result res = { .status = PD_EXIT_PADDOCK, .reason = "error", .exit_code = -1 };

@@ -96,13 +96,16 @@ static void serve_usage(FILE *f)
                 "  --domain D             domain of sandbox ports: <port>-<id>.D reaches a port\n"
                 "                         inside a sandbox (default localhost, given out with\n"
                 "                         the server's port unless D names one; docs/api.md)\n"
-                "  --net-uplink netns:PATH|IFACE:ADDR/PREFIX:GW\n"
-                "                         where sandbox traffic leaves (the router's uplink;\n"
-                "                         docs/network.md). Without it, sandboxes with a\n"
-                "                         network reach only paddock's resolver\n"
+                "  --net-uplink UPLINK    where sandbox traffic leaves (the router's uplink;\n"
+                "                         docs/network.md): auto (default: slirp4netns, else\n"
+                "                         pasta; traffic leaves as the host's own sockets),\n"
+                "                         pasta, slirp4netns, none, netns:PATH or\n"
+                "                         IFACE:ADDR/PREFIX:GW\n"
                 "  --net-resolver IP[,IP] upstream DNS resolvers for paddock's resolver\n"
-                "  --e2b-network open|none  E2B creates that say nothing about the network\n"
-                "                         (default: open with --net-uplink, none without)\n"
+                "                         (default: the host's, from /etc/resolv.conf)\n"
+                "  --e2b-network open|none  open (default): E2B creates get the internet\n"
+                "                         unless they turn it off, as on E2B; none: no E2B\n"
+                "                         sandbox gets a network (asking for one is refused)\n"
                 "  --template-registry HOST[:PORT]\n"
                 "                         a registry POST /api/v1/templates may pull from\n"
                 "                         (repeatable; default none: server-side pulls refused)\n"
@@ -185,9 +188,11 @@ int pd_cmd_serve(int argc, char **argv)
                         break;
                 case O_DESTROY: cfg.destroy_on_exit = true; break;
                 case O_UPLINK:
-                        if (strncmp(optarg, "netns:/", 7) && !strchr(optarg, ':')) {
-                                fprintf(stderr, "paddock serve: --net-uplink '%s': expected netns:/PATH or "
-                                                "IFACE:ADDR/PREFIX:GATEWAY\n", optarg);
+                        if (strncmp(optarg, "netns:/", 7) && !strchr(optarg, ':') && strcmp(optarg, "auto") &&
+                            strcmp(optarg, "pasta") && strcmp(optarg, "slirp4netns") && strcmp(optarg, "none")) {
+                                fprintf(stderr, "paddock serve: --net-uplink '%s': expected auto, pasta, "
+                                                "slirp4netns, none, netns:/PATH or IFACE:ADDR/PREFIX:GATEWAY\n",
+                                        optarg);
                                 return PD_EXIT_PADDOCK;
                         }
                         cfg.net_uplink = optarg;
@@ -267,8 +272,10 @@ int pd_cmd_serve(int argc, char **argv)
         pthread_sigmask(SIG_BLOCK, &mask, NULL);
         signal(SIGPIPE, SIG_IGN);
 
+        /* E2B's own default: the internet, now that egress works out of
+         * the box (the default uplink) */
         if (!cfg.e2b_network)
-                cfg.e2b_network = cfg.net_uplink ? "open" : "none";
+                cfg.e2b_network = "open";
         srv.cfg = cfg;
         srv.audit_dirfd = -1;
         pthread_mutex_init(&srv.lock, NULL);

@@ -50,6 +50,12 @@ struct pd_net_info {
         char *policy_json;              /* the policy in force, docs/network.md (malloc'd) */
         bool have_drops;
         uint64_t dropped_packets, dropped_bytes;        /* what the kernel dropped so far */
+        /* what egress can do here (docs/network.md, "The default uplink"):
+         * the uplink, the resolvers, and why nothing leaves ("" when it can) */
+        bool have_egress;
+        char egress_uplink[32];
+        char egress_resolvers[256];
+        char egress_problem[384];
 };
 
 /* Facts about one sandbox that only its tier knows (describe). */

@@ -127,7 +127,7 @@ static struct nftnl_rule *router_logged_drop(struct nftnl_rule *r, const char *k
 
 int pd_nft_router_init(struct pd_nft *n, const struct pd_nft_router_cfg *cfg, struct pd_error *err)
 {
-        if (cfg->n_open_deny > PD_NFT_OPEN_DENY_MAX)
+        if (cfg->n_open_deny > PD_NFT_OPEN_DENY_MAX || cfg->n_hard_deny > PD_NFT_OPEN_DENY_MAX)
                 return pd_error_setx(err, E2BIG, "more than %d never-reached ranges", PD_NFT_OPEN_DENY_MAX);
         if (cfg->uplink_ifname && strlen(cfg->uplink_ifname) >= IFNAMSIZ)
                 return pd_error_setx(err, EINVAL, "bad uplink name");
@@ -154,6 +154,20 @@ int pd_nft_router_init(struct pd_nft *n, const struct pd_nft_router_cfg *cfg, st
                         return r;
                 }
                 pd_nft_tx_elems(&tx, NFT_MSG_NEWSETELEM, s);
+                const char *hname = fams[f] == AF_INET ? "hard4" : "hard6";
+                pd_nft_tx_set(&tx, NFT_MSG_NEWSET, pd_nft_set_new_addrproto(hname, fams[f]));
+                size_t nf = 0;
+                for (size_t i = 0; i < cfg->n_hard_deny; i++)
+                        nf += cfg->hard_deny[i].family == fams[f];
+                if (!nf)
+                        continue;       /* empty: no element message */
+                s = pd_nft_set_named(hname);
+                if (s && (r = pd_nft_elems_add_addrproto(s, fams[f], cfg->hard_deny, cfg->n_hard_deny, err)) < 0) {
+                        nftnl_set_free(s);
+                        pd_nft_tx_abort(&tx);
+                        return r;
+                }
+                pd_nft_tx_elems(&tx, NFT_MSG_NEWSETELEM, s);
         }
         struct nftnl_set *ok = pd_nft_set_named("src4ok");
         if (ok) {
@@ -161,11 +175,17 @@ int pd_nft_router_init(struct pd_nft *n, const struct pd_nft_router_cfg *cfg, st
                 nftnl_set_set_u32(ok, NFTNL_SET_KEY_LEN, IFNAMSIZ + 4);
         }
         pd_nft_tx_set(&tx, NFT_MSG_NEWSET, ok);
+        ok = pd_nft_set_named("src6ok");
+        if (ok) {
+                nftnl_set_set_u32(ok, NFTNL_SET_KEY_TYPE, 41 << 6 | 8);        /* ifname . ipv6_addr */
+                nftnl_set_set_u32(ok, NFTNL_SET_KEY_LEN, IFNAMSIZ + 16);
+        }
+        pd_nft_tx_set(&tx, NFT_MSG_NEWSET, ok);
         pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, "guard", "filter", NF_INET_PRE_ROUTING, PRIO_GUARD, NF_ACCEPT);
         pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, "forward", "filter", NF_INET_FORWARD, PRIO_FILTER, NF_DROP);
         pd_nft_tx_chain(&tx, NFT_MSG_NEWCHAIN, "input", "filter", NF_INET_LOCAL_IN, PRIO_FILTER, NF_DROP);
-        static const char *const router_kinds[3] = { "spoof", "peer", "router" };
-        for (int k = 0; k < 3; k++) {
+        static const char *const router_kinds[4] = { "spoof", "peer", "router", "never" };
+        for (int k = 0; k < 4; k++) {
                 char chain[32];
                 snprintf(chain, sizeof chain, "lg%s", router_kinds[k]);
                 log_chain(&tx, chain, "-", router_kinds[k]);
@@ -185,7 +205,63 @@ int pd_nft_router_init(struct pd_nft *n, const struct pd_nft_router_cfg *cfg, st
                 verdict_rule(rr, NF_ACCEPT, 0);
         }
         pd_nft_tx_rule(&tx, rr);
+        /* IPv6 (behind an uplink that has it, router_setup.c): the
+         * sandbox's own address (src6ok holds it only then), and
+         * link-local ICMPv6, which neighbour discovery with the router
+         * needs */
+        rr = rule_iif_prefix("guard", 0);
+        if (rr) {
+                uint8_t v6 = NFPROTO_IPV6;
+                pd_nft_e_meta(rr, NFT_META_NFPROTO, NFT_REG_1);
+                pd_nft_e_cmp(rr, NFT_REG_1, NFT_CMP_EQ, &v6, 1);
+                pd_nft_e_meta(rr, NFT_META_IIFNAME, NFT_REG_1);
+                pd_nft_e_payload(rr, NFT_PAYLOAD_NETWORK_HEADER, 8, 16, NFT_REG32_04);
+                pd_nft_e_lookup(rr, NFT_REG_1, "src6ok", -1);
+                verdict_rule(rr, NF_ACCEPT, 0);
+        }
+        pd_nft_tx_rule(&tx, rr);
+        rr = rule_iif_prefix("guard", 0);
+        if (rr) {
+                uint8_t v6 = NFPROTO_IPV6, icmp6 = IPPROTO_ICMPV6;
+                uint8_t mask[2] = { 0xff, 0xc0 }, ll[2] = { 0xfe, 0x80 };
+                pd_nft_e_meta(rr, NFT_META_NFPROTO, NFT_REG_1);
+                pd_nft_e_cmp(rr, NFT_REG_1, NFT_CMP_EQ, &v6, 1);
+                pd_nft_e_meta(rr, NFT_META_L4PROTO, NFT_REG_1);
+                pd_nft_e_cmp(rr, NFT_REG_1, NFT_CMP_EQ, &icmp6, 1);
+                pd_nft_e_payload(rr, NFT_PAYLOAD_NETWORK_HEADER, 8, 2, NFT_REG_1);
+                pd_nft_e_mask_cmp(rr, NFT_REG_1, mask, ll, 2);
+                verdict_rule(rr, NF_ACCEPT, 0);
+        }
+        pd_nft_tx_rule(&tx, rr);
         pd_nft_tx_rule(&tx, router_logged_drop(rule_iif_prefix("guard", 0), "spoof"));
+
+        /* What the uplink sends that conntrack cannot place (pasta emits
+         * a segment without flags at times) is dropped before anything
+         * else sees it: passed on, it made sandboxes reset their own HTTPS
+         * connections. */
+        if (cfg->uplink_ifname) {
+                static const char *const chains[2] = { "forward", "input" };
+                for (int i = 0; i < 2; i++) {
+                        char ifn[IFNAMSIZ] = { 0 };
+                        strncpy(ifn, cfg->uplink_ifname, IFNAMSIZ - 1);
+                        rr = pd_nft_rule_new(chains[i]);
+                        if (rr) {
+                                pd_nft_e_meta(rr, NFT_META_IIFNAME, NFT_REG_1);
+                                pd_nft_e_cmp(rr, NFT_REG_1, NFT_CMP_EQ, ifn, IFNAMSIZ);
+                                pd_nft_e_ct_state(rr, 1u);      /* invalid */
+                                verdict_rule(rr, NF_DROP, 1);
+                        }
+                        pd_nft_tx_rule(&tx, rr);
+                }
+        }
+
+        /* forward: the hard never set, whatever the sandbox's rules say */
+        for (int f = 0; f < 2; f++) {
+                rr = rule_iif_prefix("forward", 0);
+                if (rr)
+                        lookup_daddr(rr, fams[f], fams[f] == AF_INET ? "hard4" : "hard6", 0);
+                pd_nft_tx_rule(&tx, router_logged_drop(rr, "never"));
+        }
 
         /* forward: sandbox to sandbox never; then each sandbox's chain */
         rr = rule_iif_prefix("forward", 0);
@@ -220,6 +296,20 @@ int pd_nft_router_init(struct pd_nft *n, const struct pd_nft_router_cfg *cfg, st
         if (cfg->proxy_port)
                 pd_nft_tx_rule(&tx, verdict_rule(rule_l4_dport(rule_iif_prefix("input", 0), IPPROTO_TCP,
                                                                cfg->proxy_port), NF_ACCEPT, 0));
+        /* IPv6 neighbour solicitation and advertisement, from sandboxes
+         * and from the uplink (conntrack leaves them untracked) */
+        for (uint8_t type = 135; type <= 136; type++) {
+                uint8_t icmp6 = IPPROTO_ICMPV6;
+                rr = pd_nft_rule_new("input");
+                if (rr) {
+                        pd_nft_e_meta(rr, NFT_META_L4PROTO, NFT_REG_1);
+                        pd_nft_e_cmp(rr, NFT_REG_1, NFT_CMP_EQ, &icmp6, 1);
+                        pd_nft_e_payload(rr, NFT_PAYLOAD_TRANSPORT_HEADER, 0, 1, NFT_REG_1);
+                        pd_nft_e_cmp(rr, NFT_REG_1, NFT_CMP_EQ, &type, 1);
+                        verdict_rule(rr, NF_ACCEPT, 0);
+                }
+                pd_nft_tx_rule(&tx, rr);
+        }
         pd_nft_tx_rule(&tx, router_logged_drop(rule_iif_prefix("input", 0), "router"));
         rr = pd_nft_rule_new("input");
         if (rr) {
@@ -524,6 +614,37 @@ static void src_elem(struct pd_nft_tx *tx, int msg, const char *ifname, const ui
         nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, k, sizeof k);
         nftnl_set_elem_add(s, e);
         pd_nft_tx_elems(tx, msg, s);
+}
+
+int pd_nft_sandbox_src6(struct pd_nft *n, const char *ifname, const uint8_t src6[16], bool add,
+                        struct pd_error *err)
+{
+        int r = check_names("x", ifname, err);
+        if (r < 0)
+                return r;
+        struct pd_nft_tx tx;
+        if ((r = pd_nft_tx_begin(n, &tx, err)) < 0)
+                return r;
+        struct nftnl_set *s = pd_nft_set_named("src6ok");
+        struct nftnl_set_elem *e = nftnl_set_elem_alloc();
+        if (!s || !e) {
+                if (s)
+                        nftnl_set_free(s);
+                if (e)
+                        nftnl_set_elem_free(e);
+                pd_nft_tx_abort(&tx);
+                return pd_error_set(err, ENOMEM, "nft element");
+        }
+        uint8_t k[IFNAMSIZ + 16] = { 0 };
+        strncpy((char *)k, ifname, IFNAMSIZ - 1);
+        memcpy(k + IFNAMSIZ, src6, 16);
+        nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, k, sizeof k);
+        nftnl_set_elem_add(s, e);
+        pd_nft_tx_elems(&tx, add ? NFT_MSG_NEWSETELEM : NFT_MSG_DELSETELEM, s);
+        r = pd_nft_tx_commit(&tx, err);
+        if (r == -ENOENT && !add)
+                return 0;       /* not there: a sandbox without IPv6 */
+        return r < 0 ? pd_error_prefix(err, "IPv6 source of %s", ifname) : 0;
 }
 
 int pd_nft_sandbox_add(struct pd_nft *n, const char *key, const char *ifname, const uint8_t src4[4],

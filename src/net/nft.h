@@ -15,6 +15,9 @@
  *   sets open_deny4 / open_deny6: what `open` never reaches (metadata,
  *                     loopback, link-local, RFC1918, CGNAT, ULA, the
  *                     server's own addresses)
+ *   sets hard4 / hard6: what no rule opens (the host's own addresses
+ *                     behind a user-mode uplink), dropped in forward
+ *                     before any sandbox chain
  * Per sandbox (key = sandbox id):
  *   chain guard       hook prerouting (filter, -300): a packet from a
  *                     sandbox veth must carry that sandbox's address
@@ -102,6 +105,11 @@ struct pd_nft_router_cfg {
          * the uplink's gateway; at most PD_NFT_OPEN_DENY_MAX */
         const struct pd_nft_cidr *open_deny;
         size_t n_open_deny;
+        /* what no sandbox reaches even with an allow rule for it: the
+         * host's own addresses behind a user-mode uplink (whose sockets
+         * would reach the host's services); at most PD_NFT_OPEN_DENY_MAX */
+        const struct pd_nft_cidr *hard_deny;
+        size_t n_hard_deny;
         uint16_t dns_port;              /* router port sandboxes may query (53) */
         uint16_t proxy_port;            /* strict proxy port, 0 = none */
 };
@@ -118,6 +126,13 @@ void pd_nft_close(struct pd_nft *n);
  * chains, maps and open_deny sets. One batch. */
 int pd_nft_router_init(struct pd_nft *n, const struct pd_nft_router_cfg *cfg,
                        struct pd_error *err);
+/* The table of a user-mode uplink's netns (nft_uplink.c): segments from
+ * the router's veth there (rt_ifname) of TCP connections it does not know
+ * get a reset; for pasta, retransmitted SYNs are dropped and its resets
+ * (from tap_ifname) get their ACK flag; for slirp4netns, a masquerade out
+ * of the tap. */
+int pd_nft_uplink_init(struct pd_nft *n, const char *rt_ifname, const char *tap_ifname, bool pasta,
+                       struct pd_error *err);
 /* Delete the whole table (router teardown). Missing table is not an error. */
 int pd_nft_router_fini(struct pd_nft *n, struct pd_error *err);
 
@@ -132,6 +147,10 @@ int pd_nft_sandbox_add(struct pd_nft *n, const char *key, const char *ifname,
 int pd_nft_sandbox_apply(struct pd_nft *n, const char *key, const char *ifname,
                          const struct pd_nft_rules *rules, bool flush_pins,
                          struct pd_error *err);
+/* The sandbox behind ifname speaks IPv6 from src6 (add) or no longer
+ * (remove; missing is not an error): the guard's src6ok set. */
+int pd_nft_sandbox_src6(struct pd_nft *n, const char *ifname, const uint8_t src6[16], bool add,
+                        struct pd_error *err);
 /* Remove a sandbox's chains, sets and map entries. Missing is not an error. */
 int pd_nft_sandbox_del(struct pd_nft *n, const char *key, const char *ifname,
                        const uint8_t src4[4], struct pd_error *err);
@@ -159,7 +178,7 @@ int pd_nft_dropped(struct pd_nft *n, const char *key, uint64_t *packets, uint64_
  * came in on a sandbox veth log with the key "-" (netd finds the sandbox
  * by the input interface), one limit for all sandboxes: "spoof" (a source
  * address not the sandbox's), "peer" (to another sandbox), "router" (to a
- * router port other than DNS and the proxy). */
+ * router port other than DNS and the proxy), "never" (the hard set). */
 #define PD_NFT_LOG_GROUP 6
 #define PD_NFT_LOG_RATE 10
 #define PD_NFT_LOG_BURST 20

@@ -380,6 +380,72 @@ void pd_nft_e_masq(struct nftnl_rule *r)
         add(r, "masq");
 }
 
+void pd_nft_e_mask_zero(struct nftnl_rule *r, uint32_t reg, uint8_t mask)
+{
+        uint8_t zero = 0;
+        struct nftnl_expr *e = add(r, "bitwise");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, reg);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, reg);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, 1);
+        nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &mask, 1);
+        nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, &zero, 1);
+        pd_nft_e_cmp(r, reg, NFT_CMP_EQ, &zero, 1);
+}
+
+void pd_nft_e_add_tcp_flag(struct nftnl_rule *r, uint8_t flag)
+{
+        /* the 16-bit word of data offset and flags, not the flags byte
+         * alone: the kernel's incremental checksum update is only right
+         * for a field that starts on a 16-bit boundary */
+        uint8_t mask[2] = { 0xff, 0xff }, x[2] = { 0, flag };
+        pd_nft_e_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, 12, 2, NFT_REG_1);
+        struct nftnl_expr *e = add(r, "bitwise");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, 2);
+        nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, mask, 2);
+        nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, x, 2);         /* the caller matched it clear */
+        e = add(r, "payload");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_SREG, NFT_REG_1);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_BASE, NFT_PAYLOAD_TRANSPORT_HEADER);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_OFFSET, 12);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_LEN, 2);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_CSUM_TYPE, NFT_PAYLOAD_CSUM_INET);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_CSUM_OFFSET, 16);      /* the TCP checksum */
+}
+
+void pd_nft_e_mask_cmp(struct nftnl_rule *r, uint32_t reg, const uint8_t *mask, const uint8_t *value, uint32_t len)
+{
+        uint8_t zero[16] = { 0 };
+        struct nftnl_expr *e = add(r, "bitwise");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, reg);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, reg);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, len);
+        nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, mask, len);
+        nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, zero, len);
+        pd_nft_e_cmp(r, reg, NFT_CMP_EQ, value, len);
+}
+
+void pd_nft_e_mask_eq(struct nftnl_rule *r, uint32_t reg, uint8_t mask, uint8_t value)
+{
+        pd_nft_e_mask_cmp(r, reg, &mask, &value, 1);
+}
+
+void pd_nft_e_dynset_add(struct nftnl_rule *r, uint32_t sreg, const char *set)
+{
+        struct nftnl_expr *e = add(r, "dynset");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_SREG_KEY, sreg);
+        nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_OP, NFT_DYNSET_OP_ADD);
+        nftnl_expr_set_str(e, NFTNL_EXPR_DYNSET_SET_NAME, set);
+}
+
+void pd_nft_e_reject_tcp(struct nftnl_rule *r)
+{
+        struct nftnl_expr *e = add(r, "reject");
+        nftnl_expr_set_u32(e, NFTNL_EXPR_REJECT_TYPE, NFT_REJECT_TCP_RST);
+        nftnl_expr_set_u8(e, NFTNL_EXPR_REJECT_CODE, 0);
+}
+
 void pd_nft_e_redirect(struct nftnl_rule *r, uint16_t port)
 {
         uint16_t be = htons(port);

@@ -52,6 +52,19 @@ void pd_nft_e_limit(struct nftnl_rule *r, uint64_t rate, uint32_t burst, int byt
 void pd_nft_e_counter(struct nftnl_rule *r);
 void pd_nft_e_verdict(struct nftnl_rule *r, int verdict);
 void pd_nft_e_masq(struct nftnl_rule *r);
+/* "reg & mask == 0" on the one byte in reg (e.g. TCP flags) */
+void pd_nft_e_mask_zero(struct nftnl_rule *r, uint32_t reg, uint8_t mask);
+/* "reg & mask == value" on len bytes (at most 16) */
+void pd_nft_e_mask_cmp(struct nftnl_rule *r, uint32_t reg, const uint8_t *mask, const uint8_t *value, uint32_t len);
+/* "reg & mask == value" on one byte */
+void pd_nft_e_mask_eq(struct nftnl_rule *r, uint32_t reg, uint8_t mask, uint8_t value);
+/* "add @set { key in sreg... }" (the set's own timeout) */
+void pd_nft_e_dynset_add(struct nftnl_rule *r, uint32_t sreg, const char *set);
+/* Set a TCP flag the rule matched as clear (the checksum follows). */
+void pd_nft_e_add_tcp_flag(struct nftnl_rule *r, uint8_t flag);
+/* "reject with tcp reset" (the kernel answers the packet with a RST whose
+ * sequence number is the packet's ack: the sender accepts it) */
+void pd_nft_e_reject_tcp(struct nftnl_rule *r);
 void pd_nft_e_goto(struct nftnl_rule *r, const char *chain);
 /* log group N prefix P (nfnetlink_log), snaplen bytes of the packet */
 void pd_nft_e_log(struct nftnl_rule *r, uint16_t group, const char *prefix, uint32_t snaplen);

@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "net/nlsock.h"
@@ -40,4 +41,28 @@ int pd_nlsock_open(int netns_fd, int bus, const char *what, struct mnl_socket **
         }
         *out = nl;
         return 0;
+}
+
+/* a sysctl of the netns nsfd: this thread enters it, writes, comes back
+ * (/proc/sys/net follows the opening thread's netns) */
+int pd_netns_sysctl(int nsfd, const char *path, const char *value, struct pd_error *err)
+{
+        int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (self < 0)
+                return pd_error_set(err, errno, "open own network namespace");
+        int rc = 0;
+        if (setns(nsfd, CLONE_NEWNET) < 0) {
+                rc = pd_error_set(err, errno, "enter a network namespace");
+                close(self);
+                return rc;
+        }
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, value, strlen(value)) != (ssize_t)strlen(value))
+                rc = pd_error_set(err, errno, "set '%s'", path);
+        if (fd >= 0)
+                close(fd);
+        if (setns(self, CLONE_NEWNET) < 0)
+                abort();        /* this thread would act in the wrong netns */
+        close(self);
+        return rc;
 }

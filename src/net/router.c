@@ -20,11 +20,10 @@
 #include "net/router.h"
 #include "net/router_int.h"
 #include "net/rtnl.h"
+#include "net/uplink.h"
 #include "lib/util.h"
 
-#define UPLINK_IF "up0"
 #define SB_INDEX_IN_SANDBOX 64          /* eth0's ifindex in a fresh netns */
-#define ROUTER_INDEX_BASE 4096          /* router side of slot n: base + n */
 
 int pd_router_parse_cidr4(const char *s, uint8_t addr[4], int *prefix, struct pd_error *err)
 {
@@ -47,19 +46,6 @@ void pd_router_default_transit(const char *instance, char *buf, size_t size)
         unsigned long h = strtoul(instance, NULL, 16);
         unsigned n = 1 + (unsigned)(h % 16383u);        /* /30 number n of 10.200.0.0/16 */
         snprintf(buf, size, "10.200.%u.%u/30", (n * 4) >> 8, (n * 4) & 0xff);
-}
-
-static uint32_t v4(const uint8_t a[4])
-{
-        return (uint32_t)a[0] << 24 | (uint32_t)a[1] << 16 | (uint32_t)a[2] << 8 | a[3];
-}
-
-static void v4_put(uint8_t a[4], uint32_t x)
-{
-        a[0] = (uint8_t)(x >> 24);
-        a[1] = (uint8_t)(x >> 16);
-        a[2] = (uint8_t)(x >> 8);
-        a[3] = (uint8_t)x;
 }
 
 static int lock(struct pd_router *r, struct pd_error *err)
@@ -146,137 +132,19 @@ static int read_file(int dirfd, const char *name, char *buf, size_t size)
         return (int)n;
 }
 
-/* "IFACE:ADDR/PREFIX:GW": a macvlan (bridge) on the caller's interface IFACE,
- * created straight into the router netns (no name appears on the host),
- * with the router's own address on that network and its gateway. The
- * network and the gateway join the never list. */
-static int macvlan_uplink(struct pd_router *r, const char *spec, struct pd_nft_cidr *extra, size_t *n_extra,
-                         struct pd_error *err)
+int pd_router_file_write(struct pd_router *r, const char *name, const char *text, struct pd_error *err)
 {
-        char buf[128], *save = NULL;
-        if (strlen(spec) >= sizeof buf)
-                return pd_error_setx(err, EINVAL, "uplink '%.64s...': too long", spec);
-        snprintf(buf, sizeof buf, "%s", spec);
-        char *ifname = strtok_r(buf, ":", &save), *cidr = strtok_r(NULL, ":", &save);
-        char *gw = strtok_r(NULL, ":", &save);
-        uint8_t addr[4], gwa[4];
-        int prefix, rc;
-        if (!ifname || !cidr || !gw || strtok_r(NULL, ":", &save) || strlen(ifname) >= 16 ||
-            pd_router_parse_cidr4(cidr, addr, &prefix, NULL) < 0 || prefix < 1 || prefix > 30 ||
-            inet_pton(AF_INET, gw, gwa) != 1)
-                return pd_error_setx(err, EINVAL,
-                                     "uplink '%s': expected netns:PATH or IFACE:ADDR/PREFIX:GATEWAY "
-                                     "(e.g. eth0:192.0.2.50/24:192.0.2.1)", spec);
-        struct pd_rtnl *host;
-        if ((rc = pd_rtnl_open(-1, &host, err)) < 0)
-                return rc;
-        int parent = pd_rtnl_index(host, ifname, err);
-        if (parent < 0) {
-                pd_rtnl_close(host);
-                return pd_error_prefix(err, "uplink interface");
-        }
-        pd_rtnl_macvlan(host, UPLINK_IF, ROUTER_INDEX_BASE - 1, parent, r->nsfd);
-        rc = pd_rtnl_flush(host, err);
-        pd_rtnl_close(host);
-        if (rc < 0)
-                return pd_error_prefix(err, "macvlan on '%s'", ifname);
-        pd_rtnl_addr(r->rt, ROUTER_INDEX_BASE - 1, AF_INET, addr, prefix);
-        pd_rtnl_up(r->rt, ROUTER_INDEX_BASE - 1);
-        pd_rtnl_default_route(r->rt, AF_INET, gwa, ROUTER_INDEX_BASE - 1);
-        for (int i = 0; i < 2; i++) {
-                struct pd_nft_cidr *c = &extra[(*n_extra)++];
-                memset(c, 0, sizeof *c);
-                c->family = AF_INET;
-                memcpy(c->addr, i ? gwa : addr, 4);
-                c->prefix = (uint8_t)(i ? 32 : prefix);
-        }
-        return 0;
+        return write_file(r->dirfd, name, text, O_TRUNC, err);
 }
 
-/* Build the router: uplink veth, addresses and route, nftables. */
-static int setup_router(struct pd_router *r, const struct pd_router_cfg *cfg, struct pd_error *err)
+int pd_router_file_read(struct pd_router *r, const char *name, char *buf, size_t size)
 {
-        uint8_t tnet[4];
-        int tprefix, rc;
-        char dflt[32];
-        pd_router_default_transit(r->instance, dflt, sizeof dflt);
-        if ((rc = pd_router_parse_cidr4(cfg->transit ? cfg->transit : dflt, tnet, &tprefix, err)) < 0)
-                return rc;
-        if (tprefix > 30)
-                return pd_error_setx(err, EINVAL, "the uplink transit subnet needs at least a /30");
-        pd_rtnl_up(r->rt, 1);   /* lo */
-        struct pd_nft_cidr extra[4];
-        size_t n_extra = 0;
-        const char *uplink_if = NULL;
-        if (cfg->uplink && !strncmp(cfg->uplink, "netns:", 6)) {
-                int up = open(cfg->uplink + 6, O_RDONLY | O_CLOEXEC);
-                if (up < 0)
-                        return pd_error_set(err, errno, "uplink netns '%s'", cfg->uplink + 6);
-                uint8_t near[4], far[4];
-                v4_put(far, v4(tnet) + 1);
-                v4_put(near, v4(tnet) + 2);
-                char farname[16];
-                snprintf(farname, sizeof farname, "pdu%.8s", r->instance);
-                struct pd_rtnl *urt;
-                if ((rc = pd_rtnl_open(up, &urt, err)) < 0) {
-                        close(up);
-                        return rc;
-                }
-                /* a router torn down a moment ago may still have its veth
-                 * (netns cleanup is asynchronous): remove it first */
-                struct pd_error e3;
-                pd_rtnl_del(urt, farname);
-                (void)pd_rtnl_flush(urt, &e3);
-                pd_rtnl_veth(r->rt, UPLINK_IF, ROUTER_INDEX_BASE - 1, farname, 0, up);
-                rc = pd_rtnl_flush(r->rt, err);
-                close(up);
-                int fi = rc < 0 ? rc : pd_rtnl_index(urt, farname, err);
-                if (fi < 0) {
-                        pd_rtnl_close(urt);
-                        return pd_error_prefix(err, "uplink veth");
-                }
-                pd_rtnl_addr(urt, fi, AF_INET, far, tprefix);
-                pd_rtnl_up(urt, fi);
-                rc = pd_rtnl_flush(urt, err);
-                pd_rtnl_close(urt);
-                if (rc < 0)
-                        return pd_error_prefix(err, "uplink side of the veth");
-                pd_rtnl_addr(r->rt, ROUTER_INDEX_BASE - 1, AF_INET, near, tprefix);
-                pd_rtnl_up(r->rt, ROUTER_INDEX_BASE - 1);
-                pd_rtnl_default_route(r->rt, AF_INET, far, ROUTER_INDEX_BASE - 1);
-                uplink_if = UPLINK_IF;
-                /* the transit is not the internet: no sandbox reaches it */
-                memset(&extra[n_extra], 0, sizeof extra[0]);
-                extra[n_extra].family = AF_INET;
-                memcpy(extra[n_extra].addr, tnet, 4);
-                extra[n_extra++].prefix = (uint8_t)tprefix;
-        } else if (cfg->uplink) {
-                if ((rc = macvlan_uplink(r, cfg->uplink, extra, &n_extra, err)) < 0)
-                        return rc;
-                uplink_if = UPLINK_IF;
-        }
-        if ((rc = pd_rtnl_flush(r->rt, err)) < 0)
-                return pd_error_prefix(err, "router links");
-        /* the pool itself: a sandbox never reaches another one */
-        memset(&extra[n_extra], 0, sizeof extra[0]);
-        extra[n_extra].family = AF_INET;
-        memcpy(extra[n_extra].addr, r->pool, 4);
-        extra[n_extra++].prefix = (uint8_t)r->pool_prefix;
-        size_t nb;
-        const struct pd_netpol_builtin *b = pd_netpol_builtin_deny(&nb);
-        struct pd_nft_cidr deny[PD_NFT_OPEN_DENY_MAX];
-        size_t n = 0;
-        for (size_t i = 0; i < nb && n < PD_NFT_OPEN_DENY_MAX; i++, n++) {
-                memset(&deny[n], 0, sizeof deny[n]);
-                deny[n].family = b[i].family;
-                memcpy(deny[n].addr, b[i].addr, 16);
-                deny[n].prefix = b[i].prefix;
-        }
-        for (size_t i = 0; i < n_extra && n < PD_NFT_OPEN_DENY_MAX; i++)
-                deny[n++] = extra[i];
-        struct pd_nft_router_cfg nc = { .uplink_ifname = uplink_if, .open_deny = deny, .n_open_deny = n,
-                                        .dns_port = 53, .proxy_port = PD_ROUTER_PROXY_PORT };
-        return pd_nft_router_init(r->nft, &nc, err);
+        return read_file(r->dirfd, name, buf, size);
+}
+
+int pd_router_pin_open(const char *path)
+{
+        return open_pinned(path);
 }
 
 int pd_router_open(const struct pd_state *st, const struct pd_router_cfg *cfg, struct pd_router **out,
@@ -318,7 +186,9 @@ int pd_router_open(const struct pd_state *st, const struct pd_router_cfg *cfg, s
                 goto fail;
         char pin[PATH_MAX + 16], want[512], have[512];
         snprintf(pin, sizeof pin, "%s/router", r->dir);
-        snprintf(want, sizeof want, "uplink=%s\nresolvers=%s\npool=%s\n", cfg->uplink ? cfg->uplink : "",
+        /* "auto" is the default uplink: the same router as no setting */
+        snprintf(want, sizeof want, "uplink=%s\nresolvers=%s\npool=%s\n",
+                 cfg->uplink && strcmp(cfg->uplink, "auto") ? cfg->uplink : "",
                  cfg->resolvers ? cfg->resolvers : "", pool);
         r->nsfd = open_pinned(pin);
         if (r->nsfd >= 0) {
@@ -328,8 +198,11 @@ int pd_router_open(const struct pd_state *st, const struct pd_router_cfg *cfg, s
                                            "stop its sandboxes (paddock gc) to change them", r->dir);
                         goto fail_locked;
                 }
+                pd_router_load_egress(r);
+                /* netd and the uplink's supervisor are daemons: one that
+                 * was killed comes back with the next sandbox */
                 if ((rc = pd_nft_open(r->nsfd, &r->nft, err)) < 0 || (rc = pd_rtnl_open(r->nsfd, &r->rt, err)) < 0 ||
-                    (rc = pd_router_netd_revive(r, cfg, err)) < 0)
+                    (rc = pd_router_netd_revive(r, cfg, err)) < 0 || (rc = pd_uplink_revive(r, err)) < 0)
                         goto fail_locked;
                 unlock(r);
                 *out = r;
@@ -342,7 +215,7 @@ int pd_router_open(const struct pd_state *st, const struct pd_router_cfg *cfg, s
                 goto fail_locked;
         }
         if ((rc = pd_nft_open(r->nsfd, &r->nft, err)) < 0 || (rc = pd_rtnl_open(r->nsfd, &r->rt, err)) < 0 ||
-            (rc = setup_router(r, cfg, err)) < 0 || (rc = pd_router_netd_start(r, cfg, err)) < 0 ||
+            (rc = pd_router_setup(r, cfg, err)) < 0 || (rc = pd_router_netd_start(r, cfg, err)) < 0 ||
             (rc = write_file(r->dirfd, "config", want, O_TRUNC, err)) < 0) {
                 pd_router_teardown(r);
                 goto fail_locked;
@@ -379,6 +252,7 @@ void pd_router_teardown(struct pd_router *r)
 {
         char pin[PATH_MAX + 16];
         pd_router_netd_stop(r);
+        pd_uplink_teardown(r);
         pd_nft_close(r->nft);
         r->nft = NULL;
         pd_rtnl_close(r->rt);
@@ -390,15 +264,18 @@ void pd_router_teardown(struct pd_router *r)
         (void)umount2(pin, MNT_DETACH);
         (void)unlinkat(r->dirfd, "router", 0);
         (void)unlinkat(r->dirfd, "config", 0);
+        (void)unlinkat(r->dirfd, "egress", 0);
 }
 
 static void slot_fill(const struct pd_router *r, unsigned n, struct pd_router_slot *s)
 {
         s->n = n;
         snprintf(s->ifname, sizeof s->ifname, "pd%x", n);
-        v4_put(s->gw_addr, v4(r->pool) + 4 * n + 1);
-        v4_put(s->sb_addr, v4(r->pool) + 4 * n + 2);
+        pd_v4_put(s->gw_addr, pd_v4(r->pool) + 4 * n + 1);
+        pd_v4_put(s->sb_addr, pd_v4(r->pool) + 4 * n + 2);
         s->prefix = 30;
+        s->mtu_max = 0;
+        s->no_ipv6 = false;
 }
 
 int pd_router_reserve(struct pd_router *r, const char *id, struct pd_router_slot *out, struct pd_error *err)
@@ -574,15 +451,29 @@ int pd_router_attach(struct pd_router *r, const char *id, const struct pd_router
                 return pd_error_setx(err, EINVAL, "network mode none needs no router");
         int rc;
         struct pd_rtnl *srt = NULL;
+        /* IPv6 behind a default uplink whose host has it (router.h) */
+        bool v6 = r->ipv6 && !s->no_ipv6;
+        uint8_t sb6[16], gw6[16];
+        pd_router_addr6(PD_NET_POOL6, s->sb_addr, sb6);
+        pd_router_addr6(PD_NET_POOL6, s->gw_addr, gw6);
         /* nft first: the veth must not pass a packet before its rules exist */
         if ((rc = program(r, id, s, pol, true, err)) < 0)
                 return rc;
+        if (v6 && (rc = pd_nft_sandbox_src6(r->nft, s->ifname, sb6, true, err)) < 0)
+                goto undo;
         if ((rc = pd_rtnl_open(netns_fd, &srt, err)) < 0)
                 goto undo;
-        int rindex = ROUTER_INDEX_BASE + (int)s->n;
+        int rindex = PD_ROUTER_INDEX_BASE + (int)s->n;
+        /* behind a user-mode uplink, large frames (router_setup.c), unless
+         * the tier caps them (a microvm guest's NIC) */
+        unsigned mtu = s->mtu_max && r->sb_mtu > s->mtu_max ? 0 : r->sb_mtu;
         for (int attempt = 0;; attempt++) {
                 pd_rtnl_veth(r->rt, s->ifname, rindex, "eth0", SB_INDEX_IN_SANDBOX, netns_fd);
                 pd_rtnl_addr(r->rt, rindex, AF_INET, s->gw_addr, s->prefix);
+                if (v6)
+                        pd_rtnl_addr(r->rt, rindex, AF_INET6, gw6, 96 + s->prefix);
+                if (mtu)
+                        pd_rtnl_mtu(r->rt, rindex, mtu);
                 pd_rtnl_up(r->rt, rindex);
                 rc = pd_rtnl_flush(r->rt, err);
                 if (rc != -EEXIST || attempt)
@@ -596,8 +487,14 @@ int pd_router_attach(struct pd_router *r, const char *id, const struct pd_router
         if (rc < 0)
                 goto undo;
         pd_rtnl_addr(srt, SB_INDEX_IN_SANDBOX, AF_INET, s->sb_addr, s->prefix);
+        if (v6)
+                pd_rtnl_addr(srt, SB_INDEX_IN_SANDBOX, AF_INET6, sb6, 96 + s->prefix);
+        if (mtu)
+                pd_rtnl_mtu(srt, SB_INDEX_IN_SANDBOX, mtu);
         pd_rtnl_up(srt, SB_INDEX_IN_SANDBOX);
         pd_rtnl_default_route(srt, AF_INET, s->gw_addr, SB_INDEX_IN_SANDBOX);
+        if (v6)
+                pd_rtnl_default_route(srt, AF_INET6, gw6, SB_INDEX_IN_SANDBOX);
         if ((rc = pd_rtnl_flush(srt, err)) < 0)
                 goto undo;
         pd_rtnl_close(srt);
@@ -615,6 +512,8 @@ undo:
                 struct pd_error e2;
                 pd_rtnl_del(r->rt, s->ifname);
                 (void)pd_rtnl_flush(r->rt, &e2);
+                if (v6)
+                        (void)pd_nft_sandbox_src6(r->nft, s->ifname, sb6, false, &e2);
                 (void)pd_nft_sandbox_del(r->nft, id, s->ifname, s->sb_addr, &e2);
         }
         return pd_error_prefix(err, "attach sandbox %s to the network", id);
@@ -647,6 +546,11 @@ static int detach_locked(struct pd_router *r, const char *id, struct pd_error *e
                 return 0;
         struct pd_error e2;
         int rc = pd_router_netd_remove(r, id, err);
+        if (rc >= 0 && r->nft && r->ipv6) {
+                uint8_t sb6[16];
+                pd_router_addr6(PD_NET_POOL6, s.sb_addr, sb6);
+                rc = pd_nft_sandbox_src6(r->nft, s.ifname, sb6, false, err);
+        }
         if (rc >= 0 && r->nft)
                 rc = pd_nft_sandbox_del(r->nft, id, s.ifname, s.sb_addr, err);
         /* The veth would die with the sandbox's netns, but that netns can
@@ -735,6 +639,7 @@ static int open_existing_locked(const struct pd_state *st, struct pd_router **ou
                 (void)pd_router_parse_cidr4(strtok(p + 5, "\n"), r->pool, &r->pool_prefix, NULL);
         if (!r->pool_prefix)
                 (void)pd_router_parse_cidr4(PD_NET_DEFAULT_POOL, r->pool, &r->pool_prefix, NULL);
+        pd_router_load_egress(r);
         r->nsfd = open_pinned(pin);
         if (r->nsfd >= 0) {
                 struct pd_error e2;

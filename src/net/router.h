@@ -26,15 +26,23 @@
 
 #define PD_NET_DEFAULT_POOL "10.201.0.0/16"
 #define PD_NET_TRANSIT_POOL "10.200.0.0/16"  /* default transits: a /30 per instance */
+/* IPv6 (behind a default uplink on a host whose IPv6 works): each /30 of
+ * the pool and of the transit has the /126 of these prefixes that ends in
+ * its IPv4 address. Unique local addresses: on the never list (fc00::/7) */
+#define PD_NET_POOL6 "fd70:6164:646f:1::"
+#define PD_NET_TRANSIT6 "fd70:6164:646f:ffff::"
 
 struct pd_router_cfg {
-        /* "netns:PATH" (a veth to a netns someone else made; router side
-         * transit .2, other side .1, NAT out of it), "IFACE:ADDR/PREFIX:GW"
-         * (a macvlan on the caller's interface IFACE, in the router, with
-         * the router's address on that network and its gateway; NAT out of
-         * it) or NULL = no uplink (sandboxes reach only the router) */
+        /* NULL, "" or "auto": the default user-mode uplink (uplink.h:
+         * slirp4netns, else pasta, else none); "pasta", "slirp4netns";
+         * "none" (sandboxes reach only the router); "netns:PATH" (a veth
+         * to a netns someone else made; router side transit .2, other
+         * side .1, NAT out of it); "IFACE:ADDR/PREFIX:GW" (a macvlan on
+         * the caller's interface IFACE, in the router, with the router's
+         * address on that network and its gateway; NAT out of it) */
         const char *uplink;
-        const char *resolvers;          /* "IP[,IP]", upstream for netd */
+        const char *resolvers;          /* "IP[,IP]", upstream for netd; NULL =
+                                           the host's (hostnet.h) */
         const char *pool;               /* NULL = PD_NET_DEFAULT_POOL */
         /* the netns uplink's /30; NULL = one of PD_NET_TRANSIT_POOL chosen
          * by the instance id, so routers of several state dirs can share
@@ -55,6 +63,10 @@ struct pd_router_slot {
         char ifname[16];                /* router side */
         uint8_t sb_addr[4], gw_addr[4];
         int prefix;                     /* 30 */
+        /* set by the tier before attach: the largest MTU its sandbox's
+         * interface takes (a microvm guest's NIC: 1500); 0 = any */
+        unsigned mtu_max;
+        bool no_ipv6;                   /* the tier configures IPv4 only (microvm) */
 };
 
 /* Take a slot for sandbox id (before its netns exists: its resolv.conf
@@ -87,6 +99,17 @@ int pd_router_gc(const struct pd_state *st, bool (*alive)(const char *id, void *
 /* The policy a sandbox runs with now (JSON, policy.h form; malloc'd), or
  * -ENOENT when it has no network in this instance's router. */
 int pd_router_policy_json(const struct pd_state *st, const char *id, char **out);
+
+/* What egress can do in an instance: the uplink ("pasta", "slirp4netns",
+ * "netns", "macvlan", "none"), the upstream resolvers, and in one line why
+ * sandboxes cannot reach the internet ("" when they should). -ENOENT when
+ * the instance has no router yet (router_setup.c). */
+struct pd_router_egress {
+        char uplink[32];
+        char resolvers[256];
+        char problem[384];
+};
+int pd_router_egress(const struct pd_state *st, struct pd_router_egress *out);
 
 /* Packets and bytes the kernel dropped for sandbox id (nft.h). */
 int pd_router_dropped(const struct pd_state *st, const char *id, uint64_t *packets, uint64_t *bytes,

@@ -2,6 +2,7 @@
  * (router_netd.c). */
 #pragma once
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "net/nft.h"
@@ -12,6 +13,9 @@
 struct pd_netd_client;
 struct pd_rtnl;
 
+#define PD_ROUTER_UPLINK_IF "up0"
+#define PD_ROUTER_INDEX_BASE 4096       /* router side of slot n: base + n; uplink: base - 1 */
+
 struct pd_router {
         char dir[PATH_MAX];
         char instance[PD_INSTANCE_LEN + 1];
@@ -21,7 +25,43 @@ struct pd_router {
         uint8_t pool[4];
         int pool_prefix;
         struct pd_netd_client *netd;    /* connected lazily */
+        /* what the router was made with (the file "egress", router_setup.c) */
+        unsigned sb_mtu;                /* sandbox veths; 0 = the kernel's default */
+        bool ipv6;                      /* sandboxes get IPv6 (the host's works) */
+        char resolvers[256];            /* netd's upstreams, as used */
+        char never[2048];               /* netd's --never: CIDRs the router adds */
 };
+
+static inline uint32_t pd_v4(const uint8_t a[4])
+{
+        return (uint32_t)a[0] << 24 | (uint32_t)a[1] << 16 | (uint32_t)a[2] << 8 | a[3];
+}
+
+/* The IPv6 address paired with an IPv4 one of the pool or the transit:
+ * prefix (router.h) and the IPv4 address in the low 32 bits, so the /126s
+ * line up with the /30s. */
+void pd_router_addr6(const char *prefix, const uint8_t v4[4], uint8_t out[16]);
+
+static inline void pd_v4_put(uint8_t a[4], uint32_t x)
+{
+        a[0] = (uint8_t)(x >> 24);
+        a[1] = (uint8_t)(x >> 16);
+        a[2] = (uint8_t)(x >> 8);
+        a[3] = (uint8_t)x;
+}
+
+/* Small files of the router's dir (router.c): write (truncating) or read
+ * (trailing newlines cut; returns the length or -errno). */
+int pd_router_file_write(struct pd_router *r, const char *name, const char *text, struct pd_error *err);
+int pd_router_file_read(struct pd_router *r, const char *name, char *buf, size_t size);
+/* An fd on a pinned network namespace (an nsfs file), or -errno. */
+int pd_router_pin_open(const char *path);
+
+/* Build a new router's links, uplink and nftables (router_setup.c); the
+ * egress it can offer goes to the file "egress". Lock held. */
+int pd_router_setup(struct pd_router *r, const struct pd_router_cfg *cfg, struct pd_error *err);
+/* Load what pd_router_setup recorded (an existing router). */
+void pd_router_load_egress(struct pd_router *r);
 
 void pd_router_teardown(struct pd_router *r);
 void pd_router_policy_to_nft(const struct pd_netpol *pol, struct pd_nft_rules *out,

@@ -51,15 +51,22 @@ int pd_router_netd_start(struct pd_router *r, const struct pd_router_cfg *cfg, s
         struct pd_error e2;
         if (pd_helper_path("paddock-netd", "PADDOCK_NETD", bin, sizeof bin, &e2) < 0)
                 return 0;       /* CIDR rules work without it; domain rules say so at attach */
-        char control[PATH_MAX + 16], never[128], ready[16], pool[32];
+        char control[PATH_MAX + 16], never[sizeof r->never + 64], ready[16], pool[32];
         snprintf(control, sizeof control, "%s/netd.sock", r->dir);
         (void)unlinkat(r->dirfd, "netd.sock", 0);
-        char pa[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, r->pool, pa, sizeof pa);
-        snprintf(pool, sizeof pool, "%s/%d", pa, r->pool_prefix);
-        char dflt[32];
-        pd_router_default_transit(r->instance, dflt, sizeof dflt);
-        snprintf(never, sizeof never, "%s,%s", pool, cfg->transit ? cfg->transit : dflt);
+        if (r->never[0]) {
+                /* what the router added to the never list (router_setup.c):
+                 * transit, pool, the host's own addresses... */
+                snprintf(never, sizeof never, "%s", r->never);
+        } else {
+                /* a router made before that list was recorded */
+                char pa[INET_ADDRSTRLEN], dflt[32];
+                inet_ntop(AF_INET, r->pool, pa, sizeof pa);
+                snprintf(pool, sizeof pool, "%s/%d", pa, r->pool_prefix);
+                pd_router_default_transit(r->instance, dflt, sizeof dflt);
+                snprintf(never, sizeof never, "%s,%s", pool, cfg->transit ? cfg->transit : dflt);
+        }
+        const char *resolvers = r->resolvers[0] ? r->resolvers : cfg->resolvers;
         int rp[2], pp[2];
         if (pipe2(rp, O_CLOEXEC) < 0)
                 return pd_error_set(err, errno, "pipe");
@@ -76,9 +83,9 @@ int pd_router_netd_start(struct pd_router *r, const struct pd_router_cfg *cfg, s
         argv[a++] = bin;
         argv[a++] = "--control";
         argv[a++] = control;
-        if (cfg->resolvers && *cfg->resolvers) {
+        if (resolvers && *resolvers) {
                 argv[a++] = "--upstream";
-                argv[a++] = cfg->resolvers;
+                argv[a++] = resolvers;
         }
         argv[a++] = "--proxy-port";
         argv[a++] = proxy;
@@ -219,9 +226,15 @@ int pd_router_netd_add(struct pd_router *r, const char *id, const struct pd_rout
                                                           "(set PADDOCK_NETD or install it)");
                 return 0;
         }
-        char addr[INET_ADDRSTRLEN];
+        char addr[INET_ADDRSTRLEN], addr6[INET6_ADDRSTRLEN];
         inet_ntop(AF_INET, s->sb_addr, addr, sizeof addr);
-        struct pd_netd_sandbox sb = { .id = id, .iface = s->ifname, .addrs = { addr, NULL },
+        /* its IPv6 address too, when it has one: netd knows a sandbox by
+         * the source of its queries and strict-mode connections */
+        uint8_t a6[16];
+        pd_router_addr6(PD_NET_POOL6, s->sb_addr, a6);
+        inet_ntop(AF_INET6, a6, addr6, sizeof addr6);
+        bool v6 = r->ipv6 && !s->no_ipv6;
+        struct pd_netd_sandbox sb = { .id = id, .iface = s->ifname, .addrs = { addr, v6 ? addr6 : NULL, NULL },
                                       .audit_path = audit_path, .policy = pol };
         if ((rc = pd_netd_add(r->netd, &sb, err)) < 0)
                 pd_router_netd_disconnect(r);   /* reconnect next time */

@@ -165,6 +165,18 @@ void pd_rtnl_up(struct pd_rtnl *rt, int ifindex)
         setlink(rt, ifindex, -1, NULL);
 }
 
+void pd_rtnl_mtu(struct pd_rtnl *rt, int ifindex, unsigned mtu)
+{
+        struct nlmsghdr *nlh = req(rt, RTM_NEWLINK, 0);
+        if (!nlh)
+                return;
+        struct ifinfomsg *ifm = mnl_nlmsg_put_extra_header(nlh, sizeof *ifm);
+        ifm->ifi_family = AF_UNSPEC;
+        ifm->ifi_index = ifindex;
+        mnl_attr_put_u32(nlh, IFLA_MTU, mtu);
+        done(rt, nlh);
+}
+
 void pd_rtnl_move(struct pd_rtnl *rt, int ifindex, int ns_fd, const char *newname)
 {
         setlink(rt, ifindex, ns_fd, newname);

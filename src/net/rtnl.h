@@ -20,6 +20,7 @@ void pd_rtnl_veth(struct pd_rtnl *rt, const char *name, int index, const char *p
                   int peer_index, int peer_ns_fd);
 void pd_rtnl_addr(struct pd_rtnl *rt, int ifindex, int family, const void *addr, int prefix);
 void pd_rtnl_up(struct pd_rtnl *rt, int ifindex);
+void pd_rtnl_mtu(struct pd_rtnl *rt, int ifindex, unsigned mtu);
 /* Default route via gw out of ifindex (onlink). */
 void pd_rtnl_default_route(struct pd_rtnl *rt, int family, const void *gw, int ifindex);
 /* Move a link (by index, of this netns) into another netns and rename it. */
@@ -33,3 +34,9 @@ int pd_rtnl_flush(struct pd_rtnl *rt, struct pd_error *err);
 
 /* ifindex of name in this socket's netns, or -ENODEV. */
 int pd_rtnl_index(struct pd_rtnl *rt, const char *name, struct pd_error *err);
+
+/* Wait up to timeout_ms (0 = just look) for a default route of family
+ * (AF_INET, AF_INET6) in the netns of netns_fd: 1 if there is one, 0 if
+ * not (rtnl_route.c). Waits on the kernel's route notifications, not by
+ * polling. */
+int pd_rtnl_wait_default_route(int netns_fd, int family, int timeout_ms, struct pd_error *err);

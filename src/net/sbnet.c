@@ -61,6 +61,9 @@ int pd_sbnet_attach(struct pd_sandbox *sb, struct pd_sbnet *n, pid_t pid, struct
         int ns = open(path, O_RDONLY | O_CLOEXEC);
         if (ns < 0)
                 return pd_error_set(err, errno, "open '%s'", path);
+        /* a microvm guest's NIC is set to 1500 by its agent (vmnet.c) */
+        n->slot.mtu_max = sb->spec.isolation == PD_ISO_MICROVM ? 1500 : 0;
+        n->slot.no_ipv6 = sb->spec.isolation == PD_ISO_MICROVM;
         int r = pd_router_attach(n->router, sb->id, &n->slot, ns, sb->spec.netpol, n->audit_path, err);
         close(ns);
         return r;

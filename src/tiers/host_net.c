@@ -3,6 +3,7 @@
  * keeps each sandbox's policy, so it survives a server restart like the
  * rules in the kernel do. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "net/router.h"
@@ -18,6 +19,13 @@ int pd_host_net_info(struct pd_sandbox *sb, struct pd_net_info *out, struct pd_e
         struct pd_error e2 = { 0 };
         if (pd_router_dropped(sb->state, sb->id, &out->dropped_packets, &out->dropped_bytes, &e2) == 0)
                 out->have_drops = true;
+        struct pd_router_egress eg;
+        if (pd_router_egress(sb->state, &eg) == 0) {
+                out->have_egress = true;
+                snprintf(out->egress_uplink, sizeof out->egress_uplink, "%s", eg.uplink);
+                snprintf(out->egress_resolvers, sizeof out->egress_resolvers, "%s", eg.resolvers);
+                snprintf(out->egress_problem, sizeof out->egress_problem, "%s", eg.problem);
+        }
         return 0;
 }
 

@@ -13,9 +13,22 @@ holds every address a test talks to, on its loopback interface:
   METADATA    169.254.169.254 and 100.100.100.200 (HTTP: "hello from ...")
   LAN         192.168.77.10 (HTTP), a private address
 
-paddock reaches it with --net-uplink netns:/run/netns/<name> (uplink) and
---net-resolver 198.51.100.53 (resolver). stop() kills what start() spawned
-(by pid) and deletes the namespace.
+paddock reaches it in one of two ways (FakeNet(..., uplink=)):
+
+  "netns"        --net-uplink netns:/run/netns/<name>: the router's veth
+                 goes straight into the fake internet.
+  "pasta",       the default user-mode uplink. A second namespace, "host"
+  "slirp4netns"  (pdt-host-<pid>-<n>), stands in for the host: address
+                 HOST_ADDR/24 on a veth to the fake internet (GATEWAY there),
+                 its default route through it. paddock itself runs in it
+                 (pdtest.NETNS, `nsenter --net`), so the uplink process's
+                 sockets are that namespace's: no test traffic leaves the
+                 machine.
+
+Either way with --net-resolver 198.51.100.53 (resolver). stop() kills what
+start() spawned (by pid) and deletes the namespaces. The module fixture
+`fakenet` runs a module's tests once per uplink of $PADDOCK_TEST_UPLINKS
+(default "netns,slirp4netns": the operator's and the default; add "pasta").
 """
 import itertools
 import json
@@ -35,6 +48,13 @@ DNS = "198.51.100.53"
 BULK_PORT = 9000
 METADATA = ["169.254.169.254", "100.100.100.200"]
 LAN = "192.168.77.10"
+HOST_ADDR = "198.18.0.2"        # the stand-in host's address (user-mode uplinks)
+GATEWAY = "198.18.0.1"          # its gateway, the fake internet's end of its veth
+# FakeNet(..., ipv6=True): the stand-in host's IPv6 and a web server on it
+HOST_ADDR6 = "2001:db8:18::2"
+GATEWAY6 = "2001:db8:18::1"
+WEB6 = "2001:db8:77::10"        # HTTP 80: "hello from WEB6 host=..."
+ULA6 = "fd00::77"               # a unique local address in the fake internet (never list)
 ZONE = {
     "web.example.test": [["A", WEB[0], 30]],
     "api.example.test": [["A", WEB[1], 30]],
@@ -42,6 +62,9 @@ ZONE = {
     "both.example.test": [["A", WEB[0], 30], ["A", WEB[1], 30]],
     "meta.example.test": [["A", METADATA[0], 30]],
     "lan.example.test": [["A", LAN, 30]],
+    "web6.example.test": [["AAAA", WEB6, 30]],
+    "dual.example.test": [["A", WEB[2], 30], ["AAAA", WEB6, 30]],
+    "ula.example.test": [["AAAA", ULA6, 30]],
 }
 _seq = itertools.count()
 
@@ -73,9 +96,13 @@ def bulk_server(addr, port):
 
 
 class FakeNet:
-    def __init__(self, tmpdir):
+    def __init__(self, tmpdir, uplink="netns", ipv6=False):
         self.tmp = str(tmpdir)
-        self.name = "pdt-inet-%d-%d" % (os.getpid(), next(_seq))
+        self.ipv6 = ipv6
+        n = next(_seq)
+        self.name = "pdt-inet-%d-%d" % (os.getpid(), n)
+        self.mode = uplink
+        self.host = "pdt-host-%d-%d" % (os.getpid(), n) if uplink != "netns" else None
         self.procs = []
         self.dns_log = os.path.join(self.tmp, "dns-queries.log")
 
@@ -84,14 +111,22 @@ class FakeNet:
         return "/run/netns/" + self.name
 
     @property
+    def host_path(self):
+        return "/run/netns/" + self.host if self.host else None
+
+    @property
     def uplink(self):
-        return "netns:" + self.path
+        return "netns:" + self.path if self.mode == "netns" else self.mode
 
     resolver = DNS
 
     def args(self):
         """paddock run options that point the router at this fake internet."""
         return ["--net-uplink", self.uplink, "--net-resolver", DNS]
+
+    def host_exec(self, *argv, check=True):
+        """A command in the stand-in host (user-mode uplinks)."""
+        return sh("ip", "netns", "exec", self.host, *argv, check=check)
 
     def _spawn(self, argv, ready):
         p = subprocess.Popen(["ip", "netns", "exec", self.name] + argv, stdin=subprocess.DEVNULL,
@@ -140,10 +175,47 @@ class FakeNet:
                          "--log", self.dns_log, "--ready", r2], r2)
             self._spawn([sys.executable, os.path.abspath(__file__), "--bulk", WEB[0], str(BULK_PORT)], None)
             self._wait_port(WEB[0], BULK_PORT)
+            if self.host:
+                h = self.host
+                sh("ip", "netns", "add", h)
+                sh("ip", "-n", h, "link", "set", "lo", "up")
+                sh("ip", "-n", h, "link", "add", "eth0", "type", "veth", "peer", "name", "tohost", "netns", n)
+                sh("ip", "-n", h, "addr", "add", HOST_ADDR + "/24", "dev", "eth0")
+                sh("ip", "-n", h, "link", "set", "eth0", "up")
+                sh("ip", "-n", n, "addr", "add", GATEWAY + "/24", "dev", "tohost")
+                sh("ip", "-n", n, "link", "set", "tohost", "up")
+                sh("ip", "-n", h, "route", "add", "default", "via", GATEWAY)
+                if self.ipv6:
+                    self._start_ipv6()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _start_ipv6(self):
+        """IPv6 for the stand-in host: an address and a default route to the
+        fake internet, where WEB6 and ULA6 answer HTTP; one packet to the
+        gateway, so the host's neighbour table shows IPv6 working (what
+        paddock checks: hostnet.c)."""
+        h, n = self.host, self.name
+        sh("ip", "-n", h, "addr", "add", HOST_ADDR6 + "/64", "dev", "eth0", "nodad")
+        sh("ip", "-n", n, "addr", "add", GATEWAY6 + "/64", "dev", "tohost", "nodad")
+        sh("ip", "-n", h, "-6", "route", "add", "default", "via", GATEWAY6)
+        for a in (WEB6, ULA6):
+            sh("ip", "-n", n, "addr", "add", a + "/128", "dev", "lo")
+        self._spawn([sys.executable, os.path.abspath(__file__), "--web6", WEB6, ULA6], None)
+        self._wait_port6(WEB6, 80)
+        self.host_exec(sys.executable, "-c", "import socket\ns = socket.socket(socket.AF_INET6, "
+                       "socket.SOCK_DGRAM)\ns.sendto(b'x', ('%s', 9))" % GATEWAY6)
+
+    def _wait_port6(self, addr, port):
+        code = ("import socket,sys\ns=socket.socket(socket.AF_INET6)\ns.settimeout(1)\n"
+                "sys.exit(s.connect_ex((%r,%d)))" % (addr, port))
+        deadline = time.monotonic() + 20
+        while sh("ip", "netns", "exec", self.name, sys.executable, "-c", code, check=False).returncode != 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError("port [%s]:%d did not open" % (addr, port))
+            time.sleep(0.05)
 
     def exec(self, *argv, check=True):
         """A command inside the fake internet."""
@@ -164,23 +236,77 @@ class FakeNet:
             except subprocess.TimeoutExpired:
                 pass
         self.procs = []
+        if self.host:
+            sh("ip", "netns", "del", self.host, check=False)
         sh("ip", "netns", "del", self.name, check=False)
+
+
+def web6_server(addrs):
+    """Run inside the netns: HTTP on port 80 of each IPv6 address."""
+    import http.server
+
+    class Server(http.server.ThreadingHTTPServer):
+        address_family = socket.AF_INET6
+        request_queue_size = 128
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = ("hello from %s host=%s\n" % (self.server.server_address[0], self.headers.get("Host"))).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    servers = [Server((a, 80), Handler) for a in addrs]
+    for srv in servers[1:]:
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    servers[0].serve_forever()
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--bulk":
         bulk_server(sys.argv[2], int(sys.argv[3]))
+    if len(sys.argv) >= 3 and sys.argv[1] == "--web6":
+        web6_server(sys.argv[2:])
 
 
 # ---- pytest fixtures and helpers shared by the tests that use a FakeNet ----
 
 
-@pytest.fixture(scope="module")
-def fakenet(tmp_path_factory):
-    """This module's fake internet (started and stopped with the module)."""
-    fn = FakeNet(tmp_path_factory.mktemp("fakenet")).start()
-    yield fn
-    fn.stop()
+def uplinks():
+    return [u for u in os.environ.get("PADDOCK_TEST_UPLINKS", "netns,slirp4netns").split(",") if u]
+
+
+class hosted:
+    """Run paddock in fn's stand-in host (a no-op for the netns uplink)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __enter__(self):
+        import pdtest
+        if self.fn.host:
+            pdtest.NETNS[:] = [self.fn.host_path]
+        return self.fn
+
+    def __exit__(self, *exc):
+        import pdtest
+        pdtest.NETNS.clear()
+
+
+@pytest.fixture(scope="module", params=uplinks())
+def fakenet(request, tmp_path_factory):
+    """This module's fake internet (started and stopped with the module),
+    once per uplink (netns, and the default user-mode uplink)."""
+    fn = FakeNet(tmp_path_factory.mktemp("fakenet"), uplink=request.param).start()
+    try:
+        with hosted(fn):
+            yield fn
+    finally:
+        fn.stop()
 
 
 @pytest.fixture(scope="module")
@@ -207,6 +333,56 @@ def host_canary():
     stop.set()
     t.join()
     s.close()
+
+
+CANARY = r"""
+import socket, sys, threading
+log = open(sys.argv[1], "a")
+def serve(s):
+    while True:
+        c, peer = s.accept()
+        log.write("%s:%d from %s\n" % (s.getsockname()[0], s.getsockname()[1], peer[0])); log.flush()
+        c.sendall(b"hello from the host"); c.close()
+out = []
+for addr in sys.argv[2:]:
+    s = socket.socket(); s.bind((addr, 0)); s.listen(16)
+    out.append("%s:%d" % (addr, s.getsockname()[1]))
+    threading.Thread(target=serve, args=(s,), daemon=True).start()
+print(" ".join(out), flush=True)
+threading.Event().wait()
+"""
+
+
+@pytest.fixture(scope="module")
+def host_canaries(fakenet, tmp_path_factory):
+    """Listeners no sandbox may reach, on the host's loopback and on its own
+    interface addresses (the stand-in host's under a user-mode uplink):
+    yields (targets, hits) where targets are [addr, port] and hits() the
+    connections they got."""
+    log = str(tmp_path_factory.mktemp("canary") / "hits.log")
+    open(log, "w").close()
+    if fakenet.host:
+        addrs = ["127.0.0.1", HOST_ADDR, "0.0.0.0"]
+        argv = ["ip", "netns", "exec", fakenet.host]
+    else:
+        out = sh("ip", "-o", "-4", "addr", "show", "scope", "global").stdout.split()
+        addrs = ["127.0.0.1"] + [w.split("/")[0] for i, w in enumerate(out) if i and out[i - 1] == "inet"][:2]
+        argv = []
+    p = subprocess.Popen(argv + [sys.executable, "-c", CANARY, log] + addrs, stdout=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL, text=True)
+    try:
+        bound = p.stdout.readline().split()
+        assert bound, "canary did not start"
+        targets = []
+        for b in bound:
+            a, port = b.rsplit(":", 1)
+            if a == "0.0.0.0":      # bound to every address: try it on the host's own
+                a = HOST_ADDR if fakenet.host else addrs[-1]
+            targets.append([a, int(port), "tcp"])
+        yield targets, lambda: open(log).read()
+    finally:
+        p.kill()
+        p.wait()
 
 
 def net_dir(p):

@@ -18,7 +18,8 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _fakenet import BULK_PORT, DNS, LAN, METADATA, WEB, FakeNet, fakenet, host_canary, net_dir, router_files  # noqa: E402,F401
+from _fakenet import (BULK_PORT, DNS, LAN, METADATA, WEB, FakeNet, fakenet, host_canaries, host_canary,  # noqa: E402,F401
+                      net_dir, router_files)
 from pdtest import PADDOCK_BIN, Paddock, child_env  # noqa: E402
 
 NETD = os.environ.get("PADDOCK_NETD") or os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-netd")
@@ -94,20 +95,24 @@ def ok(res, addr, port=80, proto="tcp"):
     return res["%s:%d/%s" % (addr, port, proto)] == "ok"
 
 
-def test_open_reaches_the_internet_but_never_the_never_list(pd, fakenet, host_canary):
+def test_open_reaches_the_internet_but_never_the_never_list(pd, fakenet, host_canaries):
+    canaries, hits = host_canaries
     targets = [[a, 80, "tcp"] for a in WEB + METADATA + [LAN]]
     far = uplink_far_end(pd)
-    targets += [["127.0.0.1", host_canary, "tcp"], [far, 80, "tcp"],             # host loopback, uplink end
-                [DNS, 53, "udp"], [DNS, 53, "tcp"],                              # another resolver
-                [WEB[0], 443, "udp"], [WEB[0], 5353, "udp"]]                     # QUIC-like, other UDP
+    targets += canaries + [[far, 80, "tcp"],                                     # host, uplink end
+                           [DNS, 53, "udp"], [DNS, 53, "tcp"],                   # another resolver
+                           [WEB[0], 443, "udp"], [WEB[0], 5353, "udp"]]          # QUIC-like, other UDP
     res = probe(pd, fakenet, ["--net", "open"], targets)
     for a in WEB:
         assert ok(res, a), res
     for a in METADATA + [LAN]:
         assert not ok(res, a), "open mode reached %s: %s" % (a, res)
-    assert not ok(res, "127.0.0.1", host_canary), res
+    for a, port, _ in canaries:
+        assert not ok(res, a, port), "open mode reached the host's %s:%d: %s" % (a, port, res)
+    assert hits() == ""
     assert not ok(res, far), res
-    assert far in fakenet.exec("ip", "-o", "addr").stdout       # the uplink's end is there, and closed
+    if fakenet.mode == "netns":
+        assert far in fakenet.exec("ip", "-o", "addr").stdout   # the uplink's end is there, and closed
     assert not ok(res, DNS, 53, "udp") and not ok(res, DNS, 53, "tcp"), "DNS past paddock's resolver: %s" % res
     assert ok(res, WEB[0], 443, "udp") and ok(res, WEB[0], 5353, "udp"), res
 
@@ -292,15 +297,20 @@ def test_resolv_conf_names_the_router_and_cannot_be_changed(pd, fakenet):
     assert "nameserver 10.201." in r.stdout and "WROTE" not in r.stdout, (r.stdout, r.stderr)
 
 
-def test_interface_uplink_macvlan(state_root, fakenet):
+def test_interface_uplink_macvlan(state_root, tmp_path):
     """--net-uplink IFACE:ADDR/PREFIX:GW: a macvlan on an interface of the
     caller's netns, created straight into the router netns. The "host" here
-    is a test netns whose lan0 is wired to the fake internet."""
-    host = "pdt-host-%d" % os.getpid()
+    is a test netns whose lan0 is wired to the fake internet (one of its
+    own: this uplink is neither the netns nor the user-mode one)."""
+    host = "pdt-mvl-%d" % os.getpid()
     p = Paddock(os.path.join(state_root, "net-macvlan"))
     os.makedirs(p.state, exist_ok=True)
     nsenter = ["nsenter", "--net=/run/netns/" + host]
+    (tmp_path / "fn").mkdir()
+    fakenet = FakeNet(tmp_path / "fn").start()
     subprocess.run(["ip", "netns", "add", host], check=True)
+    # paddock's own argv, whatever namespace other tests run it in
+    p.argv = lambda args, verb="run": [p.bin, verb, "--state-dir", p.state] + list(args)
     try:
         subprocess.run(["ip", "-n", host, "link", "add", "lan0", "type", "veth", "peer", "name", "lanpeer",
                         "netns", fakenet.name], check=True)
@@ -326,7 +336,7 @@ def test_interface_uplink_macvlan(state_root, fakenet):
         subprocess.run(nsenter + [p.bin, "gc", "--state-dir", p.state + "-bad"], capture_output=True,
                        env=child_env())
         subprocess.run(["ip", "netns", "del", host])
-        fakenet.exec("ip", "link", "del", "lanpeer", check=False)
+        fakenet.stop()
     assert router_files(p) == []
 
 

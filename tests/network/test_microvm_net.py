@@ -14,7 +14,7 @@ import threading
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _fakenet import DNS, LAN, METADATA, WEB, FakeNet, fakenet, host_canary, net_dir, router_files  # noqa: E402,F401
+from _fakenet import DNS, LAN, METADATA, WEB, FakeNet, host_canary, net_dir, router_files  # noqa: E402,F401
 from pdtest import Paddock  # noqa: E402
 from pdtest.server import Server, tmproot  # noqa: E402,F401 (fixture)
 from test_egress import PROBE, env, ok  # noqa: E402
@@ -58,6 +58,15 @@ s.connect((gw, 53))
 print(mac, s.getsockname()[0], gw, flush=True)
 sys.stdin.read()
 """
+
+
+@pytest.fixture(scope="module")
+def fakenet(tmp_path_factory):
+    """The netns uplink only: guests are slow under TCG (the default uplink
+    with a guest: test_uplink.py)."""
+    fn = FakeNet(tmp_path_factory.mktemp("fakenet")).start()
+    yield fn
+    fn.stop()
 
 
 @pytest.fixture(scope="module")

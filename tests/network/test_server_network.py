@@ -15,7 +15,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from _fakenet import WEB, FakeNet  # noqa: E402
 from pdtest import runtime_dir  # noqa: E402
-from pdtest.server import Server, runtime_root, tmproot  # noqa: E402,F401 (fixture)
+from pdtest.server import Server, run_paddock, runtime_root, tmproot  # noqa: E402,F401 (fixture)
 
 PROBE = ("import socket,json,sys\nout={}\nfor a in sys.argv[1:]:\n"
          "    try:\n        socket.create_connection((a,8080),timeout=1.5).close(); out[a]='ok'\n"
@@ -122,11 +122,76 @@ def test_e2b_fields_map_onto_the_policy(tmproot, fakenet):
             assert s.delete(x) == 204
     finally:
         s.finish()
-    t = Server(os.path.join(tmproot, "e2bnone"), "--pool", "0").start()   # no uplink: none by default
+    # no setting: E2B's own default, the internet, whatever the uplink (one
+    # that cannot reach anything says so in the sandbox's network info)
+    t = Server(os.path.join(tmproot, "e2bdefault"), "--pool", "0", "--net-uplink", "none").start()
     try:
         st, j = t.json("POST", "/sandboxes", {"templateID": "base"})
-        assert st == 201
-        assert t.json("GET", "/api/v1/sandboxes/" + j["sandboxID"], expect=200)[1]["network"] == {"mode": "none"}
+        assert st == 201, j
+        net = t.json("GET", "/api/v1/sandboxes/" + j["sandboxID"], expect=200)[1]["network"]
+        assert net["mode"] == "open", net
+        assert net["egress"]["ok"] is False and "--net-uplink none" in net["egress"]["problem"], net
+        info = t.json("GET", "/sandboxes/" + j["sandboxID"], expect=200)[1]
+        assert info["allowInternetAccess"] is True, info
+        assert [n for n in info["notes"] if n.startswith("network: ") and "--net-uplink none" in n], info
+    finally:
+        t.finish()
+    # --e2b-network none caps E2B sandboxes: no network, and a create that
+    # asks for one is refused (not quietly given less)
+    u = Server(os.path.join(tmproot, "e2bcap"), "--pool", "0", "--e2b-network", "none", "--net-uplink",
+               fakenet.uplink, "--net-resolver", fakenet.resolver).start()
+    try:
+        for body in ({}, {"allow_internet_access": False}, {"allow_internet_access": None}):
+            st, j = u.json("POST", "/sandboxes", dict({"templateID": "base"}, **body))
+            assert st == 201, (body, j)
+            assert u.json("GET", "/api/v1/sandboxes/" + j["sandboxID"], expect=200)[1]["network"] == {"mode": "none"}
+            info = u.json("GET", "/sandboxes/" + j["sandboxID"], expect=200)[1]
+            assert info["allowInternetAccess"] is False and info["notes"] == [], info
+        for body in ({"allow_internet_access": True}, {"network": {"allowOut": [WEB[0]]}}):
+            st, _, data = u.request("POST", "/sandboxes", dict({"templateID": "base"}, **body))
+            assert st == 400 and b"--e2b-network none" in data, (body, st, data)
+        # the native API is not capped
+        sb = u.create({"network": {"mode": "open"}})
+        assert reach(u, sb["id"], WEB[:1]) == {WEB[0]: True}
+    finally:
+        u.finish()
+
+
+def test_create_cli_network_flags(tmproot, fakenet):
+    """`paddock create --net/--allow/--deny` as `paddock run` takes them; a
+    bad rule is refused before any request; a network that reaches nothing
+    is created and says why in one line."""
+    s = Server(os.path.join(tmproot, "netcli"), "--pool", "0", "--net-uplink", fakenet.uplink,
+               "--net-resolver", fakenet.resolver).start()
+
+    def create(srv, *args):
+        return run_paddock("create", *args, timeout=120,
+                           env={"PADDOCK_URL": "http://127.0.0.1:%d" % srv.port, "PADDOCK_API_KEY": srv.key})
+    try:
+        r = create(s, "--net", "policy", "--allow", WEB[0], "--deny", WEB[1])
+        assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+        sid = r.stdout.strip()
+        net = s.json("GET", "/api/v1/sandboxes/%s/network" % sid, expect=200)[1]
+        assert net["mode"] == "policy" and net["egress"]["ok"] is True, net
+        assert reach(s, sid, WEB[:2]) == {WEB[0]: True, WEB[1]: False}
+        r = create(s, "--net", "open", "--deny", WEB[1])
+        assert r.returncode == 0, r.stderr
+        assert reach(s, r.stdout.strip(), WEB[:3]) == {WEB[0]: True, WEB[1]: False, WEB[2]: True}
+        ids = lambda: sorted(x["id"] for x in s.json("GET", "/api/v1/sandboxes", expect=200)[1]["sandboxes"])
+        before = ids()
+        for args, word in [(["--net", "bogus"], "--net"), (["--allow", "300.1.2.3"], "--allow"),
+                           (["--net", "open", "--deny", "*.x:99999"], "--deny")]:
+            r = create(s, *args)
+            assert r.returncode == 2 and word in r.stderr and not r.stdout, (args, r.stderr)
+        assert ids() == before, "a refused create made a sandbox"
+    finally:
+        s.finish()
+    t = Server(os.path.join(tmproot, "netcli-none"), "--pool", "0", "--net-uplink", "none").start()
+    try:
+        r = create(t, "--net", "open")
+        assert r.returncode == 0 and len(r.stdout.split()) == 1, (r.stdout, r.stderr)
+        warn = [l for l in r.stderr.splitlines() if l.strip()]
+        assert len(warn) == 1 and warn[0].startswith("paddock: warning: network:") and "none" in warn[0], warn
     finally:
         t.finish()
 

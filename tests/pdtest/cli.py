@@ -14,8 +14,24 @@ def parse_json_result(stderr):
     return json.loads(lines[-1])
 
 
+# The network namespace paddock runs in, when a test stands a namespace of
+# its own in for the host (tests/network/_fakenet.py, user-mode uplinks: the
+# uplink process's sockets must meet the fake internet, never the real
+# one). Empty: the test's own namespace. Changed in place (NETNS[:] = ...).
+NETNS = []
+# Or a whole argv prefix (nsenter into several namespaces), when set.
+WRAP = []
+
+
+def netns_prefix():
+    """The argv prefix that runs paddock where NETNS/WRAP say (none: [])."""
+    if WRAP:
+        return list(WRAP)
+    return ["nsenter", "--net=" + NETNS[0]] if NETNS else []
+
+
 class Paddock:
-    """Runs paddock against one state directory."""
+    """Runs paddock against one state directory (in NETNS/WRAP when set)."""
 
     def __init__(self, state_dir):
         self.bin = PADDOCK_BIN
@@ -24,7 +40,7 @@ class Paddock:
         self.instance = instance_of(state_dir)
 
     def argv(self, args, verb="run", state=True):
-        a = [self.bin, verb]
+        a = netns_prefix() + [self.bin, verb]
         if state:
             a += ["--state-dir", self.state]
         return a + list(args)
@@ -52,7 +68,7 @@ class Paddock:
         return subprocess.Popen(self.argv(args, verb), env=child_env(kw.pop("env", None)), **kw)
 
     def gc(self, timeout=DEFAULT_TIMEOUT):
-        return subprocess.run([self.bin, "gc", "--state-dir", self.state], capture_output=True, text=True,
+        return subprocess.run(netns_prefix() + [self.bin, "gc", "--state-dir", self.state], capture_output=True, text=True,
                               timeout=timeout, env=child_env(), stdin=subprocess.DEVNULL)
 
     def leftovers(self):

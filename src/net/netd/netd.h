@@ -79,7 +79,7 @@ struct netd {
         struct sockaddr_storage upstream[NETD_MAX_UPSTREAMS];
         socklen_t upstream_len[NETD_MAX_UPSTREAMS];
         unsigned n_upstreams;
-        struct pd_netpol_builtin never[16];     /* --never extras */
+        struct pd_netpol_builtin never[64];     /* --never extras */
         unsigned n_never;
         unsigned max_pins;              /* live pins per sandbox (--max-pins) */
         uint16_t dns_port, proxy_port;

@@ -29,6 +29,13 @@ json_t *pd_api_network_json(struct pd_server *srv, struct pd_srv_sandbox *s, boo
                 json_object_set_new(o, "dropped_packets", json_integer((json_int_t)ni.dropped_packets));
                 json_object_set_new(o, "dropped_bytes", json_integer((json_int_t)ni.dropped_bytes));
         }
+        /* what egress can do for it, and in one line why it reaches
+         * nothing when it does not (docs/network.md, "The default uplink") */
+        if (o && ni.have_egress)
+                json_object_set_new(o, "egress",
+                                    json_pack("{s:s, s:s, s:b, s:s?}", "uplink", ni.egress_uplink, "resolvers",
+                                              ni.egress_resolvers, "ok", !ni.egress_problem[0], "problem",
+                                              ni.egress_problem[0] ? ni.egress_problem : NULL));
         pd_net_info_clear(&ni);
         return o ? o : json_pack("{s:s}", "mode", "none");
 }

@@ -101,6 +101,26 @@ static json_t *create_body(struct pd_server *srv, struct pd_srv_sandbox *s)
         return o;
 }
 
+/* The network as E2B reports it: allowInternetAccess (the policy's mode
+ * is open) into *internet, and the notes: in one line why the network
+ * reaches nothing when it does not (docs/network.md, "E2B"). */
+static json_t *e2b_network_notes(struct pd_server *srv, struct pd_srv_sandbox *s, bool *internet)
+{
+        json_t *notes = json_array();
+        struct pd_net_info ni;
+        *internet = false;
+        if (pd_manager_net_info(srv, s, &ni, NULL) == 0) {
+                json_t *pol = ni.policy_json ? json_loads(ni.policy_json, 0, NULL) : NULL;
+                const char *mode = json_string_value(json_object_get(pol, "mode"));
+                *internet = mode && !strcmp(mode, "open");
+                if (notes && ni.have_egress && ni.egress_problem[0])
+                        json_array_append_new(notes, json_sprintf("network: %s", ni.egress_problem));
+                json_decref(pol);
+        }
+        pd_net_info_clear(&ni);
+        return notes ? notes : json_array();
+}
+
 /* E2B's view of a state (lifecycle.h): it knows running and paused; a
  * failed sandbox shows as running (its calls fail). */
 static const char *e2b_state(enum pd_sb_state s)
@@ -116,13 +136,15 @@ json_t *pd_e2b_info_json(struct pd_server *srv, struct pd_srv_sandbox *s)
         pd_rfc3339_ms(i.created_ms, started);
         pd_rfc3339_ms(i.expires_ms ? i.expires_ms : i.created_ms, end);
         double cpus = i.millicpus / 1000.0;
-        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:i, s:I, s:I, s:s, s:s, s:[s]}",
+        bool internet = false;
+        json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:i, s:I, s:I, s:s, s:s, s:o}",
                               "sandboxID", i.id, "templateID", i.template_name, "alias", i.template_name,
                               "clientID", "paddock", "startedAt", started, "endAt", end, "metadata", i.metadata,
                               "cpuCount", (int)ceil(cpus > 0 ? cpus : 1), "memoryMB", (json_int_t)(i.memory_bytes >> 20),
                               "diskSizeMB", (json_int_t)(i.disk_bytes >> 20), "envdVersion", PD_E2B_ENVD_VERSION,
-                              "state", e2b_state(i.state), "notes",
-                              "network: none (paddock sandboxes have no network yet)");
+                              "state", e2b_state(i.state), "notes", e2b_network_notes(srv, s, &internet));
+        if (o)
+                json_object_set_new(o, "allowInternetAccess", json_boolean(internet));
         if (o)
                 pd_e2b_ports_info(srv, s, &i, o);
         pd_sandbox_info_clear(&i);

@@ -1,7 +1,9 @@
 /* E2B's network fields on create, mapped onto paddock's policy
  * (docs/network.md, "E2B"):
- *   allow_internet_access  bool; absent = the server setting e2b_network
- *                          (--e2b-network open|none)
+ *   allow_internet_access  bool; absent = true (E2B's default), unless
+ *                          the server caps E2B at none (--e2b-network
+ *                          none: every E2B sandbox has no network, and a
+ *                          create asking for one is refused)
  *   network.allowOut       addresses, CIDRs, domains (E2B: these win over
  *                          denyOut)
  *   network.denyOut        same; "0.0.0.0/0" = deny everything else
@@ -76,12 +78,20 @@ json_t *pd_e2b_network_policy(struct pd_server *srv, json_t *body, char *why, si
         }
         if (list_ok(allow, "allowOut", why, whysz) < 0 || list_ok(deny, "denyOut", why, whysz) < 0)
                 return NULL;
-        bool on;
-        if (inet && json_is_boolean(inet))
-                on = json_is_true(inet);
-        else
-                on = srv->cfg.e2b_network && !strcmp(srv->cfg.e2b_network, "open");
         size_t n_allow = allow && json_is_array(allow) ? json_array_size(allow) : 0;
+        /* E2B's SDKs leave allow_internet_access out unless the caller sets
+         * it, and E2B then gives the internet: so does paddock, unless the
+         * operator caps E2B sandboxes at none (--e2b-network none). A
+         * create that asks for a network on a capped server is refused
+         * rather than quietly given less than it asked for. */
+        if (srv->cfg.e2b_network && !strcmp(srv->cfg.e2b_network, "none")) {
+                if ((inet && json_is_true(inet)) || n_allow)
+                        snprintf(why, whysz, "this server gives E2B sandboxes no network (paddock serve "
+                                             "--e2b-network none): leave out allow_internet_access and "
+                                             "network.allowOut, or set allow_internet_access to false");
+                return NULL;
+        }
+        bool on = inet && json_is_boolean(inet) ? json_is_true(inet) : true;
         json_t *pol = json_object();
         if (!on || (deny && json_is_array(deny) && has_all(deny))) {
                 if (!n_allow) {
