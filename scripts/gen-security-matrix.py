@@ -129,6 +129,25 @@ def render(d):
       "*(not promised)*: the tier does not promise it (docs/security.md); the outcome is recorded, "
       "not asserted.")
     w("")
+    # What each tier promises where the attacks below cannot say it in one
+    # cell: volumes and SysV/POSIX IPC (docs/security.md, "Volumes" and the
+    # process tier's list of gaps). Kept here so the matrix says it next to
+    # the results that test it.
+    w("## Volumes and IPC: what each tier promises")
+    w("")
+    w("| tier | volumes (`-v HOST:SB`) | SysV IPC, POSIX message queues | abstract unix sockets |")
+    w("|---|---|---|---|")
+    w("| container, supervised | offered: an idmapping of their own per volume (the sandbox's `user` is the "
+      "directory's owner, root inside and everyone else unprivileged ids of the sandbox's range, never host "
+      "root), `nosuid`, file capabilities refused; a root-owned directory is refused read-write | the "
+      "sandbox's own IPC namespace | the sandbox's own network namespace |")
+    w("| process | not offered | refused by its seccomp filter (`ENOSYS`): nothing shared with the host or "
+      "other sandboxes, nothing outlives the sandbox | `socket(AF_UNIX)` refused (`EPERM`); `socketpair` for "
+      "stream/seqpacket only |")
+    w("| gvisor | refused (the gofer does host file I/O as host root, so the volume promise cannot hold) | "
+      "the Sentry's own (user-space kernel) | the Sentry's own |")
+    w("| microvm | not offered | the guest kernel's own | the guest kernel's own |")
+    w("")
     w("## Machine")
     w("")
     w("| fact | value |")
