@@ -55,9 +55,12 @@ static void report_audit_logs(struct pd_state *st)
         closedir(d);
         if (!n)         /* nothing kept (a state dir no server used): no line */
                 return;
-        printf("kept %u audit log%s (%llu bytes) in %s/audit: paddock serve removes each one\n"
-               "--audit-retention days (default 7) after its sandbox's last event\n",
-               n, n == 1 ? "" : "s", bytes, st->dir);
+        /* on stderr: stdout stays the one line scripts read ("removed N
+         * sandboxes") */
+        fprintf(stderr,
+                "kept %u audit log%s (%llu bytes) in %s/audit: paddock serve removes each one\n"
+                "--audit-retention days (default 7) after its sandbox's last event\n",
+                n, n == 1 ? "" : "s", bytes, st->dir);
 }
 
 int pd_cmd_gc(int argc, char **argv)

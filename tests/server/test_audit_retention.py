@@ -64,10 +64,11 @@ def test_deleted_sandboxes_logs_removed_after_retention_live_kept():
         gc = srv.finish()
     # gc destroyed the live sandbox; both logs stay and gc says so
     out = gc.stdout.decode() if isinstance(gc.stdout, bytes) else gc.stdout
-    lines = out.strip().splitlines()
-    assert lines[0] == "removed 1 sandbox", out
-    assert lines[1].startswith("kept 2 audit logs ("), out
-    assert "/audit: paddock serve removes each one" in lines[1], out
+    err = gc.stderr.decode() if isinstance(gc.stderr, bytes) else gc.stderr
+    assert out.strip() == "removed 1 sandbox", out          # stdout: the line scripts read
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("kept 2 audit logs ("), err
+    assert "/audit: paddock serve removes each one" in lines[0], err
 
 
 def test_audit_retention_bad_value_refused(tmp_path):
