@@ -145,7 +145,7 @@ def test_e2b_template_id_may_name_a_tier(srv):
     st, _, data = srv.request("POST", "/v2/sandboxes", {"isolation": "gvisor-not-yet"}, key=None,
                               headers={"X-API-Key": srv.key, "Content-Type": "application/json"})
     assert st == 400 and json.loads(data)["message"] == (
-        "isolation must be one of process, container, supervised, microvm"), (st, data)
+        "isolation must be one of process, container, supervised, gvisor, microvm"), (st, data)
 
 
 @pytest.mark.parametrize("body", [
