@@ -34,7 +34,7 @@ import pdtest  # noqa: E402
 from pdtest import PADDOCK_BIN, Paddock, child_env  # noqa: E402
 
 NETD = os.environ.get("PADDOCK_NETD") or os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-netd")
-UPLINK = os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-uplink")
+UPLINK = os.environ.get("PADDOCK_UPLINK") or os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-uplink")
 KINDS = [k for k in os.environ.get("PADDOCK_TEST_USERMODE", "pasta,slirp4netns").split(",") if k]
 
 # fetch http://NAME/ (or an address) and print one JSON object per target
