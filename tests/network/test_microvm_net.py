@@ -206,8 +206,10 @@ def test_server_live_policy_audit_and_kill9(tmproot, fakenet_srv):
     s = Server(os.path.join(tmproot, "vmnet"), "--pool", "0", "--net-uplink", fakenet.uplink,
                "--net-resolver", fakenet.resolver).start()
     try:
+        # the first microvm of a state dir builds the base template (minutes
+        # on a loaded TCG host): not what this test is about
         sid = s.create({"isolation": "microvm", "timeout": 600,
-                        "network": {"mode": "policy", "allow": [WEB[0]]}})["id"]
+                        "network": {"mode": "policy", "allow": [WEB[0]]}}, timeout=600)["id"]
         assert reach(s, sid, WEB[:2]) == {WEB[0]: True, WEB[1]: False}
         st, j = s.json("PUT", "/api/v1/sandboxes/%s/network" % sid, {"mode": "policy", "allow": [WEB[1]]})
         assert st == 200, j

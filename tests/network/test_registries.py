@@ -27,7 +27,7 @@ sys.path.insert(0, HERE)
 from pdtest import PADDOCK_BIN, Paddock  # noqa: E402
 
 NETD = os.environ.get("PADDOCK_NETD") or os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-netd")
-UPLINK = os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-uplink")
+UPLINK = os.environ.get("PADDOCK_UPLINK") or os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-uplink")
 PACKAGE = "left-pad"            # a small package; only its abbreviated metadata is fetched
 
 

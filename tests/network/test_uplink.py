@@ -34,7 +34,7 @@ import pdtest  # noqa: E402
 from pdtest import PADDOCK_BIN, Paddock, child_env  # noqa: E402
 
 NETD = os.environ.get("PADDOCK_NETD") or os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-netd")
-UPLINK = os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-uplink")
+UPLINK = os.environ.get("PADDOCK_UPLINK") or os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-uplink")
 KINDS = [k for k in os.environ.get("PADDOCK_TEST_USERMODE", "pasta,slirp4netns").split(",") if k]
 
 # fetch http://NAME/ (or an address) and print one JSON object per target
@@ -552,6 +552,7 @@ conns = []
 while len(conns) < n:
     c, _ = s.accept()
     conns.append(c)
+    print("accepted", len(conns), flush=True)
 for c in conns:
     c.sendall(b"go\n")
     c.close()
@@ -582,9 +583,16 @@ def test_hundred_sandboxes_open_at_once(pd, fn):
             procs.append(pd.popen(["--net", "open", "--net-uplink", fn.mode, "--net-resolver", DNS, "--",
                                    "python3", "-c", MEET, WEB[1]], env=child_env(env()), text=True))
         outs = [p.communicate(timeout=900) for p in procs]
-        bad = [(p.returncode, o) for p, o in zip(procs, outs) if p.returncode != 0 or o[0].strip() != "go"]
-        assert not bad, (len(bad), bad[:3], open(os.path.join(net_dir(pd), "uplink.log")).read()[-2000:])
-        assert meet.stdout.readline().split() == ["released", str(n)]
+        # the ones that did not just wait for the others first: they say why
+        bad = sorted([(p.returncode, o) for p, o in zip(procs, outs) if p.returncode != 0 or o[0].strip() != "go"],
+                     key=lambda b: "TimeoutError" in b[1][1])
+        if bad:
+            meet.kill()
+            heard = meet.stdout.read().split("\n")
+            pytest.fail("%d of %d did not meet (the fake internet's end heard: %s); first: %r; uplink.log: %s"
+                        % (len(bad), n, [l for l in heard if l][-1:], bad[:3],
+                           open(os.path.join(net_dir(pd), "uplink.log")).read()[-3000:]))
+        assert [l.split() for l in meet.stdout.read().splitlines()][-1] == ["released", str(n)]
     finally:
         for p in procs:
             if p.poll() is None:
