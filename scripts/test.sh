@@ -56,7 +56,12 @@ for s in arch integration security server sdk network oci microvm; do
   [ -d "tests/$s" ] || continue
   san=()
   [[ $sanitized == *" $s "* ]] && san=(scripts/san-run.sh "$s")
-  suite "$s" 600 "${san[@]}" "$py" -m pytest -q -rs -p no:cacheprovider "tests/$s" \
+  budget=600
+  # network: the egress suites run once per user-mode uplink (pasta,
+  # slirp4netns) besides the netns uplink, 100 sandboxes at once included,
+  # under the sanitizers: ~10 min here
+  [ "$s" = network ] && budget=900
+  suite "$s" "$budget" "${san[@]}" "$py" -m pytest -q -rs -p no:cacheprovider "tests/$s" \
     --junitxml="$results/$s.xml"
   [ ${#san[@]} -gt 0 ] && "$py" scripts/san-junit.py "$results/$s.xml" "$results/san/$s"
 done
