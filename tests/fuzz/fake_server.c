@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "fake_server.h"
+#include "server/routes.h"
 #include "server/e2b/e2b.h"
 #include "server/core/manager.h"
 #include "server/core/pool.h"
@@ -491,6 +492,10 @@ int fake_server_start(const char *state_dir, unsigned port, struct fake_server_i
                 pd_error_setx(&err, EIO, "e2b token");
                 goto fail;
         }
+        /* the route tables serve registers (src/server/routes.c): without
+         * them every request is a 404 and the targets reach no route */
+        if (pd_server_routes(&srv, &err) < 0)
+                goto fail;
         if (pd_http_start(&srv, &err) < 0)
                 goto fail;
         return 0;
