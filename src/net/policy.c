@@ -219,8 +219,9 @@ static int parse_ports(const char *s, struct pd_netpol_rule *r, struct pd_error 
         unsigned long lo, hi;
         if (dash) {
                 if (parse_uint(s, (size_t)(dash - s), 65535, &lo) < 0 ||
-                    parse_uint(dash + 1, plen - (size_t)(dash - s) - 1, 65535, &hi) < 0 || lo > hi)
-                        return pd_error_setx(err, EINVAL, "ports '%.*s': N, N-M (0..65535) or *",
+                    parse_uint(dash + 1, plen - (size_t)(dash - s) - 1, 65535, &hi) < 0 || lo > hi ||
+                    hi == 0)    /* 0-0 names only port 0, refused as '0' is (and written back as it) */
+                        return pd_error_setx(err, EINVAL, "ports '%.*s': N, N-M (0..65535, M >= 1) or *",
                                              (int)plen, s);
         } else {
                 if (parse_uint(s, plen, 65535, &lo) < 0 || lo == 0)

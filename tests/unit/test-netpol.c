@@ -81,6 +81,8 @@ static void test_rule_strings(void)
         ok(!parses("allow:example.com:0"), "port 0 refused");
         ok(!parses("allow:example.com:65536"), "port 65536 refused");
         ok(!parses("allow:example.com:20-10"), "reversed range refused");
+        ok(!parses("allow:1.1.1.15:0-0"), "range 0-0 refused (it names port 0, refused as '0' is; fuzz-policy found it written back as '0')");
+        ok(parses("allow:example.com:0-80"), "a range from 0 stays allowed");
         ok(!parses("allow:example.com:443/icmp"), "unknown protocol refused");
         ok(!parses("allow:example.com:+443"), "signed port refused");
         ok(!parses("deny:example.com:443"), "domain deny with port refused");
