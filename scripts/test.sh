@@ -79,13 +79,18 @@ suite arch 60 "$py" -m pytest -q -rs -p no:cacheprovider tests/arch --junitxml="
 # libFuzzer targets (tests/fuzz/, built above): 120 s of fuzzing in all.
 suite fuzz 240 scripts/fuzz-ci.sh "$results/fuzz.xml" 120
 
+# Node 20 and the official E2B SDKs (from the npm registry): the templates
+# suite drives the SDK's Template.build, the e2b suite the rest of the SDKs.
+node_ok=0
+./scripts/setup-node.sh && node_ok=1
+
 # Templates from images and recipes: a local registry, crafted images,
 # builds and every tier (a few minutes; the slow cases are in bench/).
 suite templates 420 "$py" -m pytest -q -rs -p no:cacheprovider tests/templates \
   --junitxml="$results/templates.xml"
 
-# The official E2B SDKs against paddock serve (Node 20 from the npm registry).
-if ./scripts/setup-node.sh; then
+# The official E2B SDKs against paddock serve.
+if [ $node_ok = 1 ]; then
   PADDOCK_JUNIT="$results/e2b.xml" suite e2b 600 tests/compat/e2b/run.sh
 else
   echo "setup-node failed: the E2B suite cannot run"
