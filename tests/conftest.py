@@ -125,3 +125,25 @@ def pytest_runtest_makereport(item, call):
         msg = "%s\n\n%s" % (rep.longreprtext, msg)
     rep.outcome = "failed"
     rep.longrepr = msg
+
+
+# Tests that only mean something on one user-mode uplink (tests/network/
+# test_uplink.py runs its module once per uplink through the `fn` fixture):
+# `@pytest.mark.uplink_only("slirp4netns")` leaves the other uplinks' copies
+# out of the run (deselected, not skipped: they are not checks of this host).
+def pytest_configure(config):
+    config.addinivalue_line("markers", "uplink_only(*kinds): run only with these user-mode uplinks")
+
+
+def pytest_collection_modifyitems(config, items):
+    keep, drop = [], []
+    for item in items:
+        m = item.get_closest_marker("uplink_only")
+        cs = getattr(item, "callspec", None)
+        if m and cs is not None and "fn" in cs.params and cs.params["fn"] not in m.args:
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

@@ -233,12 +233,11 @@ c.close()
 """
 
 
+@pytest.mark.uplink_only("slirp4netns")     # pasta 2023-03 resets such connections (docs/network.md)
 def test_a_slow_answer_arrives(pd, fn):
     """A server that is silent for 40 s after the request still answers
     through the default uplink. (pasta 2023-03 resets such a connection
     after ~24 s: the reason slirp4netns is the default; docs/network.md.)"""
-    if fn.mode != "slirp4netns":
-        pytest.skip("pasta 2023-03 resets connections silent for ~24 s (documented; not the default)")
     srv = subprocess.Popen(["ip", "netns", "exec", fn.name, sys.executable, "-c", SLOW_ANSWER, WEB[1], "40"],
                            stdout=subprocess.PIPE, text=True)
     try:
@@ -567,12 +566,10 @@ print(f.readline().strip())
 """
 
 
+@pytest.mark.uplink_only("slirp4netns")     # pasta 2023-03 resets the first ones while they wait
 def test_hundred_sandboxes_open_at_once(pd, fn):
     """100 sandboxes with --net open alive at the same time, each holding a
     connection to the fake internet until all 100 do."""
-    if fn.mode != "slirp4netns":
-        pytest.skip("the first connections wait for the last (over 24 s here): pasta 2023-03 resets them "
-                    "(documented; the default uplink is slirp4netns)")
     n = 100
     meet = subprocess.Popen(["ip", "netns", "exec", fn.name, sys.executable, "-c", RENDEZVOUS, WEB[1], str(n)],
                             stdout=subprocess.PIPE, text=True)
@@ -603,9 +600,8 @@ def test_hundred_sandboxes_open_at_once(pd, fn):
     assert [f for f in router_files(pd) if f.startswith(("sb/", "slots/"))] == []
 
 
+@pytest.mark.uplink_only("slirp4netns")     # one TCG guest is enough: the default uplink
 def test_microvm_guest_reaches_the_internet_through_the_default_uplink(pd, fn):
-    if fn.mode != "slirp4netns":
-        pytest.skip("one guest is enough (TCG): the default uplink (slirp4netns) only")
     r = run(pd, fn, ["--net", "open"], ["python3", "-c", FETCH, json.dumps(["web.example.test", WEB[2]])],
             extra=["--isolation", "microvm", "--memory", "256M"], timeout=900)
     res = json.loads(r.stdout.strip().splitlines()[-1])
