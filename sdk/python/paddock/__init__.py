@@ -14,13 +14,17 @@ from .exceptions import (AuthenticationError, AuthenticationException, Connectio
                          NotFoundException, PaddockError, PermissionDeniedError, PermissionError, RateLimitError, RateLimitException, SandboxError,
                          SandboxException, TimeoutError, TimeoutException)
 from .files import Files
-from .models import CommandResult, EntryInfo, ProcessInfo, SandboxInfo, SandboxMetrics
+from .models import (CommandResult, EntryInfo, NetworkInfo, PortsInfo, ProcessInfo, SandboxInfo, SandboxMetrics,
+                     SnapshotInfo, TemplateInfo)
+from .pty import Pty, PtySize
+from .templates import BuildError, Templates
 from .sandbox import Sandbox
 from ._http import VERSION as __version__
 
 __all__ = [
     "Sandbox", "Commands", "Files", "CommandHandle", "CommandResult", "CommandExitException", "EntryInfo",
-    "ProcessInfo", "SandboxInfo", "SandboxMetrics", "PaddockError", "AuthenticationError", "NotFoundError",
+    "ProcessInfo", "SandboxInfo", "SandboxMetrics", "SnapshotInfo", "TemplateInfo", "NetworkInfo", "PortsInfo",
+    "Pty", "PtySize", "Templates", "BuildError", "PaddockError", "AuthenticationError", "NotFoundError",
     "InvalidArgumentError", "PermissionError", "PermissionDeniedError", "TimeoutError", "SandboxError", "NoSpaceError", "RateLimitError", "ConnectionError",
     "SandboxException", "AuthenticationException", "NotFoundException", "InvalidArgumentException",
     "TimeoutException", "RateLimitException", "NoSpaceException",

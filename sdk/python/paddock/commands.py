@@ -43,15 +43,17 @@ class CommandHandle:
     the handle exists; wait() returns its CommandResult."""
 
     def __init__(self, api, sandbox_id, pid, on_stdout=None, on_stderr=None, on_pty=None, start=True,
-                 from_start=True):
+                 from_stdout=0, from_stderr=0, pty_bytes=False):
         self._api = api
         self._sid = sandbox_id
         self.pid = pid
         self._cb = {"stdout": on_stdout, "stderr": on_stderr, "pty": on_pty or on_stdout}
         self._buf = {"stdout": bytearray(), "stderr": bytearray(), "pty": bytearray()}
-        self._next = {"stdout": 0, "stderr": 0, "pty": 0}
+        # where each stream resumes: a handle may start mid-stream (connect(pid, from_stdout=N))
+        self._next = {"stdout": int(from_stdout or 0), "stderr": int(from_stderr or 0), "pty": 0}
         self._dec = {k: codecs.getincrementaldecoder("utf-8")("replace") for k in self._buf}
         self.gaps = []
+        self._pty_bytes = pty_bytes
         self._exit = None
         self._error = None
         self._lock = threading.Lock()
@@ -80,7 +82,7 @@ class CommandHandle:
         failures = 0
         while not self._stop and self._exit is None:
             q = [("format", "frames"), ("follow", "1"),
-                 ("from_stdout", str(self._next["pty"] or self._next["stdout"])),
+                 ("from_stdout", str(max(self._next["pty"], self._next["stdout"]))),
                  ("from_stderr", str(self._next["stderr"]))]
             progressed = False
             try:
@@ -120,6 +122,8 @@ class CommandHandle:
             name = j["stream"]
             data = base64.b64decode(j.get("data_b64") or "")
             off = int(j.get("offset", 0))
+            if name == "pty" and self._next["pty"] < self._next["stdout"]:
+                self._next["pty"] = self._next["stdout"]     # from_stdout serves the pty too
             nxt = self._next.get(name, 0)
             if off + len(data) <= nxt:
                 return False            # already seen (a replay after reconnect)
@@ -130,7 +134,9 @@ class CommandHandle:
                 self._buf.setdefault(name, bytearray()).extend(data)
                 self._next[name] = off + len(data)
             cb = self._cb.get(name)
-            if cb:
+            if cb and name == "pty" and self._pty_bytes:
+                cb(data)                # a terminal's bytes, as E2B's on_data gets them
+            elif cb:
                 text = self._dec[name].decode(data)
                 if text:
                     cb(text)
@@ -138,11 +144,12 @@ class CommandHandle:
             g = j["gap"]
             self.gaps.append(g)
             name = g.get("stream", "stdout")
-            self._next[name] = max(self._next.get(name, 0), int(g.get("to", 0)))
+            with self._lock:
+                self._next[name] = max(self._next.get(name, 0), int(g.get("to", 0)))
         elif "exit" in j:
             self._exit = j["exit"] or {}
             for name, cb in self._cb.items():
-                if cb:
+                if cb and not (name == "pty" and self._pty_bytes):
                     tail = self._dec[name].decode(b"", final=True)
                     if tail:
                         cb(tail)
@@ -160,6 +167,15 @@ class CommandHandle:
     def stderr(self):
         with self._lock:
             return bytes(self._buf["stderr"]).decode("utf-8", "replace")
+
+    @property
+    def offsets(self):
+        """{"stdout": N, "stderr": M}: the byte offset of each stream up to
+        which output was received (a pty's output counts as stdout). Pass
+        them to commands.connect(pid, from_stdout=, from_stderr=) to go on
+        from there after disconnect(), in this process or another."""
+        with self._lock:
+            return {"stdout": max(self._next["stdout"], self._next["pty"]), "stderr": self._next["stderr"]}
 
     @property
     def exit_code(self):
@@ -281,10 +297,33 @@ class Commands:
         h = CommandHandle(self._api, self._sid, pid, on_stdout, on_stderr, start=False)
         return h.wait()
 
-    def connect(self, pid, on_stdout=None, on_stderr=None):
-        """A handle on a process that is already running (its output from byte 0)."""
+    def connect(self, pid, on_stdout=None, on_stderr=None, from_stdout=0, from_stderr=0):
+        """A handle on a process that is already running (or has exited):
+        its output from byte from_stdout / from_stderr of each stream (0,
+        the default: all the ring buffer still holds). A handle's
+        .offsets, saved before disconnect(), continue where it stopped."""
+        _offset(from_stdout), _offset(from_stderr)
         self.get(pid)  # NotFoundError if there is none
-        return CommandHandle(self._api, self._sid, pid, on_stdout, on_stderr)
+        return CommandHandle(self._api, self._sid, pid, on_stdout, on_stderr, from_stdout=from_stdout,
+                             from_stderr=from_stderr)
+
+    def read_output(self, pid, stream=None, offset=0):
+        """The output of one stream ("stdout", "stderr" or "pty"; default
+        the process's own: pty if it has one, else stdout) from byte
+        `offset` up to its current end, without waiting. Returns
+        (bytes, next_offset, gap): next_offset is where to read on from;
+        gap is (from, to) when bytes before `offset`'s data were evicted
+        from the server's ring buffer, else None."""
+        conn, resp = self._api.open("GET", "/sandboxes/%s/processes/%d/output" % (self._sid, int(pid)),
+                                    query=[("stream", stream), ("from", str(_offset(offset)))])
+        try:
+            data = resp.read()
+        finally:
+            conn.close()
+        first = int(resp.getheader("X-Paddock-Offset") or offset)
+        g = resp.getheader("X-Paddock-Gap")
+        gap = tuple(int(x) for x in g.split("-", 1)) if g else None
+        return data, first + len(data), gap
 
     def get(self, pid):
         return ProcessInfo.from_json(self._api.request("GET", "/sandboxes/%s/processes/%d" % (self._sid, pid)))
@@ -303,3 +342,10 @@ class Commands:
 
     def close_stdin(self, pid):
         CommandHandle(self._api, self._sid, pid, start=False).close_stdin()
+
+
+def _offset(v):
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        from .exceptions import InvalidArgumentError
+        raise InvalidArgumentError("an output offset is an integer >= 0, not %r" % (v,))
+    return v

@@ -136,3 +136,61 @@ class CommandResult:
     signal: Optional[int] = None
     reason: str = "exit"
     memory_limit_mb: Optional[int] = None   # reason "oom": the memory limit that was hit
+
+
+@dataclass
+class SnapshotInfo:
+    name: str
+    source: Optional[str] = None        # the sandbox it was taken from
+    template: Optional[str] = None      # what that sandbox was started from
+    isolation: Optional[str] = None
+    created_at: Optional[datetime] = None
+    raw: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, j):
+        return cls(name=j["name"], source=j.get("source"), template=j.get("template"),
+                   isolation=j.get("isolation"), created_at=parse_time(j.get("created_at")), raw=j)
+
+
+@dataclass
+class TemplateInfo:
+    name: str
+    status: str = "ready"               # queued, building, ready, failed (waiting: E2B's reserved)
+    builtin: bool = False
+    shared: bool = False
+    error: Optional[str] = None
+    created_at: Optional[datetime] = None
+    raw: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, j):
+        return cls(name=j["name"], status=j.get("status") or "ready", builtin=bool(j.get("builtin")),
+                   shared=bool(j.get("shared")), error=j.get("error"), created_at=parse_time(j.get("created_at")),
+                   raw=j)
+
+
+@dataclass
+class NetworkInfo:
+    mode: str                           # none, open, policy
+    rules: List = field(default_factory=list)
+    dropped_packets: int = 0
+    dropped_bytes: int = 0
+    raw: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, j):
+        return cls(mode=j.get("mode"), rules=j.get("rules") or [], dropped_packets=j.get("dropped_packets") or 0,
+                   dropped_bytes=j.get("dropped_bytes") or 0, raw=j)
+
+
+@dataclass
+class PortsInfo:
+    public: bool
+    domain: str                         # host[:port] the port hosts live under
+    port_token: str                     # X-Paddock-Port-Token (or ?paddock_port_token=)
+    raw: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, j):
+        return cls(public=bool(j.get("public")), domain=j.get("domain"), port_token=j.get("port_token"), raw=j)
