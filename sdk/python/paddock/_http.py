@@ -56,7 +56,7 @@ class ApiClient:
         return p
 
     def open(self, method, path, query=None, body=None, json_body=None, headers=None, timeout=None,
-             ok=(200, 201, 204)):
+             ok=(200, 201, 202, 204)):
         """Send a request; return (conn, response) with the body unread.
         Raises the typed error for a non-2xx answer. body may be bytes or an
         iterable of bytes (sent chunked)."""

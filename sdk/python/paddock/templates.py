@@ -63,8 +63,8 @@ class Templates:
     def pull(self, name, image, wait=True, on_log=None):
         """Register image ("REGISTRY/REPO[:TAG][@sha256:D]"; the registry must
         be one the server allows) as template `name`."""
-        self._api.request("POST", "/templates", json_body={"name": _name(name), "image": image})
-        return self.wait(name, on_log=on_log) if wait else self.get(name)
+        j = self._api.request("POST", "/templates", json_body={"name": _name(name), "image": image})
+        return self.wait(name, on_log=on_log) if wait else TemplateInfo.from_json(j)
 
     def build(self, name, recipe=None, context=None, recipe_path=None, build_args=None, wait=True, on_log=None):
         """Build template `name` from a recipe (Dockerfile syntax, text) or
@@ -79,12 +79,14 @@ class Templates:
             body = {"name": name, "recipe": recipe}
             if build_args:
                 body["build_args"] = {str(k): str(v) for k, v in build_args.items()}
-            self._api.request("POST", "/templates", json_body=body)
+            j = self._api.request("POST", "/templates", json_body=body)
         else:
             q = [("recipe", recipe_path)] + [("build_arg", "%s=%s" % kv) for kv in (build_args or {}).items()]
-            self._api.request("POST", "/templates/%s/build" % name, query=q, body=_tar_of(context),
-                              headers={"Content-Type": "application/x-tar"})
-        return self.wait(name, on_log=on_log) if wait else self.get(name)
+            j = self._api.request("POST", "/templates/%s/build" % name, query=q, body=_tar_of(context),
+                                  headers={"Content-Type": "application/x-tar"})
+        # without wait: the answer to the request (status "queued"), not a
+        # GET that could still see the previous build's status
+        return self.wait(name, on_log=on_log) if wait else TemplateInfo.from_json(j)
 
     def log(self, name, offset=0, follow=False):
         """The build's output from byte `offset`: with follow, an iterator
