@@ -73,7 +73,7 @@ static const struct {
         { "pause", "freeze a sandbox" },
         { "resume", "thaw a sandbox" },
         { "timeout", "set a sandbox's timeout" },
-        { "snapshot", "save a sandbox's filesystem as a named snapshot" },
+        { "snapshot", "save a sandbox's filesystem as a named snapshot; ls, rm" },
         { "fork", "new sandboxes from a sandbox's current filesystem" },
         { "port", "print the URL (and token) of a port inside a sandbox" },
 };

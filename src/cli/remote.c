@@ -490,9 +490,12 @@ static int cmd_timeout(const struct pd_rc *rc, int argc, char **argv)
 /* snapshot ID NAME; fork ID [N] (docs/cli.md) */
 static int cmd_snapshot(const struct pd_rc *rc, int argc, char **argv)
 {
-        const char *usage = "usage: paddock snapshot ID NAME\n"
+        const char *usage = "usage: paddock snapshot ID NAME | ls [--json] | rm NAME...\n"
                             "Save the sandbox's filesystem as snapshot NAME ([a-z0-9-]{1,64}); start\n"
-                            "sandboxes from it with `paddock create --template NAME`.\n";
+                            "sandboxes from it with `paddock create --template NAME`. ls lists the\n"
+                            "key's snapshots, rm removes them.\n";
+        if (pd_remote_snapshot_is_admin(argc, argv))
+                return pd_remote_snapshot_admin(rc, argc, argv);
         int i = simple_opts("snapshot", argc, argv, NULL, usage);
         if (i < 0)
                 return DONE(i);

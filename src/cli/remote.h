@@ -7,6 +7,9 @@ int pd_remote_exec(const struct pd_rc *rc, int argc, char **argv);
 int pd_remote_logs(const struct pd_rc *rc, int argc, char **argv);
 int pd_remote_cp(const struct pd_rc *rc, int argc, char **argv);
 int pd_remote_port(const struct pd_rc *rc, int argc, char **argv);
+/* snapshot ls | rm NAME... (remote_snapshot.c); is_admin: argv names one. */
+bool pd_remote_snapshot_is_admin(int argc, char **argv);
+int pd_remote_snapshot_admin(const struct pd_rc *rc, int argc, char **argv);
 /* cp -r (remote_cp_tar.c): sandbox directory src to a local directory or
  * "-" (a tar stream on stdout); a local directory or "-" (a tar stream on
  * stdin) into the sandbox's dst (dst_is_dir: an existing directory there,

@@ -220,3 +220,44 @@ def test_cli_snapshot_and_fork(srv):
     for k in kids + [sid]:
         assert srv.delete(k) == 204
     assert srv.request("DELETE", "/api/v1/snapshots/cli-snap")[0] == 204
+
+
+def test_cli_snapshot_ls_and_rm(srv):
+    """paddock snapshot ls [--json] | rm NAME... (issue 20): the key's
+    snapshots, and their removal; a bad name or an unknown one is a clear
+    error that changes nothing; one in use is refused, naming the user."""
+    import json
+
+    def cli(*args):
+        return srv.cli(*args, remote=True, timeout=120)
+    sid = srv.create()["id"]
+    try:
+        assert cli("snapshot", sid, "ls-one").returncode == 0
+        assert cli("snapshot", sid, "ls-two").returncode == 0
+        r = cli("snapshot", "ls")
+        assert r.returncode == 0, r.stderr
+        rows = r.stdout.splitlines()
+        assert rows[0].split()[:4] == ["NAME", "SOURCE", "TEMPLATE", "TIER"], rows
+        assert [l.split()[:3] for l in rows[1:] if l.startswith("ls-")] == [
+            ["ls-one", sid, "base"], ["ls-two", sid, "base"]], rows
+        r = cli("snapshot", "ls", "--json")
+        assert r.returncode == 0 and {"ls-one", "ls-two"} <= {s["name"] for s in json.loads(r.stdout)}, r.stdout
+        user = srv.create({"template": "ls-two"})["id"]
+        r = cli("snapshot", "rm", "ls-two")
+        assert r.returncode == 1 and user in r.stderr, (r.returncode, r.stderr)
+        assert srv.delete(user) == 204
+        for bad, want in (("../x", "invalid snapshot name"), ("Up", "invalid snapshot name")):
+            r = cli("snapshot", "rm", bad)
+            assert r.returncode == 2 and want in r.stderr, (bad, r.returncode, r.stderr)
+        r = cli("snapshot", "rm", "no-such-snap")
+        assert r.returncode == 1 and "no-such-snap" in r.stderr, (r.returncode, r.stderr)
+        assert cli("snapshot", "ls", "extra").returncode == 2
+        names = {s["name"] for s in srv.json("GET", "/api/v1/snapshots", expect=200)[1]["snapshots"]}
+        assert {"ls-one", "ls-two"} <= names
+        r = cli("snapshot", "rm", "ls-one", "ls-two")
+        assert r.returncode == 0 and r.stdout == "removed ls-one\nremoved ls-two\n", (r.stdout, r.stderr)
+        r = cli("snapshot", "ls")
+        assert r.returncode == 0 and "ls-one" not in r.stdout and "ls-two" not in r.stdout
+        assert cli("snapshot", "--help").stdout.count("snapshot") >= 3
+    finally:
+        srv.delete(sid)
