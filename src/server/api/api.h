@@ -2,6 +2,7 @@
  * port relay's matcher, and what the routes share. Registered by
  * src/server/routes.c; nothing in core/ includes this. */
 #pragma once
+#include <stdio.h>
 #include <stdbool.h>
 
 #include "server/core/agent_io.h"
@@ -33,6 +34,9 @@ json_t *pd_api_sandbox_json(struct pd_server *srv, struct pd_srv_sandbox *s);
 json_t *pd_api_network_json(struct pd_server *srv, struct pd_srv_sandbox *s, bool drops);
 /* GET .../metrics */
 json_t *pd_api_metrics_json(const struct pd_sandbox_metrics *m);
+/* GET /metrics: per-sandbox series and the warm pool's memory
+ * (metrics_sandboxes.c), written to f. */
+void pd_api_prom_sandboxes(struct pd_server *srv, FILE *f);
 
 /* ---- routes_common.c ---- */
 

@@ -9,6 +9,7 @@
 #include "server/api/procs.h"
 #include "lib/base64.h"
 #include "lib/util.h"
+#include "server/core/metrics.h"
 
 #define EXEC_OUTPUT_CAP (1u << 20)
 
@@ -92,6 +93,7 @@ enum MHD_Result pd_procs_route_exec(struct pd_req *r, const char *chunk, size_t 
                                       .stdin_data = in, .stdin_len = inlen, .timeout_ms = -1 };
         uint32_t pid = 0;
         struct pd_exit ex;
+        uint64_t t0 = pd_now_ns();
         k = pd_client_run(&c, &sr.opts, &io, &pid, &ex, &err);
         if (k < 0 && !pid) {
                 ret = pd_spawn_reply_error(r, k, &err, &sr);
@@ -110,6 +112,7 @@ enum MHD_Result pd_procs_route_exec(struct pd_req *r, const char *chunk, size_t 
         }
         exitj = pd_procs_exit_json(&ex);
         pd_procs_oom_mark(r->srv, s, exitj);
+        pd_metrics_exec(json_string_value(json_object_get(exitj, "reason")), pd_now_ns() - t0);
         pd_audit(r->srv, s->id, r->key.id, "process.exit",
                  json_pack("{s:i,s:O,s:O,s:O}", "pid", (int)pid, "exit_code", json_object_get(exitj, "exit_code"),
                            "signal", json_object_get(exitj, "signal"), "reason", json_object_get(exitj, "reason")));

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "server/api/api.h"
+#include "server/core/metrics.h"
 #include "lib/state.h"
 #include "server/api/templates.h"
 #include "server/core/store.h"
@@ -661,6 +662,18 @@ static enum MHD_Result prom_metrics(struct pd_req *r, const char *chunk, size_t 
         for (size_t i = 0; i < 6; i++)
                 appendf(&b, &len, &cap, "paddock_http_requests_total{code=\"%s\"} %" PRIu64 "\n", cls[i],
                         __atomic_load_n(&srv->http_requests[i], __ATOMIC_RELAXED));
+        /* request latency, exec, pool hits (core/metrics.c); per sandbox and
+         * the pool's memory (metrics_sandboxes.c) */
+        char *more = NULL;
+        size_t more_len = 0;
+        FILE *mf = open_memstream(&more, &more_len);
+        if (mf) {
+                pd_metrics_write(mf);
+                pd_api_prom_sandboxes(srv, mf);
+                if (fclose(mf) == 0 && more)
+                        appendf(&b, &len, &cap, "%s", more);
+        }
+        free(more);
         appendf(&b, &len, &cap, "# HELP paddock_build_info Build information.\n# TYPE paddock_build_info gauge\n"
                                 "paddock_build_info{version=\"%s\"} 1\n", PD_VERSION);
         if (!b)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "server/core/log.h"
+#include "server/core/metrics.h"
 #include "server/core/store.h"
 #include "lib/error.h"
 #include "lib/util.h"
@@ -35,6 +36,8 @@ int pd_access_log_open(const char *path, struct pd_error *err)
 
 void pd_access_log(const struct pd_access *a)
 {
+        /* every finished request passes here: /metrics counts it too */
+        pd_metrics_request(a->route, a->status, a->duration_ns);
         int fd = access_fd >= 0 ? access_fd : pd_log_enabled("debug") ? STDERR_FILENO : -1;
         if (fd < 0)
                 return;

@@ -556,7 +556,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
         size_t n = strlen(msg);
         while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
                 msg[--n] = '\0';
-        pd_log("warn", "http: %s", msg);
+        pd_log(pd_log_http_level(msg), "http: %s", msg);
 }
 
 static int parse_listen(const char *addr, struct sockaddr_storage *ss, bool *v6, struct pd_error *err)

@@ -56,3 +56,25 @@ void pd_log(const char *level, const char *fmt, ...)
         line[len++] = '\n';
         (void)pd_write_all(2, line, len);
 }
+
+const char *pd_log_http_level(const char *msg)
+{
+        /* libmicrohttpd's wording (1.0): the peer closed or reset the
+         * connection while the request was read or the answer written, and
+         * an answer cut because its producer stopped: the routes stop one
+         * when its client left, and log their own failures themselves. */
+        static const char *const quiet[] = {
+                "closed by remote side",
+                "has been disconnected",
+                "Connection reset",
+                "Broken pipe",
+                "Failed to send data",
+                "Failed to receive data",
+                "application error generating response",
+                "application reported error generating data",
+        };
+        for (size_t i = 0; i < sizeof quiet / sizeof *quiet; i++)
+                if (strstr(msg, quiet[i]))
+                        return "debug";
+        return "warn";
+}

@@ -15,6 +15,11 @@ void pd_log(const char *level, const char *fmt, ...) __attribute__((format(print
 int pd_log_set_level(const char *name);
 bool pd_log_enabled(const char *level);
 
+/* The level of a libmicrohttpd message (log.c): "debug" for what an
+ * ordinary client disconnect makes it say (the client left mid-request or
+ * mid-answer: nothing for an operator to do), "warn" for the rest. */
+const char *pd_log_http_level(const char *msg);
+
 /* One finished request (access_log.c). */
 struct pd_access {
         const char *key_id;     /* public id of the caller's key; NULL: none */

@@ -72,6 +72,7 @@ struct pd_pool_count {
         char template_name[65];
         char isolation[16];
         unsigned ready;
+        uint64_t memory_bytes;          /* the ready sandboxes' memory, summed */
 };
 
 /* Adopt the store's sandboxes, clean up strays, start the reaper and the

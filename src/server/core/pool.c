@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "proto/client.h"
+#include "server/core/metrics.h"
 #include "lib/template.h"
 #include "lib/util.h"
 
@@ -96,8 +97,10 @@ struct pd_sandbox *pd_pool_take(struct pd_pool *m, const struct pd_spec *spec, c
                         sb = c->ready[--c->n_ready];
                 pthread_cond_signal(&m->cond);     /* refill */
                 pthread_mutex_unlock(&m->lock);
-                if (!sb || pd_agent_alive(sb))
+                if (!sb || pd_agent_alive(sb)) {
+                        pd_metrics_pool(sb != NULL);
                         return sb;
+                }
                 pd_log("warn", "pooled sandbox died while waiting, discarding sandbox=%s", sb->id);
                 pd_sandbox_destroy(sb, NULL);
         }
@@ -257,6 +260,14 @@ size_t pd_pool_ready(struct pd_pool *m, struct pd_pool_count *out, size_t max)
                 snprintf(out[n].isolation, sizeof out[n].isolation, "%s",
                          pd_isolation_name(m->classes[i].spec.isolation));
                 out[n].ready = m->classes[i].n_ready;
+                /* what the warm sandboxes cost while they wait (cgroup reads only) */
+                out[n].memory_bytes = 0;
+                for (unsigned k = 0; k < m->classes[i].n_ready; k++) {
+                        struct pd_sandbox_stats st;
+                        struct pd_error err = { 0 };
+                        if (pd_sandbox_stats(m->classes[i].ready[k], &st, &err) == 0)
+                                out[n].memory_bytes += st.memory_current;
+                }
         }
         pthread_mutex_unlock(&m->lock);
         return n;

@@ -9,9 +9,54 @@
 #include <string.h>
 
 #include "server/core/server.h"
+#include "server/core/log.h"
+
+/* The message of an error body in any of the server's shapes: native
+ * {"error": {"message"}}, E2B's {"message"} or {"error": "..."}. */
+static const char *error_message(json_t *body)
+{
+        json_t *e = json_object_get(body, "error");
+        const char *m = json_string_value(json_object_get(e, "message"));
+        if (!m)
+                m = json_string_value(json_object_get(body, "message"));
+        if (!m)
+                m = json_string_value(e);
+        return m ? m : "(no message)";
+}
+
+/* A 5xx is the server's failure, never the client's: the operator gets a
+ * line with its cause (the message the client got), whatever answered it
+ * (native, E2B, tunnel). Quotes and control bytes are escaped: the
+ * message may quote what a client sent. */
+static void esc(const char *m, char *out, size_t size)
+{
+        size_t n = 0;
+        for (; *m && n + 4 < size; m++) {
+                unsigned char c = (unsigned char)*m;
+                if (c == '"' || c == '\\') {
+                        out[n++] = '\\';
+                        out[n++] = (char)c;
+                } else {
+                        out[n++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+                }
+        }
+        out[n] = '\0';
+}
+
+static void log_5xx(struct pd_req *r, unsigned status, json_t *body)
+{
+        char cause[512], target[80] = "-";
+        esc(error_message(body), cause, sizeof cause);
+        if (r->n_params && r->params[0])
+                esc(r->params[0], target, sizeof target);
+        pd_log("error", "answered %u method=%s target=\"%s\" cause=\"%s\"", status, r->method ? r->method : "-",
+               target, cause);
+}
 
 enum MHD_Result pd_reply_json(struct pd_req *r, unsigned status, json_t *body)
 {
+        if (status >= 500 && status <= 599)
+                log_5xx(r, status, body);
         char *text = json_dumps(body, JSON_COMPACT);
         json_decref(body);
         if (!text)
