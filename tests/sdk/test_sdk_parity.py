@@ -77,6 +77,9 @@ def test_pause_modes(server):
         assert info.state == "paused" and info.raw.get("paused_to") == "memory", info.raw
         assert s.resume().state == "running"
         assert s.commands.run("echo ok").stdout == "ok\n"
+        assert s.get_info().raw["auto_pause"] is False
+    with new(server, auto_pause=True) as s:
+        assert s.get_info().raw["auto_pause"] is True
 
 
 # ---- snapshots and forks ----
