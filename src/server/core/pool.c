@@ -6,11 +6,13 @@
 #include "server/core/pool.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "proto/client.h"
 #include "server/core/metrics.h"
@@ -251,6 +253,27 @@ void pd_pool_stop(struct pd_pool *m)
         }
 }
 
+/* What a warm sandbox costs while it waits: its workload's memory as its
+ * tier measures it (microvm: its QEMU's resident memory) and, on the
+ * tiers whose agent is a host process outside the workload's cgroup, that
+ * agent's resident memory (an idle fresh sandbox's cgroup is charged next
+ * to nothing: its agent is most of what it holds). Reads of /proc and
+ * cgroup files only. */
+static uint64_t waiting_cost(struct pd_sandbox *sb)
+{
+        struct pd_sandbox_stats st;
+        struct pd_error err = { 0 };
+        uint64_t cost = pd_sandbox_stats(sb, &st, &err) == 0 ? st.memory_current : 0;
+        if (strcmp(sb->ops->name, "microvm") && sb->agent_pid > 0) {
+                char p[64], buf[256];
+                unsigned long long size = 0, rss = 0;
+                snprintf(p, sizeof p, "/proc/%d/statm", (int)sb->agent_pid);
+                if (pd_read_file_at(AT_FDCWD, p, buf, sizeof buf) > 0 && sscanf(buf, "%llu %llu", &size, &rss) == 2)
+                        cost += rss * (uint64_t)sysconf(_SC_PAGESIZE);
+        }
+        return cost;
+}
+
 size_t pd_pool_ready(struct pd_pool *m, struct pd_pool_count *out, size_t max)
 {
         size_t n = 0;
@@ -260,14 +283,9 @@ size_t pd_pool_ready(struct pd_pool *m, struct pd_pool_count *out, size_t max)
                 snprintf(out[n].isolation, sizeof out[n].isolation, "%s",
                          pd_isolation_name(m->classes[i].spec.isolation));
                 out[n].ready = m->classes[i].n_ready;
-                /* what the warm sandboxes cost while they wait (cgroup reads only) */
                 out[n].memory_bytes = 0;
-                for (unsigned k = 0; k < m->classes[i].n_ready; k++) {
-                        struct pd_sandbox_stats st;
-                        struct pd_error err = { 0 };
-                        if (pd_sandbox_stats(m->classes[i].ready[k], &st, &err) == 0)
-                                out[n].memory_bytes += st.memory_current;
-                }
+                for (unsigned k = 0; k < m->classes[i].n_ready; k++)
+                        out[n].memory_bytes += waiting_cost(m->classes[i].ready[k]);
         }
         pthread_mutex_unlock(&m->lock);
         return n;
