@@ -155,7 +155,7 @@ def test_5xx_logged_with_its_cause(srv):
         assert lines and "nothing listens on port 9" in lines[0] and 'method=GET' in lines[0], new
         # a 4xx is the client's: no error line
         assert srv.request("GET", "/api/v1/sandboxes/%s/processes/99999" % sid)[0] == 404
-        assert " error " not in log(srv)[len(before) + len(new):]
+        assert " error answered" not in log(srv)[len(before) + len(new):]
         f = scrape(srv)
         assert value(f, "paddock_http_errors_total", route="ports") >= 1
     finally:
