@@ -144,6 +144,16 @@ def bench_exec(args, builds):
     return res
 
 
+def proc_cpu_ms(pid):
+    """user + system CPU of a process, all its threads, in ms."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def bench_stream(args, builds, res):
     nbytes = args.stream_mib * sb.MiB
     buf = bytearray(sb.MiB)
@@ -159,7 +169,12 @@ def bench_stream(args, builds, res):
                 continue
             b = next(x for x in builds if x.name == name)
             r = res[name]
-            out[name].append(sb.bench_stream(r["c"], b.server, r["sid"], nbytes, buf))
+            c0 = proc_cpu_ms(b.server.p.pid)
+            x = sb.bench_stream(r["c"], b.server, r["sid"], nbytes, buf)
+            c1 = proc_cpu_ms(b.server.p.pid)
+            if c0 is not None and c1 is not None:
+                x["server_cpu_ms_per_gib"] = (c1 - c0) * (1 << 30) / nbytes
+            out[name].append(x)
     return out
 
 
@@ -282,10 +297,12 @@ def write_report(args, ctx, builds, peers, ex, st, problems, failed):
               "`sh -c 'read x; exec head -c %d /dev/zero'` in one sandbox per build, `GET "
               ".../output?follow=1` (chunked) read with `readinto` into a 1 MiB buffer, timed from the stdin "
               "line that releases the writer to the end of the body; counted only if every byte came and no "
-              "`X-Paddock-Gap`. Host pipe: the same loop on `head -c N /dev/zero`. MB/s is 10^6 bytes/s. "
+              "`X-Paddock-Gap`. Host pipe: the same loop on `head -c N /dev/zero`. MB/s is 10^6 bytes/s. Server CPU: "
+              "user + system time of the build's `paddock serve` (all threads, /proc/PID/stat) over the transfer, "
+              "less sensitive to the machine's load than the rate. "
               "%d repetitions, order rotated." % (args.stream_mib * sb.MiB, args.reps), "",
-              "| peer | ok / reps | min MB/s | median MB/s | max MB/s | median / host pipe |",
-              "|---|---:|---:|---:|---:|---:|"]
+              "| peer | ok / reps | min MB/s | median MB/s | max MB/s | median / host pipe | server CPU ms per GiB (median) |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
         med = {}
         for name, rs in st.items():
             v = sorted(r["bytes"] / r["secs"] / sb.MB for r in rs if r["ok"])
@@ -294,11 +311,13 @@ def write_report(args, ctx, builds, peers, ex, st, problems, failed):
         for name, rs in st.items():
             v = sorted(r["bytes"] / r["secs"] / sb.MB for r in rs if r["ok"])
             if not v:
-                L.append("| %s | 0 / %d | - | - | - | - |" % (name, len(rs)))
+                L.append("| %s | 0 / %d | - | - | - | - | - |" % (name, len(rs)))
                 continue
-            L.append("| %s | %d / %d | %.0f | %.0f | %.0f | %s |" % (
+            cpu = [r["server_cpu_ms_per_gib"] for r in rs if r["ok"] and "server_cpu_ms_per_gib" in r]
+            L.append("| %s | %d / %d | %.0f | %.0f | %.0f | %s | %s |" % (
                 name, len(v), len(rs), v[0], med[name], v[-1],
-                "%.2f" % (med[name] / med["host pipe"]) if "host pipe" in med else "-"))
+                "%.2f" % (med[name] / med["host pipe"]) if "host pipe" in med else "-",
+                "%.0f" % sb.statistics.median(cpu) if cpu else "-"))
         if "after" in med and "before" in med:
             L += ["", "- after / before median: %.2f×; target (issue 19, 5): ≥ 1000 MB/s." %
                   (med["after"] / med["before"])]

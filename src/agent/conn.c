@@ -12,7 +12,10 @@
 #include "agent/agent.h"
 #include "lib/util.h"
 
-#define AG_SNDBUF (1 << 20)
+/* The kernel doubles it: 512 KiB in flight, two whole output frames. More
+ * would not be lost either, but would stretch how far a writer runs ahead
+ * of a FOLLOW reader that does not read (tests/integration/agent). */
+#define AG_SNDBUF (256 << 10)
 
 static void conn_process(struct agent *ag, struct ag_conn *c);
 static void on_conn(struct agent *ag, struct ag_handler *hd, uint32_t events);
@@ -67,10 +70,9 @@ void ag_conn_accept(struct agent *ag)
                         close(fd);
                         continue;
                 }
-                /* room for a whole output frame and more in the kernel:
-                 * fewer partial writes and wake-ups on a fast stream
-                 * (charged only while bytes are queued; capped by
-                 * net.core.wmem_max) */
+                /* room for whole output frames in the kernel: fewer
+                 * partial writes and wake-ups on a fast stream (charged
+                 * only while bytes are queued; capped by net.core.wmem_max) */
                 int sndbuf = AG_SNDBUF;
                 (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
                 struct ag_conn *c = calloc(1, sizeof *c);

@@ -15,11 +15,15 @@
 
 #include "agent/agent.h"
 
-static uint8_t read_buf[64u << 10];     /* only when the ring has no memory at all */
+static uint8_t read_buf[64u << 10];     /* reads while the ring is small */
 /* One read takes at most this, straight into the ring; a busy stream's pipe
  * is grown to it (AG_PIPE_BUSY), so a fast writer is read in big slices
  * and wakes the agent less often. */
 #define AG_READ_MAX (1u << 20)
+/* Straight into the ring only once it holds this much: a reservation grows
+ * the ring before the read, and a process with a few bytes of output must
+ * keep its 16 KiB ring (an idle sandbox keeps up to AG_MAX_EXITED of them). */
+#define AG_DIRECT_MIN (256u << 10)
 
 struct ag_proc *ag_proc_find(struct agent *ag, uint32_t pid)
 {
@@ -68,7 +72,7 @@ static int stream_read(struct agent *ag, struct ag_stream *s, int max_reads)
                         return RD_PAUSED;
                 }
                 struct iovec iov[2];
-                int niov = pd_ring_reserve(&s->ring, room, iov);
+                int niov = s->ring.cap >= AG_DIRECT_MIN ? pd_ring_reserve(&s->ring, room, iov) : 0;
                 ssize_t n = niov ? readv(s->h.fd, iov, niov)
                                  : read(s->h.fd, read_buf, room < sizeof read_buf ? room : sizeof read_buf);
                 if (n > 0) {
