@@ -43,6 +43,13 @@ for (let i = 0; i < argv.length; i++) {
 const API = process.env.E2B_API_URL
 const KEY = process.env.E2B_API_KEY
 const POOL = +(process.env.PADDOCK_BENCH_POOL || 0)
+// a second server of an older build (bench/e2b-run.sh --before PATH): its
+// peers alternate with these in part 1 (before/after in one run)
+const MAIN = { url: API, key: KEY, conn: {} }
+const BEFORE = process.env.PADDOCK_BENCH_BEFORE_URL
+  ? { url: process.env.PADDOCK_BENCH_BEFORE_URL, key: process.env.PADDOCK_BENCH_BEFORE_KEY,
+      conn: { apiUrl: process.env.PADDOCK_BENCH_BEFORE_URL, sandboxUrl: process.env.PADDOCK_BENCH_BEFORE_URL, apiKey: process.env.PADDOCK_BENCH_BEFORE_KEY } }
+  : null
 if (!API || !KEY || !process.env.E2B_SANDBOX_URL) {
   console.error('e2b.mjs: run it through bench/e2b-run.sh (E2B_* variables)')
   process.exit(2)
@@ -57,10 +64,11 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 const auth = { Authorization: `Bearer ${KEY}` }
 const live = new Set() // sandbox ids to delete if we fail
 
-async function api (method, path, body) {
-  const r = await fetch(`${API}/api/v1${path}`, {
+async function api (method, path, body, srv = MAIN) {
+  const a = { Authorization: `Bearer ${srv.key}` }
+  const r = await fetch(`${srv.url}/api/v1${path}`, {
     method,
-    headers: body === undefined ? auth : { ...auth, 'Content-Type': 'application/json' },
+    headers: body === undefined ? a : { ...a, 'Content-Type': 'application/json' },
     body: body === undefined ? undefined : JSON.stringify(body),
   })
   const text = await r.text()
@@ -69,36 +77,39 @@ async function api (method, path, body) {
   return { status: r.status, json, text }
 }
 
-async function poolReady () {
-  const r = await fetch(`${API}/metrics`)
+async function poolReady (srv = MAIN) {
+  const r = await fetch(`${srv.url}/metrics`)
   const text = await r.text()
   let n = 0
   for (const line of text.split('\n')) if (line.startsWith('paddock_pool_ready')) n += +line.split(/\s+/).pop()
   return n
 }
 
-async function waitPool () {
+async function waitPool (srv = MAIN) {
   if (!POOL) return 0
   const t0 = now()
   while (now() - t0 < opts.poolWait * 1000) {
-    if (await poolReady() >= POOL) return now() - t0
+    if (await poolReady(srv) >= POOL) return now() - t0
     await sleep(5)
   }
   return null
 }
 
 class Peer {
-  constructor (name, label, command) { Object.assign(this, { name, label, command, walls: [], parts: {}, failures: [], error: null }) }
+  constructor (name, label, command, srv = MAIN) { Object.assign(this, { name, label, command, srv, walls: [], parts: {}, failures: [], error: null }) }
   part (k, v) { (this.parts[k] ||= []).push(v) }
 }
 
 // ---- 1. create + run + kill
-const sdk = new Peer('sdk', `E2B SDK ${sdkVersion}`, "await Sandbox.create(); await sbx.commands.run('echo hi'); await sbx.kill()")
-const nat = new Peer('native', 'native API (fetch)', 'POST /api/v1/sandboxes {} ; POST /api/v1/sandboxes/{id}/exec {"cmd":"echo hi"} ; DELETE /api/v1/sandboxes/{id}')
+const tag = BEFORE ? ' (after)' : ''
+const sdk = new Peer('sdk', `E2B SDK ${sdkVersion}${tag}`, "await Sandbox.create(); await sbx.commands.run('echo hi'); await sbx.kill()")
+const nat = new Peer('native', `native API (fetch)${tag}`, 'POST /api/v1/sandboxes {} ; POST /api/v1/sandboxes/{id}/exec {"cmd":"echo hi"} ; DELETE /api/v1/sandboxes/{id}')
+const sdkB = BEFORE && new Peer('sdk', `E2B SDK ${sdkVersion} (before)`, 'the same, on the older build\'s server', BEFORE)
+const natB = BEFORE && new Peer('native', 'native API (fetch) (before)', 'the same, on the older build\'s server', BEFORE)
 
 async function runSdk (p) {
   const t0 = now()
-  const sbx = await Sandbox.create()
+  const sbx = await Sandbox.create(p.srv.conn)
   const t1 = now()
   live.add(sbx.sandboxId)
   const r = await sbx.commands.run('echo hi')
@@ -112,14 +123,14 @@ async function runSdk (p) {
 
 async function runNative (p) {
   const t0 = now()
-  const c = await api('POST', '/sandboxes', {})
+  const c = await api('POST', '/sandboxes', {}, p.srv)
   const t1 = now()
   if (c.status !== 201) throw new Error(`create: HTTP ${c.status} ${c.text.slice(0, 200)}`)
   const id = c.json.id
-  live.add(id)
-  const e = await api('POST', `/sandboxes/${id}/exec`, { cmd: 'echo hi' })
+  if (p.srv === MAIN) live.add(id)
+  const e = await api('POST', `/sandboxes/${id}/exec`, { cmd: 'echo hi' }, p.srv)
   const t2 = now()
-  const d = await api('DELETE', `/sandboxes/${id}`)
+  const d = await api('DELETE', `/sandboxes/${id}`, undefined, p.srv)
   const t3 = now()
   if (d.status === 204) live.delete(id)
   if (e.status !== 200 || e.json?.stdout !== 'hi\n') throw new Error(`exec: HTTP ${e.status} ${e.text.slice(0, 200)}`)
@@ -128,7 +139,7 @@ async function runNative (p) {
 }
 
 const fns = { sdk: runSdk, native: runNative }
-const peers = [sdk, nat]
+const peers = BEFORE ? [sdk, nat, sdkB, natB] : [sdk, nat]
 const poolWaits = []
 let poolTimeouts = 0
 
@@ -147,18 +158,20 @@ async function once (p, timed) {
   } finally {
     if (saved) { p.walls.length = saved[0]; for (const [k, n] of Object.entries(saved[1])) p.parts[k].length = n }
     // untimed: let the pool refill, so the next create (of either peer) finds it full
-    const w = await waitPool()
+    const w = await waitPool(p.srv)
     if (timed) { if (w === null) poolTimeouts++; else if (POOL) poolWaits.push(w) }
   }
 }
 
 const loadBefore = os.loadavg().map((x) => x.toFixed(2)).join(' ')
 await waitPool()
+if (BEFORE) await waitPool(BEFORE)
 console.error('warm-up ...')
 for (const p of peers) for (let i = 0; i < opts.warmup; i++) await once(p, false)
 for (const p of peers) if (p.lastWarm && !p.walls.length && opts.warmup) { /* keep going; timed runs decide */ }
 for (let rnd = 0; rnd < opts.rounds; rnd++) {
-  const order = rnd % 2 ? [nat, sdk] : [sdk, nat]
+  const k = rnd % peers.length
+  const order = BEFORE ? [...peers.slice(k), ...peers.slice(0, k)] : rnd % 2 ? [nat, sdk] : [sdk, nat]
   for (const p of order) if (!p.error) await once(p, true)
   if ((rnd + 1) % 50 === 0 || rnd + 1 === opts.rounds) console.error(`round ${rnd + 1}/${opts.rounds}`)
 }
@@ -231,7 +244,10 @@ function mdTable (head, rows, left = [0]) {
 let goal = ''
 if (sdk.walls.length) {
   const m = median(sdk.walls)
-  goal = `**E2B SDK create + run + kill p50: ${f(m)} ms** (target ≤ 20 ms: ${m <= 20 ? 'met' : 'NOT met'}; E2B's own service advertises about 150 ms for a start alone: ${(150 / m).toFixed(1)}× that).`
+  goal = `**E2B SDK create + run + kill p50: ${f(m)} ms** (target ≤ 10 ms (issue 19): ${m <= 10 ? 'met' : 'NOT met'}; E2B's own service advertises about 150 ms for a start alone: ${(150 / m).toFixed(1)}× that).`
+  if (BEFORE && sdkB.walls.length && natB.walls.length && nat.walls.length) {
+    goal += `\n\n- after / before p50, same run: E2B SDK ${(m / median(sdkB.walls)).toFixed(2)}× (${f(median(sdkB.walls))} → ${f(m)} ms), native ${(median(nat.walls) / median(natB.walls)).toFixed(2)}× (${f(median(natB.walls))} → ${f(median(nat.walls))} ms).`
+  }
 }
 console.log()
 console.log("1. Sandbox.create() + commands.run('echo hi') + kill(), end to end (ms; ratios to the native API)")
@@ -252,12 +268,13 @@ const L = ['# paddock E2B SDK benchmark', '',
   `- Kernel: ${os.release()}`,
   `- CPU: ${cpu}`,
   `- Load average (1/5/15 min) before: ${loadBefore}; after: ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`,
-  `- Command line: \`bench/e2b-run.sh${process.argv.slice(2).map((a) => ' ' + a).join('')}\``, '',
+  `- Command line: \`${process.env.PADDOCK_BENCH_CMDLINE || 'bench/e2b-run.sh' + process.argv.slice(2).map((a) => ' ' + a).join('')}\``, '',
   '## Versions', '',
   `- paddock: \`${process.env.PADDOCK_BENCH_VERSION || health?.json?.version || '?'}\``,
   `- e2b (JS SDK): \`${sdkVersion}\` (${rel(sdkDir)})`,
   `- node: \`${process.version}\` (${rel(process.execPath)})`, '',
   '## Server', '', '```', process.env.PADDOCK_BENCH_SERVE || '?', '```', '',
+  ...(BEFORE ? [`The "(before)" peers use a second server of an older build (\`${process.env.PADDOCK_BENCH_BEFORE_VERSION || '?'}\`, ${process.env.PADDOCK_BENCH_BEFORE_SERVE || '?'}), passed to the SDK as \`{apiUrl, sandboxUrl, apiKey}\`; part 1's peers rotate their order round by round.`, ''] : []),
   `The SDK reaches it through \`E2B_API_URL\` = \`E2B_SANDBOX_URL\` = \`http://127.0.0.1:<port>\` and \`E2B_API_KEY\` = the server's key (docs/e2b.md); the native peer uses Node's \`fetch\` (undici, keep-alive) on \`/api/v1\` with the same key. Both run in the same Node process, one after the other.`, '',
   "## 1. Create + run + kill", '',
   `Per round, in alternating order (${opts.rounds} rounds, ${opts.warmup} untimed warm-up runs of each first):`, '',

@@ -61,6 +61,7 @@ struct ag_stream {
         int idx;                /* 0 = stdout or pty, 1 = stderr */
         struct pd_ring ring;
         bool paused;            /* EPOLLIN removed: a FOLLOW reader is behind */
+        bool pipe_grown;        /* F_SETPIPE_SZ tried (proc.c) */
 };
 
 struct ag_sudo_client;
@@ -110,6 +111,7 @@ struct ag_conn {
         bool dead, hello, closing;
         bool want_in;           /* input currently enabled */
         struct ag_buf in, out;
+        uint64_t produced;      /* frames queued or sent so far (ag_conn_pump's progress) */
         struct ag_attach *att;
         size_t natt;
         uint32_t *exit_sent;
@@ -170,6 +172,12 @@ int ag_conn_send(struct agent *ag, struct ag_conn *c, uint16_t type, uint16_t fl
 int ag_conn_send2(struct agent *ag, struct ag_conn *c, uint16_t type, uint16_t flags,
                   uint32_t id, uint32_t aux, const void *p1, size_t n1, const void *p2, size_t n2);
 void ag_conn_send_error(struct agent *ag, struct ag_conn *c, uint32_t id, const struct pd_error *err);
+/* A frame whose payload is parts (at most 3), written straight to the
+ * socket when nothing is queued ahead of it; what the socket does not take
+ * is queued. */
+struct iovec;
+int ag_conn_send_iov(struct agent *ag, struct ag_conn *c, uint16_t type, uint32_t id, uint32_t aux,
+                     const struct iovec *parts, size_t nparts);
 /* Generate lazy frames, write what the socket takes, update epoll interest. */
 void ag_conn_pump(struct agent *ag, struct ag_conn *c);
 void ag_conn_kill(struct agent *ag, struct ag_conn *c);

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "agent/agent.h"
 
@@ -157,6 +158,18 @@ static int att_step(struct agent *ag, struct ag_conn *c, struct ag_attach *a)
         if (a->next < limit) {
                 size_t n = (size_t)(limit - a->next < PD_DATA_CHUNK ? limit - a->next : PD_DATA_CHUNK);
                 uint64_t be = htobe64(a->next);
+                if (ag_buf_used(&c->out) == 0) {
+                        /* nothing queued ahead: the frame goes from the ring
+                         * to the socket, without the two copies below */
+                        struct iovec iov[3] = { { .iov_base = &be, .iov_len = 8 } };
+                        size_t got;
+                        int k = pd_ring_peek(ring, a->next, n, &iov[1], &got);
+                        if (k > 0) {
+                                a->next += got;
+                                ag_conn_send_iov(ag, c, PD_T_OUTPUT, (uint32_t)p->pid, sid, iov, 1 + (size_t)k);
+                                return c->dead ? -1 : 1;
+                        }
+                }
                 memcpy(chunk_buf, &be, 8);
                 n = pd_ring_read(ring, a->next, chunk_buf + 8, n);
                 a->next += n;

@@ -6,10 +6,16 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
 #include "lib/util.h"
+
+/* The kernel doubles it: 512 KiB in flight, two whole output frames. More
+ * would not be lost either, but would stretch how far a writer runs ahead
+ * of a FOLLOW reader that does not read (tests/integration/agent). */
+#define AG_SNDBUF (256 << 10)
 
 static void conn_process(struct agent *ag, struct ag_conn *c);
 static void on_conn(struct agent *ag, struct ag_handler *hd, uint32_t events);
@@ -64,6 +70,11 @@ void ag_conn_accept(struct agent *ag)
                         close(fd);
                         continue;
                 }
+                /* room for whole output frames in the kernel: fewer
+                 * partial writes and wake-ups on a fast stream (charged
+                 * only while bytes are queued; capped by net.core.wmem_max) */
+                int sndbuf = AG_SNDBUF;
+                (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
                 struct ag_conn *c = calloc(1, sizeof *c);
                 if (!c) {
                         close(fd);
@@ -120,11 +131,58 @@ int ag_conn_send2(struct agent *ag, struct ag_conn *c, uint16_t type, uint16_t f
                                   .id = id, .aux = aux };
         uint8_t hb[PD_FRAME_HDR_LEN];
         pd_frame_hdr_encode(&h, hb);
+        c->produced++;
         if (ag_buf_append(&c->out, hb, sizeof hb) < 0 || ag_buf_append(&c->out, p1, n1) < 0 ||
             ag_buf_append(&c->out, p2, n2) < 0) {
                 /* a torn frame would desynchronise the stream: give up on it */
                 ag_conn_kill(ag, c);
                 return -ENOMEM;
+        }
+        return 0;
+}
+
+int ag_conn_send_iov(struct agent *ag, struct ag_conn *c, uint16_t type, uint32_t id, uint32_t aux,
+                     const struct iovec *parts, size_t nparts)
+{
+        if (c->dead)
+                return -EPIPE;
+        if (nparts > 3)
+                return -EINVAL;
+        size_t len = 0;
+        for (size_t i = 0; i < nparts; i++)
+                len += parts[i].iov_len;
+        struct pd_frame_hdr h = { .len = (uint32_t)len, .type = type, .id = id, .aux = aux };
+        uint8_t hb[PD_FRAME_HDR_LEN];
+        pd_frame_hdr_encode(&h, hb);
+        struct iovec iov[4] = { { .iov_base = hb, .iov_len = sizeof hb } };
+        memcpy(&iov[1], parts, nparts * sizeof *parts);
+        size_t niov = 1 + nparts, sent = 0;
+        c->produced++;
+        if (!ag_buf_used(&c->out)) {
+                struct msghdr mh = { .msg_iov = iov, .msg_iovlen = niov };
+                ssize_t n;
+                do
+                        n = sendmsg(c->h.fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+                while (n < 0 && errno == EINTR);
+                if (n < 0 && errno != EAGAIN) {
+                        ag_conn_kill(ag, c);
+                        return -EPIPE;
+                }
+                sent = n > 0 ? (size_t)n : 0;
+        }
+        /* the rest of the frame is queued whole: a torn frame would
+         * desynchronise the stream */
+        for (size_t i = 0; i < niov; i++) {
+                size_t l = iov[i].iov_len;
+                if (sent >= l) {
+                        sent -= l;
+                        continue;
+                }
+                if (ag_buf_append(&c->out, (const uint8_t *)iov[i].iov_base + sent, l - sent) < 0) {
+                        ag_conn_kill(ag, c);
+                        return -ENOMEM;
+                }
+                sent = 0;
         }
         return 0;
 }
@@ -171,13 +229,14 @@ void ag_conn_pump(struct agent *ag, struct ag_conn *c)
         bool more = false;
         for (int round = 0;; round++) {
                 size_t before = ag_buf_used(&c->out);
+                uint64_t made = c->produced;    /* frames sent straight to the socket leave out empty */
                 bool tried = false;
                 if (!c->closing && before < AG_OUT_LOW) {
                         ag_attach_generate(ag, c);
                         ag_fread_generate(ag, c);
                         tried = true;
                 }
-                bool produced = ag_buf_used(&c->out) > before;
+                bool produced = ag_buf_used(&c->out) > before || c->produced != made;
                 if (conn_flush(ag, c) < 0)
                         return;
                 if (ag_buf_used(&c->out))

@@ -6,14 +6,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
 
-static uint8_t read_buf[64u << 10];
+static uint8_t read_buf[64u << 10];     /* reads while the ring is small */
+/* One read takes at most this, straight into the ring; a busy stream's pipe
+ * is grown to it (AG_PIPE_BUSY), so a fast writer is read in big slices
+ * and wakes the agent less often. */
+#define AG_READ_MAX (1u << 20)
+/* Straight into the ring only once it holds this much: a reservation grows
+ * the ring before the read, and a process with a few bytes of output must
+ * keep its 16 KiB ring (an idle sandbox keeps up to AG_MAX_EXITED of them). */
+#define AG_DIRECT_MIN (256u << 10)
 
 struct ag_proc *ag_proc_find(struct agent *ag, uint32_t pid)
 {
@@ -28,12 +38,23 @@ static size_t stream_room(struct agent *ag, struct ag_stream *s)
 {
         uint64_t min = ag_attach_min_next(ag, s->p, s->idx);
         if (min == UINT64_MAX)
-                return sizeof read_buf;
+                return AG_READ_MAX;
         uint64_t pending = pd_ring_end(&s->ring) - min;
         if (pending >= ag->ring_size)
                 return 0;
         uint64_t room = ag->ring_size - pending;
-        return room < sizeof read_buf ? (size_t)room : sizeof read_buf;
+        return room < AG_READ_MAX ? (size_t)room : AG_READ_MAX;
+}
+
+/* A read filled what the pipe holds by default: the writer is fast, give
+ * its pipe the size of one read (once; fcntl fails harmlessly on a pty or
+ * past the user's pipe quota, and an idle stream never pays for it). */
+static void stream_grow_pipe(struct ag_stream *s, size_t got)
+{
+        if (s->pipe_grown || got < (64u << 10))
+                return;
+        s->pipe_grown = true;
+        (void)fcntl(s->h.fd, F_SETPIPE_SZ, (int)AG_READ_MAX);
 }
 
 enum { RD_DRAINED, RD_PAUSED, RD_MORE };
@@ -50,9 +71,16 @@ static int stream_read(struct agent *ag, struct ag_stream *s, int max_reads)
                         ag_ev_mod(ag, &s->h, 0);
                         return RD_PAUSED;
                 }
-                ssize_t n = read(s->h.fd, read_buf, room);
+                struct iovec iov[2];
+                int niov = s->ring.cap >= AG_DIRECT_MIN ? pd_ring_reserve(&s->ring, room, iov) : 0;
+                ssize_t n = niov ? readv(s->h.fd, iov, niov)
+                                 : read(s->h.fd, read_buf, room < sizeof read_buf ? room : sizeof read_buf);
                 if (n > 0) {
-                        pd_ring_append(&s->ring, read_buf, (size_t)n);
+                        if (niov)
+                                pd_ring_commit(&s->ring, (size_t)n);
+                        else
+                                pd_ring_append(&s->ring, read_buf, (size_t)n);
+                        stream_grow_pipe(s, (size_t)n);
                         continue;
                 }
                 if (n < 0 && errno == EINTR)

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #define RING_MIN (16u << 10)
 
@@ -105,4 +106,48 @@ size_t pd_ring_read(const struct pd_ring *r, uint64_t off, void *out, size_t n)
                 n = (size_t)avail;
         copy_out(r->buf, r->cap, off, out, n);
         return n;
+}
+
+int pd_ring_reserve(struct pd_ring *r, size_t n, struct iovec iov[2])
+{
+        if (n > r->max)
+                n = r->max;
+        size_t used = (size_t)(r->end - r->start);
+        if (used + n > r->cap && r->cap < r->max)
+                (void)ring_grow(r, used + n < r->max ? used + n : r->max);     /* short: reuse what exists */
+        if (!r->cap || !n)
+                return 0;
+        if (n > r->cap)
+                n = r->cap;
+        size_t pos = (size_t)(r->end % r->cap);
+        size_t first = n < r->cap - pos ? n : r->cap - pos;
+        iov[0] = (struct iovec){ .iov_base = r->buf + pos, .iov_len = first };
+        if (first == n)
+                return 1;
+        iov[1] = (struct iovec){ .iov_base = r->buf, .iov_len = n - first };
+        return 2;
+}
+
+void pd_ring_commit(struct pd_ring *r, size_t n)
+{
+        r->end += n;
+        if (r->end - r->start > r->cap)
+                r->start = r->end - r->cap;
+}
+
+int pd_ring_peek(const struct pd_ring *r, uint64_t off, size_t n, struct iovec iov[2], size_t *got)
+{
+        *got = 0;
+        if (off < r->start || off >= r->end || !r->cap || !n)
+                return 0;
+        if (n > r->end - off)
+                n = (size_t)(r->end - off);
+        size_t pos = (size_t)(off % r->cap);
+        size_t first = n < r->cap - pos ? n : r->cap - pos;
+        *got = n;
+        iov[0] = (struct iovec){ .iov_base = r->buf + pos, .iov_len = first };
+        if (first == n)
+                return 1;
+        iov[1] = (struct iovec){ .iov_base = r->buf, .iov_len = n - first };
+        return 2;
 }

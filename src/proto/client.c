@@ -48,6 +48,32 @@ int pd_client_connect(struct pd_client *c, int fd, const char *name, struct pd_e
         return r;
 }
 
+int pd_client_connect_pipelined(struct pd_client *c, int fd, const char *name, struct pd_error *err)
+{
+        int r = client_attach_fd(c, fd, err);
+        if (r < 0)
+                return r;
+        if ((r = pd_conn_queue_hello(&c->conn, name)) < 0) {
+                pd_client_close(c);
+                return pd_error_set(err, -r, "queue HELLO");
+        }
+        c->hello_pending = true;
+        return 0;
+}
+
+/* The HELLO answer of a pipelined connect, when it comes first: 0 taken
+ * (not the caller's), -errno refused. */
+static int take_hello(struct pd_client *c, const struct pd_frame_hdr *h, const uint8_t *p)
+{
+        struct pd_error e = { 0 };
+        c->hello_pending = false;
+        if (pd_conn_hello_answer(h, p, c->agent, sizeof c->agent, &e) < 0) {
+                c->refused = true;
+                return -(e.code > 0 ? e.code : EPROTO);
+        }
+        return 0;
+}
+
 void pd_client_close(struct pd_client *c)
 {
         if (c->conn.fd >= 0)
@@ -63,6 +89,11 @@ int pd_client_next(struct pd_client *c, struct pd_frame_hdr *h, const uint8_t **
         uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : pd_now_ms() + (uint64_t)timeout_ms;
         for (;;) {
                 int r = pd_conn_next(&c->conn, h, p);
+                if (r > 0 && c->hello_pending) {
+                        if ((r = take_hello(c, h, *p)) < 0)
+                                return r;
+                        continue;
+                }
                 if (r != 0)
                         return r;
                 if (c->conn.eof)
@@ -95,6 +126,22 @@ int pd_client_next(struct pd_client *c, struct pd_frame_hdr *h, const uint8_t **
                 if (n > 0 && pf[0].revents && (r = pd_conn_fill(&c->conn)) < 0)
                         return r;
         }
+}
+
+int pd_client_next_nowait(struct pd_client *c, struct pd_frame_hdr *h, const uint8_t **p)
+{
+        if (c->conn.fd < 0)
+                return 0;
+        if (c->hello_pending)
+                return 0;       /* pd_client_next takes the HELLO answer */
+        int r = pd_conn_next(&c->conn, h, p);
+        if (r != 0 || c->conn.eof)
+                return r;
+        /* one receive that does not wait (the socket is non-blocking);
+         * its errors are the next blocking call's to report */
+        if (pd_conn_fill(&c->conn) < 0)
+                return 0;
+        return pd_conn_next(&c->conn, h, p);
 }
 
 int pd_frame_error(const struct pd_frame_hdr *h, const uint8_t *p, struct pd_error *err)

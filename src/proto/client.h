@@ -58,6 +58,7 @@ struct pd_client {
         void *frame_ctx;
         int timeout_ms;                 /* per reply; PD_CLIENT_TIMEOUT_MS after connect */
         bool refused;                   /* the last call failed on the agent's ERROR, not the connection */
+        bool hello_pending;             /* pipelined connect: the HELLO answer is still to come */
         char agent[128];                /* the agent's build, from its HELLO */
 };
 
@@ -66,6 +67,12 @@ void pd_client_init(struct pd_client *c);
 /* Take over fd (a connected stream socket) and do the HELLO exchange.
  * name: who we are ("paddock-serve 0.1.0"). On failure fd is closed. */
 int pd_client_connect(struct pd_client *c, int fd, const char *name, struct pd_error *err);
+/* As pd_client_connect, but the HELLO is only queued: it goes out with the
+ * first request, and pd_client_next takes its answer (a refusal: that
+ * call's -errno), which saves a round trip. While hello_pending is still
+ * set after a failed call, the agent answered nothing at all, so nothing
+ * of that call ran (an agent over its connection limit closes at once). */
+int pd_client_connect_pipelined(struct pd_client *c, int fd, const char *name, struct pd_error *err);
 void pd_client_close(struct pd_client *c);
 static inline bool pd_client_is_open(const struct pd_client *c)
 {
@@ -76,6 +83,11 @@ static inline bool pd_client_is_open(const struct pd_client *c)
  * 1 with a frame (payload valid until the next read), or -errno:
  * -ETIMEDOUT, -EPIPE (the agent closed), -ECONNABORTED, -ESHUTDOWN... */
 int pd_client_next(struct pd_client *c, struct pd_frame_hdr *h, const uint8_t **p, int timeout_ms);
+/* A frame that is here already or arrives without waiting (one
+ * non-blocking receive): 1 with it (as pd_client_next), 0 if none yet (an
+ * end or an error is left for pd_client_next to report), -errno for a
+ * malformed frame. For filling a buffer with what is ready. */
+int pd_client_next_nowait(struct pd_client *c, struct pd_frame_hdr *h, const uint8_t **p);
 /* Wait for the REPLY of request id (the _queue functions return ids);
  * other frames go to c->on_frame. *p, *len: its payload (may be NULL).
  * timeout_ms <= 0: c->timeout_ms. An ERROR with that id: its -errno. */

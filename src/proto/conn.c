@@ -11,6 +11,8 @@
 
 #include "lib/util.h"
 
+#define FILL_TAIL_MIN (64u << 10)
+
 int pd_conn_init(struct pd_conn *c, int fd)
 {
         memset(c, 0, sizeof *c);
@@ -127,8 +129,11 @@ int pd_conn_flush_all(struct pd_conn *c, int timeout_ms)
 
 int pd_conn_fill(struct pd_conn *c)
 {
-        /* Compact consumed bytes, then make room for one maximal frame. */
-        if (c->rpos > 0) {
+        /* Compact consumed bytes, then make room for one maximal frame.
+         * While the tail still has room, receive there instead: moving a
+         * partial frame of up to 1 MiB on every fill cost as much as the
+         * receive itself on a fast stream. */
+        if (c->rpos > 0 && (c->rpos == c->rlen || c->rcap - c->rlen < FILL_TAIL_MIN)) {
                 memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
                 c->rlen -= c->rpos;
                 c->rpos = 0;

@@ -126,6 +126,52 @@ def test_nonfollow_read_of_finished_process(api, sb):
     api.json("POST", "/sandboxes/%s/processes/%d/signal" % (sb, pid), {"signal": "KILL"})
 
 
+def read_chunked_raw(port, key, path):
+    """GET path over a raw socket; -> (status, body, sizes of the chunks)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    with s, s.makefile("rb") as f:
+        s.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"
+                   "Connection: close\r\n\r\n" % (path, key)).encode())
+        status = int(f.readline().split()[1])
+        headers = {}
+        while True:
+            line = f.readline().rstrip(b"\r\n")
+            if not line:
+                break
+            k, _, v = line.decode().partition(":")
+            headers[k.strip().lower()] = v.strip()
+        assert headers.get("transfer-encoding") == "chunked", headers
+        body, sizes = [], []
+        while True:
+            n = int(f.readline().split(b";")[0], 16)
+            if n == 0:
+                break
+            body.append(f.read(n))
+            assert f.read(2) == b"\r\n"
+            sizes.append(n)
+        return status, b"".join(body), sizes
+
+
+def test_output_stream_comes_in_big_chunks(api, sb):
+    """3 MB of output that is all there already goes out in chunks of more
+    than 64 KiB (libmicrohttpd's default per-connection memory cut it into
+    ~29 KiB chunks, a send each), byte for byte."""
+    pid = api.start(sb, {"cmd": "head -c 3000000 /dev/urandom | tee /tmp/big-chunks | sha256sum"})["pid"]
+    api.wait(sb, pid)
+    st, body, sizes = read_chunked_raw(api.port, api.key,
+                                       "/api/v1/sandboxes/%s/processes/%d/output?stream=stdout" % (sb, pid))
+    assert st == 200
+    # the output is the sha256sum line; the 3 MB are in /tmp/big-chunks
+    assert body.endswith(b"  -\n")
+    pid = api.start(sb, {"cmd": ["cat", "/tmp/big-chunks"]})["pid"]
+    api.wait(sb, pid)
+    st, data, sizes = read_chunked_raw(api.port, api.key,
+                                       "/api/v1/sandboxes/%s/processes/%d/output" % (sb, pid))
+    assert st == 200 and len(data) == 3000000
+    assert hashlib.sha256(data).hexdigest() == body.split()[0].decode()
+    assert max(sizes) > 64 * 1024, sizes[:20]
+
+
 def test_evicted_output_reports_a_gap(api, sb):
     """10 MB with nobody reading: the 4 MiB ring keeps the tail only, and a
     read from 0 says where it really starts."""

@@ -19,7 +19,7 @@
 
 /* ---- the scripted agent: a thread on the other end ---- */
 
-enum script { S_SPAWN, S_ERROR, S_SILENT, S_RUN, S_HOSTILE_LIST, S_CLOSE };
+enum script { S_SPAWN, S_ERROR, S_SILENT, S_RUN, S_HOSTILE_LIST, S_CLOSE, S_REFUSE, S_DROP };
 
 struct agent {
         int fd;
@@ -72,7 +72,18 @@ static void *agent_main(void *arg)
         struct pd_frame_hdr h;
         struct pd_msg m;
         pd_msg_init(&m);
+        if (a->script == S_DROP) {     /* an agent past its connection limit */
+                shutdown(a->fd, SHUT_RDWR);
+                pd_msg_free(&m);
+                return NULL;
+        }
         while (read_frame(a->fd, &h, p)) {
+                if (h.type == PD_T_HELLO && a->script == S_REFUSE) {
+                        pd_msg_put_str(&m, PD_A_MESSAGE, "protocol version 9 not supported");
+                        send_msg(a->fd, PD_T_ERROR, 0, EPROTONOSUPPORT, &m);
+                        shutdown(a->fd, SHUT_RDWR);
+                        break;
+                }
                 if (h.type == PD_T_HELLO) {
                         pd_msg_put_u32(&m, PD_A_VERSION, PD_PROTO_VERSION);
                         pd_msg_put_str(&m, PD_A_AGENT, "scripted");
@@ -142,6 +153,18 @@ static int start(struct agent *a, enum script s, struct pd_client *c, struct pd_
         a->script = s;
         pthread_create(&a->th, NULL, agent_main, a);
         return pd_client_connect(c, sv[0], "test-client", err);
+}
+
+static int start_pipelined(struct agent *a, enum script s, struct pd_client *c, struct pd_error *err)
+{
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+                abort();
+        memset(a, 0, sizeof *a);
+        a->fd = sv[1];
+        a->script = s;
+        pthread_create(&a->th, NULL, agent_main, a);
+        return pd_client_connect_pipelined(c, sv[0], "test-client", err);
 }
 
 static void stop(struct agent *a, struct pd_client *c)
@@ -300,6 +323,39 @@ static void test_run(void)
         stop(&a, &c);
 }
 
+static void test_pipelined(void)
+{
+        struct agent a;
+        struct pd_client c;
+        struct pd_error err = { 0 };
+        static const char *const argv[] = { "/bin/sh", "-c", "x" };
+        const struct pd_spawn_opts o = { .argv = argv, .argc = 3 };
+        struct got g = { 0 };
+        const struct pd_run_io io = { .on_spawned = on_spawned, .on_output = on_output, .ctx = &g, .timeout_ms = 5000 };
+        uint32_t pid;
+        struct pd_exit x;
+
+        ok(start_pipelined(&a, S_RUN, &c, &err) == 0 && c.hello_pending && !c.agent[0],
+           "pipelined: connected without waiting for the HELLO answer");
+        int r = pd_client_run(&c, &o, &io, &pid, &x, &err);
+        ok(r == 0 && pid == 42 && g.nout == 5 && x.has_code && x.code == 3, "pipelined: HELLO and SPAWN in one go, run");
+        ok(!c.hello_pending && !strcmp(c.agent, "scripted"), "pipelined: the HELLO answer taken, not the caller's");
+        stop(&a, &c);
+
+        start_pipelined(&a, S_REFUSE, &c, &err);
+        r = pd_client_spawn(&c, &o, &pid, &err);
+        ok(r == -EPROTONOSUPPORT && c.refused && !c.hello_pending,
+           "pipelined: a refused HELLO fails the first call, as an answer (not retried)");
+        stop(&a, &c);
+
+        err = (struct pd_error){ 0 };
+        start_pipelined(&a, S_DROP, &c, &err);
+        r = pd_client_spawn(&c, &o, &pid, &err);
+        ok((r == -EPIPE || r == -ECONNRESET) && c.hello_pending,
+           "pipelined: an agent that closes at once answered nothing (hello_pending stays)");
+        stop(&a, &c);
+}
+
 static bool gone_now(void *ctx)
 {
         return true;
@@ -378,6 +434,7 @@ int main(void)
         test_spawn();
         test_encode_limits();
         test_run();
+        test_pipelined();
         test_waits();
         test_hostile_list();
         test_decoders();

@@ -31,6 +31,75 @@ static void append_pattern(struct pd_ring *r, size_t n)
         free(b);
 }
 
+/* Fill the ring the way the agent reads a pipe: straight into it. */
+static void direct_pattern(struct pd_ring *r, size_t want, size_t take)
+{
+        struct iovec iov[2];
+        int k = pd_ring_reserve(r, want, iov);
+        uint64_t off = r->end;
+        size_t done = 0;
+        for (int i = 0; i < k && done < take; i++) {
+                size_t n = iov[i].iov_len < take - done ? iov[i].iov_len : take - done;
+                fill(iov[i].iov_base, n, off + done);
+                done += n;
+        }
+        pd_ring_commit(r, done);
+}
+
+/* The bytes pd_ring_peek hands out are the ring's own and the right ones. */
+static int peek_ok(const struct pd_ring *r, uint64_t off, size_t n, size_t want_got, int want_iov)
+{
+        struct iovec iov[2];
+        size_t got;
+        int k = pd_ring_peek(r, off, n, iov, &got);
+        if (k != want_iov || got != want_got)
+                return 0;
+        uint8_t *want = malloc(got ? got : 1);
+        fill(want, got, off);
+        size_t at = 0;
+        int good = 1;
+        for (int i = 0; i < k; i++) {
+                good &= memcmp(iov[i].iov_base, want + at, iov[i].iov_len) == 0;
+                at += iov[i].iov_len;
+        }
+        free(want);
+        return good && at == got;
+}
+
+static void test_direct(void)
+{
+        struct pd_ring r;
+        struct iovec iov[2];
+        pd_ring_init(&r, 100000);
+        ok(pd_ring_reserve(&r, 0, iov) == 0 && r.buf == NULL, "reserving nothing allocates nothing");
+        direct_pattern(&r, 50000, 50000);
+        ok(r.cap >= 50000 && r.cap <= 100000 && r.end == 50000 && check(&r, 0, 50000),
+           "a reservation grows the ring first; committed bytes read back");
+        direct_pattern(&r, 65536, 1000);
+        ok(r.end == 51000 && r.start == 0 && check(&r, 0, 51000), "a short read commits only what came");
+        ok(peek_ok(&r, 100, 500, 500, 1), "peek: in place, one piece");
+        ok(peek_ok(&r, 50000, 5000, 1000, 1), "peek: clamped to the end");
+        struct iovec p[2];
+        size_t got;
+        ok(pd_ring_peek(&r, 51000, 10, p, &got) == 0 && got == 0, "peek at the end: nothing");
+        direct_pattern(&r, 1u << 20, 1u << 20);
+        ok(r.cap == 100000 && r.end == 151000 && r.start == 51000 && check(&r, 51000, 100000),
+           "a reservation past the cap keeps the newest cap bytes");
+        direct_pattern(&r, 30000, 30000);
+        ok(r.end == 181000 && r.start == 81000 && check(&r, 81000, 100000), "direct fill across the physical wrap");
+        ok(peek_ok(&r, 99000, 30000, 30000, 2), "peek across the wrap point: two pieces");
+        ok(peek_ok(&r, 81000, 100000, 100000, 2), "peek of everything kept: two pieces");
+        ok(pd_ring_peek(&r, 80999, 10, p, &got) == 0, "peek of an evicted offset: nothing");
+        for (int i = 0; i < 500; i++) {
+                if (i % 2)
+                        direct_pattern(&r, 1 + (size_t)(i * 53) % 3000, (size_t)(i * 31) % 2000);
+                else
+                        append_pattern(&r, 1 + (size_t)(i * 37) % 500);
+        }
+        ok(r.end - r.start == 100000 && check(&r, r.start, 100000), "direct fills and appends mixed stay consistent");
+        pd_ring_free(&r);
+}
+
 int main(void)
 {
         struct pd_ring r;
@@ -70,5 +139,6 @@ int main(void)
         ok(r.start == 200 && r.end == 1200 && check(&r, 200, 1000), "odd-sized cap wraps correctly");
         pd_ring_free(&r);
 
+        test_direct();
         return tap_done();
 }

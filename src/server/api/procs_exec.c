@@ -83,18 +83,31 @@ enum MHD_Result pd_procs_route_exec(struct pd_req *r, const char *chunk, size_t 
                 ret = pd_reply_error(r, 400, "bad_request", "stdin_data must be base64");
                 goto out;
         }
-        if ((k = pd_route_agent(s, &c, &err)) < 0) {
-                ret = pd_route_reply_agent_error(r, k, &err);
-                goto out;
-        }
-        /* the answer is for this client: its hang-up ends the wait */
-        pd_route_watch(&c, r->srv, r->conn, s);
         const struct pd_run_io io = { .on_spawned = exec_spawned, .on_output = exec_output, .ctx = &x,
                                       .stdin_data = in, .stdin_len = inlen, .timeout_ms = -1 };
         uint32_t pid = 0;
         struct pd_exit ex;
         uint64_t t0 = pd_now_ns();
-        k = pd_client_run(&c, &sr.opts, &io, &pid, &ex, &err);
+        /* HELLO and SPAWN in one go (a round trip less); if the agent
+         * answered nothing at all (it turns connections away past its
+         * limit, or the connect failed), nothing ran: the connect that
+         * retries takes over */
+        k = pd_agentc_connect_pipelined(s, &c, &err);
+        if (k == 0) {
+                /* the answer is for this client: its hang-up ends the wait */
+                pd_route_watch(&c, r->srv, r->conn, s);
+                k = pd_client_run(&c, &sr.opts, &io, &pid, &ex, &err);
+        }
+        if (k < 0 && !pid && pd_route_agent_untouched(&c, k)) {
+                pd_client_close(&c);
+                err = (struct pd_error){ 0 };
+                if ((k = pd_route_agent(s, &c, &err)) < 0) {
+                        ret = pd_route_reply_agent_error(r, k, &err);
+                        goto out;
+                }
+                pd_route_watch(&c, r->srv, r->conn, s);
+                k = pd_client_run(&c, &sr.opts, &io, &pid, &ex, &err);
+        }
         if (k < 0 && !pid) {
                 ret = pd_spawn_reply_error(r, k, &err, &sr);
                 goto out;

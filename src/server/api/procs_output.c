@@ -176,25 +176,31 @@ static void out_frame(struct out_stream *o, const struct pd_frame_hdr *h, const 
         }
 }
 
+/* Fills buf with what is ready: it waits only while buf is still empty,
+ * then takes further frames only if they are here already, so one chunk
+ * (one send) carries several agent frames on a fast stream. */
 static ssize_t out_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
         struct out_stream *o = cls;
+        size_t got = 0;
         for (;;) {
                 if (o->pend_len) {
-                        size_t n = o->pend_len < max ? o->pend_len : max;
-                        memcpy(buf, o->pend, n);
+                        size_t n = o->pend_len < max - got ? o->pend_len : max - got;
+                        memcpy(buf + got, o->pend, n);
                         o->pend += n;
                         o->pend_len -= n;
-                        return (ssize_t)n;
+                        got += n;
                 }
-                if (o->line && o->line_pos < o->line_len) {
-                        size_t n = o->line_len - o->line_pos < max ? o->line_len - o->line_pos : max;
-                        memcpy(buf, o->line + o->line_pos, n);
+                if (o->line && o->line_pos < o->line_len && got < max) {
+                        size_t n = o->line_len - o->line_pos < max - got ? o->line_len - o->line_pos : max - got;
+                        memcpy(buf + got, o->line + o->line_pos, n);
                         o->line_pos += n;
-                        return (ssize_t)n;
+                        got += n;
                 }
+                if (got == max || o->pend_len || (o->line && o->line_pos < o->line_len))
+                        return (ssize_t)got;
                 if (out_finished(o))
-                        return MHD_CONTENT_READER_END_OF_STREAM;
+                        return got ? (ssize_t)got : MHD_CONTENT_READER_END_OF_STREAM;
                 free(o->cur);
                 o->cur = NULL;
                 if (o->stash) {
@@ -206,11 +212,17 @@ static ssize_t out_reader(void *cls, uint64_t pos, char *buf, size_t max)
                 }
                 struct pd_frame_hdr h;
                 const uint8_t *p;
-                int k = pd_client_next(&o->c, &h, &p, -1);
-                if (k == -ECONNABORTED)
-                        return MHD_CONTENT_READER_END_WITH_ERROR;
-                if (k < 0)
-                        return MHD_CONTENT_READER_END_OF_STREAM;       /* sandbox gone: end cleanly */
+                int k;
+                if (got) {
+                        if ((k = pd_client_next_nowait(&o->c, &h, &p)) <= 0)
+                                return (ssize_t)got;    /* the rest (or the end) next time */
+                } else {
+                        k = pd_client_next(&o->c, &h, &p, -1);
+                        if (k == -ECONNABORTED)
+                                return MHD_CONTENT_READER_END_WITH_ERROR;
+                        if (k < 0)
+                                return MHD_CONTENT_READER_END_OF_STREAM;       /* sandbox gone: end cleanly */
+                }
                 out_frame(o, &h, p);
         }
 }

@@ -41,6 +41,26 @@ int pd_route_agent(struct pd_srv_sandbox *s, struct pd_client *c, struct pd_erro
         }
 }
 
+bool pd_route_agent_untouched(const struct pd_client *c, int k)
+{
+        if (!pd_client_is_open(c))
+                return true;
+        return c->hello_pending && (k == -EPIPE || k == -ECONNRESET || k == -EAGAIN);
+}
+
+int pd_route_agent_spawn(struct pd_srv_sandbox *s, struct pd_client *c, const struct pd_spawn_opts *o,
+                         uint32_t *pid, struct pd_error *err)
+{
+        int k = pd_agentc_connect_pipelined(s, c, err);
+        if (k == 0 && ((k = pd_client_spawn(c, o, pid, err)) == 0 || !pd_route_agent_untouched(c, k)))
+                return k;
+        pd_client_close(c);
+        *err = (struct pd_error){ 0 };
+        if ((k = pd_route_agent(s, c, err)) < 0)
+                return k;
+        return pd_client_spawn(c, o, pid, err);
+}
+
 static bool sandbox_gone_cb(void *s)
 {
         return sandbox_gone(s);

@@ -11,6 +11,14 @@
 /* pd_agentc_connect, retried for a while when the agent turns connections
  * away (it serves a bounded number at once). */
 int pd_route_agent(struct pd_srv_sandbox *s, struct pd_client *c, struct pd_error *err);
+/* Did a call on a pipelined connection (pd_agentc_connect_pipelined) fail
+ * before the agent took anything (k: its -errno)? Then nothing of it ran,
+ * and it may be retried on a pd_route_agent connection. */
+bool pd_route_agent_untouched(const struct pd_client *c, int k);
+/* Connect and SPAWN with the HELLO pipelined (a round trip less); falls
+ * back to pd_route_agent's retries when the agent took nothing. */
+int pd_route_agent_spawn(struct pd_srv_sandbox *s, struct pd_client *c, const struct pd_spawn_opts *o,
+                         uint32_t *pid, struct pd_error *err);
 /* Make c's waits also give up when the sandbox is deleted or the server
  * stops (-ESHUTDOWN), or the HTTP client mc has gone (-ECONNABORTED; mc
  * may be NULL). */

@@ -6,7 +6,7 @@
 
 #include "server/core/server.h"
 
-int pd_agentc_connect(struct pd_srv_sandbox *s, struct pd_client *out, struct pd_error *err)
+static int agentc_open(struct pd_srv_sandbox *s, struct pd_client *out, bool pipelined, struct pd_error *err)
 {
         pd_client_init(out);
         /* state is read without s->lock: a stale answer here only means the
@@ -17,8 +17,19 @@ int pd_agentc_connect(struct pd_srv_sandbox *s, struct pd_client *out, struct pd
         int fd = pd_sandbox_connect(s->sb, err);
         if (fd < 0)
                 return fd;
-        r = pd_client_connect(out, fd, "paddock-serve " PD_VERSION, err);
+        r = pipelined ? pd_client_connect_pipelined(out, fd, "paddock-serve " PD_VERSION, err)
+                      : pd_client_connect(out, fd, "paddock-serve " PD_VERSION, err);
         if (r < 0)
                 return pd_error_prefix(err, "sandbox %s", s->id);
         return 0;
+}
+
+int pd_agentc_connect(struct pd_srv_sandbox *s, struct pd_client *out, struct pd_error *err)
+{
+        return agentc_open(s, out, false, err);
+}
+
+int pd_agentc_connect_pipelined(struct pd_srv_sandbox *s, struct pd_client *out, struct pd_error *err)
+{
+        return agentc_open(s, out, true, err);
 }

@@ -44,6 +44,12 @@
 #define QUERY_ARGS_MAX 128              /* more query arguments: 414 */
 #define REQUEST_IDLE_S 15u
 #define RESPONSE_IDLE_S 60u
+/* libmicrohttpd's per-connection memory: headers, the read buffer, and the
+ * write buffer of a chunked body, which is as large as what is left of it
+ * (the response's block size does not count there). Its default, 32 KiB,
+ * cut an output stream into ~29 KiB chunks, a select() and a send() each.
+ * It is mmap()ed, so a connection pays only for the pages it touches. */
+#define CONN_MEMORY (256u << 10)
 
 struct req_ctx {
         struct pd_req r;
@@ -84,6 +90,15 @@ static void touch_idle_timeout(struct MHD_Connection *conn, unsigned secs)
 {
         MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
         MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, secs);
+}
+
+/* A request of a client's work began or ended (pd_server.last_request_ms):
+ * monitoring polls are not work. */
+static void note_activity(struct pd_server *srv, const char *url)
+{
+        if (url && (!strcmp(url, "/metrics") || !strcmp(url, "/api/v1/health")))
+                return;
+        __atomic_store_n(&srv->last_request_ms, pd_now_ms(), __ATOMIC_RELAXED);
 }
 
 static void count_status(struct pd_server *srv, unsigned status)
@@ -336,6 +351,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 c->r.conn = conn;
                 c->r.method = method;
                 c->r.url = url;
+                note_activity(srv, url);
                 /* "/x/" routes like "/x" */
                 char path[2048];
                 snprintf(path, sizeof path, "%s", url);
@@ -481,8 +497,10 @@ static void access_line(struct pd_server *srv, const struct req_ctx *c, enum MHD
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
         struct req_ctx *c = *con_cls;
-        if (c && c->started)
+        if (c && c->started) {
                 access_line(cls, c, toe);
+                note_activity(cls, c->r.url);
+        }
         struct conn_ctx *cc = conn_ctx_of(conn);
         if (cc && cc->req == c)
                 cc->req = NULL;
@@ -584,6 +602,17 @@ static int parse_listen(const char *addr, struct sockaddr_storage *ss, bool *v6,
         return 0;
 }
 
+static size_t conn_memory(void)
+{
+        /* PADDOCK_HTTP_CONN_MEMORY (bytes, 32 KiB..16 MiB): for measuring */
+        const char *v = getenv("PADDOCK_HTTP_CONN_MEMORY");
+        char *end;
+        unsigned long long n = v ? strtoull(v, &end, 10) : 0;
+        if (v && *v && !*end && n >= (32u << 10) && n <= (16u << 20))
+                return (size_t)n;
+        return CONN_MEMORY;
+}
+
 int pd_http_start(struct pd_server *srv, struct pd_error *err)
 {
         struct sockaddr_storage ss;
@@ -593,9 +622,11 @@ int pd_http_start(struct pd_server *srv, struct pd_error *err)
         if (r < 0)
                 return r;
         /* ALLOW_UPGRADE: WebSocket to sandbox ports (ports_ws.c); with a
-         * thread per connection, the upgraded relay may block its thread */
-        unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
-                         MHD_ALLOW_UPGRADE;
+         * thread per connection, the upgraded relay may block its thread.
+         * POLL: each connection's thread waits in poll(), not select(),
+         * which is cheaper per call and takes fds past FD_SETSIZE. */
+        unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                         MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE;
         if (v6)
                 flags |= MHD_USE_IPv6;
         uint16_t port = ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
@@ -604,6 +635,7 @@ int pd_http_start(struct pd_server *srv, struct pd_error *err)
                                     MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)REQUEST_IDLE_S,
                                     MHD_OPTION_CONNECTION_LIMIT, (unsigned int)1000,
+                                    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)conn_memory(),
                                     MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)0,
                                     MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
                                     MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,

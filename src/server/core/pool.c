@@ -20,6 +20,13 @@
 #include "lib/util.h"
 
 #define POOL_RETRY_MS 5000u
+/* A class that still has a sandbox ready is refilled once the API has been
+ * quiet this long, or at the latest this long after it fell short: a
+ * refill (a whole sandbox start) would otherwise run beside the command the
+ * client runs right after its create, on the same cores. An empty class is
+ * refilled at once. */
+#define POOL_QUIET_MS 20u
+#define POOL_DEFER_MAX_MS 500u
 
 struct pool_class {
         struct pd_spec spec;
@@ -27,6 +34,7 @@ struct pool_class {
         struct pd_sandbox **ready;
         unsigned n_ready, creating;
         uint64_t retry_at_ms;           /* after a failed fill, CLOCK_MONOTONIC */
+        uint64_t short_since_ms;        /* below pool_size since (0: full) */
 };
 
 struct pd_pool {
@@ -141,12 +149,26 @@ static void *filler_main(void *arg)
                 uint64_t now = pd_now_ms(), wake = 0;
                 for (unsigned i = 0; i < m->n_classes && !todo; i++) {
                         struct pool_class *c = &m->classes[i];
-                        if (c->n_ready + c->creating >= srv->cfg.pool_size)
+                        if (c->n_ready + c->creating >= srv->cfg.pool_size) {
+                                c->short_since_ms = 0;
                                 continue;
+                        }
                         if (c->retry_at_ms > now) {
                                 if (!wake || c->retry_at_ms < wake)
                                         wake = c->retry_at_ms;
                                 continue;
+                        }
+                        if (!c->short_since_ms)
+                                c->short_since_ms = now;
+                        if (c->n_ready > 0) {
+                                uint64_t quiet = __atomic_load_n(&srv->last_request_ms, __ATOMIC_RELAXED) + POOL_QUIET_MS;
+                                uint64_t latest = c->short_since_ms + POOL_DEFER_MAX_MS;
+                                uint64_t at = quiet < latest ? quiet : latest;
+                                if (at > now) {
+                                        if (!wake || at < wake)
+                                                wake = at;
+                                        continue;
+                                }
                         }
                         todo = c;
                 }

@@ -113,6 +113,10 @@ struct pd_server {
         size_t n_sandboxes, cap_sandboxes;
         void *manager_private;
         uint64_t http_requests[6];      /* by status class: 1xx..5xx, other */
+        /* CLOCK_MONOTONIC ms of the last API request's start or end (atomic;
+         * /metrics and /health polls do not count): the warm pool refills
+         * once the API is quiet (pool.c) */
+        uint64_t last_request_ms;
         int audit_dirfd;
         /* what the router dispatches to (pd_http_register*), in order */
         struct {
@@ -213,6 +217,8 @@ void pd_server_sandbox_put(struct pd_server *srv, struct pd_srv_sandbox *s);
 /* Agent connection (agentc.c): a fresh one with the HELLO done (out is
  * initialised, closed, first: pd_client_close it whatever the result). */
 int pd_agentc_connect(struct pd_srv_sandbox *s, struct pd_client *out, struct pd_error *err);
+/* The same with the HELLO pipelined (pd_client_connect_pipelined). */
+int pd_agentc_connect_pipelined(struct pd_srv_sandbox *s, struct pd_client *out, struct pd_error *err);
 
 /* Audit (audit_log.c): append one event for sandbox id; fields is stolen. */
 void pd_audit(struct pd_server *srv, const char *sandbox_id, const char *key_id, const char *event, json_t *fields);

@@ -19,6 +19,9 @@
 struct pd_store {
         sqlite3 *db;
         pthread_mutex_t lock;
+        /* every request looks its key up: prepared once (under lock), not
+         * parsed anew each time */
+        sqlite3_stmt *key_lookup;
         char path[4200];
 };
 
@@ -211,6 +214,7 @@ void pd_store_close(struct pd_store *s)
 {
         if (!s)
                 return;
+        sqlite3_finalize(s->key_lookup);
         sqlite3_close(s->db);
         pthread_mutex_destroy(&s->lock);
         free(s);
@@ -263,9 +267,12 @@ int pd_store_key_lookup(struct pd_store *s, const char *key_text, struct pd_key 
         char hash[65];
         pd_sha256_hex(key_text, hash);
         pthread_mutex_lock(&s->lock);
-        sqlite3_stmt *st = NULL;
         int r = -ENOENT;
-        if (sqlite3_prepare_v2(s->db, "SELECT id, name FROM keys WHERE hash = ?", -1, &st, NULL) == SQLITE_OK) {
+        if (!s->key_lookup &&
+            sqlite3_prepare_v2(s->db, "SELECT id, name FROM keys WHERE hash = ?", -1, &s->key_lookup, NULL) != SQLITE_OK)
+                s->key_lookup = NULL;
+        sqlite3_stmt *st = s->key_lookup;
+        if (st) {
                 sqlite3_bind_text(st, 1, hash, -1, SQLITE_TRANSIENT);
                 if (sqlite3_step(st) == SQLITE_ROW) {
                         memset(out, 0, sizeof *out);
@@ -273,8 +280,11 @@ int pd_store_key_lookup(struct pd_store *s, const char *key_text, struct pd_key 
                         snprintf(out->name, sizeof out->name, "%s", (const char *)sqlite3_column_text(st, 1));
                         r = 0;
                 }
+                /* ends the read transaction: a revocation, also by another
+                 * process, is seen by the next lookup */
+                sqlite3_reset(st);
+                sqlite3_clear_bindings(st);
         }
-        sqlite3_finalize(st);
         pthread_mutex_unlock(&s->lock);
         return r;
 }

@@ -106,6 +106,15 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
                 }
                 st->on_frame(st, &h, p);
         }
+        /* and what else is here already, so one chunk carries several
+         * frames on a fast stream */
+        while (!st->done && st->len - st->pos < max) {
+                struct pd_frame_hdr h;
+                const uint8_t *p;
+                if (pd_client_next_nowait(&st->cl, &h, &p) <= 0)
+                        break;
+                st->on_frame(st, &h, p);
+        }
         size_t n = st->len - st->pos;
         if (n > max)
                 n = max;

@@ -795,9 +795,7 @@ static enum MHD_Result proc_start(struct pd_req *r, struct pd_e2b_call *c, json_
         c->s = NULL;    /* the stream owns the reference now */
         struct pd_error err = { 0 };
         uint32_t pid = 0;
-        k = pd_route_agent(st->s, &st->cl, &err);
-        if (k >= 0)
-                k = pd_client_spawn(&st->cl, &x.o, &pid, &err);
+        k = pd_route_agent_spawn(st->s, &st->cl, &x.o, &pid, &err);
         if (k < 0) {
                 estart_free(&x);
                 enum MHD_Result ret = pd_e2b_stream_error_reply(r, pd_e2b_connect_code(k), "%s", err.msg);
