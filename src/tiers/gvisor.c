@@ -44,6 +44,7 @@
 #include "lib/template.h"
 #include "lib/util.h"
 #include "tiers/gvisor.h"
+#include "tiers/gvisor_int.h"
 #include "tiers/host.h"
 
 /* What gVisor itself needs beside the workload's limits (docs/gvisor.md):
@@ -116,7 +117,7 @@ static int global_args(const struct pd_sandbox *sb, const char *runsc, char **ar
 
 /* Run runsc SUBCOMMAND ARGS... and wait; its stderr (the last of it) goes
  * into the error message when it fails. */
-static int runsc_call(struct pd_sandbox *sb, const char *const *sub, int nsub, struct pd_error *err)
+int pd_gv_runsc_call(struct pd_sandbox *sb, const char *const *sub, int nsub, struct pd_error *err)
 {
         char runsc[PATH_MAX], store[2 * PATH_MAX + 16];
         int r = pd_gvisor_runsc(runsc, sizeof runsc, err);
@@ -456,9 +457,10 @@ static int open_procs(const struct pd_cgroup *cg, int *fds, int max, struct pd_e
 }
 
 /* Fork the child that builds the root in a private mount namespace and
- * execs `runsc run --detach`; wait for it, then for the agent. */
+ * execs `runsc run --detach` (or `runsc restore` from the checkpoint in
+ * directory image); wait for it, then for the agent. */
 static int launch(struct pd_sandbox *sb, const struct pd_template *tpl, const char *runsc, const char *root,
-                  const char *sock, struct pd_error *err)
+                  const char *sock, const char *image, struct pd_error *err)
 {
         /* large (the top-level list): not on the stack of a server thread */
         _pd_cleanup_free_ struct gv_launch *l = calloc(1, sizeof *l);
@@ -479,8 +481,14 @@ static int launch(struct pd_sandbox *sb, const struct pd_template *tpl, const ch
         if (a < 0)
                 return pd_error_setx(err, ENAMETOOLONG, "sandbox path too long");
         snprintf(pidf, sizeof pidf, "%s/pid", sb->dir);
+        unlink(pidf);   /* a restore's: not the Sentry that was */
         snprintf(bundle, sizeof bundle, "%s/bundle", sb->dir);
-        argv[a++] = "run";
+        if (image) {
+                argv[a++] = "restore";
+                argv[a++] = "--image-path";
+                argv[a++] = (char *)image;
+        } else
+                argv[a++] = "run";
         argv[a++] = "--detach";
         argv[a++] = "--bundle";
         argv[a++] = bundle;
@@ -530,7 +538,16 @@ static int launch(struct pd_sandbox *sb, const struct pd_template *tpl, const ch
                 r = pd_error_setx(err, ESRCH, "the gVisor sandbox exited at once (see %s/runsc.log)", sb->dir);
                 goto out_fds;
         }
-        if ((r = pd_sandbox_save(sb, err)) < 0 || (r = wait_agent(sb, ino, err)) < 0)
+        if ((r = pd_sandbox_save(sb, err)) < 0)
+                goto out_fds;
+        /* restored: the agent let go of its socket before the checkpoint
+         * (gvisor_ckpt.c); it binds it again on SIGUSR2 */
+        if (image) {
+                const char *sub[] = { "kill", sb->id, "USR2" };
+                if ((r = pd_gv_runsc_call(sb, sub, 3, err)) < 0)
+                        goto out_fds;
+        }
+        if ((r = wait_agent(sb, ino, err)) < 0)
                 goto out_fds;
         r = 0;
 out_fds:
@@ -539,7 +556,7 @@ out_fds:
         return r;
 }
 
-static int gvisor_create(struct pd_sandbox *sb, struct pd_error *err)
+int pd_gv_create(struct pd_sandbox *sb, const char *image, struct pd_error *err)
 {
         int r;
         char runsc[PATH_MAX], agent[PATH_MAX];
@@ -556,7 +573,24 @@ static int gvisor_create(struct pd_sandbox *sb, struct pd_error *err)
                 return pd_error_setx(err, ENOTSUP, "the gvisor tier takes no policy file (that is the supervised "
                                                    "tier's)");
         struct pd_template tpl;
-        if ((r = pd_template_resolve(sb->state, &sb->spec, &tpl, err)) < 0)
+        const char *tname = sb->spec.template_name, *tdir = sb->spec.template_dir;
+        char root_name[65] = "", root_dir[PATH_MAX] = "";
+        /* a gvisor snapshot or fork: its checkpoint over the tree its
+         * source started from */
+        if (image && (r = pd_gv_image_root(sb, image, root_name, root_dir, err)) < 0)
+                return r;
+        if (image) {
+                sb->spec.template_name = root_dir[0] ? NULL : root_name;
+                sb->spec.template_dir = root_dir[0] ? root_dir : NULL;
+        }
+        struct pd_gv_data *g = pd_gv(sb);
+        snprintf(g->root_name, sizeof g->root_name, "%s",
+                 sb->spec.template_dir ? "" : sb->spec.template_name ? sb->spec.template_name : "base");
+        snprintf(g->root_dir, sizeof g->root_dir, "%s", sb->spec.template_dir ? sb->spec.template_dir : "");
+        r = pd_template_resolve(sb->state, &sb->spec, &tpl, err);
+        sb->spec.template_name = tname;
+        sb->spec.template_dir = tdir;
+        if (r < 0)
                 return r;
         if (tpl.n_stack || tpl.image)
                 return pd_error_setx(err, ENOTSUP, "the gvisor tier starts from the base template or a template "
@@ -592,7 +626,44 @@ static int gvisor_create(struct pd_sandbox *sb, struct pd_error *err)
         if ((r = pd_sandbox_save(sb, err)) < 0 || (r = write_bundle(sb, agent, err)) < 0)
                 return r;
 
-        return launch(sb, &tpl, runsc, root, sock, err);
+        return launch(sb, &tpl, runsc, root, sock, image, err);
+}
+
+int pd_gv_relaunch(struct pd_sandbox *sb, const char *image, struct pd_error *err)
+{
+        char runsc[PATH_MAX], sock[PATH_MAX + 16], root[PATH_MAX + 16];
+        int r = pd_gvisor_runsc(runsc, sizeof runsc, err);
+        if (r < 0)
+                return r;
+        struct pd_gv_data *g = pd_gv(sb);
+        struct pd_spec spec = sb->spec;
+        spec.template_name = g->root_dir[0] ? NULL : g->root_name[0] ? g->root_name : "base";
+        spec.template_dir = g->root_dir[0] ? g->root_dir : NULL;
+        struct pd_template tpl;
+        if ((r = pd_template_resolve(sb->state, &spec, &tpl, err)) < 0)
+                return r;
+        sock_dir(sb, sock, sizeof sock);
+        snprintf(root, sizeof root, "%s/root", sb->dir);
+        return launch(sb, &tpl, runsc, root, sock, image, err);
+}
+
+static void gvisor_save(const struct pd_sandbox *sb, struct pd_record *rec)
+{
+        pd_host_save(sb, rec);
+        const struct pd_gv_data *g = pd_gv(sb);
+        if (g->root_dir[0])
+                pd_record_add(rec, "gv_root_dir", "%s", g->root_dir);
+        else if (g->root_name[0])
+                pd_record_add(rec, "gv_root", "%s", g->root_name);
+}
+
+static int gvisor_create(struct pd_sandbox *sb, struct pd_error *err)
+{
+        char image[PATH_MAX];
+        int r = pd_gv_snapshot_image(sb, image, sizeof image, err);
+        if (r < 0)
+                return r;
+        return pd_gv_create(sb, r ? image : NULL, err);
 }
 
 static int gvisor_connect(struct pd_sandbox *sb, struct pd_error *err)
@@ -604,16 +675,16 @@ static int gvisor_connect(struct pd_sandbox *sb, struct pd_error *err)
 static int gvisor_pause(struct pd_sandbox *sb, struct pd_error *err)
 {
         const char *sub[] = { "pause", sb->id };
-        return runsc_call(sb, sub, 2, err);
+        return pd_gv_runsc_call(sb, sub, 2, err);
 }
 
-static int gvisor_resume(struct pd_sandbox *sb, struct pd_error *err)
+int pd_gv_resume_memory(struct pd_sandbox *sb, struct pd_error *err)
 {
         const char *sub[] = { "resume", sb->id };
-        return runsc_call(sb, sub, 2, err);
+        return pd_gv_runsc_call(sb, sub, 2, err);
 }
 
-static void umount_sock(const struct pd_sandbox *sb)
+void pd_gv_umount_sock(const struct pd_sandbox *sb)
 {
         char sock[PATH_MAX + 16];
         sock_dir(sb, sock, sizeof sock);
@@ -630,13 +701,17 @@ static int gvisor_destroy(struct pd_sandbox *sb, struct pd_error *err)
         pd_host_kill_agent(sb);
         if (pd_host(sb)->have_cgroup)
                 (void)pd_cgroup_freeze(&pd_host(sb)->cg, false, NULL);
-        umount_sock(sb);
+        pd_gv_umount_sock(sb);
+        pd_gv_forget(sb);
         return pd_host_release(sb, err);
 }
 
 static void gvisor_load(struct pd_sandbox *sb, const struct pd_record *rec)
 {
         pd_host_load(sb, rec);
+        struct pd_gv_data *g = pd_gv(sb);
+        (void)pd_record_get(rec, "gv_root", g->root_name, sizeof g->root_name);
+        (void)pd_record_get(rec, "gv_root_dir", g->root_dir, sizeof g->root_dir);
         set_socket_path(sb);
 }
 
@@ -668,9 +743,9 @@ static void gvisor_describe(const struct pd_sandbox *sb, struct pd_tier_info *ou
 
 const struct pd_tier_ops pd_tier_gvisor = {
         .name = "gvisor",
-        .caps = 0,
-        .data_size = sizeof(struct pd_host_data),
-        .save = pd_host_save,
+        .caps = PD_TIER_PAUSE_DISK | PD_TIER_SNAPSHOT_MEMORY,
+        .data_size = sizeof(struct pd_gv_data),
+        .save = gvisor_save,
         .load = gvisor_load,
         .close = pd_host_close,
         .gc = gvisor_gc,
@@ -678,8 +753,11 @@ const struct pd_tier_ops pd_tier_gvisor = {
         .create = gvisor_create,
         .connect = gvisor_connect,
         .pause = gvisor_pause,
-        .resume = gvisor_resume,
+        .pause_to_disk = pd_gv_pause_to_disk,
+        .resume = pd_gv_resume,
+        .snapshot = pd_gv_snapshot,
+        .fork = pd_gv_fork,
         .destroy = gvisor_destroy,
         .stats = pd_host_stats,
-        .adopt = pd_host_adopt,
+        .adopt = pd_gv_adopt,
 };
