@@ -46,6 +46,7 @@
 #include "tiers/gvisor.h"
 #include "tiers/gvisor_int.h"
 #include "tiers/host.h"
+#include "tiers/facts.h"
 
 /* What gVisor itself needs beside the workload's limits (docs/gvisor.md):
  * an idle sandbox is ~34 MB (Sentry + gofer) and 30-80 host tasks (Sentry
@@ -100,14 +101,17 @@ static void set_socket_path(struct pd_sandbox *sb)
 static int global_args(const struct pd_sandbox *sb, const char *runsc, char **argv, char *store, size_t size)
 {
         int n = snprintf(store, size, "%s/runsc%c--log=%s/runsc.log", sb->dir, 0, sb->dir);
-        if (n < 0 || (size_t)n >= size)
+        if (n < 0 || (size_t)n + 32 >= size)
                 return -ENAMETOOLONG;
         int a = 0;
         argv[a++] = (char *)runsc;
         argv[a++] = "--root";
         argv[a++] = store;
         argv[a++] = store + strlen(store) + 1;
-        argv[a++] = "--platform=ptrace";
+        /* chosen at create (gvisor_platform.c), kept in the record */
+        char *plat = store + n + 1;
+        snprintf(plat, 24, "--platform=%s", pd_gv(sb)->platform[0] ? pd_gv(sb)->platform : "ptrace");
+        argv[a++] = plat;
         argv[a++] = "--network=none";
         argv[a++] = "--host-uds=create";
         argv[a++] = "--overlay2=root:memory";
@@ -562,6 +566,8 @@ int pd_gv_create(struct pd_sandbox *sb, const char *image, struct pd_error *err)
         char runsc[PATH_MAX], agent[PATH_MAX];
         if ((r = pd_gvisor_runsc(runsc, sizeof runsc, err)) < 0)
                 return r;
+        if ((r = pd_gvisor_platform(runsc, pd_gv(sb)->platform, sizeof pd_gv(sb)->platform, err)) < 0)
+                return r;
         if (sb->spec.n_volumes)
                 return pd_error_setx(err, ENOTSUP, "the gvisor tier refuses volumes: gVisor's gofer does the "
                                                    "sandbox's file I/O as host root, so root inside would be "
@@ -651,6 +657,8 @@ static void gvisor_save(const struct pd_sandbox *sb, struct pd_record *rec)
 {
         pd_host_save(sb, rec);
         const struct pd_gv_data *g = pd_gv(sb);
+        if (g->platform[0])
+                pd_record_add(rec, "gv_platform", "%s", g->platform);
         if (g->root_dir[0])
                 pd_record_add(rec, "gv_root_dir", "%s", g->root_dir);
         else if (g->root_name[0])
@@ -712,6 +720,7 @@ static void gvisor_load(struct pd_sandbox *sb, const struct pd_record *rec)
         struct pd_gv_data *g = pd_gv(sb);
         (void)pd_record_get(rec, "gv_root", g->root_name, sizeof g->root_name);
         (void)pd_record_get(rec, "gv_root_dir", g->root_dir, sizeof g->root_dir);
+        (void)pd_record_get(rec, "gv_platform", g->platform, sizeof g->platform);
         set_socket_path(sb);
 }
 
@@ -738,11 +747,13 @@ static int gvisor_gc(struct pd_state *st, struct pd_error *err)
 static void gvisor_describe(const struct pd_sandbox *sb, struct pd_tier_info *out)
 {
         /* gVisor's platform: how the Sentry intercepts system calls */
-        snprintf(out->accel, sizeof out->accel, "ptrace");
+        snprintf(out->accel, sizeof out->accel, "%s", pd_gv(sb)->platform[0] ? pd_gv(sb)->platform : "ptrace");
 }
 
 const struct pd_tier_ops pd_tier_gvisor = {
         .name = "gvisor",
+        .isolates = PD_ISOLATES_GVISOR,
+        .host_check = pd_gvisor_host_check,
         .caps = PD_TIER_PAUSE_DISK | PD_TIER_SNAPSHOT_MEMORY,
         .data_size = sizeof(struct pd_gv_data),
         .save = gvisor_save,

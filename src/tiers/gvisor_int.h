@@ -14,6 +14,7 @@ struct pd_gv_data {
         struct pd_host_data host;
         char root_name[65];             /* a registered template, or "" */
         char root_dir[PATH_MAX];        /* a template directory, or "" */
+        char platform[8];               /* ptrace, systrap, kvm: chosen at create, kept */
 };
 
 static inline struct pd_gv_data *pd_gv(const struct pd_sandbox *sb)
