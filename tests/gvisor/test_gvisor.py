@@ -147,6 +147,32 @@ def test_runsc_missing_is_a_clear_error(gv):
     assert r.returncode == 0, r.stderr
 
 
+def _runsc_has(platform):
+    """Whether the runsc present carries the platform (its Go package)."""
+    from conftest import RUNSC
+    with open(RUNSC, "rb") as f:
+        return ("gvisor.dev/gvisor/pkg/sentry/platform/" + platform).encode() in f.read()
+
+
+def test_platform_forced_or_refused_with_the_reason(gv):
+    """PADDOCK_GVISOR_PLATFORM: a platform this runsc or host lacks is
+    refused naming what is missing (never silently replaced), a bad name
+    too, and nothing is left; ptrace always runs."""
+    base = gv.leftovers()
+    r = grun(gv, ["--", "true"], env={"PADDOCK_GVISOR_PLATFORM": "nosuch"})
+    assert r.returncode == 125 and "not a gVisor platform (ptrace, systrap, kvm)" in r.stderr, r.stderr
+    if not _runsc_has("systrap"):
+        r = grun(gv, ["--", "true"], env={"PADDOCK_GVISOR_PLATFORM": "systrap"})
+        assert r.returncode == 125 and "this runsc has no systrap platform" in r.stderr, r.stderr
+    hw = any(f in open("/proc/cpuinfo").read().split() for f in ("vmx", "svm")) and os.path.exists("/dev/kvm")
+    if not hw:
+        r = grun(gv, ["--", "true"], env={"PADDOCK_GVISOR_PLATFORM": "kvm"})
+        assert r.returncode == 125 and "kvm" in r.stderr, r.stderr
+    assert gv.new_leftovers(base) == {}
+    r = grun(gv, ["--", "echo", "ok"], env={"PADDOCK_GVISOR_PLATFORM": "ptrace"})
+    assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
+
+
 def _sentry_of(gv):
     """The pid of this state dir's running Sentry (the record's agent_pid)."""
     for root in ("/run/paddock", "/dev/shm/paddock"):

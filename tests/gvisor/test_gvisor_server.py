@@ -53,9 +53,27 @@ def gv(srv):
     return json.loads(data)
 
 
+def chosen_platform():
+    """What the tier picks on this host (gvisor_platform.c): systrap if this
+    runsc has it, kvm if it has that and the host has vmx/svm and /dev/kvm,
+    else ptrace."""
+    from conftest import RUNSC
+    blob = open(RUNSC, "rb").read()
+    has = lambda p: ("gvisor.dev/gvisor/pkg/sentry/platform/" + p).encode() in blob  # noqa: E731
+    hw = any(f in open("/proc/cpuinfo").read().split() for f in ("vmx", "svm")) and os.path.exists("/dev/kvm")
+    return "systrap" if has("systrap") else "kvm" if has("kvm") and hw else "ptrace"
+
+
 def test_create_reports_tier_and_platform(srv, gv):
     assert gv["isolation"] == "gvisor" and gv["state"] == "running"
-    assert gv.get("accel") == "ptrace", gv
+    want = chosen_platform()
+    assert gv.get("accel") == want, gv
+    # the record keeps it (restores and adoption run the same), GET /tiers says the same
+    rec = open(os.path.join(srv.rundir, "sandboxes", gv["id"], "record")).read()
+    assert "gv_platform=%s\n" % want in rec, rec
+    st, _h, data = srv.request("GET", "/api/v1/tiers")
+    t = {x["name"]: x for x in json.loads(data)["tiers"]}["gvisor"]
+    assert t["available"] and t["why"].endswith("--platform=" + want), t
     j = jreq(srv, "GET", gv["id"])
     assert j["isolation"] == "gvisor"
     assert sh(srv, gv["id"], "uname -r").strip() != os.uname().release
