@@ -90,6 +90,11 @@ static int checkpoint(struct pd_sandbox *sb, const char *image, struct pd_error 
 {
         if (sb->paused)
                 return pd_error_setx(err, EBUSY, "sandbox %s is paused: resume it first", sb->id);
+        /* runsc's netstack over a host veth: its restore would need the
+         * veth wired again before it, which is not done */
+        if (pd_gv(sb)->net)
+                return pd_error_setx(err, ENOTSUP, "the gvisor tier cannot checkpoint a sandbox with a network "
+                                                   "(pause to disk, snapshots and fork need network none)");
         if (mkdir(image, 0700) < 0)
                 return pd_error_set(err, errno, "create '%s'", image);
         const char *quiet[] = { "kill", sb->id, "USR1" };

@@ -3,6 +3,7 @@
  * share. */
 #pragma once
 #include <limits.h>
+#include <stdbool.h>
 
 #include "lib/sandbox.h"
 #include "tiers/host.h"
@@ -15,6 +16,7 @@ struct pd_gv_data {
         char root_name[65];             /* a registered template, or "" */
         char root_dir[PATH_MAX];        /* a template directory, or "" */
         char platform[8];               /* ptrace, systrap, kvm: chosen at create, kept */
+        bool net;                       /* a veth from the instance's router (--network=sandbox) */
 };
 
 static inline struct pd_gv_data *pd_gv(const struct pd_sandbox *sb)

@@ -130,12 +130,6 @@ def test_volumes_refused(gv, tmp_path):
     assert "host root" in r.stderr
 
 
-def test_network_refused(gv):
-    r = grun(gv, ["--net", "open", "--", "true"])
-    assert r.returncode == 125
-    assert "network none only" in r.stderr
-
-
 def test_runsc_missing_is_a_clear_error(gv):
     base = gv.leftovers()
     r = grun(gv, ["--", "true"], env={"PADDOCK_RUNSC": "/nonexistent/runsc"})
