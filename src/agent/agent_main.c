@@ -65,7 +65,11 @@ static void on_signal(struct agent *ag, struct ag_handler *h, uint32_t events)
 {
         struct signalfd_siginfo si;
         while (read(h->fd, &si, sizeof si) == (ssize_t)sizeof si)
-                host_sockets(ag, (int)si.ssi_signo);
+                /* from the host (runsc kill: no sender in our pid
+                 * namespace), never from the workload, which could
+                 * otherwise cut the host off its own sandbox */
+                if (si.ssi_pid == 0)
+                        host_sockets(ag, (int)si.ssi_signo);
         ag_proc_reap_all(ag);
         if (ag->pid1)
                 ag_guest_check(ag);

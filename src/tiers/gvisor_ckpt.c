@@ -97,6 +97,11 @@ static int checkpoint(struct pd_sandbox *sb, const char *image, struct pd_error 
                                                    "(pause to disk, snapshots and fork need network none)");
         if (mkdir(image, 0700) < 0)
                 return pd_error_set(err, errno, "create '%s'", image);
+        /* a marker the workload may have left (the directory is writable
+         * from inside) would be taken for the agent's */
+        char marker[PATH_MAX + 16];
+        snprintf(marker, sizeof marker, "%s.quiet", sb->socket_path);
+        unlink(marker);
         const char *quiet[] = { "kill", sb->id, "USR1" };
         int r = pd_gv_runsc_call(sb, quiet, 3, err);
         if (r == 0 && (r = wait_quiet(sb, err)) == 0) {

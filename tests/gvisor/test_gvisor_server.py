@@ -135,16 +135,22 @@ def test_files(srv, gv):
         assert req(srv, "GET", sid + "/files", query={"path": bad})[0] == 400
 
 
-def test_pause_resume(srv):
-    sid = json.loads(srv.request("POST", "/api/v1/sandboxes", GV, timeout=T)[2])["id"]
-    sh(srv, sid, "echo kept > /home/user/k")
+def test_pause_resume(srv, gv):
+    """In memory (runsc pause); a snapshot of it is refused until resumed
+    (a checkpoint needs the agent awake)."""
+    sid = gv["id"]
+    sh(srv, sid, "echo kept > /home/user/kp")
     j = jreq(srv, "POST", sid + "/pause", {"mode": "memory"})
-    assert j["state"] == "paused"
-    assert req(srv, "POST", sid + "/exec", {"cmd": "true"})[0] == 409
-    j = jreq(srv, "POST", sid + "/resume")
+    try:
+        assert j["state"] == "paused"
+        assert req(srv, "POST", sid + "/exec", {"cmd": "true"})[0] == 409
+        st, _h, data = req(srv, "POST", sid + "/snapshots", {"name": "gv-paused"})
+        assert st >= 400 and b"resume it first" in data, (st, data)
+        assert not os.path.exists(os.path.join(srv.state, "templates", "gv-paused"))
+    finally:
+        j = jreq(srv, "POST", sid + "/resume")
     assert j["state"] == "running"
-    assert sh(srv, sid, "cat /home/user/k") == "kept\n"
-    assert srv.delete(sid) == 204
+    assert sh(srv, sid, "cat /home/user/kp") == "kept\n"
 
 
 def counter(srv, sid):
@@ -162,8 +168,9 @@ def counts_on(srv, sid, since):
 
 def test_pause_to_disk_and_resume(srv):
     """runsc checkpoint into the state dir: the Sentry ends, its memory goes
-    back to the host; resume restores it with the processes running."""
-    sid = json.loads(srv.request("POST", "/api/v1/sandboxes", GV, timeout=T)[2])["id"]
+    back to the host; a new server (after a kill -9) finds it paused; resume
+    restores it with the processes running."""
+    sid = json.loads(srv.request("POST", "/api/v1/sandboxes", dict(GV, timeout=600), timeout=T)[2])["id"]
     try:
         n = counter(srv, sid)
         sentry = srv.agent_pid(sid)
@@ -175,6 +182,9 @@ def test_pause_to_disk_and_resume(srv):
         assert req(srv, "POST", sid + "/exec", {"cmd": "true"})[0] == 409
         st, _h, data = req(srv, "POST", sid + "/pause", {"mode": "disk"})
         assert st == 409, (st, data)
+        srv.stop(signal.SIGKILL)
+        srv.start()
+        assert jreq(srv, "GET", sid)["state"] == "paused"
         assert jreq(srv, "POST", sid + "/resume")["state"] == "running"
         assert srv.agent_pid(sid) != sentry
         assert not os.path.exists(os.path.dirname(image))
@@ -185,24 +195,11 @@ def test_pause_to_disk_and_resume(srv):
     assert not os.path.exists(os.path.join(srv.state, "gvisor", "paused", sid))
 
 
-def test_paused_to_disk_survives_server_kill9(srv):
-    sid = json.loads(srv.request("POST", "/api/v1/sandboxes", dict(GV, timeout=600), timeout=T)[2])["id"]
-    try:
-        n = counter(srv, sid)
-        assert jreq(srv, "POST", sid + "/pause", {"mode": "disk"})["state"] == "paused"
-        srv.stop(signal.SIGKILL)
-        srv.start()
-        assert jreq(srv, "GET", sid)["state"] == "paused"
-        assert jreq(srv, "POST", sid + "/resume")["state"] == "running"
-        assert counts_on(srv, sid, n)
-    finally:
-        assert srv.delete(sid) == 204
-
-
 def test_snapshot_and_fork_carry_memory(srv):
     """A snapshot and the copies of a fork are the Sentry's checkpoint: the
-    counting process runs on in each, with the files; each copy is its own;
-    the source runs on."""
+    counting process runs on in each, with the files; each is its own (a
+    file written in the copy is in neither the source nor the sandbox from
+    the snapshot); the source runs on."""
     sid = json.loads(srv.request("POST", "/api/v1/sandboxes", GV, timeout=T)[2])["id"]
     made = []
     try:
@@ -220,14 +217,13 @@ def test_snapshot_and_fork_carry_memory(srv):
         st, _h, data = srv.request("POST", "/api/v1/sandboxes", {"template": "gv-snap", "isolation": "container"},
                                    timeout=T)
         assert st == 400 and b"gvisor" in data, (st, data)
-        j = jreq(srv, "POST", sid + "/fork", {"count": 2}, expect=201)
+        j = jreq(srv, "POST", sid + "/fork", {"count": 1}, expect=201)
         copies = [c["id"] for c in j["sandboxes"]]
         made += copies
-        assert len(set(copies + [sid])) == 3
-        for c in copies:
-            assert counts_on(srv, c, n)
+        assert len(set(copies + [sid])) == 2
+        assert counts_on(srv, copies[0], n)
         sh(srv, copies[0], "echo mine > /home/user/only0")
-        assert sh(srv, copies[1], "test -e /home/user/only0 && echo yes || echo no") == "no\n"
+        assert sh(srv, made[0], "test -e /home/user/only0 && echo yes || echo no") == "no\n"
         assert sh(srv, sid, "test -e /home/user/only0 && echo yes || echo no") == "no\n"
         assert counts_on(srv, sid, n)
         assert not os.path.exists(os.path.join(srv.state, "gvisor", "fork-" + sid))
@@ -238,17 +234,15 @@ def test_snapshot_and_fork_carry_memory(srv):
     assert srv.request("DELETE", "/api/v1/snapshots/gv-snap")[0] == 204
 
 
-def test_snapshot_refused_while_paused(srv):
-    sid = json.loads(srv.request("POST", "/api/v1/sandboxes", GV, timeout=T)[2])["id"]
-    try:
-        jreq(srv, "POST", sid + "/pause", {"mode": "memory"})
-        st, _h, data = req(srv, "POST", sid + "/snapshots", {"name": "gv-paused"})
-        assert st >= 400 and b"resume it first" in data, (st, data)
-        assert not os.path.exists(os.path.join(srv.state, "templates", "gv-paused"))
-        assert jreq(srv, "POST", sid + "/resume")["state"] == "running"
-        assert sh(srv, sid, "echo ok") == "ok\n"
-    finally:
-        assert srv.delete(sid) == 204
+def test_workload_cannot_cut_the_agent_off(srv, gv):
+    """The agent lets go of its host sockets on SIGUSR1 from the host (runsc
+    kill) only: root inside sending it changes nothing, and a marker the
+    workload leaves is not taken for the agent's."""
+    sid = gv["id"]
+    sh(srv, sid, "kill -USR1 1; kill -USR2 1; kill -USR1 1; touch /.paddock/sock/agent.sock.quiet", user="root")
+    for _ in range(3):
+        assert sh(srv, sid, "echo still") == "still\n"
+    assert os.path.exists(os.path.join(srv.rundir, "sandboxes", sid, "sock", "agent.sock"))
 
 
 def test_adopted_after_server_kill9(srv):
