@@ -104,7 +104,7 @@ def main():
     load = os.getloadavg()
     lines = ["# gvisor tier: checkpoint and restore (bench/gvisor_ckpt.py)", "",
              "%s; %d rounds, order rotated each round; runsc %s; 2 shared cores, load average at the end "
-             "%.1f / %.1f / %.1f (other engineers building and testing, and tests/gvisor running beside it: "
+             "%.1f / %.1f / %.1f (other engineers building and testing at the same time: "
              "absolute times are inflated, compare within a pair)." % (
                  time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), rounds,
                  os.popen("runsc --version 2>/dev/null").read().split("\n")[0].split()[-1], *load), "",
