@@ -807,7 +807,10 @@ static void gvisor_load(struct pd_sandbox *sb, const struct pd_record *rec)
 
 /* Sock tmpfs mounts a crash left under this state dir's runtime dir (their
  * sandbox dirs had no record): before pd_gc's sweep, nothing else
- * unmounts them. */
+ * unmounts them. And the checkpoint images of <state>/gvisor: every
+ * sandbox of the state dir is destroyed by now (a paused one removes its
+ * own), so what is left there is a fork's or a pause's that a crash cut
+ * short. Snapshots are templates: not touched. */
 static int gvisor_gc(struct pd_state *st, struct pd_error *err)
 {
         FILE *f = fopen("/proc/self/mountinfo", "re");
@@ -822,6 +825,9 @@ static int gvisor_gc(struct pd_state *st, struct pd_error *err)
                 }
                 fclose(f);
         }
+        char images[PATH_MAX + 16];
+        snprintf(images, sizeof images, "%s/gvisor", st->dir);
+        (void)pd_rm_rf(images, NULL);
         return pd_host_gc(st, err);
 }
 

@@ -165,6 +165,18 @@ def test_platform_forced_or_refused_with_the_reason(gv):
     assert gv.new_leftovers(base) == {}
 
 
+def test_gc_removes_checkpoint_images_a_crash_left(gv):
+    """A fork's or a pause's image whose sandbox is gone (a server killed
+    mid-fork): `paddock gc` removes it; snapshots (templates) stay."""
+    left = [os.path.join(gv.state, "gvisor", "fork-x0"), os.path.join(gv.state, "gvisor", "paused", "x1")]
+    for d in left:
+        os.makedirs(d)
+        open(os.path.join(d, "checkpoint.img"), "w").close()
+    r = gv.gc(timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert not os.path.exists(os.path.join(gv.state, "gvisor"))
+
+
 def _sentry_of(gv):
     """The pid of this state dir's running Sentry (the record's agent_pid)."""
     for root in ("/run/paddock", "/dev/shm/paddock"):
