@@ -65,10 +65,10 @@ for s in arch integration security server sdk network oci microvm; do
     --junitxml="$results/$s.xml"
   [ ${#san[@]} -gt 0 ] && "$py" scripts/san-junit.py "$results/$s.xml" "$results/san/$s"
 done
-# The gvisor tier (runsc sandboxes and the escape attacks in one: ~4.5 min here
-# on a loaded 2-core host; skipped only when runsc cannot run a sandbox on
-# the host).
-suite gvisor 480 "$py" -m pytest -q -rs -p no:cacheprovider tests/gvisor --junitxml="$results/gvisor.xml"
+# The gvisor tier (runsc sandboxes, checkpoints and the escape attacks in one:
+# ~3.5 min on a quiet 2-core host, ~10 min on a loaded one; skipped only when
+# runsc cannot run a sandbox on the host).
+suite gvisor 720 "$py" -m pytest -q -rs -p no:cacheprovider tests/gvisor --junitxml="$results/gvisor.xml"
 suite scripts 60 "$py" -m pytest -q -rs -p no:cacheprovider tests/scripts --junitxml="$results/scripts.xml"
 # The web console (tests/console): its HTTP rules, then one headless
 # chromium through the pages (sign-in, list, create, run, terminal, kill).

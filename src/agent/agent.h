@@ -124,6 +124,7 @@ struct ag_conn {
 
 struct agent {
         int epfd, listen_fd, sigfd, rootfd;
+        const char *listen_path;        /* --listen-path (gvisor tier), else NULL */
         bool pid1;
         bool guest;             /* a microvm guest's init: the kernel is the sandbox's own */
         int *cgroup_fds;

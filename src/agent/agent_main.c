@@ -24,14 +24,60 @@ static void on_listen(struct agent *ag, struct ag_handler *h, uint32_t events)
         ag_conn_accept(ag);
 }
 
+static int listen_path(struct agent *ag, const char *path);
+
+/* gvisor tier, before `runsc checkpoint` (SIGUSR1): the Sentry cannot save
+ * a socket backed by a host socket ("Cannot save endpoint with bound host
+ * socket"), and the listener and every connection of ours are (the agent's
+ * channel is a host unix socket, docs/gvisor.md). Let go of all of them,
+ * then create PATH.quiet: the host knows we are done when it appears.
+ * After `runsc restore` (SIGUSR2; the host removed both names): bind
+ * again. */
+static void host_sockets(struct agent *ag, int signo)
+{
+        if (!ag->listen_path)
+                return;
+        if (signo == SIGUSR1) {
+                for (struct ag_conn *c = ag->conns; c; c = c->next)
+                        ag_conn_kill(ag, c);
+                ag_ev_close(ag, &ag->listen_h);
+                ag->listen_fd = -1;
+                /* the socket's name cannot go (the gofer refuses to unlink
+                 * a host socket: EPERM): a file beside it says we are done */
+                char quiet[4096];
+                snprintf(quiet, sizeof quiet, "%s.quiet", ag->listen_path);
+                int fd = open(quiet, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+                if (fd >= 0)
+                        close(fd);
+        } else if (signo == SIGUSR2 && ag->listen_fd < 0) {
+                if (listen_path(ag, ag->listen_path) < 0)
+                        return;
+                fcntl(ag->listen_fd, F_SETFL, fcntl(ag->listen_fd, F_GETFL) | O_NONBLOCK);
+                if (ag_ev_add(ag, &ag->listen_h, ag->listen_fd, EPOLLIN, on_listen) < 0) {
+                        close(ag->listen_fd);
+                        ag->listen_fd = -1;
+                        unlink(ag->listen_path);
+                }
+        }
+}
+
 static void on_signal(struct agent *ag, struct ag_handler *h, uint32_t events)
 {
         struct signalfd_siginfo si;
         while (read(h->fd, &si, sizeof si) == (ssize_t)sizeof si)
-                ;
+                /* from the host (runsc kill: no sender in our pid
+                 * namespace), never from the workload, which could
+                 * otherwise cut the host off its own sandbox */
+                if (si.ssi_pid == 0)
+                        host_sockets(ag, (int)si.ssi_signo);
         ag_proc_reap_all(ag);
         if (ag->pid1)
                 ag_guest_check(ag);
+}
+
+static void on_usr(int sig)
+{
+        (void)sig;      /* never runs: blocked, read from the signalfd */
 }
 
 static int parse_fd(const char *s, int *out)
@@ -93,6 +139,7 @@ static int parse_args(struct agent *ag, int argc, char **argv)
                          * directory (runsc --host-uds=create) */
                         if (listen_path(ag, optarg) < 0)
                                 return -1;
+                        ag->listen_path = optarg;
                         break;
                 case 'c': {
                         if (parse_fd(optarg, &fd) < 0) {
@@ -160,6 +207,17 @@ static int setup(struct agent *ag, struct pd_error *err)
         sigset_t set;
         sigemptyset(&set);
         sigaddset(&set, SIGCHLD);
+        if (ag->listen_path) {
+                /* let go of / bind again the host sockets (host_sockets).
+                 * A handler, though they are blocked and read from the
+                 * signalfd: the Sentry drops a signal to init whose action
+                 * is the default one, blocked or not */
+                struct sigaction sa = { .sa_handler = on_usr };
+                sigaction(SIGUSR1, &sa, NULL);
+                sigaction(SIGUSR2, &sa, NULL);
+                sigaddset(&set, SIGUSR1);
+                sigaddset(&set, SIGUSR2);
+        }
         if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
                 return pd_error_set(err, errno, "sigprocmask");
         ag->sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);

@@ -1,6 +1,7 @@
 /* paddock tiers: the chooser. For each tier on this host: available or not
  * and why, what encloses the code, and (--measure) the wall time of
- * `paddock run --isolation T -- true` measured on the spot. */
+ * `paddock run --isolation T -- true` measured on the spot, kept in the
+ * state dir for GET /api/v1/tiers (lib/tier.h). */
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdbool.h>
@@ -13,71 +14,20 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "jail/landlock.h"
 #include "lib/spec.h"
 #include "lib/state.h"
+#include "lib/tier.h"
 #include "lib/util.h"
-#include "tiers/gvisor.h"
-#include "vm/vm.h"
 
-/* What encloses the code (docs/security.md has the promises and tests). */
-static const char *what(enum pd_isolation iso)
+/* 1 = available (why says how), 0 = not (why says why): the tier's own
+ * check (tier.h), the same facts GET /api/v1/tiers gives. */
+static int available(const struct pd_tier_ops *t, char *why, size_t size)
 {
-        switch (iso) {
-        case PD_ISO_PROCESS: return "host kernel; Landlock + seccomp + own uid, host namespaces";
-        case PD_ISO_CONTAINER: return "host kernel; namespaces, seccomp allowlist, cgroups, own uid range";
-        case PD_ISO_SUPERVISED: return "container + a supervisor brokering and auditing opens/connects/execs";
-        case PD_ISO_GVISOR: return "user-space kernel (gVisor Sentry, ptrace platform); host sees the Sentry";
-        case PD_ISO_MICROVM: return "own guest kernel in QEMU (jailed); KVM or TCG";
-        default: return "";
+        if (!t->host_check) {
+                snprintf(why, size, "always");
+                return 1;
         }
-}
-
-/* 1 = available (why says how), 0 = not (why says why). */
-static int available(enum pd_isolation iso, char *why, size_t size)
-{
-        struct pd_error err = { 0 };
-        char buf[PATH_MAX], rel[128];
-        int abi;
-        switch (iso) {
-        case PD_ISO_PROCESS:
-                abi = pd_landlock_abi();
-                if (abi <= 0) {
-                        snprintf(why, size, "no Landlock in this kernel");
-                        return 0;
-                }
-                snprintf(why, size, "Landlock ABI %d", abi);
-                return 1;
-        case PD_ISO_CONTAINER:
-        case PD_ISO_SUPERVISED:
-                if (access("/proc/self/ns/user", F_OK) < 0) {
-                        snprintf(why, size, "no user namespaces");
-                        return 0;
-                }
-                snprintf(why, size, "user namespaces");
-                return 1;
-        case PD_ISO_GVISOR:
-                if (pd_gvisor_runsc(buf, sizeof buf, &err) < 0) {
-                        snprintf(why, size, "%s", err.msg);
-                        return 0;
-                }
-                snprintf(why, size, "%s, --platform=ptrace", buf);
-                return 1;
-        case PD_ISO_MICROVM:
-                if (access("/usr/bin/qemu-system-x86_64", X_OK) < 0) {
-                        snprintf(why, size, "no QEMU (Debian package qemu-system-x86)");
-                        return 0;
-                }
-                if (pd_vm_guest_kernel(buf, sizeof buf, rel, sizeof rel, &err) < 0) {
-                        snprintf(why, size, "%s", err.msg);
-                        return 0;
-                }
-                snprintf(why, size, "QEMU %s, guest kernel %s", pd_vm_have_kvm() ? "KVM" : "TCG", rel);
-                return 1;
-        default:
-                snprintf(why, size, "unknown");
-                return 0;
-        }
+        return t->host_check(why, size);
 }
 
 /* Milliseconds of one `paddock run --isolation T -- true` (-1: it failed). */
@@ -167,7 +117,8 @@ int pd_cmd_tiers(int argc, char **argv)
                 if (only >= 0 && i != only)
                         continue;
                 char why[512], ms[32] = "";
-                int ok = available(iso, why, sizeof why);
+                const struct pd_tier_ops *t = pd_tier_find(iso);
+                int ok = available(t, why, sizeof why);
                 if (ok && measure) {
                         double xs[3];
                         int good = one_run(self, state_dir, pd_isolation_name(iso)) >= 0;
@@ -176,11 +127,19 @@ int pd_cmd_tiers(int argc, char **argv)
                         if (good) {
                                 qsort(xs, 3, sizeof *xs, cmp_d);
                                 snprintf(ms, sizeof ms, "%.0f ms", xs[1]);
+                                /* for GET /api/v1/tiers, which measures nothing */
+                                int dfd = open(state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                                struct pd_error err = { 0 };
+                                if (dfd < 0 || pd_tier_measured_save(dfd, iso, xs[1], &err) < 0)
+                                        fprintf(stderr, "paddock tiers: figures not kept in '%s': %s\n", state_dir,
+                                                dfd < 0 ? "cannot open it" : err.msg);
+                                if (dfd >= 0)
+                                        close(dfd);
                         } else {
                                 snprintf(ms, sizeof ms, "failed");
                         }
                 }
-                printf("%-11s %-5s %-10s %s\n", pd_isolation_name(iso), ok ? "yes" : "no", ms, what(iso));
+                printf("%-11s %-5s %-10s %s\n", pd_isolation_name(iso), ok ? "yes" : "no", ms, t->isolates);
                 printf("%-11s %-5s %-10s (%s)\n", "", "", "", why);
         }
         return 0;

@@ -66,6 +66,13 @@ struct pd_tier_info {
 struct pd_tier_ops {
         const char *name;
         unsigned caps;          /* PD_TIER_* */
+        /* What encloses the code on this tier, one line (`paddock tiers`,
+         * GET /api/v1/tiers). */
+        const char *isolates;
+        /* Can this host run it: 1 (why says with what: Landlock ABI, runsc
+         * and platform, QEMU and guest kernel) or 0 (why says what is
+         * missing). NULL: always. Cheap: no sandbox is started. */
+        int (*host_check)(char *why, size_t size);
         /* The least memory limit a sandbox of the tier can start with
          * (0: no floor of its own): refused up front, with this figure,
          * rather than a guest that never boots. */
@@ -144,3 +151,10 @@ unsigned pd_tier_caps(enum pd_isolation iso);
  * is below it (the CLI's --memory and the API's memory_mb say MiB). */
 int pd_tier_check_memory(enum pd_isolation iso, uint64_t memory_bytes, struct pd_error *err);
 void pd_net_info_clear(struct pd_net_info *i);
+
+/* The last figures `paddock tiers --measure` took on a state dir
+ * (<state>/tiers.measured): the p50 of `paddock run --isolation T -- true`
+ * in ms and when (unix seconds). Read by GET /api/v1/tiers, which measures
+ * nothing itself. get: 0, or -ENOENT when the tier was never measured. */
+int pd_tier_measured_save(int state_dirfd, enum pd_isolation iso, double run_p50_ms, struct pd_error *err);
+int pd_tier_measured_get(int state_dirfd, enum pd_isolation iso, double *run_p50_ms, long long *when);

@@ -23,7 +23,7 @@ int pd_server_routes(struct pd_server *srv, struct pd_error *err)
                 { "native", pd_routes_network },   { "native", pd_routes_templates },
                 { "e2b", pd_routes_e2b_templates }, { "e2b", pd_routes_e2b_snapshots },
                 { "console", pd_routes_console },  { "native", pd_routes_console_session },
-                { "native", pd_routes_console_pty },
+                { "native", pd_routes_console_pty }, { "native", pd_routes_tiers },
         };
         if (pd_http_register_matcher(srv, &pd_ports_matcher) < 0 ||
             pd_http_register_matcher(srv, &pd_e2b_envd_matcher) < 0)

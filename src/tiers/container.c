@@ -53,6 +53,7 @@
 #include "jail/userns.h"
 #include "lib/util.h"
 #include "lib/volume.h"
+#include "tiers/facts.h"
 
 /* root and grafts, each with its snapshot layers (an image template's
  * root: its store layers too); volumes; sudo; resolv.conf */
@@ -767,6 +768,8 @@ static int container_stats(struct pd_sandbox *sb, struct pd_sandbox_stats *out, 
 
 const struct pd_tier_ops pd_tier_container = {
         .name = "container",
+        .isolates = PD_ISOLATES_CONTAINER,
+        .host_check = pd_facts_container,
         .data_size = sizeof(struct pd_host_data),
         .save = pd_host_save,
         .load = pd_host_load,
@@ -788,6 +791,8 @@ const struct pd_tier_ops pd_tier_container = {
  * connects and auditing execs (src/jail/supervisor_launch.c). */
 const struct pd_tier_ops pd_tier_supervised = {
         .name = "supervised",
+        .isolates = PD_ISOLATES_SUPERVISED,
+        .host_check = pd_facts_container,
         .caps = PD_TIER_POLICY_FILE,
         .data_size = sizeof(struct pd_host_data),
         .save = pd_host_save,

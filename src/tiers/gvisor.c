@@ -44,7 +44,10 @@
 #include "lib/template.h"
 #include "lib/util.h"
 #include "tiers/gvisor.h"
+#include "tiers/gvisor_int.h"
 #include "tiers/host.h"
+#include "tiers/facts.h"
+#include "net/sbnet.h"
 
 /* What gVisor itself needs beside the workload's limits (docs/gvisor.md):
  * an idle sandbox is ~34 MB (Sentry + gofer) and 30-80 host tasks (Sentry
@@ -99,15 +102,20 @@ static void set_socket_path(struct pd_sandbox *sb)
 static int global_args(const struct pd_sandbox *sb, const char *runsc, char **argv, char *store, size_t size)
 {
         int n = snprintf(store, size, "%s/runsc%c--log=%s/runsc.log", sb->dir, 0, sb->dir);
-        if (n < 0 || (size_t)n >= size)
+        if (n < 0 || (size_t)n + 32 >= size)
                 return -ENAMETOOLONG;
         int a = 0;
         argv[a++] = (char *)runsc;
         argv[a++] = "--root";
         argv[a++] = store;
         argv[a++] = store + strlen(store) + 1;
-        argv[a++] = "--platform=ptrace";
-        argv[a++] = "--network=none";
+        /* chosen at create (gvisor_platform.c), kept in the record */
+        char *plat = store + n + 1;
+        snprintf(plat, 24, "--platform=%s", pd_gv(sb)->platform[0] ? pd_gv(sb)->platform : "ptrace");
+        argv[a++] = plat;
+        /* a network: runsc's netstack over the veth of the netns runsc
+         * starts in (launch); none: loopback in the Sentry only */
+        argv[a++] = pd_gv(sb)->net ? "--network=sandbox" : "--network=none";
         argv[a++] = "--host-uds=create";
         argv[a++] = "--overlay2=root:memory";
         argv[a++] = "--ignore-cgroups";
@@ -116,7 +124,7 @@ static int global_args(const struct pd_sandbox *sb, const char *runsc, char **ar
 
 /* Run runsc SUBCOMMAND ARGS... and wait; its stderr (the last of it) goes
  * into the error message when it fails. */
-static int runsc_call(struct pd_sandbox *sb, const char *const *sub, int nsub, struct pd_error *err)
+int pd_gv_runsc_call(struct pd_sandbox *sb, const char *const *sub, int nsub, struct pd_error *err)
 {
         char runsc[PATH_MAX], store[2 * PATH_MAX + 16];
         int r = pd_gvisor_runsc(runsc, sizeof runsc, err);
@@ -191,7 +199,7 @@ static int add_mount(json_t *mounts, const char *dst, const char *type, const ch
 }
 
 /* <dir>/bundle/config.json: the agent as the container's init. */
-static int write_bundle(struct pd_sandbox *sb, const char *agent, struct pd_error *err)
+static int write_bundle(struct pd_sandbox *sb, const char *agent, const char *resolv, struct pd_error *err)
 {
         char bdir[PATH_MAX + 16], root[PATH_MAX + 16], sock[PATH_MAX + 16], cfg[PATH_MAX + 32];
         snprintf(bdir, sizeof bdir, "%s/bundle", sb->dir);
@@ -239,9 +247,18 @@ static int write_bundle(struct pd_sandbox *sb, const char *agent, struct pd_erro
         add_mount(mounts, "/sys", "sysfs", "sysfs", sysopts, PD_ARRAY_SIZE(sysopts));
         add_mount(mounts, GV_IN_DIR "/agent", "bind", agent, ro, PD_ARRAY_SIZE(ro));
         add_mount(mounts, GV_IN_DIR "/sock", "bind", sock, rw, PD_ARRAY_SIZE(rw));
+        if (resolv) {
+                static const char *const rofile[] = { "bind", "ro", "nosuid", "nodev", "noexec" };
+                add_mount(mounts, "/etc/resolv.conf", "bind", resolv, rofile, PD_ARRAY_SIZE(rofile));
+        }
         json_object_set_new(doc, "mounts", mounts);
-        json_t *ns = json_pack("[{s s} {s s} {s s} {s s} {s s}]", "type", "pid", "type", "network", "type", "ipc",
-                               "type", "uts", "type", "mount");
+        /* With a network, the Sentry's netns is the one runsc starts in,
+         * which holds the router's veth (launch), named by path: without
+         * one, runsc would give the Sentry a new, empty one */
+        json_t *ns = resolv ? json_pack("[{s s} {s s s s} {s s} {s s} {s s}]", "type", "pid", "type", "network",
+                                        "path", "/proc/self/ns/net", "type", "ipc", "type", "uts", "type", "mount")
+                            : json_pack("[{s s} {s s} {s s} {s s} {s s}]", "type", "pid", "type", "network", "type",
+                                        "ipc", "type", "uts", "type", "mount");
         json_object_set_new(doc, "linux", json_pack("{s o}", "namespaces", ns));
         int r = json_dump_file(doc, cfg, JSON_COMPACT);
         json_decref(doc);
@@ -281,6 +298,10 @@ struct gv_launch {
         int cg_fds[PD_CG_MAX_CTRL];
         int n_cg;
         int log_fd;
+        /* with a network: the child unshares its netns, says 'N' on
+         * net_fd and waits for 'G' (the host has wired the veth) */
+        bool net;
+        int net_fd;
         const char *runsc;
         char **argv;
 };
@@ -348,6 +369,18 @@ static void child(const struct gv_launch *l)
         if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
             mount("paddock-gvisor-root", l->root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755") < 0)
                 _exit(124);
+        /* runsc refuses --network=sandbox in what it takes for the root
+         * netns: it tests for /proc/sys/net/core/rmem_default, which every
+         * netns has on this kernel. A read-only empty tmpfs over
+         * /proc/sys/net, in this mount namespace only, passes the test; the
+         * netns is the sandbox's own, with the router's veth */
+        if (l->net) {
+                char c = 'N';
+                if (unshare(CLONE_NEWNET) < 0 || write(l->net_fd, &c, 1) != 1 || read(l->net_fd, &c, 1) != 1 ||
+                    c != 'G' || mount("paddock-gvisor-net", "/proc/sys/net", "tmpfs", MS_RDONLY | MS_NOSUID |
+                                      MS_NODEV | MS_NOEXEC, "size=4k,nr_inodes=1") < 0)
+                        _exit(120);
+        }
         char src[PATH_MAX + 300], dst[PATH_MAX + 300];
         for (unsigned i = 0; i < l->n_top; i++) {
                 const struct gv_top *t = &l->top[i];
@@ -456,9 +489,10 @@ static int open_procs(const struct pd_cgroup *cg, int *fds, int max, struct pd_e
 }
 
 /* Fork the child that builds the root in a private mount namespace and
- * execs `runsc run --detach`; wait for it, then for the agent. */
+ * execs `runsc run --detach` (or `runsc restore` from the checkpoint in
+ * directory image); wait for it, then for the agent. */
 static int launch(struct pd_sandbox *sb, const struct pd_template *tpl, const char *runsc, const char *root,
-                  const char *sock, struct pd_error *err)
+                  const char *sock, const char *image, struct pd_sbnet *net, struct pd_error *err)
 {
         /* large (the top-level list): not on the stack of a server thread */
         _pd_cleanup_free_ struct gv_launch *l = calloc(1, sizeof *l);
@@ -479,8 +513,14 @@ static int launch(struct pd_sandbox *sb, const struct pd_template *tpl, const ch
         if (a < 0)
                 return pd_error_setx(err, ENAMETOOLONG, "sandbox path too long");
         snprintf(pidf, sizeof pidf, "%s/pid", sb->dir);
+        unlink(pidf);   /* a restore's: not the Sentry that was */
         snprintf(bundle, sizeof bundle, "%s/bundle", sb->dir);
-        argv[a++] = "run";
+        if (image) {
+                argv[a++] = "restore";
+                argv[a++] = "--image-path";
+                argv[a++] = (char *)image;
+        } else
+                argv[a++] = "run";
         argv[a++] = "--detach";
         argv[a++] = "--bundle";
         argv[a++] = bundle;
@@ -503,13 +543,41 @@ static int launch(struct pd_sandbox *sb, const struct pd_template *tpl, const ch
                 r = pd_error_set(err, errno, "inotify on '%s'", sock);
                 goto out_fds;
         }
+        int nsync[2] = { -1, -1 };
+        l->net = net != NULL;
+        if (l->net && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, nsync) < 0) {
+                r = pd_error_set(err, errno, "socketpair");
+                goto out_fds;
+        }
+        l->net_fd = nsync[1];
         pid_t pid = fork();
         if (pid < 0) {
                 r = pd_error_set(err, errno, "fork");
+                if (l->net) {
+                        close(nsync[0]);
+                        close(nsync[1]);
+                }
                 goto out_fds;
         }
         if (pid == 0)
                 child(l);
+        if (l->net) {
+                /* its veth, addresses, routes and rules, in the netns it
+                 * just made; then it goes on (a failure: it exits) */
+                close(nsync[1]);
+                char c = 0;
+                if (read(nsync[0], &c, 1) != 1 || c != 'N')
+                        r = pd_error_setx(err, EIO, "the gVisor sandbox's launcher did not make its network namespace");
+                else if ((r = pd_sbnet_attach(sb, net, pid, err)) == 0 && write(nsync[0], "G", 1) != 1)
+                        r = pd_error_set(err, errno, "start the gVisor sandbox's launcher");
+                close(nsync[0]);
+                if (r < 0) {
+                        kill(pid, SIGKILL);
+                        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                                ;
+                        goto out_fds;
+                }
+        }
         int st;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
                 ;
@@ -518,7 +586,7 @@ static int launch(struct pd_sandbox *sb, const struct pd_template *tpl, const ch
                 char tail[400];
                 log_tail(sb, tail, sizeof tail);
                 r = pd_error_setx(err, EIO, "runsc run failed (status %d%s): %s", code,
-                                  code >= 121 && code <= 127 ? ": its setup failed before runsc ran" : "",
+                                  code >= 120 && code <= 127 ? ": its setup failed before runsc ran" : "",
                                   tail[0] ? tail : "(runsc logged nothing)");
                 goto out_fds;
         }
@@ -530,7 +598,16 @@ static int launch(struct pd_sandbox *sb, const struct pd_template *tpl, const ch
                 r = pd_error_setx(err, ESRCH, "the gVisor sandbox exited at once (see %s/runsc.log)", sb->dir);
                 goto out_fds;
         }
-        if ((r = pd_sandbox_save(sb, err)) < 0 || (r = wait_agent(sb, ino, err)) < 0)
+        if ((r = pd_sandbox_save(sb, err)) < 0)
+                goto out_fds;
+        /* restored: the agent let go of its socket before the checkpoint
+         * (gvisor_ckpt.c); it binds it again on SIGUSR2 */
+        if (image) {
+                const char *sub[] = { "kill", sb->id, "USR2" };
+                if ((r = pd_gv_runsc_call(sb, sub, 3, err)) < 0)
+                        goto out_fds;
+        }
+        if ((r = wait_agent(sb, ino, err)) < 0)
                 goto out_fds;
         r = 0;
 out_fds:
@@ -539,24 +616,43 @@ out_fds:
         return r;
 }
 
-static int gvisor_create(struct pd_sandbox *sb, struct pd_error *err)
+int pd_gv_create(struct pd_sandbox *sb, const char *image, struct pd_error *err)
 {
         int r;
         char runsc[PATH_MAX], agent[PATH_MAX];
         if ((r = pd_gvisor_runsc(runsc, sizeof runsc, err)) < 0)
                 return r;
+        if ((r = pd_gvisor_platform(runsc, pd_gv(sb)->platform, sizeof pd_gv(sb)->platform, err)) < 0)
+                return r;
         if (sb->spec.n_volumes)
                 return pd_error_setx(err, ENOTSUP, "the gvisor tier refuses volumes: gVisor's gofer does the "
                                                    "sandbox's file I/O as host root, so root inside would be "
                                                    "host root on a volume's files (docs/gvisor.md)");
-        if (sb->spec.net != PD_NET_NONE)
-                return pd_error_setx(err, ENOTSUP, "the gvisor tier runs with network none only in this version "
-                                                   "(runsc's own network refuses to start here; docs/gvisor.md)");
+        if (sb->spec.net != PD_NET_NONE && image)
+                return pd_error_setx(err, ENOTSUP, "the gvisor tier cannot restore a checkpoint into a sandbox "
+                                                   "with a network (docs/gvisor.md)");
         if (sb->spec.policy_file)
                 return pd_error_setx(err, ENOTSUP, "the gvisor tier takes no policy file (that is the supervised "
                                                    "tier's)");
         struct pd_template tpl;
-        if ((r = pd_template_resolve(sb->state, &sb->spec, &tpl, err)) < 0)
+        const char *tname = sb->spec.template_name, *tdir = sb->spec.template_dir;
+        char root_name[65] = "", root_dir[PATH_MAX] = "";
+        /* a gvisor snapshot or fork: its checkpoint over the tree its
+         * source started from */
+        if (image && (r = pd_gv_image_root(sb, image, root_name, root_dir, err)) < 0)
+                return r;
+        if (image) {
+                sb->spec.template_name = root_dir[0] ? NULL : root_name;
+                sb->spec.template_dir = root_dir[0] ? root_dir : NULL;
+        }
+        struct pd_gv_data *g = pd_gv(sb);
+        snprintf(g->root_name, sizeof g->root_name, "%s",
+                 sb->spec.template_dir ? "" : sb->spec.template_name ? sb->spec.template_name : "base");
+        snprintf(g->root_dir, sizeof g->root_dir, "%s", sb->spec.template_dir ? sb->spec.template_dir : "");
+        r = pd_template_resolve(sb->state, &sb->spec, &tpl, err);
+        sb->spec.template_name = tname;
+        sb->spec.template_dir = tdir;
+        if (r < 0)
                 return r;
         if (tpl.n_stack || tpl.image)
                 return pd_error_setx(err, ENOTSUP, "the gvisor tier starts from the base template or a template "
@@ -589,10 +685,62 @@ static int gvisor_create(struct pd_sandbox *sb, struct pd_error *err)
          * (--host-uds=create), so it must not be able to fill /run */
         if (mount("paddock-gvisor", sock, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, GV_SOCK_TMPFS) < 0)
                 return pd_error_set(err, errno, "mount a tmpfs on '%s'", sock);
-        if ((r = pd_sandbox_save(sb, err)) < 0 || (r = write_bundle(sb, agent, err)) < 0)
+        struct pd_sbnet net = { 0 };
+        pd_gv(sb)->net = sb->spec.net != PD_NET_NONE;
+        /* a slot in the router first: the sandbox's resolv.conf names the
+         * router's address */
+        if (pd_gv(sb)->net && (r = pd_sbnet_prepare(sb, &net, err)) < 0) {
+                pd_sbnet_close(&net);
                 return r;
+        }
+        if ((r = pd_sandbox_save(sb, err)) == 0 && (r = write_bundle(sb, agent, net.reserved ? net.resolv_path : NULL,
+                                                                     err)) == 0)
+                r = launch(sb, &tpl, runsc, root, sock, image, net.reserved ? &net : NULL, err);
+        if (r < 0 && net.reserved)
+                (void)pd_sbnet_release(sb->state, sb->id, NULL);
+        pd_sbnet_close(&net);
+        return r;
+}
 
-        return launch(sb, &tpl, runsc, root, sock, err);
+int pd_gv_relaunch(struct pd_sandbox *sb, const char *image, struct pd_error *err)
+{
+        char runsc[PATH_MAX], sock[PATH_MAX + 16], root[PATH_MAX + 16];
+        int r = pd_gvisor_runsc(runsc, sizeof runsc, err);
+        if (r < 0)
+                return r;
+        struct pd_gv_data *g = pd_gv(sb);
+        struct pd_spec spec = sb->spec;
+        spec.template_name = g->root_dir[0] ? NULL : g->root_name[0] ? g->root_name : "base";
+        spec.template_dir = g->root_dir[0] ? g->root_dir : NULL;
+        struct pd_template tpl;
+        if ((r = pd_template_resolve(sb->state, &spec, &tpl, err)) < 0)
+                return r;
+        sock_dir(sb, sock, sizeof sock);
+        snprintf(root, sizeof root, "%s/root", sb->dir);
+        return launch(sb, &tpl, runsc, root, sock, image, NULL, err);
+}
+
+static void gvisor_save(const struct pd_sandbox *sb, struct pd_record *rec)
+{
+        pd_host_save(sb, rec);
+        const struct pd_gv_data *g = pd_gv(sb);
+        if (g->platform[0])
+                pd_record_add(rec, "gv_platform", "%s", g->platform);
+        if (g->net)
+                pd_record_add(rec, "gv_net", "1");
+        if (g->root_dir[0])
+                pd_record_add(rec, "gv_root_dir", "%s", g->root_dir);
+        else if (g->root_name[0])
+                pd_record_add(rec, "gv_root", "%s", g->root_name);
+}
+
+static int gvisor_create(struct pd_sandbox *sb, struct pd_error *err)
+{
+        char image[PATH_MAX];
+        int r = pd_gv_snapshot_image(sb, image, sizeof image, err);
+        if (r < 0)
+                return r;
+        return pd_gv_create(sb, r ? image : NULL, err);
 }
 
 static int gvisor_connect(struct pd_sandbox *sb, struct pd_error *err)
@@ -604,16 +752,16 @@ static int gvisor_connect(struct pd_sandbox *sb, struct pd_error *err)
 static int gvisor_pause(struct pd_sandbox *sb, struct pd_error *err)
 {
         const char *sub[] = { "pause", sb->id };
-        return runsc_call(sb, sub, 2, err);
+        return pd_gv_runsc_call(sb, sub, 2, err);
 }
 
-static int gvisor_resume(struct pd_sandbox *sb, struct pd_error *err)
+int pd_gv_resume_memory(struct pd_sandbox *sb, struct pd_error *err)
 {
         const char *sub[] = { "resume", sb->id };
-        return runsc_call(sb, sub, 2, err);
+        return pd_gv_runsc_call(sb, sub, 2, err);
 }
 
-static void umount_sock(const struct pd_sandbox *sb)
+void pd_gv_umount_sock(const struct pd_sandbox *sb)
 {
         char sock[PATH_MAX + 16];
         sock_dir(sb, sock, sizeof sock);
@@ -630,19 +778,39 @@ static int gvisor_destroy(struct pd_sandbox *sb, struct pd_error *err)
         pd_host_kill_agent(sb);
         if (pd_host(sb)->have_cgroup)
                 (void)pd_cgroup_freeze(&pd_host(sb)->cg, false, NULL);
-        umount_sock(sb);
-        return pd_host_release(sb, err);
+        pd_gv_umount_sock(sb);
+        pd_gv_forget(sb);
+        /* the netns died with runsc's processes; the router's slot, rules
+         * and netd entry go here (none: nothing to do) */
+        struct pd_error nerr;
+        int nr = pd_sbnet_release(sb->state, sb->id, &nerr);
+        int r = pd_host_release(sb, err);
+        if (nr < 0 && r >= 0) {
+                if (err)
+                        *err = nerr;
+                r = nr;
+        }
+        return r;
 }
 
 static void gvisor_load(struct pd_sandbox *sb, const struct pd_record *rec)
 {
         pd_host_load(sb, rec);
+        struct pd_gv_data *g = pd_gv(sb);
+        (void)pd_record_get(rec, "gv_root", g->root_name, sizeof g->root_name);
+        (void)pd_record_get(rec, "gv_root_dir", g->root_dir, sizeof g->root_dir);
+        (void)pd_record_get(rec, "gv_platform", g->platform, sizeof g->platform);
+        char net[4] = "";
+        g->net = pd_record_get(rec, "gv_net", net, sizeof net) >= 0 && net[0] == '1';
         set_socket_path(sb);
 }
 
 /* Sock tmpfs mounts a crash left under this state dir's runtime dir (their
  * sandbox dirs had no record): before pd_gc's sweep, nothing else
- * unmounts them. */
+ * unmounts them. And the checkpoint images of <state>/gvisor: every
+ * sandbox of the state dir is destroyed by now (a paused one removes its
+ * own), so what is left there is a fork's or a pause's that a crash cut
+ * short. Snapshots are templates: not touched. */
 static int gvisor_gc(struct pd_state *st, struct pd_error *err)
 {
         FILE *f = fopen("/proc/self/mountinfo", "re");
@@ -657,29 +825,39 @@ static int gvisor_gc(struct pd_state *st, struct pd_error *err)
                 }
                 fclose(f);
         }
+        char images[PATH_MAX + 16];
+        snprintf(images, sizeof images, "%s/gvisor", st->dir);
+        (void)pd_rm_rf(images, NULL);
         return pd_host_gc(st, err);
 }
 
 static void gvisor_describe(const struct pd_sandbox *sb, struct pd_tier_info *out)
 {
         /* gVisor's platform: how the Sentry intercepts system calls */
-        snprintf(out->accel, sizeof out->accel, "ptrace");
+        snprintf(out->accel, sizeof out->accel, "%s", pd_gv(sb)->platform[0] ? pd_gv(sb)->platform : "ptrace");
 }
 
 const struct pd_tier_ops pd_tier_gvisor = {
         .name = "gvisor",
-        .caps = 0,
-        .data_size = sizeof(struct pd_host_data),
-        .save = pd_host_save,
+        .isolates = PD_ISOLATES_GVISOR,
+        .host_check = pd_gvisor_host_check,
+        .caps = PD_TIER_PAUSE_DISK | PD_TIER_SNAPSHOT_MEMORY,
+        .data_size = sizeof(struct pd_gv_data),
+        .save = gvisor_save,
         .load = gvisor_load,
         .close = pd_host_close,
         .gc = gvisor_gc,
         .describe = gvisor_describe,
+        .net_info = pd_host_net_info,
+        .net_update = pd_host_net_update,
         .create = gvisor_create,
         .connect = gvisor_connect,
         .pause = gvisor_pause,
-        .resume = gvisor_resume,
+        .pause_to_disk = pd_gv_pause_to_disk,
+        .resume = pd_gv_resume,
+        .snapshot = pd_gv_snapshot,
+        .fork = pd_gv_fork,
         .destroy = gvisor_destroy,
         .stats = pd_host_stats,
-        .adopt = pd_host_adopt,
+        .adopt = pd_gv_adopt,
 };

@@ -32,6 +32,7 @@
 #include "lib/trace.h"
 #include "lib/util.h"
 #include "vm/vm.h"
+#include "tiers/facts.h"
 
 #define VM_BOOT_TIMEOUT_MS 120000       /* TCG on a busy host: a cold boot is seconds */
 #define VM_CLONE_TIMEOUT_MS 30000
@@ -822,6 +823,8 @@ static void microvm_describe(const struct pd_sandbox *sb, struct pd_tier_info *o
 
 const struct pd_tier_ops pd_tier_microvm = {
         .name = "microvm",
+        .isolates = PD_ISOLATES_MICROVM,
+        .host_check = pd_facts_microvm,
         .create = microvm_create,
         .connect = microvm_connect,
         .caps = PD_TIER_PAUSE_DISK | PD_TIER_SNAPSHOT_MEMORY | PD_TIER_OWN_TEMPLATES | PD_TIER_POOL_WARMUP,

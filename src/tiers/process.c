@@ -53,6 +53,7 @@
 #include "jail/seccomp-policy.h"
 #include "lib/trace.h"
 #include "lib/util.h"
+#include "tiers/facts.h"
 
 /* Supplementary group of every process-tier sandbox uid: the one group
  * allowed to search (never list) the state dir, so a sandbox can reach its
@@ -621,6 +622,8 @@ static int process_gc(struct pd_state *st, struct pd_error *err)
 
 const struct pd_tier_ops pd_tier_process = {
         .name = "process",
+        .isolates = PD_ISOLATES_PROCESS,
+        .host_check = pd_facts_process,
         .data_size = sizeof(struct pd_host_data),
         .save = pd_host_save,
         .load = pd_host_load,

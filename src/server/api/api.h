@@ -14,6 +14,7 @@ extern const struct pd_route pd_routes_sandboxes[];   /* routes_sandboxes.c */
 extern const struct pd_route pd_routes_procs[];       /* routes_procs.c, procs_*.c */
 extern const struct pd_route pd_routes_files[];       /* routes_files.c */
 extern const struct pd_route pd_routes_snapshots[];   /* routes_snapshots.c */
+extern const struct pd_route pd_routes_tiers[];       /* routes_tiers.c: GET /api/v1/tiers */
 extern const struct pd_route pd_routes_network[];     /* routes_network.c */
 extern const struct pd_route pd_routes_templates[];   /* routes_templates.c, tpl_builds.c */
 extern const struct pd_route pd_routes_ports[];       /* ports.c: GET .../ports, POST .../ports/public */
