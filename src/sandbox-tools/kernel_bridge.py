@@ -71,6 +71,8 @@ FORMATS = {
 }
 
 CHART_MIME = "application/vnd.paddock.chart+json"
+# a kernel start on a loaded 2-core host has been seen to take over 60 s
+KERNEL_START_S = 150
 HERE = os.path.abspath(__file__)
 WARM_MODULES = ("numpy", "pandas", "matplotlib", "matplotlib.pyplot")
 
@@ -278,7 +280,7 @@ class Context:
     def _connect(self):
         self.kc = self.km.client()
         self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=60)
+        self.kc.wait_for_ready(timeout=KERNEL_START_S)
         self.silent(SETUP_CODE % (self.cwd, HERE))
 
     def set_env(self, env):
@@ -460,6 +462,7 @@ class Bridge:
         self.ready = threading.Event()
         self.failed = None
         self.env_lock = threading.Lock()
+        self.default_lock = threading.Lock()
         self.env_seen = None
 
     def apply_env(self, header):
@@ -507,17 +510,17 @@ class Bridge:
             with self.lock:
                 self.contexts[ctx.id] = ctx
             return ctx
-        with self.lock:
-            ctx = self.default
-        if ctx is None:
-            ctx = Context(language, os.environ.get("HOME", "/home/user"), self.warm)
+        # one start at a time: a runCode that comes while the start-up
+        # thread starts the default kernel waits for that one, rather than
+        # starting a second kernel beside it
+        with self.default_lock:
             with self.lock:
-                if self.default is None:
+                ctx = self.default
+            if ctx is None:
+                ctx = Context(language, os.environ.get("HOME", "/home/user"), self.warm)
+                with self.lock:
                     self.default = ctx
                     self.contexts[ctx.id] = ctx
-                else:
-                    ctx.shutdown()
-                    ctx = self.default
         return ctx
 
 
@@ -666,7 +669,7 @@ class Handler(BaseHTTPRequestHandler):
 
 def wait_ready(port, timeout):
     """--wait-ready: poll /ready until the default kernel is up (exit 0),
-    failed or the time is out (exit 1). What the warm pool runs."""
+    failed (exit 1) or the time is out (exit 2). What the warm pool runs."""
     import urllib.error
     import urllib.request
     deadline = time.monotonic() + timeout
@@ -682,8 +685,7 @@ def wait_ready(port, timeout):
         except (OSError, ValueError):
             pass
         time.sleep(0.1)
-    print("kernel_bridge: not ready after %ds" % timeout, file=sys.stderr)
-    return 1
+    return 2
 
 
 def main():

@@ -13,10 +13,12 @@
  * the tier's own warm-up (the E2B code interpreter starts its kernel:
  * e2b_ci.c). Sandboxes prepared differently are different classes (name);
  * run is called on the pool's filler thread with a sandbox nobody owns
- * yet; < 0: the sandbox is destroyed and the class retried later. */
+ * yet, and gives up soon once *stop (read with __atomic_load_n) is true:
+ * the server is stopping and joins that thread; < 0: the sandbox is
+ * destroyed and the class retried later. */
 struct pd_pool_prep {
         const char *name;
-        int (*run)(struct pd_server *srv, struct pd_sandbox *sb, struct pd_error *err);
+        int (*run)(struct pd_server *srv, struct pd_sandbox *sb, const bool *stop, struct pd_error *err);
 };
 
 struct pd_create_req {

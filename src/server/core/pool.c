@@ -201,15 +201,13 @@ static void *filler_main(void *arg)
                 todo->creating++;
                 struct pd_spec spec = todo->spec;
                 const struct pd_pool_prep *prep = todo->prep;
-                char *net = todo->net ? strdup(todo->net) : NULL;
+                const char *net = todo->net;    /* the class's: freed only after the filler is joined */
                 pthread_mutex_unlock(&m->lock);
 
                 struct pd_error err = { 0 };
                 struct pd_sandbox *sb = NULL;
                 struct pd_netpol netpol = { 0 };
-                int r = 0;
-                if (todo_net_spec(srv, net, &spec, &netpol, &err) < 0)
-                        r = -1;
+                int r = todo_net_spec(srv, net, &spec, &netpol, &err);
                 if (r == 0)
                         r = pd_sandbox_new(&srv->state, &spec, &sb, &err);
                 if (r == 0) {
@@ -223,11 +221,10 @@ static void *filler_main(void *arg)
                         }
                 }
                 pd_netpol_free(&netpol);
-                free(net);
                 if (r == 0 && (pd_tier_caps(spec.isolation) & PD_TIER_POOL_WARMUP) && pool_warm(sb, &err) < 0)
                         pd_log("warn", "warm pool: warm-up command failed, the sandbox is pooled cold sandbox=%s "
                                        "error=\"%s\"", sb->id, err.msg);
-                if (r == 0 && prep && (r = prep->run(srv, sb, &err)) < 0) {
+                if (r == 0 && prep && (r = prep->run(srv, sb, &m->stopping, &err)) < 0) {
                         pd_error_prefix(&err, "%s", prep->name);
                         pd_sandbox_destroy(sb, NULL);
                         sb = NULL;
@@ -285,7 +282,7 @@ int pd_pool_start(struct pd_pool *m, struct pd_error *err)
 void pd_pool_begin_stop(struct pd_pool *m)
 {
         pthread_mutex_lock(&m->lock);
-        m->stopping = true;
+        __atomic_store_n(&m->stopping, true, __ATOMIC_RELAXED);  /* also read by a running prep */
         pthread_cond_broadcast(&m->cond);
         pthread_mutex_unlock(&m->lock);
 }

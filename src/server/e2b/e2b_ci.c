@@ -42,7 +42,7 @@
 #define BRIDGE_PATH "/opt/paddock/kernel_bridge.py"
 #define BRIDGE_TAG "paddock-e2b-kernel-bridge"
 #define BRIDGE_MAX (1u << 20)
-#define BRIDGE_READY_S 170      /* the pool's wait for a warm kernel (loaded 2-core host: ~20 s) */
+#define BRIDGE_READY_S 200      /* the pool's wait for a warm kernel (~20 s; > 60 s on a loaded host) */
 
 static pthread_mutex_t bridge_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -163,9 +163,10 @@ static int bridge_start(struct pd_server *srv, struct pd_srv_sandbox *s, struct 
 }
 
 /* The pool's preparation (manager.h): the bridge with --warm, then
- * `kernel_bridge.py --wait-ready` run to its exit inside the sandbox (0:
- * the default kernel is up, its imports done). */
-static int ci_prep(struct pd_server *srv, struct pd_sandbox *sb, struct pd_error *err)
+ * `kernel_bridge.py --wait-ready 2` run inside until it exits 0 (the default
+ * kernel is up, its imports done); 2: not yet, asked again unless the
+ * server is stopping or BRIDGE_READY_S have passed; 1: it failed. */
+static int ci_prep(struct pd_server *srv, struct pd_sandbox *sb, const bool *stop, struct pd_error *err)
 {
         (void)srv;
         int fd = pd_sandbox_connect(sb, err);
@@ -175,19 +176,25 @@ static int ci_prep(struct pd_server *srv, struct pd_sandbox *sb, struct pd_error
         int k = pd_client_connect(&c, fd, "paddock-serve " PD_VERSION, err);
         if (k == 0)
                 k = bridge_launch(&c, NULL, true, err);
-        if (k == 0) {
-                char secs[16];
-                snprintf(secs, sizeof secs, "%d", BRIDGE_READY_S);
-                const char *const argv[] = { "/usr/bin/python3", BRIDGE_PATH, "--port", "49999", "--wait-ready", secs };
+        uint64_t deadline = pd_now_ms() + BRIDGE_READY_S * 1000u;
+        while (k == 0) {
+                static const char *const argv[] = { "/usr/bin/python3", BRIDGE_PATH, "--port", "49999", "--wait-ready",
+                                                    "2" };
                 const struct pd_spawn_opts o = { .argv = argv, .argc = PD_ARRAY_SIZE(argv), .cwd = "/tmp",
                                                  .uid = 65534, .gid = 65534, .tag = BRIDGE_TAG };
-                const struct pd_run_io io = { .timeout_ms = (BRIDGE_READY_S + 10) * 1000 };
+                const struct pd_run_io io = { .timeout_ms = 30000 };
                 uint32_t pid;
                 struct pd_exit x;
                 k = pd_client_run(&c, &o, &io, &pid, &x, err);
-                if (k == 0 && !(x.has_code && x.code == 0))
-                        k = pd_error_setx(err, EIO, "the kernel bridge did not get ready (its wait ended: %s %d)",
-                                          x.reason, x.has_code ? (int)x.code : -1);
+                if (k < 0 || (x.has_code && x.code == 0))
+                        break;
+                if (!x.has_code || x.code != 2)
+                        k = pd_error_setx(err, EIO, "the kernel bridge did not start its kernel (%s %d)", x.reason,
+                                          x.has_code ? (int)x.code : -1);
+                else if (__atomic_load_n(stop, __ATOMIC_RELAXED))
+                        k = pd_error_setx(err, ECANCELED, "the server is stopping");
+                else if (pd_now_ms() > deadline)
+                        k = pd_error_setx(err, ETIMEDOUT, "the kernel bridge was not ready after %d s", BRIDGE_READY_S);
         }
         pd_client_close(&c);
         if (k == 0)

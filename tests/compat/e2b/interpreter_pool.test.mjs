@@ -23,7 +23,7 @@ async function warmReady() {
 async function pooled(opts = {}) {
   // run.sh serves with --pool 1: the first create of the class registers it
   // (and is cold); the filler then warms one, the wait is its kernel start
-  assert.ok(await until(warmReady, 110000, 250), 'a warm code-interpreter sandbox in the pool')
+  assert.ok(await until(warmReady, 140000, 250), 'a warm code-interpreter sandbox in the pool')
   return made.add(await Sandbox.create({ ...OFFLINE, ...opts }))
 }
 

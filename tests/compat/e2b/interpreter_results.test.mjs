@@ -16,7 +16,7 @@ test('matplotlib.use("Agg"): the figure still comes back, with its chart', async
   // the first runCode may start the kernel (a cold sandbox): a loaded host
   // takes its time
   const r = await s.runCode('import matplotlib\nmatplotlib.use("Agg")\nimport matplotlib.pyplot as plt\n' +
-    'plt.plot([1, 2, 3], [4, 5, 6], label="up")\nplt.title("rise")\nplt.xlabel("t")\nplt.savefig("/tmp/x.png")', { requestTimeoutMs: 100000, timeoutMs: 100000 })
+    'plt.plot([1, 2, 3], [4, 5, 6], label="up")\nplt.title("rise")\nplt.xlabel("t")\nplt.savefig("/tmp/x.png")', { requestTimeoutMs: 170000, timeoutMs: 170000 })
   assert.equal(r.error, undefined, JSON.stringify(r.error))
   const fig = r.results.find((x) => x.png)
   assert.ok(fig, JSON.stringify(r.results.map((x) => Object.keys(x))))
