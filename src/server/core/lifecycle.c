@@ -197,8 +197,11 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
                 spec.net_uplink = srv->cfg.net_uplink;
                 spec.net_resolver = srv->cfg.net_resolver;
         }
-        struct pd_sandbox *sb = req->made || spec.net != PD_NET_NONE ? req->made
-                                : pd_pool_take(M(srv)->pool, &spec, req->template_name);
+        /* a prepared class (req->pool_prep) is pooled with its network */
+        struct pd_sandbox *sb = req->made || (spec.net != PD_NET_NONE && !req->pool_prep)
+                                ? req->made
+                                : pd_pool_take(M(srv)->pool, &spec, req->template_name, req->pool_prep,
+                                               spec.net != PD_NET_NONE ? req->network : NULL);
         if (req->made) {
                 /* built by the tier's fork: its spec is the source's */
                 spec.isolation = sb->spec.isolation;

@@ -9,6 +9,18 @@
 #pragma once
 #include "server/core/server.h"
 
+/* What a pool class's sandboxes go through before they are pooled, beyond
+ * the tier's own warm-up (the E2B code interpreter starts its kernel:
+ * e2b_ci.c). Sandboxes prepared differently are different classes (name);
+ * run is called on the pool's filler thread with a sandbox nobody owns
+ * yet, and gives up soon once *stop (read with __atomic_load_n) is true:
+ * the server is stopping and joins that thread; < 0: the sandbox is
+ * destroyed and the class retried later. */
+struct pd_pool_prep {
+        const char *name;
+        int (*run)(struct pd_server *srv, struct pd_sandbox *sb, const bool *stop, struct pd_error *err);
+};
+
 struct pd_create_req {
         struct pd_spec spec;            /* limits and isolation; template_name is ignored */
         char template_name[65];
@@ -22,6 +34,10 @@ struct pd_create_req {
         /* Already built (a fork's copy from the tier's own fork op): taken
          * over instead of a new create; destroyed if the create fails. */
         struct pd_sandbox *made;
+        /* NULL: the plain pool of the template, never for a sandbox with a
+         * network. Set: a pool of its own, whose sandboxes are prepared and
+         * may carry the create's network (same policy, same class). */
+        const struct pd_pool_prep *pool_prep;
 };
 
 struct pd_manager_counts {

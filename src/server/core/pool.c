@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "net/policy.h"
 #include "proto/client.h"
 #include "server/core/metrics.h"
 #include "lib/template.h"
@@ -31,6 +32,8 @@
 struct pool_class {
         struct pd_spec spec;
         char template_name[65];
+        const struct pd_pool_prep *prep;        /* NULL: none */
+        char *net;                      /* the network policy as canonical JSON; NULL: none */
         struct pd_sandbox **ready;
         unsigned n_ready, creating;
         uint64_t retry_at_ms;           /* after a failed fill, CLOCK_MONOTONIC */
@@ -48,24 +51,29 @@ struct pd_pool {
         unsigned n_classes;
 };
 
-static bool same_class(const struct pd_spec *a, const char *atpl, const struct pd_spec *b, const char *btpl)
+static bool same_class(const struct pool_class *c, const struct pd_spec *b, const char *btpl,
+                       const struct pd_pool_prep *prep, const char *net)
 {
-        return !strcmp(atpl, btpl) && a->isolation == b->isolation && a->memory_bytes == b->memory_bytes &&
-               a->disk_bytes == b->disk_bytes && a->pids == b->pids && a->millicpus == b->millicpus;
+        const struct pd_spec *a = &c->spec;
+        return !strcmp(c->template_name, btpl) && a->isolation == b->isolation && a->memory_bytes == b->memory_bytes &&
+               a->disk_bytes == b->disk_bytes && a->pids == b->pids && a->millicpus == b->millicpus &&
+               c->prep == prep && (c->net && net ? !strcmp(c->net, net) : c->net == net);
 }
 
 /* pool_lock held. */
-static struct pool_class *class_find(struct pd_pool *m, const struct pd_spec *spec, const char *tpl)
+static struct pool_class *class_find(struct pd_pool *m, const struct pd_spec *spec, const char *tpl,
+                                     const struct pd_pool_prep *prep, const char *net)
 {
         for (unsigned i = 0; i < m->n_classes; i++)
-                if (same_class(&m->classes[i].spec, m->classes[i].template_name, spec, tpl))
+                if (same_class(&m->classes[i], spec, tpl, prep, net))
                         return &m->classes[i];
         return NULL;
 }
 
 /* pool_lock held. A new class is only added while there is room: the pools
  * must not grow with every odd limit a client asks for. */
-static struct pool_class *class_add(struct pd_pool *m, const struct pd_spec *spec, const char *tpl)
+static struct pool_class *class_add(struct pd_pool *m, const struct pd_spec *spec, const char *tpl,
+                                    const struct pd_pool_prep *prep, const char *net)
 {
         struct pd_server *srv = m->srv;
         if (srv->cfg.pool_size == 0 || m->n_classes >= PD_POOL_CLASSES_MAX)
@@ -73,9 +81,16 @@ static struct pool_class *class_add(struct pd_pool *m, const struct pd_spec *spe
         struct pool_class *c = &m->classes[m->n_classes];
         memset(c, 0, sizeof *c);
         c->ready = calloc(srv->cfg.pool_size, sizeof *c->ready);
-        if (!c->ready)
+        c->net = net ? strdup(net) : NULL;
+        if (!c->ready || (net && !c->net)) {
+                free(c->ready);
+                free(c->net);
                 return NULL;
+        }
+        c->prep = prep;
         c->spec = *spec;
+        c->spec.net = PD_NET_NONE;      /* the filler builds it from c->net */
+        c->spec.netpol = NULL;
         snprintf(c->template_name, sizeof c->template_name, "%s", tpl);
         c->spec.template_name = c->template_name;
         m->n_classes++;
@@ -91,18 +106,25 @@ bool pd_agent_alive(struct pd_sandbox *sb)
         return poll(&p, 1, 0) == 0;     /* a pidfd polls readable once the process exited */
 }
 
-struct pd_sandbox *pd_pool_take(struct pd_pool *m, const struct pd_spec *spec, const char *tpl)
+struct pd_sandbox *pd_pool_take(struct pd_pool *m, const struct pd_spec *spec, const char *tpl,
+                                const struct pd_pool_prep *prep, const json_t *net)
 {
         /* Snapshots are a key's own and deletable: a warm copy would keep
          * one in use (and undeletable) with no sandbox of the key's on it. */
         if (strcmp(tpl, "base") && pd_snapshot_is(&m->srv->state, tpl))
                 return NULL;
+        if (net && !prep)
+                return NULL;
+        /* the policy as a class key: canonical JSON */
+        _pd_cleanup_free_ char *net_s = net ? json_dumps(net, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
+        if (net && !net_s)
+                return NULL;
         for (;;) {
                 struct pd_sandbox *sb = NULL;
                 pthread_mutex_lock(&m->lock);
-                struct pool_class *c = class_find(m, spec, tpl);
+                struct pool_class *c = class_find(m, spec, tpl, prep, net_s);
                 if (!c)
-                        class_add(m, spec, tpl);
+                        class_add(m, spec, tpl, prep, net_s);
                 else if (c->n_ready > 0)
                         sb = c->ready[--c->n_ready];
                 pthread_cond_signal(&m->cond);     /* refill */
@@ -137,6 +159,24 @@ static int pool_warm(struct pd_sandbox *sb, struct pd_error *err)
                 r = pd_client_run(&c, &o, &io, &pid, &x, err);
         pd_client_close(&c);
         return r < 0 ? pd_error_prefix(err, "warm-up command") : 0;
+}
+
+/* A class's network (net: its policy JSON, NULL = none) into spec, as
+ * pd_manager_create does for a create that asks for one. */
+static int todo_net_spec(struct pd_server *srv, const char *net, struct pd_spec *spec, struct pd_netpol *pol,
+                         struct pd_error *err)
+{
+        if (!net)
+                return 0;
+        int r = pd_netpol_from_json_str(net, strlen(net), pol, err);
+        if (r < 0)
+                return r;
+        spec->net = pol->mode == PD_NETPOL_OPEN ? PD_NET_OPEN : pol->mode == PD_NETPOL_POLICY ? PD_NET_POLICY
+                                                                                              : PD_NET_NONE;
+        spec->netpol = spec->net != PD_NET_NONE ? pol : NULL;
+        spec->net_uplink = srv->cfg.net_uplink;
+        spec->net_resolver = srv->cfg.net_resolver;
+        return 0;
 }
 
 static void *filler_main(void *arg)
@@ -187,22 +227,35 @@ static void *filler_main(void *arg)
                 }
                 todo->creating++;
                 struct pd_spec spec = todo->spec;
+                const struct pd_pool_prep *prep = todo->prep;
+                const char *net = todo->net;    /* the class's: freed only after the filler is joined */
                 pthread_mutex_unlock(&m->lock);
 
                 struct pd_error err = { 0 };
                 struct pd_sandbox *sb = NULL;
-                int r = pd_sandbox_new(&srv->state, &spec, &sb, &err);
+                struct pd_netpol netpol = { 0 };
+                int r = todo_net_spec(srv, net, &spec, &netpol, &err);
+                if (r == 0)
+                        r = pd_sandbox_new(&srv->state, &spec, &sb, &err);
                 if (r == 0) {
                         sb->die_with_parent = false;
                         r = pd_sandbox_create(sb, &err);
                         if (r < 0) {
                                 pd_sandbox_free(sb);
                                 sb = NULL;
+                        } else {
+                                sb->spec.netpol = NULL;         /* the router keeps it */
                         }
                 }
+                pd_netpol_free(&netpol);
                 if (r == 0 && (pd_tier_caps(spec.isolation) & PD_TIER_POOL_WARMUP) && pool_warm(sb, &err) < 0)
                         pd_log("warn", "warm pool: warm-up command failed, the sandbox is pooled cold sandbox=%s "
                                        "error=\"%s\"", sb->id, err.msg);
+                if (r == 0 && prep && (r = prep->run(srv, sb, &m->stopping, &err)) < 0) {
+                        pd_error_prefix(&err, "%s", prep->name);
+                        pd_sandbox_destroy(sb, NULL);
+                        sb = NULL;
+                }
                 pthread_mutex_lock(&m->lock);
                 todo->creating--;
                 if (r < 0) {
@@ -243,7 +296,7 @@ int pd_pool_start(struct pd_pool *m, struct pd_error *err)
                 struct pd_spec def;
                 pd_spec_defaults(&def);
                 pthread_mutex_lock(&m->lock);
-                class_add(m, &def, "base");
+                class_add(m, &def, "base", NULL, NULL);
                 pthread_mutex_unlock(&m->lock);
         }
         int r = pthread_create(&m->filler, NULL, filler_main, m);
@@ -256,7 +309,7 @@ int pd_pool_start(struct pd_pool *m, struct pd_error *err)
 void pd_pool_begin_stop(struct pd_pool *m)
 {
         pthread_mutex_lock(&m->lock);
-        m->stopping = true;
+        __atomic_store_n(&m->stopping, true, __ATOMIC_RELAXED);  /* also read by a running prep */
         pthread_cond_broadcast(&m->cond);
         pthread_mutex_unlock(&m->lock);
 }
@@ -272,6 +325,8 @@ void pd_pool_stop(struct pd_pool *m)
                 struct pool_class *c = &m->classes[i];
                 while (c->n_ready > 0)
                         pd_sandbox_destroy(c->ready[--c->n_ready], NULL);
+                free(c->net);
+                c->net = NULL;
         }
 }
 
@@ -301,7 +356,12 @@ size_t pd_pool_ready(struct pd_pool *m, struct pd_pool_count *out, size_t max)
         size_t n = 0;
         pthread_mutex_lock(&m->lock);
         for (unsigned i = 0; i < m->n_classes && n < max; i++, n++) {
-                snprintf(out[n].template_name, sizeof out[n].template_name, "%s", m->classes[i].template_name);
+                /* a prepared class is a template of its own to the reader,
+                 * and one with a network another ("base+code-interpreter",
+                 * "base+code-interpreter+network") */
+                const struct pool_class *c = &m->classes[i];
+                snprintf(out[n].template_name, sizeof out[n].template_name, "%s%s%s%s", c->template_name,
+                         c->prep ? "+" : "", c->prep ? c->prep->name : "", c->net ? "+network" : "");
                 snprintf(out[n].isolation, sizeof out[n].isolation, "%s",
                          pd_isolation_name(m->classes[i].spec.isolation));
                 out[n].ready = m->classes[i].n_ready;

@@ -16,8 +16,12 @@ void pd_pool_begin_stop(struct pd_pool *p);
 /* Join the filler, destroy every ready sandbox. */
 void pd_pool_stop(struct pd_pool *p);
 /* A ready sandbox of this class (alive), or NULL; registers the class
- * otherwise, while there is room, so the filler starts on it. */
-struct pd_sandbox *pd_pool_take(struct pd_pool *p, const struct pd_spec *spec, const char *tpl);
+ * otherwise, while there is room, so the filler starts on it. A class is
+ * the template, the limits, prep (NULL: none) and, with prep only, the
+ * network policy (net: JSON, NULL = none; without prep a sandbox with a
+ * network is never pooled, the caller does not ask). */
+struct pd_sandbox *pd_pool_take(struct pd_pool *p, const struct pd_spec *spec, const char *tpl,
+                                const struct pd_pool_prep *prep, const json_t *net);
 /* The tag of the warm-up command a pooled microvm ran before it was handed
  * out (hidden from process lists). */
 #define PD_POOL_WARMUP "paddock-pool-warmup"

@@ -108,6 +108,9 @@ json_t *pd_e2b_entry_json(const struct pd_entry *e);
 
 /* ---- code interpreter (e2b_ci.c) ---- */
 enum MHD_Result pd_e2b_ci_forward(struct pd_req *r, struct pd_e2b_call *c);
+/* The code-interpreter templates' pool preparation: a running bridge
+ * with a warm default kernel (e2b_ci.c). */
+extern const struct pd_pool_prep pd_e2b_ci_prep;
 
 /* ---- Connect streams: the core's streaming response (core/stream.h) ---- */
 /* A stream whose lost agent connection ends it with a Connect error. */

@@ -215,6 +215,10 @@ static enum MHD_Result route_create(struct pd_req *r, const char *chunk, size_t 
                pd_e2b_own_snapshot(r->srv, &r->key, real))))
                 return pd_e2b_reply_error(r, 404, "template '%.64s' not found", tpl);
         snprintf(cr.template_name, sizeof cr.template_name, "%s", real);
+        /* the code interpreter's sandboxes: a pool of their own, each with
+         * a running kernel (e2b_ci.c) */
+        if (real != tpl)
+                cr.pool_prep = &pd_e2b_ci_prep;
         if ((v = json_object_get(body, "timeout")) && !json_is_null(v)) {
                 if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > E2B_TIMEOUT_MAX)
                         return pd_e2b_reply_error(r, 400, "timeout must be 0..%d seconds", E2B_TIMEOUT_MAX);

@@ -10,7 +10,17 @@
  * the bridge listens. The script is read from, in order:
  * $PADDOCK_SANDBOX_TOOLS/kernel_bridge.py, <exe dir>/../share/paddock/
  * sandbox-tools/, <exe dir>/../../src/sandbox-tools/ (a build tree), and
- * PD_SANDBOX_TOOLS_DIR when the build defines it. */
+ * PD_SANDBOX_TOOLS_DIR when the build defines it.
+ *
+ * The code-interpreter templates' sandboxes come from a warm pool of their
+ * own (pd_e2b_ci_prep): the filler starts the bridge with --warm in each
+ * one before it is pooled and waits until its default kernel is up with
+ * the common modules imported, so the first runCode answers at once. Such
+ * a bridge started before its sandbox had an owner: every request relayed
+ * to a bridge carries the sandbox's envVars (X-Paddock-Env), which it
+ * applies to itself and its kernels. One bridge, its kernels, live in one
+ * sandbox: a pooled sandbox is handed out once, so a warm kernel is never
+ * shared. */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -32,6 +42,7 @@
 #define BRIDGE_PATH "/opt/paddock/kernel_bridge.py"
 #define BRIDGE_TAG "paddock-e2b-kernel-bridge"
 #define BRIDGE_MAX (1u << 20)
+#define BRIDGE_READY_S 200      /* the pool's wait for a warm kernel (~20 s; > 60 s on a loaded host) */
 
 static pthread_mutex_t bridge_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -85,7 +96,9 @@ static char *bridge_source(size_t *len)
         return NULL;
 }
 
-static int bridge_start(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_client *c, struct pd_error *err)
+/* Write the bridge into the sandbox and start it as "user"; s: its
+ * envVars (NULL: none yet, a pooled sandbox); warm: --warm. */
+static int bridge_launch(struct pd_client *c, const struct pd_srv_sandbox *s, bool warm, struct pd_error *err)
 {
         size_t len = 0;
         char *src = bridge_source(&len);
@@ -117,13 +130,15 @@ static int bridge_start(struct pd_server *srv, struct pd_srv_sandbox *s, struct 
                                 "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME", u.home, "USER",
                                 u.name, "LOGNAME", u.name, "LANG", "C.UTF-8", "PYTHONUNBUFFERED", "1", "MPLBACKEND",
                                 "module://matplotlib_inline.backend_inline");
-        pd_spawn_env_sandbox(env, s);
+        if (s)
+                pd_spawn_env_sandbox(env, s);
         struct pd_strv envs = { 0 };
         k = pd_spawn_env_list(env, &envs);
         json_decref(env);
-        static const char *const argv[] = { "/usr/bin/python3", BRIDGE_PATH, "--port", "49999" };
+        static const char *const argv[] = { "/usr/bin/python3", BRIDGE_PATH, "--port", "49999", "--warm" };
         const struct pd_spawn_opts o = {
-                .argv = argv, .argc = PD_ARRAY_SIZE(argv), .env = (const char *const *)envs.v, .envc = envs.n,
+                .argv = argv, .argc = PD_ARRAY_SIZE(argv) - (warm ? 0 : 1), .env = (const char *const *)envs.v,
+                .envc = envs.n,
                 .cwd = u.home, .uid = u.uid, .gid = u.gid, .groups = u.groups, .n_groups = u.n_groups,
                 .tag = BRIDGE_TAG,
         };
@@ -135,9 +150,59 @@ static int bridge_start(struct pd_server *srv, struct pd_srv_sandbox *s, struct 
         pd_strv_free(&envs);
         if (k < 0)
                 return pd_error_prefix(err, "start the kernel bridge");
-        pd_log("info", "e2b kernel bridge started sandbox=%s", s->id);
         return 0;
 }
+
+static int bridge_start(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_client *c, struct pd_error *err)
+{
+        (void)srv;
+        int k = bridge_launch(c, s, false, err);
+        if (k == 0)
+                pd_log("info", "e2b kernel bridge started sandbox=%s", s->id);
+        return k;
+}
+
+/* The pool's preparation (manager.h): the bridge with --warm, then
+ * `kernel_bridge.py --wait-ready 2` run inside until it exits 0 (the default
+ * kernel is up, its imports done); 2: not yet, asked again unless the
+ * server is stopping or BRIDGE_READY_S have passed; 1: it failed. */
+static int ci_prep(struct pd_server *srv, struct pd_sandbox *sb, const bool *stop, struct pd_error *err)
+{
+        (void)srv;
+        int fd = pd_sandbox_connect(sb, err);
+        if (fd < 0)
+                return fd;
+        struct pd_client c;
+        int k = pd_client_connect(&c, fd, "paddock-serve " PD_VERSION, err);
+        if (k == 0)
+                k = bridge_launch(&c, NULL, true, err);
+        uint64_t deadline = pd_now_ms() + BRIDGE_READY_S * 1000u;
+        while (k == 0) {
+                static const char *const argv[] = { "/usr/bin/python3", BRIDGE_PATH, "--port", "49999", "--wait-ready",
+                                                    "2" };
+                const struct pd_spawn_opts o = { .argv = argv, .argc = PD_ARRAY_SIZE(argv), .cwd = "/tmp",
+                                                 .uid = 65534, .gid = 65534, .tag = BRIDGE_TAG };
+                const struct pd_run_io io = { .timeout_ms = 30000 };
+                uint32_t pid;
+                struct pd_exit x;
+                k = pd_client_run(&c, &o, &io, &pid, &x, err);
+                if (k < 0 || (x.has_code && x.code == 0))
+                        break;
+                if (!x.has_code || x.code != 2)
+                        k = pd_error_setx(err, EIO, "the kernel bridge did not start its kernel (%s %d)", x.reason,
+                                          x.has_code ? (int)x.code : -1);
+                else if (__atomic_load_n(stop, __ATOMIC_RELAXED))
+                        k = pd_error_setx(err, ECANCELED, "the server is stopping");
+                else if (pd_now_ms() > deadline)
+                        k = pd_error_setx(err, ETIMEDOUT, "the kernel bridge was not ready after %d s", BRIDGE_READY_S);
+        }
+        pd_client_close(&c);
+        if (k == 0)
+                pd_log("info", "e2b kernel bridge warm sandbox=%s", sb->id);
+        return k;
+}
+
+const struct pd_pool_prep pd_e2b_ci_prep = { .name = "code-interpreter", .run = ci_prep };
 
 /* A tunnel to the bridge, starting it when nobody listens. */
 static int bridge_tunnel(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_client *c, uint32_t *tid,
@@ -165,6 +230,23 @@ static int bridge_tunnel(struct pd_server *srv, struct pd_srv_sandbox *s, struct
         return k;
 }
 
+/* The sandbox's envVars as base64 JSON (NULL: none), the bridge's
+ * X-Paddock-Env. */
+static char *sandbox_env_b64(struct pd_srv_sandbox *s)
+{
+        json_t *env = json_object();
+        if (!env)
+                return NULL;
+        pd_spawn_env_sandbox(env, s);
+        char *txt = json_object_size(env) ? json_dumps(env, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
+        json_decref(env);
+        if (!txt)
+                return NULL;
+        char *b = pd_e2b_b64(txt, strlen(txt));
+        free(txt);
+        return b;
+}
+
 static enum MHD_Result ci_error(struct pd_req *r, unsigned status, const char *msg)
 {
         return pd_reply_json(r, status, json_pack("{s:s, s:s}", "error", msg, "message", msg));
@@ -188,14 +270,17 @@ enum MHD_Result pd_e2b_ci_forward(struct pd_req *r, struct pd_e2b_call *c)
                 return ret;
         }
         st->id = tid;
-        /* the request, HTTP/1.1 with a length and Connection: close */
+        /* the request, HTTP/1.1 with a length and Connection: close, and
+         * the sandbox's envVars for a bridge started before they were known */
         const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type");
-        char head[2048];
-        int hn = snprintf(head, sizeof head,
+        _pd_cleanup_free_ char *envh = sandbox_env_b64(st->s);
+        _pd_cleanup_free_ char *head = NULL;
+        int hn = asprintf(&head,
                           "%s %s HTTP/1.1\r\nHost: localhost:49999\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                          "Connection: close\r\n\r\n",
-                          r->method, c->path, ct ? ct : "application/json", c->len);
-        if (hn < 0 || (size_t)hn >= sizeof head || strpbrk(c->path, "\r\n ") || (ct && strpbrk(ct, "\r\n"))) {
+                          "%s%s%sConnection: close\r\n\r\n",
+                          r->method, c->path, ct ? ct : "application/json", c->len, envh ? "X-Paddock-Env: " : "",
+                          envh ? envh : "", envh ? "\r\n" : "");
+        if (hn < 0 || strpbrk(c->path, "\r\n ") || (ct && strpbrk(ct, "\r\n"))) {
                 pd_agent_stream_free(st);
                 return ci_error(r, 400, "bad request line");
         }

@@ -4,7 +4,13 @@ import assert from 'node:assert/strict'
 import { Sandbox } from '@e2b/code-interpreter'
 
 let sbx
-before(async () => { sbx = await Sandbox.create() }) // template code-interpreter-v1 = base
+before(async () => {
+  sbx = await Sandbox.create() // template code-interpreter-v1 = base
+  // this create registers the code interpreter's warm pool and is cold itself:
+  // its kernel starts while the pool warms one, over the SDK's default 60 s
+  // on a loaded host
+  await sbx.runCode('None', { requestTimeoutMs: 170000, timeoutMs: 170000 })
+})
 after(async () => { await sbx?.kill() })
 
 test('state persists; the last expression is the main result', async () => {

@@ -50,7 +50,10 @@ if [ -n "${PADDOCK_JUNIT:-}" ]; then
   reporters=(--test-reporter=spec --test-reporter-destination=stdout
              --test-reporter=junit --test-reporter-destination="$PADDOCK_JUNIT")
 fi
-"$NODE" --test --test-concurrency=2 --test-timeout=120000 "${reporters[@]}" "${files[@]}"
+# per file: the code-interpreter files wait for Jupyter kernels to start
+# (interpreter_pool.test.mjs for two warm ones), ~20 s each, over a minute
+# on a loaded 2-core host
+"$NODE" --test --test-concurrency=2 --test-timeout=300000 "${reporters[@]}" "${files[@]}"
 rc=$?
 if [ $rc -ne 0 ]; then echo "--- paddock serve log (last 40 lines)"; tail -40 "$log"; fi
 rm -f "$log"
