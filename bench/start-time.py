@@ -1042,14 +1042,20 @@ def main():
                 leftovers.append("%s cleanup failed: %s" % (p.rt, e))
         if helper[0] is not None:
             helper[0].close()
-        if os.path.exists(paddock):
+        try:
             subprocess.run([paddock, "template", "rm", "--state-dir", state, "bench-login"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except OSError as e:  # a binary being relinked: gc below still runs
+            leftovers.append("`paddock template rm bench-login`: %s" % e)
         gcs = [(paddock, state)] + ([(before.paddock, before.state)] if before else [])
         stray = []
         for gbin, gstate in gcs:
-            gc = subprocess.run([gbin, "gc", "--state-dir", gstate], stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True) if os.path.exists(gbin) else None
+            try:
+                gc = subprocess.run([gbin, "gc", "--state-dir", gstate], stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True) if os.path.exists(gbin) else None
+            except OSError as e:
+                leftovers.append("`paddock gc --state-dir %s`: %s" % (gstate, e))
+                gc = None
             if gc is not None and gc.returncode != 0:
                 leftovers.append("`paddock gc` exit %d: %s" % (gc.returncode, gc.stdout.strip()))
             stray += sorted(paddock_cgroup_dirs(paddock_instance(gstate)))
