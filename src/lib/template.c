@@ -14,7 +14,7 @@
 #include "lib/util.h"
 
 /* Bump when the base template's contents change: old ones are rebuilt. */
-#define PD_BASE_VERSION "4"
+#define PD_BASE_VERSION "5"
 
 extern char **environ;
 
@@ -52,8 +52,7 @@ int pd_template_check_dir(const char *dir, char *canonical, struct pd_error *err
  * nothing that identifies or authenticates the host (no shadow, ssh, sudoers,
  * machine-id, private keys). */
 static const char *const etc_copy[] = {
-        "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "bash.bashrc", "profile",
-        "profile.d", "skel", "inputrc", "localtime", "timezone", "mime.types", "ssl/certs",
+        "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "bash.bashrc", "skel", "inputrc", "localtime", "timezone", "mime.types", "ssl/certs",
         "ca-certificates", "ca-certificates.conf", "debian_version", "os-release", "environment",
         "fonts", "matplotlibrc", "locale.alias", "locale.gen", "terminfo", "magic", "magic.mime",
         "protocols", "services", "ethertypes", "networks", "shells", "login.defs", "gai.conf",
@@ -102,15 +101,41 @@ static const char base_nsswitch[] =
         "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\n"
         "protocols: files\nservices: files\nethers: files\nrpc: files\n";
 
-/* The template's own commands, in /opt/paddock/bin (/usr is the host's,
- * grafted read-only under each sandbox's own upper layer, so nothing of
- * ours can go there without changing the host): `python`, which E2B's
- * templates have and code written for them calls, as python3. Login
- * shells (every E2B command, pty, `paddock exec` through bash -l) find it
- * after the system's own directories, so a python the sandbox installs
- * wins. */
-static const char base_profile_path[] =
-        "# paddock: the base template's own commands (python -> python3), after the system's\n"
+/* The base template's own /etc/profile (docs/templates.md, "The base
+ * template's login profile"). Every E2B command runs as `bash -l -c`, so
+ * this file is on the hot path of each one: no subshells and nothing from
+ * the host's /etc/profile.d (vendor scripts of whatever host built the
+ * template). It gives what Debian's /etc/profile gives: PATH by effective
+ * uid (bash's $EUID; `id -u` only in a shell without it), PS1 and
+ * bash.bashrc for interactive shells, and whatever the sandbox itself puts
+ * in /etc/profile.d (empty in the template). Then the template's own
+ * commands in /opt/paddock/bin (/usr is the host's, grafted read-only, so
+ * nothing of ours can go there): `python`, which E2B's templates have and
+ * code written for them calls, as python3; after the system's directories,
+ * so a python the sandbox installs wins. */
+static const char base_profile[] =
+        "# /etc/profile: paddock's base template (docs/templates.md). No subshells:\n"
+        "# every `bash -l -c` command reads this file.\n"
+        "if [ \"${EUID:-$(id -u)}\" -eq 0 ]; then\n"
+        "  PATH=\"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"\n"
+        "else\n"
+        "  PATH=\"/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games\"\n"
+        "fi\n"
+        "export PATH\n"
+        "if [ \"${PS1-}\" ]; then\n"
+        "  if [ \"${BASH-}\" ] && [ \"$BASH\" != \"/bin/sh\" ]; then\n"
+        "    [ -f /etc/bash.bashrc ] && . /etc/bash.bashrc\n"
+        "  elif [ \"${EUID:-$(id -u)}\" -eq 0 ]; then\n"
+        "    PS1='# '\n"
+        "  else\n"
+        "    PS1='$ '\n"
+        "  fi\n"
+        "fi\n"
+        "for i in /etc/profile.d/*.sh; do\n"
+        "  [ -r \"$i\" ] && . \"$i\"\n"
+        "done\n"
+        "unset i\n"
+        "# the base template's own commands (python -> python3), after the system's\n"
         "case \":$PATH:\" in *:/opt/paddock/bin:*) ;; *) PATH=\"$PATH:/opt/paddock/bin\" ;; esac\n";
 
 static int add_own_bin(const char *root, struct pd_error *err)
@@ -125,7 +150,7 @@ static int add_own_bin(const char *root, struct pd_error *err)
         snprintf(path, sizeof path, "%s/opt/paddock/bin/python", root);
         if (symlink("/usr/bin/python3", path) < 0 && errno != EEXIST)
                 return pd_error_set(err, errno, "create '%s'", path);
-        return write_text(root, "etc/profile.d/paddock-path.sh", base_profile_path, 0644, err);
+        return write_text(root, "etc/profile", base_profile, 0644, err);
 }
 
 static int build_base(const char *dir, struct pd_error *err)
