@@ -10,6 +10,8 @@
  * A build record is <state>/template-builds/<name>/:
  *   owner    the key id that made it (templates without a record are
  *            shared: base, the operator's from the local CLI)
+ *   shared   present: an admin key made it as a shared template (visible
+ *            to every key, managed by admin keys)
  *   status   {"status": "queued"|"building"|"ready"|"failed", "error"};
  *            "waiting": reserved by E2B's POST /v3/templates, not started
  *   log      the build's output (plain lines), appended while it runs
@@ -47,6 +49,13 @@ unsigned pd_tpl_recipe_check(struct pd_server *srv, const char *key_id, const ch
  * why. A failed or finished record of the same key is replaced. */
 unsigned pd_tpl_reserve(struct pd_server *srv, const char *name, const char *key_id, const char *source,
                         char *why, size_t whysz);
+/* The same for key, shared: a shared template (403 unless key is an admin
+ * key; it may replace a shared record or the operator's image template). */
+unsigned pd_tpl_reserve_as(struct pd_server *srv, const char *name, const struct pd_key *key, bool shared,
+                           const char *source, char *why, size_t whysz);
+/* Whether key may delete or replace template name, shared or its own
+ * (owner as pd_tpl_visible gave): 0, or 403 with why. */
+unsigned pd_tpl_may_manage(const struct pd_key *key, const char *name, const char *owner, char *why, size_t whysz);
 /* Set the record's status (and error, or NULL): "waiting" is a record
  * reserved for a build that has not started (E2B's POST /v3/templates). */
 void pd_tpl_set_status(struct pd_server *srv, const char *name, const char *status, const char *error);

@@ -47,6 +47,7 @@ struct pd_store;
 struct pd_key {
         char id[17];            /* public key id (first 16 hex of its hash) */
         char name[65];
+        bool admin;             /* `paddock key create --admin`: manages shared templates */
 };
 
 /* json_decref when the variable goes out of scope, after a return
