@@ -109,6 +109,9 @@ static void serve_usage(FILE *f)
                 "  --template-registry HOST[:PORT]\n"
                 "                         a registry POST /api/v1/templates may pull from\n"
                 "                         (repeatable; default none: server-side pulls refused)\n"
+                "  --template-upload-max SIZE\n"
+                "                         the largest image archive a key may upload as a\n"
+                "                         template (default 4G)\n"
                 "  --destroy-on-exit      destroy every sandbox on SIGTERM/SIGINT (default:\n"
                 "                         keep them running; the next server adopts them)\n"
                 "  --audit-retention DAYS keep the audit log of a deleted sandbox DAYS days\n"
@@ -124,7 +127,7 @@ static void serve_usage(FILE *f)
 int pd_cmd_serve(int argc, char **argv)
 {
         enum { O_LISTEN = 256, O_STATE, O_POOL, O_MAX, O_MAXKEY, O_DESTROY, O_DOMAIN, O_UPLINK, O_RESOLVER,
-               O_E2BNET, O_PRINT_ROUTES, O_TPLREG, O_LOGLEVEL, O_ACCESSLOG, O_AUDITRET };
+               O_E2BNET, O_PRINT_ROUTES, O_TPLREG, O_LOGLEVEL, O_ACCESSLOG, O_AUDITRET, O_TPLMAX };
         static const struct option opts[] = {
                 { "listen", required_argument, NULL, O_LISTEN },
                 { "state-dir", required_argument, NULL, O_STATE },
@@ -133,6 +136,7 @@ int pd_cmd_serve(int argc, char **argv)
                 { "max-per-key", required_argument, NULL, O_MAXKEY },
                 { "destroy-on-exit", no_argument, NULL, O_DESTROY },
                 { "domain", required_argument, NULL, O_DOMAIN },
+                { "template-upload-max", required_argument, NULL, O_TPLMAX },
                 { "net-uplink", required_argument, NULL, O_UPLINK },
                 { "net-resolver", required_argument, NULL, O_RESOLVER },
                 { "e2b-network", required_argument, NULL, O_E2BNET },
@@ -223,6 +227,15 @@ int pd_cmd_serve(int argc, char **argv)
                         cfg.template_registries = registries;
                         cfg.n_template_registries = n_registries;
                         break;
+                case O_TPLMAX: {
+                        struct pd_error e = { 0 };
+                        if (pd_parse_size(optarg, &cfg.template_upload_max, &e) < 0 || !cfg.template_upload_max) {
+                                pd_cli_error("serve: --template-upload-max '%s': %s", optarg,
+                                             e.msg[0] ? e.msg : "must be more than 0");
+                                return PD_EXIT_PADDOCK;
+                        }
+                        break;
+                }
                 case O_LOGLEVEL:
                         if (pd_log_set_level(optarg) < 0) {
                                 pd_cli_error("serve: --log-level '%s': expected error, warn, info or debug", optarg);

@@ -34,6 +34,10 @@ struct topts {
          * no host sources, and the result written to a file */
         bool no_local;
         const char *status_file;
+        /* hidden, for an image archive uploaded to paddock serve
+         * (server/api/tpl_upload.c): pull may read that one archive
+         * (oci-archive:/docker-archive:) and removes it when done */
+        bool uploaded_archive;
 };
 
 struct display {
@@ -170,12 +174,13 @@ static void usage(FILE *f)
 
 static int parse(int argc, char **argv, struct topts *o)
 {
-        enum { O_STATE = 256, O_JSON, O_ARG, O_REPLACE, O_NOLOCAL, O_STATUS };
+        enum { O_STATE = 256, O_JSON, O_ARG, O_REPLACE, O_NOLOCAL, O_STATUS, O_UPLOADED };
         static const struct option opts[] = {
                 { "state-dir", required_argument, NULL, O_STATE }, { "json", no_argument, NULL, O_JSON },
                 { "file", required_argument, NULL, 'f' },          { "build-arg", required_argument, NULL, O_ARG },
                 { "replace", no_argument, NULL, O_REPLACE },       { "help", no_argument, NULL, 'h' },
                 { "no-local", no_argument, NULL, O_NOLOCAL },      { "status-file", required_argument, NULL, O_STATUS },
+                { "uploaded-archive", no_argument, NULL, O_UPLOADED },
                 { 0 },
         };
         int c;
@@ -188,6 +193,7 @@ static int parse(int argc, char **argv, struct topts *o)
                 case O_REPLACE: o->replace = true; break;
                 case O_NOLOCAL: o->no_local = true; break;
                 case O_STATUS: o->status_file = optarg; break;
+                case O_UPLOADED: o->uploaded_archive = true; break;
                 case 'f': o->recipe = optarg; break;
                 case O_ARG:
                         if (o->n_args == MAX_BUILD_ARGS || !strchr(optarg, '=')) {
@@ -322,6 +328,28 @@ static void write_status(const char *path, const char *status, const char *error
         json_decref(j);
 }
 
+/* --uploaded-archive: ref is oci-archive:PATH or docker-archive:PATH, an
+ * archive a key uploaded; the pull reads it (skopeo unpacks an
+ * oci-archive under TMPDIR: the archive's own directory, the build
+ * record) and it goes when the pull ends, whatever the result. */
+static int pull_uploaded(struct pd_state *st, const char *name, const char *ref, struct pd_image_opts *io,
+                         struct pd_error *err)
+{
+        const char *path = !strncmp(ref, "oci-archive:", 12) ? ref + 12 :
+                           !strncmp(ref, "docker-archive:", 15) ? ref + 15 : NULL;
+        if (!path || path[0] != '/')
+                return pd_error_setx(err, EINVAL, "--uploaded-archive takes oci-archive:PATH or docker-archive:PATH");
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", path);
+        *strrchr(dir, '/') = '\0';
+        setenv("TMPDIR", dir[0] ? dir : "/", 1);
+        io->allow_local = true;
+        io->source_label = !strncmp(ref, "oci-archive:", 12) ? "upload (oci-archive)" : "upload (docker-archive)";
+        int r = pd_image_pull(st, name, ref, io, err);
+        (void)unlink(path);
+        return r;
+}
+
 int pd_cmd_template(int argc, char **argv)
 {
         struct topts o = { .state_dir = pd_state_dir_default() };
@@ -408,7 +436,9 @@ int pd_cmd_template(int argc, char **argv)
                 r = template_add(&st, store, ops[1], ops[2]) < 0 ? -EINVAL : 0;
                 err.msg[0] = '\0';
         } else {
-                if (!strcmp(sub, "pull")) {
+                if (!strcmp(sub, "pull") && o.uploaded_archive) {
+                        r = pull_uploaded(&st, ops[1], ops[2], &io, &err);
+                } else if (!strcmp(sub, "pull")) {
                         r = pd_image_pull(&st, ops[1], ops[2], &io, &err);
                 } else {
                         char recipe[PATH_MAX];

@@ -45,6 +45,9 @@ struct pd_image_opts {
         bool allow_local;
         /* replace an existing image template of that name (not in use) */
         bool replace;
+        /* what the template's config says it came from, instead of the
+         * reference (an uploaded archive: not a host path) */
+        const char *source_label;
 };
 
 /* Names users may give (DESIGN §4, plus the reserved prefixes). */

@@ -259,7 +259,8 @@ int pd_image_pull(struct pd_state *st, const char *name, const char *ref, const 
         struct pd_image_fetched f = { 0 };
         if ((r = pd_image_fetch(st, ref, o, &f, err)) < 0)
                 return r;
-        json_t *meta = json_pack("{s:s, s:s, s:s}", "kind", "image", "source", ref, "digest", f.digest);
+        json_t *meta = json_pack("{s:s, s:s, s:s}", "kind", "image", "source", o->source_label ? o->source_label : ref,
+                                 "digest", f.digest);
         pd_image_emit(o, PD_IMAGE_EV_STEP, "registering", NULL, 0, 0);
         r = pd_image_register(st, name, f.layers, f.n, json_object_get(f.config, "config"), meta, o, err);
         json_decref(meta);

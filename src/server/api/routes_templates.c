@@ -626,6 +626,7 @@ const struct pd_route pd_routes_templates[] = {
         { "GET", "/api/v1/templates/{name}", get_template, 0, 0 },
         { "DELETE", "/api/v1/templates/{name}", delete_template, 0, 0 },
         { "POST", "/api/v1/templates/{name}/build", build_upload, PD_ROUTE_STREAM_BODY, 0 },
+        { "POST", "/api/v1/templates/{name}/image", pd_tpl_image_upload, PD_ROUTE_STREAM_BODY, 0 },
         { "GET", "/api/v1/templates/{name}/log", build_log, 0, 0 },
         { 0 },
 };

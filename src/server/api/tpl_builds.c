@@ -402,6 +402,10 @@ int pd_tpl_start(struct pd_server *srv, const char *name, const char *ref, const
                                 status, "--state-dir", srv->state.dir };
         for (size_t i = 0; i < PD_ARRAY_SIZE(fixed) && r == 0; i++)
                 r = pd_strv_add(&av, fixed[i]);
+        /* an uploaded archive (tpl_upload.c): the one host source the
+         * child may read, in the record's own directory */
+        if (ref && (!strncmp(ref, "oci-archive:", 12) || !strncmp(ref, "docker-archive:", 15)))
+                r = r ?: pd_strv_add(&av, "--uploaded-archive");
         if (!ref) {
                 snprintf(recipe, sizeof recipe, "%s/%s", ctx, recipe_rel);
                 r = r ?: pd_strv_add(&av, "-f");

@@ -98,6 +98,9 @@ struct pd_server_config {
          * exact); none: server-side pulls are refused (docs/templates.md) */
         const char *const *template_registries;
         unsigned n_template_registries;
+        /* the largest image archive POST /api/v1/templates/{name}/image
+         * takes (bytes; 0: PD_TPL_ARCHIVE_MAX_DEFAULT, api/templates.h) */
+        uint64_t template_upload_max;
         /* audit logs of deleted sandboxes are removed this many days after
          * their last line (audit_retention.c; default 7) */
         unsigned audit_retention_days;
