@@ -38,6 +38,11 @@ struct topts {
          * (server/api/tpl_upload.c): pull may read that one archive
          * (oci-archive:/docker-archive:) and removes it when done */
         bool uploaded_archive;
+        /* hidden, for paddock serve's builds: the registries its pulls may
+         * reach, redirects included (image/egress.h) */
+        bool egress_guard;
+        const char *egress_allow[32];
+        unsigned n_egress;
 };
 
 struct display {
@@ -174,13 +179,14 @@ static void usage(FILE *f)
 
 static int parse(int argc, char **argv, struct topts *o)
 {
-        enum { O_STATE = 256, O_JSON, O_ARG, O_REPLACE, O_NOLOCAL, O_STATUS, O_UPLOADED };
+        enum { O_STATE = 256, O_JSON, O_ARG, O_REPLACE, O_NOLOCAL, O_STATUS, O_UPLOADED, O_EGRESS };
         static const struct option opts[] = {
                 { "state-dir", required_argument, NULL, O_STATE }, { "json", no_argument, NULL, O_JSON },
                 { "file", required_argument, NULL, 'f' },          { "build-arg", required_argument, NULL, O_ARG },
                 { "replace", no_argument, NULL, O_REPLACE },       { "help", no_argument, NULL, 'h' },
                 { "no-local", no_argument, NULL, O_NOLOCAL },      { "status-file", required_argument, NULL, O_STATUS },
                 { "uploaded-archive", no_argument, NULL, O_UPLOADED },
+                { "egress-allow", required_argument, NULL, O_EGRESS },
                 { 0 },
         };
         int c;
@@ -194,6 +200,12 @@ static int parse(int argc, char **argv, struct topts *o)
                 case O_NOLOCAL: o->no_local = true; break;
                 case O_STATUS: o->status_file = optarg; break;
                 case O_UPLOADED: o->uploaded_archive = true; break;
+                case O_EGRESS:
+                        /* "-" alone: the guard with nothing allowed */
+                        o->egress_guard = true;
+                        if (strcmp(optarg, "-") && o->n_egress < PD_ARRAY_SIZE(o->egress_allow))
+                                o->egress_allow[o->n_egress++] = optarg;
+                        break;
                 case 'f': o->recipe = optarg; break;
                 case O_ARG:
                         if (o->n_args == MAX_BUILD_ARGS || !strchr(optarg, '=')) {
@@ -404,7 +416,8 @@ int pd_cmd_template(int argc, char **argv)
         }
         struct display d = { .tty = isatty(2), .json = o.json, .t0_ns = pd_now_ns() };
         struct pd_image_opts io = { .progress = on_progress, .arg = &d, .allow_local = !o.no_local,
-                                    .replace = o.replace };
+                                    .replace = o.replace, .egress_guard = o.egress_guard,
+                                    .egress_allow = o.egress_allow, .n_egress_allow = o.n_egress };
         write_status(o.status_file, "building", NULL);
         int r = 0;
         json_t *j = NULL;

@@ -406,6 +406,16 @@ int pd_tpl_start(struct pd_server *srv, const char *name, const char *ref, const
          * child may read, in the record's own directory */
         if (ref && (!strncmp(ref, "oci-archive:", 12) || !strncmp(ref, "docker-archive:", 15)))
                 r = r ?: pd_strv_add(&av, "--uploaded-archive");
+        /* every registry pull of the build (an image, a recipe's FROM)
+         * reaches the allowed registries only, redirects included */
+        for (unsigned i = 0; i < srv->cfg.n_template_registries && r == 0; i++) {
+                r = pd_strv_add(&av, "--egress-allow");
+                r = r ?: pd_strv_add(&av, srv->cfg.template_registries[i]);
+        }
+        if (!srv->cfg.n_template_registries) {
+                r = r ?: pd_strv_add(&av, "--egress-allow");
+                r = r ?: pd_strv_add(&av, "-");
+        }
         if (!ref) {
                 snprintf(recipe, sizeof recipe, "%s/%s", ctx, recipe_rel);
                 r = r ?: pd_strv_add(&av, "-f");
