@@ -445,12 +445,14 @@ int pd_cmd_key(int argc, char **argv)
                 if (r == 0) {
                         size_t i;
                         json_t *k;
-                        printf("%-16s  %-24s  %-24s  %s\n", "ID", "NAME", "CREATED", "ROLE");
+                        /* the columns scripts read stay where they were; an
+                         * admin key says so after them */
+                        printf("%-16s  %-24s  %s\n", "ID", "NAME", "CREATED");
                         json_array_foreach(arr, i, k)
-                                printf("%-16s  %-24s  %-24s  %s\n", json_string_value(json_object_get(k, "id")),
+                                printf("%-16s  %-24s  %s%s\n", json_string_value(json_object_get(k, "id")),
                                        json_string_value(json_object_get(k, "name")),
                                        json_string_value(json_object_get(k, "created_at")),
-                                       json_is_true(json_object_get(k, "admin")) ? "admin" : "-");
+                                       json_is_true(json_object_get(k, "admin")) ? "  admin" : "");
                         json_decref(arr);
                 }
         } else {

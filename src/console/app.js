@@ -614,6 +614,13 @@ async function listFiles(id) {
       el('td', {}, (e.modified_at || '').replace('T', ' ').replace(/\.\d+Z$/, '')),
       el('td', {},
         e.type === 'file' ? el('button', { type: 'button', 'data-act': 'download', onclick: () => downloadFile(id, path, e.name) }, 'Download') : '',
+        el('button', { type: 'button', 'data-act': 'rename', onclick: async () => {
+          const to = (prompt('Rename ' + e.name + ' to', e.name) || '').trim();
+          if (!to || to === e.name) return;
+          if (to.includes('/')) { $('#files-error').textContent = 'rename: a name, not a path'; return; }
+          try { await api('POST', 'sandboxes/' + id + '/files/move', { from: path, to: joinPath(dir, to) }); } catch (err) { $('#files-error').textContent = 'rename: ' + err.message; }
+          listFiles(id);
+        } }, 'Rename'),
         el('button', { type: 'button', 'data-act': 'delete', onclick: async () => {
           if (!confirm('Delete ' + path + (e.type === 'dir' ? ' and everything in it' : '') + '?')) return;
           try { await api('DELETE', 'sandboxes/' + id + '/files?' + q({ path })); } catch (err) { $('#files-error').textContent = err.message; }

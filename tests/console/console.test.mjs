@@ -234,8 +234,17 @@ try {
       await page.waitForSelector('#files tr[data-name="made-here"]', WAIT);
       await page.click('#files tr[data-name="made-here"] button[data-act=delete]');
       await page.waitForFunction(() => !document.querySelector('#files tr[data-name="made-here"]'), WAIT);
-      await page.click('#files tr[data-name="blob.bin"] button[data-act=delete]');
-      await page.waitForFunction(() => !document.querySelector('#files tr[data-name="blob.bin"]'), WAIT);
+      // rename (the prompt answered by the page's own stand-in)
+      await page.evaluate(() => { window.pdPrompt = window.prompt; window.prompt = () => 'renamed.bin'; });
+      await page.click('#files tr[data-name="blob.bin"] button[data-act=rename]');
+      await page.waitForSelector('#files tr[data-name="renamed.bin"]', WAIT);
+      await page.evaluate(() => { window.prompt = window.pdPrompt; });
+      assert.equal(await page.$('#files tr[data-name="blob.bin"]'), null);
+      const moved = await fetch(`${BASE}/api/v1/sandboxes/${sid}/files?path=/home/user/renamed.bin`,
+        { headers: { Authorization: 'Bearer ' + KEY } });
+      assert.ok(Buffer.from(await moved.arrayBuffer()).equals(data), 'renamed file differs');
+      await page.click('#files tr[data-name="renamed.bin"] button[data-act=delete]');
+      await page.waitForFunction(() => !document.querySelector('#files tr[data-name="renamed.bin"]'), WAIT);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

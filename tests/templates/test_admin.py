@@ -41,8 +41,8 @@ def plain(srv):
 def test_key_list_shows_the_role(srv, admin, plain):
     r = srv.cli("key", "list", "--state-dir", srv.state)
     assert r.returncode == 0, r.stderr
-    rows = {line.split()[1]: line.split()[-1] for line in r.stdout.splitlines()[1:]}
-    assert rows["ops"] == "admin" and rows["plain"] == "-" and rows["default"] == "-", r.stdout
+    rows = {line.split()[1]: line.split()[3:] for line in r.stdout.splitlines()[1:]}
+    assert rows["ops"] == ["admin"] and rows["plain"] == [] and rows["default"] == [], r.stdout
     # --admin is a create option only
     r = srv.cli("key", "list", "--admin", "--state-dir", srv.state)
     assert r.returncode != 0 and "--admin" in r.stderr, r.stderr
