@@ -395,7 +395,8 @@ int pd_cmd_key(int argc, char **argv)
                 case 'n': name = optarg; break;
                 case 'a': admin = true; break;
                 case 'h':
-                        printf("usage: paddock key create [--name NAME] [--admin] | list | revoke ID  [--state-dir DIR]\n"
+                        printf("usage: paddock key create [--name NAME] [--admin] | list | revoke ID\n"
+                               "         [--state-dir DIR]\n"
                                "Manage the API keys of a state directory (works while the server runs).\n"
                                "An --admin key may also manage the shared templates (docs/templates.md).\n");
                         return 0;
