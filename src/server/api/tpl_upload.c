@@ -26,13 +26,14 @@
 #include "server/core/log.h"
 
 #define ARCHIVE_ENTRIES_MAX 100000
-/* what a client may send past the limit before the connection is cut
- * (below it, a 413 answers when the body has ended) */
-#define DISCARD_PAST (1u << 20)
+/* what a refused upload may still send before the connection is cut
+ * (below it, the refusal answers when the body has ended; as core/http.c
+ * does for buffered bodies) */
+#define DISCARD_MAX (64u << 20)
 
 struct upload {
         int fd;
-        uint64_t len, max;
+        uint64_t len, max, discarded;
         bool shared;
         struct pd_deferred_error fail;
 };
@@ -239,7 +240,8 @@ enum MHD_Result pd_tpl_image_upload(struct pd_req *r, const char *chunk, size_t 
                                 close(u->fd);
                                 u->fd = -1;
                         }
-                        return u->len > u->max + DISCARD_PAST ? MHD_NO : MHD_YES;
+                        u->discarded += n;
+                        return u->discarded > DISCARD_MAX ? MHD_NO : MHD_YES;
                 }
                 if (pd_write_all(u->fd, chunk, n) < 0)
                         pd_deferred_fail(&u->fail, 507, "insufficient_storage", "cannot hold the upload: %s",
