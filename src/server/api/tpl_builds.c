@@ -346,9 +346,17 @@ void pd_tpl_set_status(struct pd_server *srv, const char *name, const char *stat
 
 void pd_tpl_unreserve(struct pd_server *srv, const char *name)
 {
-        char dir[PATH_MAX];
+        char dir[PATH_MAX], gone[PATH_MAX + 64];
         pd_tpl_dir(srv, name, dir, sizeof dir);
-        (void)pd_rm_rf(dir, NULL);
+        /* renamed away first: the waiter of a build child that is still
+         * being reaped writes its status under the old name, which is
+         * then gone, instead of into a directory half removed (whose
+         * rmdir would fail and leave the record) */
+        snprintf(gone, sizeof gone, "%s/template-builds/.gone-%s-%d", srv->state.dir, name, (int)gettid());
+        if (rename(dir, gone) == 0)
+                (void)pd_rm_rf(gone, NULL);
+        else
+                (void)pd_rm_rf(dir, NULL);
 }
 
 /* ---- the build child ---- */
