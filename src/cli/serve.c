@@ -109,6 +109,9 @@ static void serve_usage(FILE *f)
                 "  --template-registry HOST[:PORT]\n"
                 "                         a registry POST /api/v1/templates may pull from\n"
                 "                         (repeatable; default none: server-side pulls refused)\n"
+                "  --template-upload-max SIZE\n"
+                "                         the largest image archive a key may upload as a\n"
+                "                         template (default 4G)\n"
                 "  --destroy-on-exit      destroy every sandbox on SIGTERM/SIGINT (default:\n"
                 "                         keep them running; the next server adopts them)\n"
                 "  --audit-retention DAYS keep the audit log of a deleted sandbox DAYS days\n"
@@ -124,7 +127,7 @@ static void serve_usage(FILE *f)
 int pd_cmd_serve(int argc, char **argv)
 {
         enum { O_LISTEN = 256, O_STATE, O_POOL, O_MAX, O_MAXKEY, O_DESTROY, O_DOMAIN, O_UPLINK, O_RESOLVER,
-               O_E2BNET, O_PRINT_ROUTES, O_TPLREG, O_LOGLEVEL, O_ACCESSLOG, O_AUDITRET };
+               O_E2BNET, O_PRINT_ROUTES, O_TPLREG, O_LOGLEVEL, O_ACCESSLOG, O_AUDITRET, O_TPLMAX };
         static const struct option opts[] = {
                 { "listen", required_argument, NULL, O_LISTEN },
                 { "state-dir", required_argument, NULL, O_STATE },
@@ -133,6 +136,7 @@ int pd_cmd_serve(int argc, char **argv)
                 { "max-per-key", required_argument, NULL, O_MAXKEY },
                 { "destroy-on-exit", no_argument, NULL, O_DESTROY },
                 { "domain", required_argument, NULL, O_DOMAIN },
+                { "template-upload-max", required_argument, NULL, O_TPLMAX },
                 { "net-uplink", required_argument, NULL, O_UPLINK },
                 { "net-resolver", required_argument, NULL, O_RESOLVER },
                 { "e2b-network", required_argument, NULL, O_E2BNET },
@@ -223,6 +227,15 @@ int pd_cmd_serve(int argc, char **argv)
                         cfg.template_registries = registries;
                         cfg.n_template_registries = n_registries;
                         break;
+                case O_TPLMAX: {
+                        struct pd_error e = { 0 };
+                        if (pd_parse_size(optarg, &cfg.template_upload_max, &e) < 0 || !cfg.template_upload_max) {
+                                pd_cli_error("serve: --template-upload-max '%s': %s", optarg,
+                                             e.msg[0] ? e.msg : "must be more than 0");
+                                return PD_EXIT_PADDOCK;
+                        }
+                        break;
+                }
                 case O_LOGLEVEL:
                         if (pd_log_set_level(optarg) < 0) {
                                 pd_cli_error("serve: --log-level '%s': expected error, warn, info or debug", optarg);
@@ -367,10 +380,12 @@ int pd_cmd_key(int argc, char **argv)
         static const struct option opts[] = {
                 { "state-dir", required_argument, NULL, 's' },
                 { "name", required_argument, NULL, 'n' },
+                { "admin", no_argument, NULL, 'a' },
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
         const char *state_dir = pd_state_dir_default(), *name = NULL;
+        bool admin = false;
         int c;
         optind = 1;
         opterr = 0;
@@ -378,9 +393,12 @@ int pd_cmd_key(int argc, char **argv)
                 switch (c) {
                 case 's': state_dir = optarg; break;
                 case 'n': name = optarg; break;
+                case 'a': admin = true; break;
                 case 'h':
-                        printf("usage: paddock key create [--name NAME] | list | revoke ID  [--state-dir DIR]\n"
-                               "Manage the API keys of a state directory (works while the server runs).\n");
+                        printf("usage: paddock key create [--name NAME] [--admin] | list | revoke ID\n"
+                               "         [--state-dir DIR]\n"
+                               "Manage the API keys of a state directory (works while the server runs).\n"
+                               "An --admin key may also manage the shared templates (docs/templates.md).\n");
                         return 0;
                 default:
                         pd_cli_error("key: unknown option '%s' or missing value", argv[optind - 1]);
@@ -392,8 +410,8 @@ int pd_cmd_key(int argc, char **argv)
                 return PD_EXIT_PADDOCK;
         }
         const char *sub = argv[optind];
-        if (name && strcmp(sub, "create")) {
-                pd_cli_error("key: --name only goes with create");
+        if ((name || admin) && strcmp(sub, "create")) {
+                pd_cli_error("key: --name and --admin only go with create");
                 return PD_EXIT_PADDOCK;
         }
         if (name && (strlen(name) > 64 || !*name)) {
@@ -402,7 +420,7 @@ int pd_cmd_key(int argc, char **argv)
         }
         int want = !strcmp(sub, "revoke") ? 2 : 1;
         if ((strcmp(sub, "create") && strcmp(sub, "list") && strcmp(sub, "revoke")) || argc - optind != want) {
-                pd_cli_error("key: expected create [--name N], list or revoke ID");
+                pd_cli_error("key: expected create [--name N] [--admin], list or revoke ID");
                 return PD_EXIT_PADDOCK;
         }
         struct pd_state st;
@@ -413,20 +431,29 @@ int pd_cmd_key(int argc, char **argv)
         int r = 0;
         if (!strcmp(sub, "create")) {
                 char key[PD_KEY_TEXT_MAX];
-                r = pd_store_key_create(store, name, key, NULL, &err);
+                struct pd_key k;
+                r = pd_store_key_create(store, name, key, &k, &err);
+                /* made, then marked: a failure of the mark revokes the key
+                 * rather than leave a plain key the operator thinks admin */
+                if (r == 0 && admin && (r = pd_store_key_set_admin(store, k.id, &err)) < 0)
+                        (void)pd_store_key_revoke(store, k.id, NULL);
                 if (r == 0)
                         printf("%s\n", key);
+                explicit_bzero(key, sizeof key);
         } else if (!strcmp(sub, "list")) {
                 json_t *arr;
                 r = pd_store_key_list(store, &arr, &err);
                 if (r == 0) {
                         size_t i;
                         json_t *k;
+                        /* the columns scripts read stay where they were; an
+                         * admin key says so after them */
                         printf("%-16s  %-24s  %s\n", "ID", "NAME", "CREATED");
                         json_array_foreach(arr, i, k)
-                                printf("%-16s  %-24s  %s\n", json_string_value(json_object_get(k, "id")),
+                                printf("%-16s  %-24s  %s%s\n", json_string_value(json_object_get(k, "id")),
                                        json_string_value(json_object_get(k, "name")),
-                                       json_string_value(json_object_get(k, "created_at")));
+                                       json_string_value(json_object_get(k, "created_at")),
+                                       json_is_true(json_object_get(k, "admin")) ? "  admin" : "");
                         json_decref(arr);
                 }
         } else {

@@ -34,6 +34,15 @@ struct topts {
          * no host sources, and the result written to a file */
         bool no_local;
         const char *status_file;
+        /* hidden, for an image archive uploaded to paddock serve
+         * (server/api/tpl_upload.c): pull may read that one archive
+         * (oci-archive:/docker-archive:) and removes it when done */
+        bool uploaded_archive;
+        /* hidden, for paddock serve's builds: the registries its pulls may
+         * reach, redirects included (image/egress.h) */
+        bool egress_guard;
+        const char *egress_allow[32];
+        unsigned n_egress;
 };
 
 struct display {
@@ -170,12 +179,14 @@ static void usage(FILE *f)
 
 static int parse(int argc, char **argv, struct topts *o)
 {
-        enum { O_STATE = 256, O_JSON, O_ARG, O_REPLACE, O_NOLOCAL, O_STATUS };
+        enum { O_STATE = 256, O_JSON, O_ARG, O_REPLACE, O_NOLOCAL, O_STATUS, O_UPLOADED, O_EGRESS };
         static const struct option opts[] = {
                 { "state-dir", required_argument, NULL, O_STATE }, { "json", no_argument, NULL, O_JSON },
                 { "file", required_argument, NULL, 'f' },          { "build-arg", required_argument, NULL, O_ARG },
                 { "replace", no_argument, NULL, O_REPLACE },       { "help", no_argument, NULL, 'h' },
                 { "no-local", no_argument, NULL, O_NOLOCAL },      { "status-file", required_argument, NULL, O_STATUS },
+                { "uploaded-archive", no_argument, NULL, O_UPLOADED },
+                { "egress-allow", required_argument, NULL, O_EGRESS },
                 { 0 },
         };
         int c;
@@ -188,6 +199,13 @@ static int parse(int argc, char **argv, struct topts *o)
                 case O_REPLACE: o->replace = true; break;
                 case O_NOLOCAL: o->no_local = true; break;
                 case O_STATUS: o->status_file = optarg; break;
+                case O_UPLOADED: o->uploaded_archive = true; break;
+                case O_EGRESS:
+                        /* "-" alone: the guard with nothing allowed */
+                        o->egress_guard = true;
+                        if (strcmp(optarg, "-") && o->n_egress < PD_ARRAY_SIZE(o->egress_allow))
+                                o->egress_allow[o->n_egress++] = optarg;
+                        break;
                 case 'f': o->recipe = optarg; break;
                 case O_ARG:
                         if (o->n_args == MAX_BUILD_ARGS || !strchr(optarg, '=')) {
@@ -322,6 +340,28 @@ static void write_status(const char *path, const char *status, const char *error
         json_decref(j);
 }
 
+/* --uploaded-archive: ref is oci-archive:PATH or docker-archive:PATH, an
+ * archive a key uploaded; the pull reads it (skopeo unpacks an
+ * oci-archive under TMPDIR: the archive's own directory, the build
+ * record) and it goes when the pull ends, whatever the result. */
+static int pull_uploaded(struct pd_state *st, const char *name, const char *ref, struct pd_image_opts *io,
+                         struct pd_error *err)
+{
+        const char *path = !strncmp(ref, "oci-archive:", 12) ? ref + 12 :
+                           !strncmp(ref, "docker-archive:", 15) ? ref + 15 : NULL;
+        if (!path || path[0] != '/')
+                return pd_error_setx(err, EINVAL, "--uploaded-archive takes oci-archive:PATH or docker-archive:PATH");
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", path);
+        *strrchr(dir, '/') = '\0';
+        setenv("TMPDIR", dir[0] ? dir : "/", 1);
+        io->allow_local = true;
+        io->source_label = !strncmp(ref, "oci-archive:", 12) ? "upload (oci-archive)" : "upload (docker-archive)";
+        int r = pd_image_pull(st, name, ref, io, err);
+        (void)unlink(path);
+        return r;
+}
+
 int pd_cmd_template(int argc, char **argv)
 {
         struct topts o = { .state_dir = pd_state_dir_default() };
@@ -376,7 +416,8 @@ int pd_cmd_template(int argc, char **argv)
         }
         struct display d = { .tty = isatty(2), .json = o.json, .t0_ns = pd_now_ns() };
         struct pd_image_opts io = { .progress = on_progress, .arg = &d, .allow_local = !o.no_local,
-                                    .replace = o.replace };
+                                    .replace = o.replace, .egress_guard = o.egress_guard,
+                                    .egress_allow = o.egress_allow, .n_egress_allow = o.n_egress };
         write_status(o.status_file, "building", NULL);
         int r = 0;
         json_t *j = NULL;
@@ -408,7 +449,9 @@ int pd_cmd_template(int argc, char **argv)
                 r = template_add(&st, store, ops[1], ops[2]) < 0 ? -EINVAL : 0;
                 err.msg[0] = '\0';
         } else {
-                if (!strcmp(sub, "pull")) {
+                if (!strcmp(sub, "pull") && o.uploaded_archive) {
+                        r = pull_uploaded(&st, ops[1], ops[2], &io, &err);
+                } else if (!strcmp(sub, "pull")) {
                         r = pd_image_pull(&st, ops[1], ops[2], &io, &err);
                 } else {
                         char recipe[PATH_MAX];

@@ -140,14 +140,79 @@ async function loadTemplates() {
     for (const x of t.templates) sel.append(el('option', { value: x.name }, x.name));
     const snaps = await api('GET', 'snapshots').catch(() => ({ snapshots: [] }));
     for (const x of snaps.snapshots) sel.append(el('option', { value: x.name }, x.name + ' (snapshot)'));
-    $('#templates').replaceChildren(...t.templates.map((x) => el('li', {}, el('code', {}, x.name),
-      x.builtin ? ' (built in)' : '', x.created_at ? ' - ' + x.created_at : '')),
+    $('#templates').replaceChildren(...t.templates.map((x) => el('li', { 'data-template': x.name },
+      el('code', {}, x.name), x.builtin ? ' (built in)' : x.shared ? ' (shared)' : '',
+      x.status && x.status !== 'ready' ? ' - ' + x.status : '', x.created_at ? ' - ' + x.created_at : '',
+      x.builtin ? '' : ' ', x.builtin ? '' : el('button', { type: 'button', onclick: () => followLog(x.name) }, 'log'))),
       ...snaps.snapshots.map((x) => el('li', { 'data-snapshot': x.name }, el('code', {}, x.name),
         ' snapshot of ' + x.source + ' (' + x.isolation + ')')));
   } catch (e) {
     sel.append(el('option', { value: 'base' }, 'base'));
   }
 }
+
+// ---- templates: pull or build one, its build log streamed ----
+
+// Follow a template's build log to the build's end (the same route the CLI
+// and SDKs read): a dropped stream resumes from the bytes already shown.
+async function followLog(name) {
+  const pre = $('#tpl-log');
+  const status = $('#tpl-status');
+  const path = API + '/templates/' + encodeURIComponent(name);
+  pre.hidden = false;
+  pre.textContent = '';
+  status.textContent = name + ': building';
+  delete status.dataset.status;
+  let got = 0;
+  const dec = new TextDecoder();
+  for (let tries = 0; tries < 5; tries++) {
+    try {
+      const r = await fetch(path + '/log?follow=1&offset=' + got,
+        { credentials: 'same-origin', headers: { 'X-Paddock-Console': '1' } });
+      if (!r.ok) throw new ApiError(r.status, 'log: ' + r.status);
+      const rd = r.body.getReader();
+      for (;;) {
+        const { value, done } = await rd.read();
+        if (done) break;
+        got += value.length;
+        pre.textContent += dec.decode(value, { stream: true });
+        pre.scrollTop = pre.scrollHeight;
+      }
+      break;
+    } catch (e) {
+      if (e.status && e.status !== 416) { status.textContent = name + ': ' + e.message; return; }
+    }
+  }
+  try {
+    const t = await api('GET', 'templates/' + encodeURIComponent(name));
+    status.textContent = name + ': ' + t.status + (t.error ? ' - ' + t.error : '');
+    status.dataset.status = t.status;
+  } catch (e) {
+    status.textContent = name + ': ' + e.message;
+  }
+  $('#c-template').replaceChildren();
+  loadTemplates();
+}
+
+$('#t-kind').addEventListener('change', () => {
+  $('#t-source').placeholder = $('#t-kind').value === 'image' ? 'registry.example.com/python:3.12'
+    : 'FROM registry.example.com/python:3.12\nRUN pip install pandas';
+});
+
+$('#tpl-form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const name = $('#t-name').value.trim();
+  const src = $('#t-source').value;
+  const body = $('#t-kind').value === 'image' ? { name, image: src.trim() } : { name, recipe: src };
+  $('#tpl-error').textContent = '';
+  try {
+    await api('POST', 'templates', body);
+  } catch (e) {
+    $('#tpl-error').textContent = 'build: ' + e.message;
+    return;
+  }
+  await followLog(name);
+});
 
 async function sandboxAction(id, what) {
   $('#list-error').textContent = '';
@@ -549,6 +614,13 @@ async function listFiles(id) {
       el('td', {}, (e.modified_at || '').replace('T', ' ').replace(/\.\d+Z$/, '')),
       el('td', {},
         e.type === 'file' ? el('button', { type: 'button', 'data-act': 'download', onclick: () => downloadFile(id, path, e.name) }, 'Download') : '',
+        el('button', { type: 'button', 'data-act': 'rename', onclick: async () => {
+          const to = (prompt('Rename ' + e.name + ' to', e.name) || '').trim();
+          if (!to || to === e.name) return;
+          if (to.includes('/')) { $('#files-error').textContent = 'rename: a name, not a path'; return; }
+          try { await api('POST', 'sandboxes/' + id + '/files/move', { from: path, to: joinPath(dir, to) }); } catch (err) { $('#files-error').textContent = 'rename: ' + err.message; }
+          listFiles(id);
+        } }, 'Rename'),
         el('button', { type: 'button', 'data-act': 'delete', onclick: async () => {
           if (!confirm('Delete ' + path + (e.type === 'dir' ? ' and everything in it' : '') + '?')) return;
           try { await api('DELETE', 'sandboxes/' + id + '/files?' + q({ path })); } catch (err) { $('#files-error').textContent = err.message; }

@@ -45,6 +45,14 @@ struct pd_image_opts {
         bool allow_local;
         /* replace an existing image template of that name (not in use) */
         bool replace;
+        /* what the template's config says it came from, instead of the
+         * reference (an uploaded archive: not a host path) */
+        const char *source_label;
+        /* a server-made pull (egress.h): skopeo may reach only these
+         * registries ("host[:port]"), redirects included */
+        bool egress_guard;
+        const char *const *egress_allow;
+        unsigned n_egress_allow;
 };
 
 /* Names users may give (DESIGN §4, plus the reserved prefixes). */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "image/digest.h"
+#include "image/egress.h"
 #include "image/image.h"
 #include "image/skopeo.h"
 #include "image/layers.h"
@@ -259,7 +260,8 @@ int pd_image_pull(struct pd_state *st, const char *name, const char *ref, const 
         struct pd_image_fetched f = { 0 };
         if ((r = pd_image_fetch(st, ref, o, &f, err)) < 0)
                 return r;
-        json_t *meta = json_pack("{s:s, s:s, s:s}", "kind", "image", "source", ref, "digest", f.digest);
+        json_t *meta = json_pack("{s:s, s:s, s:s}", "kind", "image", "source", o->source_label ? o->source_label : ref,
+                                 "digest", f.digest);
         pd_image_emit(o, PD_IMAGE_EV_STEP, "registering", NULL, 0, 0);
         r = pd_image_register(st, name, f.layers, f.n, json_object_get(f.config, "config"), meta, o, err);
         json_decref(meta);
@@ -324,7 +326,29 @@ int pd_image_fetch(struct pd_state *st, const char *ref, const struct pd_image_o
         for (size_t i = 0; i < PD_ARRAY_SIZE(rest); i++)
                 argv[a++] = rest[i];
         struct pd_tool_out out;
-        r = pd_tool_run(argv, layout, o, &out, err);
+        struct pd_egress *guard = NULL;
+        if (o->egress_guard && !strncmp(src, "docker://", 9)) {
+                if ((r = pd_egress_start(o->egress_allow, o->n_egress_allow, &guard, err)) < 0) {
+                        pd_rm_rf(layout, NULL);
+                        return pd_error_prefix(err, "pull '%.200s'", ref);
+                }
+                /* this process is the build child: its environment is
+                 * skopeo's. Go never proxies loopback: egress.h */
+                static const char *const vars[] = { "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy" };
+                for (size_t i = 0; i < PD_ARRAY_SIZE(vars); i++)
+                        setenv(vars[i], pd_egress_proxy_url(guard), 1);
+                unsetenv("NO_PROXY");
+                unsetenv("no_proxy");
+                unsetenv("ALL_PROXY");
+                unsetenv("all_proxy");
+                r = pd_egress_enter(guard, 1, err);
+        }
+        if (r == 0)
+                r = pd_tool_run(argv, layout, o, &out, err);
+        if (guard) {
+                (void)pd_egress_enter(guard, 0, NULL);
+                pd_egress_stop(guard);
+        }
         if (r == 0)
                 r = from_layout(st, ref, layout, blobs, o, f, err);
         pd_rm_rf(layout, NULL);

@@ -16,6 +16,7 @@ import puppeteer from 'puppeteer-core';
 const BASE = process.env.PD_URL;
 const KEY = process.env.PD_KEY;
 const KEY2 = process.env.PD_KEY2;
+const TPL_BASE = process.env.PD_TPL_BASE;   // an image template the recipe builds FROM
 const WAIT = { timeout: 60000 };
 
 let n = 0;
@@ -104,6 +105,36 @@ try {
     await page.evaluate(() => { delete document.querySelector('#sandboxes').dataset.loaded; });
     await page.waitForSelector('#sandboxes[data-loaded]', WAIT);
     assert.equal(await page.$(`tr[data-id="${otherSid}"]`), null);
+  });
+
+  await step('build a template from a recipe: its log streams in the page', async () => {
+    await page.click('#tpl-box summary');
+    await page.type('#t-name', 'constpl');
+    await page.select('#t-kind', 'recipe');
+    await page.type('#t-source', `FROM ${TPL_BASE}\nRUN echo hello-from-console-build\n`);
+    cleanup.push(['DELETE', '/templates/constpl']);
+    await page.click('#t-build');
+    await page.waitForFunction(() => document.querySelector('#tpl-log').textContent
+      .includes('hello-from-console-build'), WAIT);
+    await page.waitForSelector('#tpl-status[data-status="ready"]', WAIT);
+    await page.waitForSelector('#templates li[data-template="constpl"]', WAIT);
+    await page.waitForSelector('#c-template option[value="constpl"]', WAIT);
+    // the log again from the list: the same text, from its start
+    const whole = await page.$eval('#tpl-log', (e) => e.textContent);
+    await page.$eval('#tpl-log', (e) => { e.textContent = ''; });
+    await page.click('#templates li[data-template="constpl"] button');
+    await page.waitForFunction((w) => document.querySelector('#tpl-log').textContent === w, WAIT, whole);
+  });
+
+  await step('a refused pull says why and builds nothing', async () => {
+    await page.$eval('#t-name', (e) => { e.value = 'consbad'; });
+    await page.select('#t-kind', 'image');
+    await page.$eval('#t-source', (e) => { e.value = 'registry.example.com/x:1'; });
+    await page.click('#t-build');
+    await page.waitForFunction(() => document.querySelector('#tpl-error').textContent.includes('--template-registry'),
+      WAIT);
+    const r = await api('GET', '/templates/consbad', KEY);
+    assert.equal(r.status, 404);
   });
 
   let sid;
@@ -203,8 +234,17 @@ try {
       await page.waitForSelector('#files tr[data-name="made-here"]', WAIT);
       await page.click('#files tr[data-name="made-here"] button[data-act=delete]');
       await page.waitForFunction(() => !document.querySelector('#files tr[data-name="made-here"]'), WAIT);
-      await page.click('#files tr[data-name="blob.bin"] button[data-act=delete]');
-      await page.waitForFunction(() => !document.querySelector('#files tr[data-name="blob.bin"]'), WAIT);
+      // rename (the prompt answered by the page's own stand-in)
+      await page.evaluate(() => { window.pdPrompt = window.prompt; window.prompt = () => 'renamed.bin'; });
+      await page.click('#files tr[data-name="blob.bin"] button[data-act=rename]');
+      await page.waitForSelector('#files tr[data-name="renamed.bin"]', WAIT);
+      await page.evaluate(() => { window.prompt = window.pdPrompt; });
+      assert.equal(await page.$('#files tr[data-name="blob.bin"]'), null);
+      const moved = await fetch(`${BASE}/api/v1/sandboxes/${sid}/files?path=/home/user/renamed.bin`,
+        { headers: { Authorization: 'Bearer ' + KEY } });
+      assert.ok(Buffer.from(await moved.arrayBuffer()).equals(data), 'renamed file differs');
+      await page.click('#files tr[data-name="renamed.bin"] button[data-act=delete]');
+      await page.waitForFunction(() => !document.querySelector('#files tr[data-name="renamed.bin"]'), WAIT);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
@@ -386,9 +426,12 @@ try {
   await step('no script errors, no CSP violations', async () => {
     // expected refusals: the wrong key, the session check before sign-in
     // and after sign-out; anything else (a 404 asset, a CSP block) is not
-    const unexpected = failed.filter((f) => !/^401 .*\/api\/v1\/(console\/session|sandboxes)$/.test(f));
+    // and the refused pull (403: no registry allowed)
+    const unexpected = failed.filter((f) => !/^401 .*\/api\/v1\/(console\/session|sandboxes)$/.test(f) &&
+      !/^403 .*\/api\/v1\/templates$/.test(f));
     assert.deepEqual(unexpected, []);
-    assert.deepEqual(errors.filter((e) => !e.includes('status of 401')), []);
+    assert.equal(failed.filter((f) => f.startsWith('403 ')).length, 1, JSON.stringify(failed));
+    assert.deepEqual(errors.filter((e) => !e.includes('status of 401') && !e.includes('status of 403')), []);
   });
 } finally {
   if (otherSid) await api('DELETE', '/sandboxes/' + otherSid, KEY2).catch(() => {});

@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 
 import pytest
@@ -34,12 +35,29 @@ pytestmark = [
 srv = server_fixture("--pool", "0")
 
 
+def image_template(srv):
+    """A busybox image template (shared: the operator's, from an OCI layout
+    of the templates suite's helper) for the console's recipe build."""
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "templates"))
+    import _oci
+    lay = tempfile.mkdtemp(prefix="pd-console-oci-", dir="/tmp")
+    try:
+        _oci.write_layout(lay, [_oci.busybox_layer().bytes()], config={"Env": ["PATH=/bin"]})
+        r = run_paddock("template", "pull", "--state-dir", srv.state, "consbb", "oci:%s:latest" % lay, timeout=180)
+        assert r.returncode == 0, r.stderr
+    finally:
+        shutil.rmtree(lay, ignore_errors=True)
+    return "consbb"
+
+
 def test_console_in_browser(srv):
     r = run_paddock("key", "create", "--name", "browser2", "--state-dir", srv.state)
     assert r.returncode == 0, r.stderr
     key2 = r.stdout.strip()
+    base = image_template(srv)
     profile = tempfile.mkdtemp(prefix="pd-console-chromium-", dir="/tmp")
-    env = dict(os.environ, PD_URL=srv.url, PD_KEY=srv.key, PD_KEY2=key2, PD_PROFILE=profile, PD_CHROMIUM=CHROMIUM)
+    env = dict(os.environ, PD_URL=srv.url, PD_KEY=srv.key, PD_KEY2=key2, PD_PROFILE=profile, PD_CHROMIUM=CHROMIUM,
+               PD_TPL_BASE=base)
     p = subprocess.Popen([NODE, os.path.join(HERE, "console.test.mjs")], cwd=HERE, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:

@@ -46,3 +46,12 @@ void pd_api_prom_sandboxes(struct pd_server *srv, FILE *f);
 struct pd_srv_sandbox *pd_route_sandbox(struct pd_req *r, enum MHD_Result *ret);
 /* Answer an agent failure: ESRCH/ENOENT 404, EINVAL 400, ... (message from err). */
 enum MHD_Result pd_route_reply_agent_error(struct pd_req *r, int neg_errno, const struct pd_error *err);
+
+/* ---- console_signin_limit.c: wrong keys at the console's sign-in ---- */
+
+#define PD_SIGNIN_FAILS 10              /* wrong keys per client address ... */
+#define PD_SIGNIN_WINDOW_S 60           /* ... in this many seconds, then 429 */
+/* 0, or the seconds until r's client may try again. */
+unsigned pd_signin_retry_after(struct pd_req *r);
+/* Count a wrong key from r's client. */
+void pd_signin_failed(struct pd_req *r);

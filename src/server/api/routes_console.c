@@ -219,8 +219,28 @@ static enum MHD_Result post_session(struct pd_req *r, const char *chunk, size_t 
         const char *k = json_string_value(json_object_get(body, "key"));
         if (!k || !*k || json_object_size(body) != 1)
                 return pd_reply_error(r, 400, "bad_request", "body must be {\"key\": \"API key\"}");
+        unsigned wait = pd_signin_retry_after(r);
+        if (wait) {
+                /* checked before the key: a right key does not get
+                 * through either, so the answer tells nothing */
+                char secs[16], *text = NULL;
+                snprintf(secs, sizeof secs, "%u", wait);
+                if (asprintf(&text, "{\"error\":{\"code\":\"too_many_requests\",\"message\":\"too many wrong API "
+                                    "keys from this address: try again in %u s\"}}", wait) < 0)
+                        return MHD_NO;
+                struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(text), text,
+                                                                            MHD_RESPMEM_MUST_FREE);
+                if (!resp) {
+                        free(text);
+                        return MHD_NO;
+                }
+                MHD_add_response_header(resp, "Content-Type", "application/json");
+                MHD_add_response_header(resp, "Retry-After", secs);
+                return pd_reply_response(r, 429, resp);
+        }
         struct pd_key key;
         if (strlen(k) >= PD_KEY_TEXT_MAX || pd_store_key_lookup(r->srv->store, k, &key) < 0) {
+                pd_signin_failed(r);
                 pd_log("info", "console sign-in refused: wrong API key");
                 return pd_reply_error(r, 401, "unauthorized", "wrong API key");
         }

@@ -166,12 +166,12 @@ static enum MHD_Result get_template(struct pd_req *r, const char *chunk, size_t 
 
 /* ---- create ---- */
 
-static enum MHD_Result reply_started(struct pd_req *r, const char *name)
+static enum MHD_Result reply_started(struct pd_req *r, const char *name, bool shared)
 {
         char log[160];
         snprintf(log, sizeof log, "/api/v1/templates/%s/log", name);
         return pd_reply_json(r, 202, json_pack("{s:s, s:s, s:s, s:b}", "name", name, "status", "queued", "log", log,
-                                               "shared", 0));
+                                               "shared", shared));
 }
 
 static int write_file(const char *path, const char *text)
@@ -215,9 +215,16 @@ static enum MHD_Result create_template(struct pd_req *r, const char *chunk, size
         const char *k;
         json_t *v;
         json_object_foreach(body, k, v) if (strcmp(k, "name") && strcmp(k, "image") && strcmp(k, "recipe") &&
-                                            strcmp(k, "build_args"))
+                                            strcmp(k, "build_args") && strcmp(k, "shared"))
                 return pd_reply_error(r, 400, "bad_request",
-                                      "unknown field '%.64s' (allowed: name, image, recipe, build_args)", k);
+                                      "unknown field '%.64s' (allowed: name, image, recipe, build_args, shared)", k);
+        json_t *js = json_object_get(body, "shared");
+        if (js && !json_is_boolean(js))
+                return pd_reply_error(r, 400, "bad_request", "'shared' is true or false");
+        bool shared = json_is_true(js);
+        if (shared && !r->key.admin)
+                return pd_reply_error(r, 403, "forbidden", "only an admin key (`paddock key create --admin`) may "
+                                      "make shared templates");
         json_t *jn = json_object_get(body, "name"), *ji = json_object_get(body, "image"),
                *jr = json_object_get(body, "recipe"), *ja = json_object_get(body, "build_args");
         struct pd_error err = { 0 };
@@ -255,11 +262,12 @@ static enum MHD_Result create_template(struct pd_req *r, const char *chunk, size
                 while (nargs < MAX_BUILD_ARGS && args[nargs])
                         nargs++;
         }
-        if ((st = pd_tpl_reserve(r->srv, name, r->key.id, ji ? json_string_value(ji) : "recipe", why, sizeof why))) {
+        if ((st = pd_tpl_reserve_as(r->srv, name, &r->key, shared, ji ? json_string_value(ji) : "recipe", why,
+                                    sizeof why))) {
                 for (unsigned i = 0; i < nargs; i++)
                         free(args[i]);
-                return pd_reply_error(r, st, st == 409 ? "conflict" : st == 429 ? "too_many_requests" : "internal",
-                                      "%s", why);
+                return pd_reply_error(r, st, st == 409 ? "conflict" : st == 429 ? "too_many_requests" :
+                                      st == 403 ? "forbidden" : "internal", "%s", why);
         }
         int kk = 0;
         if (jr) {
@@ -281,8 +289,9 @@ static enum MHD_Result create_template(struct pd_req *r, const char *chunk, size
                 pd_tpl_unreserve(r->srv, name);
                 return pd_reply_errno(r, kk, err.msg[0] ? err.msg : "start the build");
         }
-        pd_log("info", "template=%s create key=%s source=%s", name, r->key.id, ji ? json_string_value(ji) : "recipe");
-        return reply_started(r, name);
+        pd_log("info", "template=%s create key=%s source=%s%s", name, r->key.id, ji ? json_string_value(ji) : "recipe",
+               shared ? " shared" : "");
+        return reply_started(r, name, shared);
 }
 
 /* POST /templates/{name}/build: the body a tar of the build context;
@@ -294,6 +303,7 @@ struct upload {
         char *args[MAX_BUILD_ARGS];
         unsigned nargs;
         bool args_bad;
+        bool shared;            /* ?shared=1: an admin key's shared template */
 };
 
 static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
@@ -340,9 +350,15 @@ static enum MHD_Result build_upload(struct pd_req *r, const char *chunk, size_t 
                 char owner[40], p[PATH_MAX];
                 const char *name = r->params[0];
                 MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_arg, u);
-                const char *rec = pd_req_query(r, "recipe");
+                const char *rec = pd_req_query(r, "recipe"), *sq = pd_req_query(r, "shared");
+                u->shared = sq && (!strcmp(sq, "1") || !strcmp(sq, "true"));
                 if (pd_image_name_check(name, &err) < 0)
                         pd_deferred_fail(&u->fail, 400, "bad_request", "%s", err.msg);
+                else if (sq && !u->shared && strcmp(sq, "0") && strcmp(sq, "false"))
+                        pd_deferred_fail(&u->fail, 400, "bad_request", "shared is 1, true, 0 or false");
+                else if (u->shared && !r->key.admin)
+                        pd_deferred_fail(&u->fail, 403, "forbidden", "only an admin key (`paddock key create "
+                                         "--admin`) may make shared templates");
                 else if (!pd_tpl_visible(r->srv, name, r->key.id, owner))
                         pd_deferred_fail(&u->fail, 409, "conflict",
                                          "the name '%s' is taken (names are one namespace for all keys)", name);
@@ -405,7 +421,7 @@ static enum MHD_Result build_upload(struct pd_req *r, const char *chunk, size_t 
         st = pd_tpl_recipe_check(r->srv, r->key.id, text, why, sizeof why);
         free(text);
         if (!st)
-                st = pd_tpl_reserve(r->srv, name, r->key.id, "recipe", why, sizeof why);
+                st = pd_tpl_reserve_as(r->srv, name, &r->key, u->shared, "recipe", why, sizeof why);
         if (st) {
                 (void)pd_rm_rf(tmp, NULL);
                 upload_free(r, u);
@@ -426,9 +442,11 @@ static enum MHD_Result build_upload(struct pd_req *r, const char *chunk, size_t 
                 upload_free(r, u);
                 return pd_reply_errno(r, k, err.msg);
         }
-        pd_log("info", "template=%s create key=%s source=recipe context_bytes=%" PRIu64, name, r->key.id, u->len);
+        pd_log("info", "template=%s create key=%s source=recipe context_bytes=%" PRIu64 "%s", name, r->key.id, u->len,
+               u->shared ? " shared" : "");
+        bool shared = u->shared;
         upload_free(r, u);
-        return reply_started(r, name);
+        return reply_started(r, name, shared);
 }
 
 /* ---- delete ---- */
@@ -442,19 +460,20 @@ static enum MHD_Result delete_template(struct pd_req *r, const char *chunk, size
         if (!path_name(r, owner, &ret))
                 return ret;
         const char *name = r->params[0];
-        if (!owner[0])
-                return pd_reply_error(r, 403, "forbidden", "template '%s' is shared (the built-in one, or the "
-                                      "operator's: `paddock template rm` on the host)", name);
+        char why[512];
+        if (pd_tpl_may_manage(&r->key, name, owner, why, sizeof why))
+                return pd_reply_error(r, 403, "forbidden", "%s", why);
         pd_tpl_status(r->srv, name, status, NULL, 0);
         if (!strcmp(status, "queued") || !strcmp(status, "building"))
                 return pd_reply_error(r, 409, "conflict", "template '%s' is being built; delete it when the build "
                                       "has ended", name);
         struct pd_error err = { 0 };
         if (template_there(r->srv, name) && pd_image_remove(&r->srv->state, name, &err) < 0)
-                return pd_reply_error(r, err.code == EBUSY ? 409 : 500, err.code == EBUSY ? "conflict" : "internal",
-                                      "%s", err.msg);
+                return pd_reply_error(r, err.code == EBUSY || err.code == ENOTSUP ? 409 : 500,
+                                      err.code == EBUSY || err.code == ENOTSUP ? "conflict" : "internal", "%s",
+                                      err.msg);
         pd_tpl_unreserve(r->srv, name);
-        pd_log("info", "template=%s delete key=%s", name, r->key.id);
+        pd_log("info", "template=%s delete key=%s%s", name, r->key.id, owner[0] ? "" : " shared");
         return pd_reply_empty(r, 204);
 }
 
@@ -607,6 +626,7 @@ const struct pd_route pd_routes_templates[] = {
         { "GET", "/api/v1/templates/{name}", get_template, 0, 0 },
         { "DELETE", "/api/v1/templates/{name}", delete_template, 0, 0 },
         { "POST", "/api/v1/templates/{name}/build", build_upload, PD_ROUTE_STREAM_BODY, 0 },
+        { "POST", "/api/v1/templates/{name}/image", pd_tpl_image_upload, PD_ROUTE_STREAM_BODY, 0 },
         { "GET", "/api/v1/templates/{name}/log", build_log, 0, 0 },
         { 0 },
 };

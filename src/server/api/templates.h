@@ -10,11 +10,14 @@
  * A build record is <state>/template-builds/<name>/:
  *   owner    the key id that made it (templates without a record are
  *            shared: base, the operator's from the local CLI)
+ *   shared   present: an admin key made it as a shared template (visible
+ *            to every key, managed by admin keys)
  *   status   {"status": "queued"|"building"|"ready"|"failed", "error"};
  *            "waiting": reserved by E2B's POST /v3/templates, not started
  *   log      the build's output (plain lines), appended while it runs
  *   source   the image reference, or "recipe"
- *   context/ the unpacked build context; recipe: a recipe given as text */
+ *   context/ the unpacked build context; recipe: a recipe given as text
+ *   image.tar an uploaded image archive (tpl_upload.c), until its pull ends */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>
@@ -26,6 +29,7 @@
 #define PD_TPL_CONTEXT_MAX (64ull << 20)        /* a context tar upload */
 #define PD_TPL_CONTEXT_ENTRIES 20000
 #define PD_TPL_BUILDS_MAX 4                     /* builds under way at once, all keys */
+#define PD_TPL_ARCHIVE_MAX_DEFAULT (4ull << 30) /* an image archive upload (serve --template-upload-max) */
 
 /* Who may use template name: 1 visible to key (shared, or its own), 0
  * not (another key's, or none). owner (33 bytes) gets the owner, "" when
@@ -47,6 +51,13 @@ unsigned pd_tpl_recipe_check(struct pd_server *srv, const char *key_id, const ch
  * why. A failed or finished record of the same key is replaced. */
 unsigned pd_tpl_reserve(struct pd_server *srv, const char *name, const char *key_id, const char *source,
                         char *why, size_t whysz);
+/* The same for key, shared: a shared template (403 unless key is an admin
+ * key; it may replace a shared record or the operator's image template). */
+unsigned pd_tpl_reserve_as(struct pd_server *srv, const char *name, const struct pd_key *key, bool shared,
+                           const char *source, char *why, size_t whysz);
+/* Whether key may delete or replace template name, shared or its own
+ * (owner as pd_tpl_visible gave): 0, or 403 with why. */
+unsigned pd_tpl_may_manage(const struct pd_key *key, const char *name, const char *owner, char *why, size_t whysz);
 /* Set the record's status (and error, or NULL): "waiting" is a record
  * reserved for a build that has not started (E2B's POST /v3/templates). */
 void pd_tpl_set_status(struct pd_server *srv, const char *name, const char *status, const char *error);
@@ -63,3 +74,11 @@ int pd_tpl_start(struct pd_server *srv, const char *name, const char *ref, const
  * directories and symlinks only, no absolute or '..' path, nothing
  * through a symlink. 0, or -EINVAL with a message in why. */
 int pd_tpl_untar(int tar_fd, const char *dir, char *why, size_t whysz);
+
+/* tpl_upload.c: POST /api/v1/templates/{name}/image, an image archive as
+ * the body (PD_ROUTE_STREAM_BODY). */
+enum MHD_Result pd_tpl_image_upload(struct pd_req *r, const char *chunk, size_t *chunk_len);
+/* What the tar at fd is: "oci-archive" or "docker-archive" in *transport;
+ * -EINVAL with why for anything else, or an entry that is absolute, climbs
+ * out ('..', a symlink out), a hard link or a device. */
+int pd_tpl_archive_kind(int fd, const char **transport, char *why, size_t whysz);

@@ -69,10 +69,21 @@ static void set_status(const char *dir, const char *status, const char *error)
         json_decref(j);
 }
 
+/* A record made by an admin key for a shared template: <dir>/shared. */
+static bool record_shared(struct pd_server *srv, const char *name)
+{
+        char p[PATH_MAX];
+        pd_tpl_dir(srv, name, p, sizeof p);
+        strncat(p, "/shared", sizeof p - strlen(p) - 1);
+        return faccessat(AT_FDCWD, p, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 int pd_tpl_visible(struct pd_server *srv, const char *name, const char *key_id, char *owner)
 {
         char p[PATH_MAX], buf[64];
         owner[0] = '\0';
+        if (record_shared(srv, name))
+                return 1;
         pd_tpl_dir(srv, name, p, sizeof p);
         strncat(p, "/owner", sizeof p - strlen(p) - 1);
         if (read_small(p, buf, sizeof buf)) {
@@ -228,6 +239,23 @@ static unsigned builds_under_way(struct pd_server *srv)
 unsigned pd_tpl_reserve(struct pd_server *srv, const char *name, const char *key_id, const char *source,
                         char *why, size_t whysz)
 {
+        struct pd_key k = { 0 };
+        snprintf(k.id, sizeof k.id, "%s", key_id);
+        return pd_tpl_reserve_as(srv, name, &k, false, source, why, whysz);
+}
+
+unsigned pd_tpl_reserve_as(struct pd_server *srv, const char *name, const struct pd_key *key, bool shared,
+                           const char *source, char *why, size_t whysz)
+{
+        const char *key_id = key->id;
+        if (shared && !key->admin) {
+                snprintf(why, whysz, "only an admin key (`paddock key create --admin`) may make shared templates");
+                return 403;
+        }
+        if (!strcmp(name, "base")) {
+                snprintf(why, whysz, "'base' is built in (the host's /usr): no key replaces it");
+                return shared ? 403 : 409;
+        }
         char dir[PATH_MAX], p[PATH_MAX + 32];
         snprintf(p, sizeof p, "%s/template-builds", srv->state.dir);
         if (pd_mkdir_p(p, 0700, NULL) < 0) {
@@ -249,9 +277,14 @@ unsigned pd_tpl_reserve(struct pd_server *srv, const char *name, const char *key
                         snprintf(why, whysz, "template '%s' is being created by another request", name);
                         return 409;
                 }
-                if (!pd_tpl_visible(srv, name, key_id, owner) || !owner[0]) {
-                        snprintf(why, whysz, "the name '%s' is taken (names are one namespace for all keys)",
-                                 name);
+                /* a record this request may replace: the key's own one,
+                 * or (shared, by an admin key) a shared one */
+                bool mine = pd_tpl_visible(srv, name, key_id, owner) && (shared ? !owner[0] : owner[0] != '\0');
+                if (!mine) {
+                        snprintf(why, whysz, "the name '%s' is taken (names are one namespace for all keys%s)", name,
+                                 shared ? "; an admin key replaces shared templates, not a key's own" :
+                                 !owner[0] && key->admin ? "; an admin key replaces a shared template with "
+                                                           "\"shared\": true" : "");
                         return 409;
                 }
                 pd_tpl_status(srv, name, status, NULL, 0);
@@ -272,16 +305,28 @@ unsigned pd_tpl_reserve(struct pd_server *srv, const char *name, const char *key
         snprintf(p, sizeof p, "%s/templates/%s", srv->state.dir, name);
         struct stat sbuf;
         bool exists = lstat(p, &sbuf) == 0;
-        if (exists && (!had_record || !pd_template_is_image(&srv->state, name) ||
+        /* an admin key's shared build replaces the operator's image
+         * template of that name (the build refuses while it is in use) */
+        if (exists && ((!had_record && !shared) || !pd_template_is_image(&srv->state, name) ||
                        pd_snapshot_is(&srv->state, name))) {
                 pd_tpl_unreserve(srv, name);
-                snprintf(why, whysz, "the name '%s' is taken (names are one namespace for all keys)", name);
+                snprintf(why, whysz, "the name '%s' is taken (names are one namespace for all keys)%s", name,
+                         shared && !pd_snapshot_is(&srv->state, name)
+                                 ? "; a registered host directory copy is replaced on the host only" :
+                         !shared && key->admin ? "; an admin key replaces a shared template with \"shared\": true" :
+                                                 "");
                 return 409;
         }
         snprintf(p, sizeof p, "%s/owner", dir);
         char text[64];
         snprintf(text, sizeof text, "%s\n", key_id);
         if (write_small(p, text) < 0) {
+                pd_tpl_unreserve(srv, name);
+                snprintf(why, whysz, "cannot write the build record");
+                return 500;
+        }
+        snprintf(p, sizeof p, "%s/shared", dir);
+        if (shared && write_small(p, "") < 0) {
                 pd_tpl_unreserve(srv, name);
                 snprintf(why, whysz, "cannot write the build record");
                 return 500;
@@ -301,9 +346,17 @@ void pd_tpl_set_status(struct pd_server *srv, const char *name, const char *stat
 
 void pd_tpl_unreserve(struct pd_server *srv, const char *name)
 {
-        char dir[PATH_MAX];
+        char dir[PATH_MAX], gone[PATH_MAX + 64];
         pd_tpl_dir(srv, name, dir, sizeof dir);
-        (void)pd_rm_rf(dir, NULL);
+        /* renamed away first: the waiter of a build child that is still
+         * being reaped writes its status under the old name, which is
+         * then gone, instead of into a directory half removed (whose
+         * rmdir would fail and leave the record) */
+        snprintf(gone, sizeof gone, "%s/template-builds/.gone-%s-%d", srv->state.dir, name, (int)gettid());
+        if (rename(dir, gone) == 0)
+                (void)pd_rm_rf(gone, NULL);
+        else
+                (void)pd_rm_rf(dir, NULL);
 }
 
 /* ---- the build child ---- */
@@ -357,6 +410,20 @@ int pd_tpl_start(struct pd_server *srv, const char *name, const char *ref, const
                                 status, "--state-dir", srv->state.dir };
         for (size_t i = 0; i < PD_ARRAY_SIZE(fixed) && r == 0; i++)
                 r = pd_strv_add(&av, fixed[i]);
+        /* an uploaded archive (tpl_upload.c): the one host source the
+         * child may read, in the record's own directory */
+        if (ref && (!strncmp(ref, "oci-archive:", 12) || !strncmp(ref, "docker-archive:", 15)))
+                r = r ?: pd_strv_add(&av, "--uploaded-archive");
+        /* every registry pull of the build (an image, a recipe's FROM)
+         * reaches the allowed registries only, redirects included */
+        for (unsigned i = 0; i < srv->cfg.n_template_registries && r == 0; i++) {
+                r = pd_strv_add(&av, "--egress-allow");
+                r = r ?: pd_strv_add(&av, srv->cfg.template_registries[i]);
+        }
+        if (!srv->cfg.n_template_registries) {
+                r = r ?: pd_strv_add(&av, "--egress-allow");
+                r = r ?: pd_strv_add(&av, "-");
+        }
         if (!ref) {
                 snprintf(recipe, sizeof recipe, "%s/%s", ctx, recipe_rel);
                 r = r ?: pd_strv_add(&av, "-f");
@@ -573,4 +640,17 @@ int pd_tpl_untar(int tar_fd, const char *dir, char *why, size_t whysz)
         if (r < 0)
                 (void)pd_rm_rf(dir, NULL);
         return r;
+}
+
+unsigned pd_tpl_may_manage(const struct pd_key *key, const char *name, const char *owner, char *why, size_t whysz)
+{
+        if (!strcmp(name, "base")) {
+                snprintf(why, whysz, "'base' is built in (the host's /usr): nobody removes it");
+                return 403;
+        }
+        if (owner[0] || key->admin)
+                return 0;
+        snprintf(why, whysz, "template '%s' is shared (the operator's, or an admin key's): only an admin key "
+                             "(`paddock key create --admin`) or `paddock template rm` on the host removes it", name);
+        return 403;
 }

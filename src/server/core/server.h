@@ -47,6 +47,7 @@ struct pd_store;
 struct pd_key {
         char id[17];            /* public key id (first 16 hex of its hash) */
         char name[65];
+        bool admin;             /* `paddock key create --admin`: manages shared templates */
 };
 
 /* json_decref when the variable goes out of scope, after a return
@@ -97,6 +98,9 @@ struct pd_server_config {
          * exact); none: server-side pulls are refused (docs/templates.md) */
         const char *const *template_registries;
         unsigned n_template_registries;
+        /* the largest image archive POST /api/v1/templates/{name}/image
+         * takes (bytes; 0: PD_TPL_ARCHIVE_MAX_DEFAULT, api/templates.h) */
+        uint64_t template_upload_max;
         /* audit logs of deleted sandboxes are removed this many days after
          * their last line (audit_retention.c; default 7) */
         unsigned audit_retention_days;

@@ -36,7 +36,10 @@ static const char schema[] =
         "  paused_remaining_ms INTEGER NOT NULL DEFAULT 0, notes_json TEXT NOT NULL DEFAULT '[]');"
         "CREATE TABLE IF NOT EXISTS templates(name TEXT PRIMARY KEY, created INTEGER NOT NULL);"
         "CREATE TABLE IF NOT EXISTS snapshots(name TEXT PRIMARY KEY, key_id TEXT NOT NULL,"
-        "  source TEXT NOT NULL, template TEXT NOT NULL, isolation TEXT NOT NULL, created INTEGER NOT NULL);";
+        "  source TEXT NOT NULL, template TEXT NOT NULL, isolation TEXT NOT NULL, created INTEGER NOT NULL);"
+        /* version 2: admin keys (`paddock key create --admin`), a table of
+         * their own so a version-1 database only gains it */
+        "CREATE TABLE IF NOT EXISTS admin_keys(id TEXT PRIMARY KEY);";
 
 void pd_sha256_hex(const char *s, char out[65])
 {
@@ -269,7 +272,9 @@ int pd_store_key_lookup(struct pd_store *s, const char *key_text, struct pd_key 
         pthread_mutex_lock(&s->lock);
         int r = -ENOENT;
         if (!s->key_lookup &&
-            sqlite3_prepare_v2(s->db, "SELECT id, name FROM keys WHERE hash = ?", -1, &s->key_lookup, NULL) != SQLITE_OK)
+            sqlite3_prepare_v2(s->db,
+                               "SELECT id, name, EXISTS(SELECT 1 FROM admin_keys a WHERE a.id = keys.id) FROM keys "
+                               "WHERE hash = ?", -1, &s->key_lookup, NULL) != SQLITE_OK)
                 s->key_lookup = NULL;
         sqlite3_stmt *st = s->key_lookup;
         if (st) {
@@ -278,6 +283,7 @@ int pd_store_key_lookup(struct pd_store *s, const char *key_text, struct pd_key 
                         memset(out, 0, sizeof *out);
                         snprintf(out->id, sizeof out->id, "%s", (const char *)sqlite3_column_text(st, 0));
                         snprintf(out->name, sizeof out->name, "%s", (const char *)sqlite3_column_text(st, 1));
+                        out->admin = sqlite3_column_int(st, 2) != 0;
                         r = 0;
                 }
                 /* ends the read transaction: a revocation, also by another
@@ -285,6 +291,15 @@ int pd_store_key_lookup(struct pd_store *s, const char *key_text, struct pd_key 
                 sqlite3_reset(st);
                 sqlite3_clear_bindings(st);
         }
+        pthread_mutex_unlock(&s->lock);
+        return r;
+}
+
+int pd_store_key_set_admin(struct pd_store *s, const char *id, struct pd_error *err)
+{
+        pthread_mutex_lock(&s->lock);
+        int r = step_text_locked(s, "INSERT OR IGNORE INTO admin_keys(id) SELECT id FROM keys WHERE id = ?", id, NULL,
+                                 "make an admin key", err);
         pthread_mutex_unlock(&s->lock);
         return r;
 }
@@ -308,13 +323,15 @@ static json_t *key_row(sqlite3_stmt *st)
 {
         char ts[32];
         pd_rfc3339_ms((uint64_t)sqlite3_column_int64(st, 2), ts);
-        return json_pack("{s:s, s:s, s:s}", "id", (const char *)sqlite3_column_text(st, 0), "name",
-                         (const char *)sqlite3_column_text(st, 1), "created_at", ts);
+        return json_pack("{s:s, s:s, s:s, s:b}", "id", (const char *)sqlite3_column_text(st, 0), "name",
+                         (const char *)sqlite3_column_text(st, 1), "created_at", ts, "admin",
+                         sqlite3_column_int(st, 3) != 0);
 }
 
 int pd_store_key_list(struct pd_store *s, json_t **out, struct pd_error *err)
 {
-        return list_json(s, "SELECT id, name, created FROM keys ORDER BY created, id", key_row, "list keys", out, err);
+        return list_json(s, "SELECT id, name, created, EXISTS(SELECT 1 FROM admin_keys a WHERE a.id = keys.id) "
+                         "FROM keys ORDER BY created, id", key_row, "list keys", out, err);
 }
 
 int pd_store_key_revoke(struct pd_store *s, const char *id, struct pd_error *err)
@@ -323,6 +340,8 @@ int pd_store_key_revoke(struct pd_store *s, const char *id, struct pd_error *err
         int r = step_text_locked(s, "DELETE FROM keys WHERE id = ?", id, NULL, "revoke key", err);
         if (r == 0 && sqlite3_changes(s->db) == 0)
                 r = pd_error_setx(err, ENOENT, "no key with id '%s'", id);
+        if (r == 0)
+                r = step_text_locked(s, "DELETE FROM admin_keys WHERE id = ?", id, NULL, "revoke key", err);
         pthread_mutex_unlock(&s->lock);
         return r;
 }

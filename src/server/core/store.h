@@ -8,7 +8,7 @@
 #include "lib/error.h"
 #include "server/core/server.h"
 
-#define PD_STORE_SCHEMA_VERSION 1
+#define PD_STORE_SCHEMA_VERSION 2
 #define PD_KEY_TEXT_MAX 80
 
 struct pd_store;
@@ -39,10 +39,12 @@ void pd_store_close(struct pd_store *s);
 /* Keys. create: a new random key; its text (shown once) into key_text. */
 int pd_store_key_create(struct pd_store *s, const char *name, char key_text[PD_KEY_TEXT_MAX], struct pd_key *out,
                         struct pd_error *err);
+/* Make key id an admin key (it may manage shared templates). */
+int pd_store_key_set_admin(struct pd_store *s, const char *id, struct pd_error *err);
 /* 0 and *out if the key text is a live key, -ENOENT otherwise. */
 int pd_store_key_lookup(struct pd_store *s, const char *key_text, struct pd_key *out);
 int pd_store_key_count(struct pd_store *s, struct pd_error *err);
-/* json array of {id, name, created_at}. */
+/* json array of {id, name, created_at, admin}. */
 int pd_store_key_list(struct pd_store *s, json_t **out, struct pd_error *err);
 int pd_store_key_revoke(struct pd_store *s, const char *id, struct pd_error *err);
 
