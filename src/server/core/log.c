@@ -65,6 +65,7 @@ const char *pd_log_http_level(const char *msg)
          * when its client left, and log their own failures themselves. */
         static const char *const quiet[] = {
                 "closed by remote side",
+                "closed by remote peer", /* "...forcibly closed by remote peer" */
                 "has been disconnected",
                 "Connection reset",
                 "Broken pipe",
