@@ -302,6 +302,7 @@ def main():
         R["agents"] = procs_memory(pids)
         R["cg1"] = cgroup_usage(sb.paddock_instance(srv.state))
         R["limits1"] = limits_snapshot(spid)
+        c0.close()                      # idle since the first create: the server may have dropped it
         st, h = c0.call("GET", "/api/v1/health")
         R["health1"] = h.get("sandboxes") if isinstance(h, dict) else None
         if R["health1"] != n:
@@ -351,6 +352,7 @@ def main():
         R["mem2"], R["noise2"] = mem_sample()
         R["left_procs"] = [(p, comm(p)) for p in descendants(spid)]
         R["fds2"] = nfds(spid)
+        c0.close()                      # idle since the first create: the server may have dropped it
         st, h = c0.call("GET", "/api/v1/health")
         R["health2"] = h.get("sandboxes") if isinstance(h, dict) else None
         for c in clients + [c0]:
