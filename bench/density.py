@@ -23,6 +23,7 @@ bench/reports/density.md. Cleans up on exit, also on failure.
 """
 
 import argparse
+import http.client
 import os
 import shlex
 import shutil
@@ -303,7 +304,11 @@ def main():
         R["cg1"] = cgroup_usage(sb.paddock_instance(srv.state))
         R["limits1"] = limits_snapshot(spid)
         c0.close()                      # idle since the first create: the server may have dropped it
-        st, h = c0.call("GET", "/api/v1/health")
+        try:
+            st, h = c0.call("GET", "/api/v1/health")
+        except (OSError, http.client.HTTPException) as e:
+            st, h = 0, None
+            problems.append("GET /api/v1/health with %d sandboxes: %s: %s" % (n, type(e).__name__, e))
         R["health1"] = h.get("sandboxes") if isinstance(h, dict) else None
         if R["health1"] != n:
             problems.append("the server counted %s sandboxes when memory was sampled, not %d: the "
