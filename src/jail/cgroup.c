@@ -43,9 +43,20 @@ int pd_cgroup_init(struct pd_cgroup *cg, const char *instance, const char *id, s
                         return pd_error_setx(err, ENOENT, "cgroup v1 controller '%s' is not mounted",
                                              pd_cg_ctrl_name(required[i]));
                 }
-        for (unsigned i = 0; i < cg->n; i++)
-                cg->h[i].split = cg->h[i].v2 ||
-                                 (cg->h[i].ctrls & (PD_CG_BIT(PD_CG_MEMORY) | PD_CG_BIT(PD_CG_PIDS)));
+        for (unsigned i = 0; i < cg->n; i++) {
+                struct pd_cg_hier *h = &cg->h[i];
+                h->split = h->v2 || (h->ctrls & (PD_CG_BIT(PD_CG_MEMORY) | PD_CG_BIT(PD_CG_PIDS)));
+                /* v1 memory has no sandbox level: its agent and work
+                 * cgroups are siblings. Every memory cgroup costs the kernel
+                 * a per-cgroup table that grows with the number of
+                 * superblocks on the host (the shrinker bitmap: ~1 KiB per
+                 * 64 of them), i.e. with the number of sandboxes; the
+                 * sandbox level held no limit (cpu and freezer live in
+                 * their own hierarchies). Not where memory shares a
+                 * hierarchy with a controller the sandbox level uses. */
+                h->flat = !h->v2 && (h->ctrls & PD_CG_BIT(PD_CG_MEMORY)) &&
+                          !(h->ctrls & (PD_CG_BIT(PD_CG_CPU) | PD_CG_BIT(PD_CG_CPUACCT) | PD_CG_BIT(PD_CG_FREEZER)));
+        }
         return 0;
 }
 
@@ -58,6 +69,15 @@ static int find(const struct pd_cgroup *cg, enum pd_cg_ctrl c)
 static const char *at(char *buf, size_t size, const struct pd_cgroup *cg, const char *leaf)
 {
         snprintf(buf, size, "%s%s%s", cg->rel, leaf ? "/" : "", leaf ? leaf : "");
+        return buf;
+}
+
+const char *pd_cgroup_path(char *buf, size_t size, const struct pd_cgroup *cg, unsigned i, const char *leaf)
+{
+        const struct pd_cg_hier *h = &cg->h[i];
+        if (!h->split || !leaf)
+                return at(buf, size, cg, NULL);
+        snprintf(buf, size, "%s%s%s", cg->rel, h->flat ? "." : "/", leaf);
         return buf;
 }
 
@@ -79,10 +99,25 @@ static int make_dirs(struct pd_cgroup *cg, struct pd_error *err)
                         return r;
         }
         for (unsigned i = 0; i < cg->n; i++) {
-                if ((r = pd_cg_mkdir(&cg->h[i], cg->rel, NULL, err)) < 0)
+                if (!cg->h[i].flat && (r = pd_cg_mkdir(&cg->h[i], cg->rel, NULL, err)) < 0)
                         return r;
-                if (cg->h[i].split && ((r = pd_cg_mkdir(&cg->h[i], at(p, sizeof p, cg, "agent"), NULL, err)) < 0 ||
-                                       (r = pd_cg_mkdir(&cg->h[i], at(p, sizeof p, cg, "work"), NULL, err)) < 0))
+                if (cg->h[i].split && ((r = pd_cg_mkdir(&cg->h[i], pd_cgroup_path(p, sizeof p, cg, i, "agent"), NULL, err)) < 0 ||
+                                       (r = pd_cg_mkdir(&cg->h[i], pd_cgroup_path(p, sizeof p, cg, i, "work"), NULL, err)) < 0))
+                        return r;
+        }
+        return 0;
+}
+
+/* The limits of one level (leaf NULL: the sandbox level, which flat
+ * hierarchies do not have), hierarchy by hierarchy: their paths differ. */
+static int apply(const struct pd_cgroup *cg, const char *leaf, const struct pd_cg_limits *l, struct pd_error *err)
+{
+        char p[256];
+        for (unsigned i = 0; i < cg->n; i++) {
+                if (!leaf && cg->h[i].flat)
+                        continue;
+                int r = pd_cg_apply(&cg->h[i], 1, pd_cgroup_path(p, sizeof p, cg, i, leaf), l, NULL, NULL, err);
+                if (r < 0)
                         return r;
         }
         return 0;
@@ -107,12 +142,9 @@ int pd_cgroup_create(struct pd_cgroup *cg, const struct pd_cgroup_limits *lim, s
                 .set = PD_CG_SET_CPU_QUOTA,
                 .cpu.quota = (int64_t)lim->millicpus * 100,
         };
-        char p[256];
         int r;
-        if ((r = make_dirs(cg, err)) < 0 ||
-            (r = pd_cg_apply(cg->h, cg->n, at(p, sizeof p, cg, "work"), &work, NULL, NULL, err)) < 0 ||
-            (r = pd_cg_apply(cg->h, cg->n, at(p, sizeof p, cg, "agent"), &agent, NULL, NULL, err)) < 0 ||
-            (r = pd_cg_apply(cg->h, cg->n, cg->rel, &sandbox, NULL, NULL, err)) < 0) {
+        if ((r = make_dirs(cg, err)) < 0 || (r = apply(cg, "work", &work, err)) < 0 ||
+            (r = apply(cg, "agent", &agent, err)) < 0 || (r = apply(cg, NULL, &sandbox, err)) < 0) {
                 pd_error_prefix(err, "cgroup %s", cg->rel);
                 pd_cgroup_destroy(cg, NULL);
         }
@@ -127,8 +159,8 @@ int pd_cgroup_open_procs(const struct pd_cgroup *cg, const char *leaf, int *fds,
                 /* Unsplit hierarchies: children inherit the agent's cgroup. */
                 if (!cg->h[i].split)
                         continue;
-                char path[256];
-                snprintf(path, sizeof path, "%s/%s/cgroup.procs", cg->rel, leaf);
+                char dir[256], path[272];
+                snprintf(path, sizeof path, "%s/cgroup.procs", pd_cgroup_path(dir, sizeof dir, cg, i, leaf));
                 int fd = openat(cg->h[i].rootfd, path, O_WRONLY | O_CLOEXEC);
                 if (fd < 0) {
                         int r = pd_error_set(err, errno, "open cgroup '%s' (%s)", path, cg->h[i].name);
@@ -145,7 +177,7 @@ int pd_cgroup_attach(const struct pd_cgroup *cg, const char *leaf, pid_t pid, st
 {
         char p[256];
         for (unsigned i = 0; i < cg->n; i++) {
-                int r = pd_cg_attach(&cg->h[i], at(p, sizeof p, cg, cg->h[i].split ? leaf : NULL), pid, err);
+                int r = pd_cg_attach(&cg->h[i], pd_cgroup_path(p, sizeof p, cg, i, leaf), pid, err);
                 if (r < 0)
                         return r;
         }
@@ -166,7 +198,7 @@ static bool stat_read(const struct pd_cgroup *cg, int hi, const char *leaf, cons
                       uint64_t *out)
 {
         char p[256], buf[4096];
-        if (hi < 0 || pd_cg_read(&cg->h[hi], at(p, sizeof p, cg, leaf), file, buf, sizeof buf) <= 0)
+        if (hi < 0 || pd_cg_read(&cg->h[hi], pd_cgroup_path(p, sizeof p, cg, (unsigned)hi, leaf), file, buf, sizeof buf) <= 0)
                 return false;
         *out = key ? key_value(buf, key) : strtoull(buf, NULL, 10);
         return true;
@@ -212,12 +244,23 @@ int pd_cgroup_destroy(struct pd_cgroup *cg, struct pd_error *err)
         char p[256];
         for (unsigned i = 0; i < cg->n; i++) {
                 /* Leaves first: the common case is one rmdir each (what
-                 * fails here, the sandbox level's removal walks again). */
-                if (cg->h[i].split) {
-                        (void)pd_cg_remove(&cg->h[i], at(p, sizeof p, cg, "work"), REMOVE_TIMEOUT_MS, NULL);
-                        (void)pd_cg_remove(&cg->h[i], at(p, sizeof p, cg, "agent"), REMOVE_TIMEOUT_MS, NULL);
+                 * fails here, the sandbox level's removal walks again).
+                 * Flat hierarchies have no sandbox level: their leaves'
+                 * errors count; the <id> removal after them only finds
+                 * what a binary before the flat layout made (a sandbox
+                 * adopted across an upgrade), and missing is fine. */
+                const struct pd_cg_hier *h = &cg->h[i];
+                int r = 0;
+                if (h->split) {
+                        int rw = pd_cg_remove(h, pd_cgroup_path(p, sizeof p, cg, i, "work"), REMOVE_TIMEOUT_MS, NULL);
+                        int ra = pd_cg_remove(h, pd_cgroup_path(p, sizeof p, cg, i, "agent"), REMOVE_TIMEOUT_MS, NULL);
+                        if (h->flat && (r = rw < 0 ? rw : ra) < 0 && ret == 0)
+                                pd_error_setx(err, -r, "remove cgroup %s.{work,agent} (%s): %s", cg->rel, h->name,
+                                              strerror(-r));
                 }
-                int r = pd_cg_remove(&cg->h[i], cg->rel, REMOVE_TIMEOUT_MS, ret == 0 ? err : NULL);
+                int r2 = pd_cg_remove(h, cg->rel, REMOVE_TIMEOUT_MS, ret == 0 && r == 0 ? err : NULL);
+                if (r == 0)
+                        r = r2;
                 if (r < 0 && ret == 0)
                         ret = r;
         }

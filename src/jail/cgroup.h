@@ -5,7 +5,10 @@
  *   work:  every process the agent spawns, with the sandbox's limits.
  * The sandbox level holds the cpu limit and the freezer. In v1 only the
  * memory and pids hierarchies need the split (fewer directories to make and
- * remove on every start). */
+ * remove on every start), and v1 memory has no sandbox level: there agent
+ * and work are <id>.agent and <id>.work beside where <id> would be (a memory
+ * cgroup with no limit of its own cost the kernel ~10-200 KiB per sandbox,
+ * growing with the number of sandboxes: see pd_cgroup_init). */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -57,6 +60,10 @@ int pd_cgroup_create(struct pd_cgroup *cg, const struct pd_cgroup_limits *lim, s
  * gets one fd per hierarchy; returns how many. */
 int pd_cgroup_open_procs(const struct pd_cgroup *cg, const char *leaf, int *fds, int max, struct pd_error *err);
 int pd_cgroup_attach(const struct pd_cgroup *cg, const char *leaf, pid_t pid, struct pd_error *err);
+/* The directory of leaf ("agent", "work"; NULL: the sandbox level) in
+ * hierarchy i, relative to its mount: the sandbox level where the
+ * hierarchy does not split. */
+const char *pd_cgroup_path(char *buf, size_t size, const struct pd_cgroup *cg, unsigned i, const char *leaf);
 int pd_cgroup_stats(const struct pd_cgroup *cg, struct pd_cgroup_stats *st);
 int pd_cgroup_freeze(const struct pd_cgroup *cg, bool frozen, struct pd_error *err);
 /* Kill what is left and remove the directories. Missing is fine. */

@@ -39,6 +39,7 @@ struct pd_cg_hier {
         uint32_t ctrls;                 /* PD_CG_BIT()s; v2: PD_CG_ALL */
         bool v2;
         bool split;                     /* jail/cgroup.c's layout: has agent/ and work/ */
+        bool flat;                      /* jail/cgroup.c's layout: ... as <id>.agent, <id>.work beside <id> */
 };
 
 /* Fill h[0..max) with the hierarchies that have any controller in want (or

@@ -474,8 +474,8 @@ static int open_procs(const struct pd_cgroup *cg, int *fds, int max, struct pd_e
 {
         int n = 0;
         for (unsigned i = 0; i < cg->n && n < max; i++) {
-                char path[256];
-                snprintf(path, sizeof path, "%s%s/cgroup.procs", cg->rel, cg->h[i].split ? "/work" : "");
+                char dir[256], path[272];
+                snprintf(path, sizeof path, "%s/cgroup.procs", pd_cgroup_path(dir, sizeof dir, cg, i, "work"));
                 int fd = openat(cg->h[i].rootfd, path, O_WRONLY | O_CLOEXEC);
                 if (fd < 0) {
                         int r = pd_error_set(err, errno, "open cgroup '%s' (%s)", path, cg->h[i].name);

@@ -124,3 +124,51 @@ def test_cpu_accounting(paddock):
     j = parse_json_result(r.stderr)
     assert j["cpu_ms"] > 50, j
     assert j["wall_ms"] >= 1000, j
+
+
+def test_v1_memory_cgroups_have_no_sandbox_level(paddock):
+    """cgroup v1: the workload and the agent each have a memory cgroup of
+    their own (<id>.work with the sandbox's limit, <id>.agent), siblings
+    with no <id> memory cgroup above them (it held no limit and cost the
+    kernel a per-cgroup table that grows with every sandbox: bench/README.md,
+    density); the pids hierarchy keeps <id>/{agent,work}. Nothing is left
+    after the run."""
+    import os
+    import subprocess
+    mem_root = "/sys/fs/cgroup/memory"
+    if not os.path.exists(os.path.join(mem_root, "memory.limit_in_bytes")):
+        import pytest
+        pytest.skip("no cgroup v1 memory hierarchy at /sys/fs/cgroup/memory (host feature)")
+    before = paddock.leftovers()
+    p = paddock.popen(["--memory", "96M", "--", "sh", "-c", "grep -E ':(memory|pids):' /proc/self/cgroup; "
+                       "echo ready; read x"],
+                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in p.stdout:           # the sandbox is up and waiting on us
+            if line.strip() == "ready":
+                break
+            lines.append(line.strip())
+        mem = [x for x in lines if ":memory:" in x]
+        assert len(mem) == 1 and mem[0].endswith(".work"), lines
+        sid = mem[0].rsplit("/", 1)[1][:-len(".work")]
+        inst = os.path.join(mem_root, "paddock-" + paddock.instance)
+        assert not os.path.exists(os.path.join(inst, sid)), "a sandbox-level memory cgroup exists"
+        with open(os.path.join(inst, sid + ".work", "memory.limit_in_bytes")) as f:
+            assert int(f.read()) == 96 << 20
+        assert os.path.isdir(os.path.join(inst, sid + ".agent"))
+        pids = os.path.join("/sys/fs/cgroup/pids", "paddock-" + paddock.instance, sid)
+        if os.path.isdir(os.path.dirname(pids)):
+            assert os.path.isdir(os.path.join(pids, "work")) and os.path.isdir(os.path.join(pids, "agent"))
+        out, err = p.communicate("go\n", timeout=60)
+        assert p.returncode == 0, err
+        assert not os.path.exists(os.path.join(inst, sid + ".work"))
+        assert not os.path.exists(os.path.join(inst, sid + ".agent"))
+    finally:
+        if p.poll() is None:            # a failed assertion: let the run end as it would
+            try:
+                p.communicate("go\n", timeout=60)
+            except (subprocess.TimeoutExpired, ValueError, OSError):
+                p.kill()
+                p.wait()
+    assert paddock.new_leftovers(before) == {}
