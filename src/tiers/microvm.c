@@ -35,6 +35,8 @@
 
 #define VM_BOOT_TIMEOUT_MS 120000       /* TCG on a busy host: a cold boot is seconds */
 #define VM_CLONE_TIMEOUT_MS 30000
+/* the template warm-up's version, in the template's name (warm_template) */
+#define WARM_TAG "-w2"
 #define QEMU_OVERHEAD (384ull << 20)    /* QEMU's own memory beside the guest's (TCG cache) */
 
 struct vm_tpl {
@@ -129,15 +131,20 @@ static void stop_relay(struct pd_sandbox *sb)
  * template boot, for debugging a guest and for tests (a guest that cannot
  * start: "rdinit=/nonexistent"). The environment of paddock is its
  * operator's; still only plain words are taken. NULL when unset. */
+static bool append_ok(const char *e)
+{
+        if (strlen(e) > 256)
+                return false;
+        for (const char *c = e; *c; c++)
+                if (*c < ' ' || *c > '~' || *c == '"' || *c == '\\')
+                        return false;
+        return true;
+}
+
 static const char *append_extra(void)
 {
         const char *e = getenv("PADDOCK_VM_APPEND");
-        if (!e || !*e || strlen(e) > 256)
-                return NULL;
-        for (const char *c = e; *c; c++)
-                if (*c < ' ' || *c > '~' || *c == '"' || *c == '\\')
-                        return NULL;
-        return e;
+        return e && *e && append_ok(e) ? e : NULL;      /* refused by microvm_create when not ok */
 }
 
 static int start_qemu(struct pd_sandbox *sb, const struct pd_vm_assets *as, const char *mem_file, gid_t mem_gid,
@@ -231,7 +238,7 @@ static void tpl_paths(struct pd_sandbox *sb, const struct pd_vm_assets *as, cons
         char atag[32] = "";
         if (ax)
                 snprintf(atag, sizeof atag, "-a%016" PRIx64, pd_vm_hash(PD_VM_HASH_INIT, ax, strlen(ax)));
-        snprintf(t->dir, sizeof t->dir, "%s/tpl-%s-m%" PRIu64 "-d%" PRIu64 "-c%u-p%u%s%s", vmdir, as->key,
+        snprintf(t->dir, sizeof t->dir, "%s/tpl-%s-m%" PRIu64 "-d%" PRIu64 "-c%u-p%u%s%s" WARM_TAG, vmdir, as->key,
                  sb->spec.memory_bytes >> 20, sb->writable_bytes >> 20, sb->spec.millicpus, sb->spec.pids,
                  sb->spec.net != PD_NET_NONE ? "-net" : "", atag);
         snprintf(t->mem, sizeof t->mem, "%s/mem", t->dir);
@@ -296,15 +303,21 @@ static int tpl_check(const struct vm_tpl *t, gid_t *gid, struct pd_error *err)
         return 0;
 }
 
-/* Before the template is saved: read what the first commands of every
- * clone need (bash, python3, their libraries) into the guest's page cache,
- * which the clones then share copy-on-write instead of each reading it
- * from the disk again. Kept small: under TCG the guest reads slowly. */
+/* Before the template is saved: run what the first commands of every
+ * clone run (an external command, a login shell, python3), so that all
+ * they read (binaries, libraries, profile files, python's modules) and
+ * their lookups are in the guest's page and dentry caches, which the
+ * clones then share copy-on-write instead of each reading them from the
+ * erofs disk again (under TCG the guest reads slowly: virtio and erofs
+ * code run emulated). QEMU's translated code itself cannot be saved: each
+ * clone's QEMU translates anew. WARM_TAG is in the template's name: a
+ * template saved after another warm-up is not reused. */
 static int warm_template(struct pd_sandbox *sb, struct pd_error *err)
 {
         static const char script[] =
                 "cd /usr/lib/x86_64-linux-gnu && cat /usr/bin/bash /usr/bin/echo /usr/bin/python3.11 "
-                "ld-linux-x86-64.so.2 libc.so.6 libtinfo.so.6 libm.so.6 libz.so.1 libexpat.so.1 >/dev/null; true";
+                "ld-linux-x86-64.so.2 libc.so.6 libtinfo.so.6 libm.so.6 libz.so.1 libexpat.so.1 >/dev/null; "
+                "cd / && /usr/bin/echo >/dev/null && /bin/bash -l -c true && python3 -c pass; true";
         int fd = pd_host_connect(sb, err);
         if (fd < 0)
                 return fd;
@@ -533,6 +546,11 @@ int pd_microvm_start_from(struct pd_sandbox *sb, int fd, struct pd_error *err)
 
 static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
 {
+        const char *ax = getenv("PADDOCK_VM_APPEND");
+        if (ax && *ax && !append_ok(ax))
+                return pd_error_setx(err, EINVAL, "PADDOCK_VM_APPEND: plain words for the guest kernel's command "
+                                                  "line only (printable, no quotes or backslashes, at most 256 "
+                                                  "characters)");
         if (sb->spec.template_dir || sb->spec.n_volumes)
                 return pd_error_setx(err, ENOTSUP, "the microvm tier runs its own base template and its own "
                                                    "snapshots only (no --template DIR or volumes yet)");

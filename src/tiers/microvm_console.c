@@ -96,7 +96,7 @@ void pd_microvm_keep_console(struct pd_sandbox *sb, char *out, size_t size)
         }
         struct pd_error e;
         _pd_cleanup_close_ int dfd = -1;
-        if (pd_mkdir_p(dir, 0700, &e) < 0 || (dfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+        if (pd_mkdir_p(dir, 0700, &e) < 0 || (dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
                 snprintf(out, size, "its console log could not be kept: create '%s': %s", dir, strerror(errno));
                 return;
         }
@@ -123,7 +123,7 @@ int pd_microvm_console_gc(struct pd_state *st)
 {
         char dir[PATH_MAX + 32];
         snprintf(dir, sizeof dir, "%s/" FAILED_DIR, st->dir);
-        _pd_cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _pd_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dfd < 0)
                 return errno == ENOENT ? 0 : -errno;
         int left = prune(dfd, (long long)FAILED_DAYS * 86400, FAILED_KEEP);
