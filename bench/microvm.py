@@ -146,6 +146,12 @@ def start_only(a):
         peers.append(("old", os.path.join(os.path.abspath(a.old_build), "src", "paddock"),
                       os.path.join(b.tmp, "st-old")))
     res = {"load_before": os.getloadavg(), "wall": {}, "cpu": {}}
+    if a.assets_from:
+        # content-addressed boot assets of another state dir, linked: no base image build
+        os.makedirs(os.path.join(b.state, "vm"))
+        for f in os.listdir(a.assets_from):
+            if f.startswith(("vmlinux-", "initrd-", "rootfs-")):
+                os.link(os.path.join(a.assets_from, f), os.path.join(b.state, "vm", f))
     try:
         for name, binp, state in peers:
             # first use: the new build makes the assets, the old one links them
@@ -223,6 +229,7 @@ def main():
     ap.add_argument("--start-only", action="store_true",
                     help="only the one-shot start against its peers (bench/reports/microvm-start.md)")
     ap.add_argument("--old-build", help="with --start-only: another build (e.g. main's) as a peer")
+    ap.add_argument("--assets-from", help="with --start-only: a state dir's vm/ whose boot assets are linked")
     a = ap.parse_args()
     if a.start_only:
         start_only(a)
