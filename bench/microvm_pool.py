@@ -4,7 +4,8 @@ over the HTTP API for a microvm taken from the warm pool, a microvm cloned on
 demand (a server without a pool), and the container tier (pooled and not),
 peers alternating in the same run. Writes bench/reports/microvm-pool.md.
 
-    sudo /usr/bin/python3 bench/microvm_pool.py [--rounds N] [--build DIR]
+    sudo /usr/bin/python3 bench/microvm_pool.py [--rounds N] [--build DIR] [--old-build DIR]
+        [--assets-from STATE/vm]
 
 Standard library only. Two servers on their own state dirs under /tmp,
 stopped and `paddock gc`ed at the end."""
@@ -17,6 +18,7 @@ import shutil
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -30,10 +32,16 @@ def med(xs):
 
 
 class Server:
-    def __init__(self, build, tmp, name, pool):
+    def __init__(self, build, tmp, name, pool, agent=None, assets=None):
         self.bin = os.path.join(build, "src", "paddock")
-        self.env = dict(os.environ, PADDOCK_AGENT=os.path.join(build, "src", "agent", "paddock-agent"))
+        self.env = dict(os.environ, PADDOCK_AGENT=agent or os.path.join(build, "src", "agent", "paddock-agent"))
         self.state = os.path.join(tmp, name)
+        if assets:
+            # content-addressed boot assets of another state dir, linked: no base image build
+            os.makedirs(os.path.join(self.state, "vm"))
+            for f in os.listdir(assets):
+                if f.startswith(("vmlinux-", "initrd-", "rootfs-")):
+                    os.link(os.path.join(assets, f), os.path.join(self.state, "vm", f))
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
@@ -109,34 +117,53 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--old-build", help="another build (e.g. main's) whose pooled microvm is a peer")
+    ap.add_argument("--assets-from", help="a state dir's vm/ whose boot assets every server links")
     a = ap.parse_args()
+    a.build = os.path.abspath(a.build)
     tmp = tempfile.mkdtemp(prefix="pd-bench-vmpool-", dir="/tmp")
-    pool = nopool = None
+    servers = []
     load0 = os.getloadavg()
-    res = {"vm_pooled": [], "vm_clone": [], "ct_pooled": [], "ct_nopool": []}
+    res = {"vm_pooled": [], "vm_clone": [], "ct_pooled": [], "ct_nopool": [], "direct": []}
+    agent = os.path.join(a.build, "src", "agent", "paddock-agent")
     try:
-        pool = Server(a.build, tmp, "pool", 1)
-        nopool = Server(a.build, tmp, "nopool", 0)
+        pool = Server(a.build, tmp, "pool", 1, assets=a.assets_from)
+        nopool = Server(a.build, tmp, "nopool", 0, assets=a.assets_from)
+        servers = [pool, nopool]
+        old = None
+        if a.old_build:
+            # the same guest agent: the peers differ in the host side and the template only
+            old = Server(os.path.abspath(a.old_build), tmp, "pool-old", 1, agent=agent, assets=a.assets_from)
+            servers.append(old)
+            res["vm_pooled_old"] = []
         vm = {"isolation": "microvm"}
         # first use: assets and template snapshot built on each state dir
-        for s in (pool, nopool):
+        for s in servers:
             _dt, sid = s.start_to_output(vm)
             s.api("DELETE", "sandboxes/" + sid)
-        for _ in range(a.rounds):
-            pool.wait_pool("microvm", 1)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import vmdirect
+        direct = vmdirect.DirectBoot(os.path.join(pool.state, "vm"), tmp)
+        peers = [("vm_pooled", pool, vm), ("vm_clone", nopool, vm), ("ct_pooled", pool, {}),
+                 ("ct_nopool", nopool, {})] + ([("vm_pooled_old", old, vm)] if old else [])
+        for i in range(a.rounds):
+            for s in (pool, old):
+                if s:
+                    s.wait_pool("microvm", 1)
             pool.wait_pool("container", 1)
-            for key, srv, body in (("vm_pooled", pool, vm), ("vm_clone", nopool, vm),
-                                   ("ct_pooled", pool, {}), ("ct_nopool", nopool, {})):
+            for key, srv, body in peers[i % len(peers):] + peers[:i % len(peers)]:
                 dt, sid = srv.start_to_output(body)
-                want = srv is pool
+                want = srv is not nopool
                 if srv.audit_pooled(sid) != want:
                     raise SystemExit("%s: pooled=%s, expected %s" % (key, not want, want))
                 res[key].append(dt)
                 srv.api("DELETE", "sandboxes/" + sid)
+                if key.startswith("vm_pooled"):
+                    srv.wait_pool("microvm", 1)     # the refill runs outside the next peer's time
+            res["direct"].append(direct.run())
     finally:
-        for s in (pool, nopool):
-            if s:
-                s.stop()
+        for s in servers:
+            s.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     load1 = os.getloadavg()
     write_report(a, res, load0, load1)
@@ -146,7 +173,10 @@ def write_report(a, res, load0, load1):
     base = med(res["ct_pooled"])
     rows = [("container tier, warm pool", "ct_pooled"), ("container tier, no pool", "ct_nopool"),
             ("microvm, warm pool (a clone made ahead)", "vm_pooled"),
-            ("microvm, no pool (clone of the template snapshot on demand)", "vm_clone")]
+            ("microvm, warm pool, old build (main)", "vm_pooled_old"),
+            ("microvm, no pool (clone of the template snapshot on demand)", "vm_clone"),
+            ("QEMU direct boot of the same kernel to `echo hi` (no paddock; bench/vmdirect.py)", "direct")]
+    rows = [r for r in rows if res.get(r[1])]
     lines = ["# microvm through the server: warm pool vs on-demand clone", "",
              "Generated by `bench/microvm_pool.py` (see `bench/README.md`). Do not edit by hand.", "",
              "## Machine", "",
@@ -156,9 +186,12 @@ def write_report(a, res, load0, load1):
              "- Load average before / after: %.1f / %.1f (shared machine; other jobs ran)" % (load0[0], load1[0]), "",
              "## Create to first output of `echo hi` over the HTTP API (wall, median of %d, peers alternating)"
              % a.rounds, "",
-             "| peer | median s | ratio to the pooled container |", "|---|---|---|"]
+             "| peer | median s | p90 s | ratio to the pooled container | ratio to the pooled microvm |",
+             "|---|---|---|---|---|"]
     for name, k in rows:
-        lines.append("| %s | %.3f | %.2f |" % (name, med(res[k]), med(res[k]) / base))
+        v = sorted(res[k])
+        lines.append("| %s | %.3f | %.3f | %.2f | %.2f |" % (name, med(v), v[min(len(v) - 1, int(len(v) * 0.9))],
+                                                     med(v) / base, med(v) / med(res["vm_pooled"])))
     lines += ["", "The pool takes the clone's restore (QEMU start, state load, relay and clock/RNG sync) and its "
                   "first command's cold start (the filler runs one login shell in each pooled microvm: a fresh "
                   "QEMU translates the guest's code anew and faults in its copy-on-write memory) out of the "

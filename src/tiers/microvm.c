@@ -36,6 +36,8 @@
 
 #define VM_BOOT_TIMEOUT_MS 120000       /* TCG on a busy host: a cold boot is seconds */
 #define VM_CLONE_TIMEOUT_MS 30000
+/* the template warm-up's version, in the template's name (warm_template) */
+#define WARM_TAG "-w2"
 #define QEMU_OVERHEAD (384ull << 20)    /* QEMU's own memory beside the guest's (TCG cache) */
 
 struct vm_tpl {
@@ -52,8 +54,14 @@ static void qemu_dir(struct pd_sandbox *sb, char *buf, size_t size)
         snprintf(buf, size, "%s/vm", sb->dir);
 }
 
+/* The relay is started as soon as QEMU is (relay_spawn), so that its exec
+ * and its connection to QEMU's serial socket (bound by paddock before QEMU
+ * starts: the connection waits in the backlog) overlap QEMU's own start-up
+ * and the state load; relay_wait then waits for its SYNC with the guest's
+ * agent. Its pid is recorded at once: a failure in between (destroy of the
+ * failed create, or the caller's error path) stops it with stop_relay. */
 /* netarg: the relay's --net=HEX for a guest with a NIC (vmnet.c), or NULL */
-static int start_relay(struct pd_sandbox *sb, int timeout_ms, const char *netarg, struct pd_error *err)
+static int relay_spawn(struct pd_sandbox *sb, const char *netarg, int *ready_out, struct pd_error *err)
 {
         char relay[PATH_MAX], serial[PATH_MAX + 16];
         if (pd_helper_path("paddock-vm-relay", "PADDOCK_VM_RELAY", relay, sizeof relay, err) < 0)
@@ -79,24 +87,38 @@ static int start_relay(struct pd_sandbox *sb, int timeout_ms, const char *netarg
                 argv[ac++] = (char *)netarg;
         if (cmax[0])
                 argv[ac++] = cmax;
-        int ready = -1;
         const char *step = "";
-        pid_t pid = pd_helper_spawn(relay, argv, sb->dirfd, "relay.log", &lfd, 1, &ready, &step);
+        pid_t pid = pd_helper_spawn(relay, argv, sb->dirfd, "relay.log", &lfd, 1, ready_out, &step);
         if (pid < 0)
                 return pd_error_set(err, (int)-pid, "start paddock-vm-relay (%s)", step);
+        sb->supervisor_pid = pid;
+        sb->supervisor_start = pd_proc_starttime(pid);
+        return 0;
+}
+
+static int relay_wait(struct pd_sandbox *sb, int ready, int timeout_ms, struct pd_error *err)
+{
         char msg[8];
         ssize_t n = 0;
         int r = pd_helper_wait_ready(ready, timeout_ms, msg, sizeof msg, &n);
         close(ready);
         if (r <= 0 || n != 1 || msg[0] != 'R') {
-                pd_helper_kill(pid);
-                return pd_error_setx(err, r == 0 ? ETIMEDOUT : EIO,
-                                     "the guest's agent did not answer%s (see %s/vm/console.log)",
-                                     r == 0 ? " in time" : "", sb->dir);
+                pd_helper_kill(sb->supervisor_pid);
+                sb->supervisor_pid = 0;
+                char kept[PATH_MAX + 64];
+                pd_microvm_keep_console(sb, kept, sizeof kept);
+                return pd_error_setx(err, r == 0 ? ETIMEDOUT : EIO, "the guest's agent did not answer%s (%s)",
+                                     r == 0 ? " in time" : "", kept);
         }
-        sb->supervisor_pid = pid;
-        sb->supervisor_start = pd_proc_starttime(pid);
         return 0;
+}
+
+static int start_relay(struct pd_sandbox *sb, int timeout_ms, const char *netarg, struct pd_error *err)
+{
+        int ready = -1;
+        if (relay_spawn(sb, netarg, &ready, err) < 0)
+                return -1;
+        return relay_wait(sb, ready, timeout_ms, err);
 }
 
 static void stop_relay(struct pd_sandbox *sb)
@@ -104,6 +126,26 @@ static void stop_relay(struct pd_sandbox *sb)
         if (sb->supervisor_pid > 0)
                 pd_helper_stop(sb->supervisor_pid, sb->supervisor_start, SIGTERM, 1000, 2000);
         sb->supervisor_pid = 0;
+}
+
+/* PADDOCK_VM_APPEND: words added to the guest kernel's command line of a
+ * template boot, for debugging a guest and for tests (a guest that cannot
+ * start: "rdinit=/nonexistent"). The environment of paddock is its
+ * operator's; still only plain words are taken. NULL when unset. */
+static bool append_ok(const char *e)
+{
+        if (strlen(e) > 256)
+                return false;
+        for (const char *c = e; *c; c++)
+                if (*c < ' ' || *c > '~' || *c == '"' || *c == '\\')
+                        return false;
+        return true;
+}
+
+static const char *append_extra(void)
+{
+        const char *e = getenv("PADDOCK_VM_APPEND");
+        return e && *e && append_ok(e) ? e : NULL;      /* refused by microvm_create when not ok */
 }
 
 static int start_qemu(struct pd_sandbox *sb, const struct pd_vm_assets *as, const char *mem_file, gid_t mem_gid,
@@ -123,7 +165,7 @@ static int start_qemu(struct pd_sandbox *sb, const struct pd_vm_assets *as, cons
                 .disk_bytes = sb->writable_bytes, .pids = sb->spec.pids, .mem_file = mem_file,
                 .mem_shared = shared,
                 .incoming = incoming, .die_with_parent = sb->die_with_parent, .mem_anon = !mem_file,
-                .nic = sb->spec.net != PD_NET_NONE,
+                .nic = sb->spec.net != PD_NET_NONE, .append_extra = append_extra(),
         };
         if (pd_host(sb)->have_cgroup) {
                 int r = pd_cgroup_open_procs(&pd_host(sb)->cg, "agent", l.cg_fds, (int)PD_ARRAY_SIZE(l.cg_fds), err);
@@ -192,9 +234,14 @@ static void tpl_paths(struct pd_sandbox *sb, const struct pd_vm_assets *as, cons
         /* and its devices: a guest with a network has a NIC from the start
          * (a restore needs the same devices), unconfigured until a clone's
          * agent gets its NETCFG */
-        snprintf(t->dir, sizeof t->dir, "%s/tpl-%s-m%" PRIu64 "-d%" PRIu64 "-c%u-p%u%s", vmdir, as->key,
+        /* a command line changed by PADDOCK_VM_APPEND: a template of its own */
+        const char *ax = append_extra();
+        char atag[32] = "";
+        if (ax)
+                snprintf(atag, sizeof atag, "-a%016" PRIx64, pd_vm_hash(PD_VM_HASH_INIT, ax, strlen(ax)));
+        snprintf(t->dir, sizeof t->dir, "%s/tpl-%s-m%" PRIu64 "-d%" PRIu64 "-c%u-p%u%s%s" WARM_TAG, vmdir, as->key,
                  sb->spec.memory_bytes >> 20, sb->writable_bytes >> 20, sb->spec.millicpus, sb->spec.pids,
-                 sb->spec.net != PD_NET_NONE ? "-net" : "");
+                 sb->spec.net != PD_NET_NONE ? "-net" : "", atag);
         snprintf(t->mem, sizeof t->mem, "%s/mem", t->dir);
         snprintf(t->state, sizeof t->state, "%s/state", t->dir);
         snprintf(t->stamp, sizeof t->stamp, "%s/stamp", t->dir);
@@ -257,15 +304,23 @@ static int tpl_check(const struct vm_tpl *t, gid_t *gid, struct pd_error *err)
         return 0;
 }
 
-/* Before the template is saved: read what the first commands of every
- * clone need (bash, python3, their libraries) into the guest's page cache,
- * which the clones then share copy-on-write instead of each reading it
- * from the disk again. Kept small: under TCG the guest reads slowly. */
+/* Before the template is saved: run what the first commands of every
+ * clone run (an external command, a login shell), so that all they read
+ * (binaries, libraries, profile files) and their lookups are in the
+ * guest's page and dentry caches, which the
+ * clones then share copy-on-write instead of each reading them from the
+ * erofs disk again (under TCG the guest reads slowly: virtio and erofs
+ * code run emulated). QEMU's translated code itself cannot be saved: each
+ * clone's QEMU translates anew. WARM_TAG is in the template's name: a
+ * template saved after another warm-up is not reused. Not python3 -c pass:
+ * it doubled the template's boot under TCG (every test state dir pays it),
+ * and python's files are read (cat above) already. */
 static int warm_template(struct pd_sandbox *sb, struct pd_error *err)
 {
         static const char script[] =
                 "cd /usr/lib/x86_64-linux-gnu && cat /usr/bin/bash /usr/bin/echo /usr/bin/python3.11 "
-                "ld-linux-x86-64.so.2 libc.so.6 libtinfo.so.6 libm.so.6 libz.so.1 libexpat.so.1 >/dev/null; true";
+                "ld-linux-x86-64.so.2 libc.so.6 libtinfo.so.6 libm.so.6 libz.so.1 libexpat.so.1 >/dev/null; "
+                "cd / && /usr/bin/echo >/dev/null && /bin/bash -l -c true; true";
         int fd = pd_host_connect(sb, err);
         if (fd < 0)
                 return fd;
@@ -431,14 +486,19 @@ static int host_setup(struct pd_sandbox *sb, struct pd_error *err)
 static int restore_full(struct pd_sandbox *sb, const struct pd_vm_assets *as, int fd, struct pd_error *err)
 {
         struct pd_qmp *q = NULL;
-        int r;
-        if ((r = start_qemu(sb, as, NULL, (gid_t)pd_host(sb)->uids.base, false, true, err)) < 0 ||
-            (r = open_qmp(sb, &q, err)) < 0 || (r = restore_state(q, fd, false, err)) < 0) {
+        int r, ready = -1;
+        if ((r = start_qemu(sb, as, NULL, (gid_t)pd_host(sb)->uids.base, false, true, err)) < 0)
+                return r;
+        if ((r = relay_spawn(sb, NULL, &ready, err)) < 0 || (r = open_qmp(sb, &q, err)) < 0 ||
+            (r = restore_state(q, fd, false, err)) < 0) {
                 pd_qmp_close(q);
+                if (ready >= 0)
+                        close(ready);
+                stop_relay(sb);
                 return r;
         }
         pd_qmp_close(q);
-        return start_relay(sb, VM_CLONE_TIMEOUT_MS, NULL, err);
+        return relay_wait(sb, ready, VM_CLONE_TIMEOUT_MS, err);
 }
 
 /* A guest with a NIC, also after a server restart (the record does not
@@ -489,6 +549,11 @@ int pd_microvm_start_from(struct pd_sandbox *sb, int fd, struct pd_error *err)
 
 static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
 {
+        const char *ax = getenv("PADDOCK_VM_APPEND");
+        if (ax && *ax && !append_ok(ax))
+                return pd_error_setx(err, EINVAL, "PADDOCK_VM_APPEND: plain words for the guest kernel's command "
+                                                  "line only (printable, no quotes or backslashes, at most 256 "
+                                                  "characters)");
         if (sb->spec.template_dir || sb->spec.n_volumes)
                 return pd_error_setx(err, ENOTSUP, "the microvm tier runs its own base template and its own "
                                                    "snapshots only (no --template DIR or volumes yet)");
@@ -524,8 +589,10 @@ static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
         } else if ((r = pd_vm_assets_get(sb->state, &as, err)) < 0) {
                 return r;
         }
+        pd_trace("microvm: boot assets found");
         if ((r = host_setup(sb, err)) < 0)
                 return r;
+        pd_trace("microvm: cgroup and uid range");
         struct vm_tpl t;
         tpl_paths(sb, &as, vmdir, &t);
         /* one template builder per state dir at a time */
@@ -580,19 +647,25 @@ static int microvm_create(struct pd_sandbox *sb, struct pd_error *err)
                         return r;
                 pd_trace("microvm: network attached");
         }
+        int ready = -1;
+        if ((r = relay_spawn(sb, netarg[0] ? netarg : NULL, &ready, err)) < 0)
+                return r;
+        pd_trace("microvm: relay started");
         if ((r = open_qmp(sb, &q, err)) < 0) {
                 pd_qmp_close(q);
-                return r;
+                close(ready);
+                return r;       /* the relay: stopped by the destroy of this failed create */
         }
         pd_trace("microvm: QMP connected");
         if ((r = restore_state(q, sfd, true, err)) < 0) {
                 pd_qmp_close(q);
+                close(ready);
                 return r;
         }
         pd_trace("microvm: device state restored, guest running");
         pd_qmp_close(q);
         flock(lock, LOCK_UN);
-        if ((r = start_relay(sb, VM_CLONE_TIMEOUT_MS, netarg[0] ? netarg : NULL, err)) < 0)
+        if ((r = relay_wait(sb, ready, VM_CLONE_TIMEOUT_MS, err)) < 0)
                 return r;
         pd_trace("microvm: relay synced with the guest");
         return pd_sandbox_save(sb, err);
@@ -804,6 +877,8 @@ static int microvm_gc(struct pd_state *st, struct pd_error *err)
         int ret = pd_host_gc(st, err);
         if (pd_vm_gc(st, ret == 0 ? err : NULL) < 0 && ret == 0)
                 ret = -EIO;
+        /* the console logs of failed starts stay for their retention */
+        (void)pd_microvm_console_gc(st);
         return ret;
 }
 

@@ -20,3 +20,10 @@ int pd_microvm_refuse_with_network(struct pd_sandbox *sb, const char *what, stru
  * from it, 0 = it does not name one, <0 = error). */
 int pd_microvm_snapshot(struct pd_sandbox *sb, const char *name, struct pd_error *err);
 int pd_microvm_create_from_snapshot(struct pd_sandbox *sb, struct pd_error *err);
+
+/* microvm_console.c: copy sb's console log (a start that failed) into
+ * <state>/vm/failed/, out gets "console log kept in PATH" (or why not);
+ * console_gc removes the kept logs older than 7 days (paddock gc), returns
+ * how many are left or -errno. */
+void pd_microvm_keep_console(struct pd_sandbox *sb, char *out, size_t size);
+int pd_microvm_console_gc(struct pd_state *st);

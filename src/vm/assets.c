@@ -180,6 +180,28 @@ static int assets_get(struct pd_state *st, struct pd_vm_assets *out, bool with_r
         if (!realpath(agent, real))
                 return pd_error_set(err, errno, "resolve '%s'", agent);
         snprintf(agent, sizeof agent, "%s", real);
+        /* the key remembered from the last start (assets_memo.c): no
+         * dpkg-query, no hashing, no lock when nothing changed */
+        char sig[4096];
+        const char *const inputs_of[] = { agent, mkroot, "/var/lib/dpkg/status", NULL };
+        if (with_rootfs) {
+                char extra[PATH_MAX + 160];
+                snprintf(extra, sizeof extra, "guest %s %s", gdir, rel);
+                pd_vm_assets_sig(sig, sizeof sig, inputs_of, extra);
+                uint64_t mh, mhr;
+                if (pd_vm_assets_memo_get(vmdir, sig, &mh, &mhr) == 1) {
+                        snprintf(out->kernel, sizeof out->kernel, "%s/vmlinux-%s", vmdir, rel);
+                        snprintf(out->initrd, sizeof out->initrd, "%s/initrd-%016" PRIx64 ".cpio", vmdir, mh);
+                        snprintf(out->rootfs, sizeof out->rootfs, "%s/rootfs-%016" PRIx64 ".erofs", vmdir, mhr);
+                        if (access(out->kernel, R_OK) == 0 && access(out->initrd, R_OK) == 0 &&
+                            access(out->rootfs, R_OK) == 0) {
+                                uint64_t k = pd_vm_hash(mh, &mhr, sizeof mhr);
+                                k = pd_vm_hash(k, rel, strlen(rel));
+                                snprintf(out->key, sizeof out->key, "%016" PRIx64, k);
+                                return 0;
+                        }
+                }
+        }
         /* one builder at a time per state dir; the others wait and reuse */
         char lockp[PATH_MAX + 8];
         snprintf(lockp, sizeof lockp, "%s/lock", vmdir);
@@ -211,6 +233,7 @@ static int assets_get(struct pd_state *st, struct pd_vm_assets *out, bool with_r
                 drop_stale(vmdir, "rootfs-", out->rootfs);
                 drop_stale(vmdir, "initrd-", out->initrd);
         }
+        pd_vm_assets_memo_put(vmdir, sig, h, hr);
         uint64_t k = pd_vm_hash(h, &hr, sizeof hr);
         k = pd_vm_hash(k, rel, strlen(rel));
         snprintf(out->key, sizeof out->key, "%016" PRIx64, k);

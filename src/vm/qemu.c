@@ -120,8 +120,9 @@ static void build_argv(const struct pd_vm_launch *l, struct argv_buf *a)
         arg(a, "-append");
         arg(a, "console=ttyS0 reboot=t panic=-1%s quiet cryptomgr.notests i8042.noaux i8042.nomux "
                "i8042.nopnp i8042.dumbkbd no_timer_check random.trust_cpu=on 8250.nr_uarts=1 "
-               "paddock.disk=%llu paddock.pids=%u",
-            tsc, (unsigned long long)l->disk_bytes, l->pids ? l->pids : 512);
+               "paddock.disk=%llu paddock.pids=%u%s%s",
+            tsc, (unsigned long long)l->disk_bytes, l->pids ? l->pids : 512, l->append_extra ? " " : "",
+            l->append_extra ? l->append_extra : "");
         arg(a, "-chardev");
         /* append: the relay truncates the log at its cap (console_cap.c) */
         arg(a, "file,id=con,path=%s/console.log,append=on", l->dir);

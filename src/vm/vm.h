@@ -22,6 +22,12 @@ struct pd_vm_assets {
 /* Find or build the assets; prints a progress line on stderr while it
  * builds (the first use takes seconds). */
 int pd_vm_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_error *err);
+/* assets_memo.c: the assets' key remembered per state dir, keyed by a
+ * signature (stat identity of paths, NULL-terminated, and extra text) of
+ * what the key is computed from. get: 1 when sig matches the memo. */
+void pd_vm_assets_sig(char *buf, size_t size, const char *const *paths, const char *extra);
+int pd_vm_assets_memo_get(const char *vmdir, const char *sig, uint64_t *h, uint64_t *hr);
+void pd_vm_assets_memo_put(const char *vmdir, const char *sig, uint64_t h, uint64_t hr);
 /* The kernel and initramfs only (rootfs left empty, key of those two):
  * for guests whose root image is their own (paddock-oci's microvm). */
 int pd_vm_boot_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_error *err);
@@ -69,6 +75,7 @@ struct pd_vm_launch {
          * its own new netns before it drops privileges (vmnet.c wires it) */
         bool nic;
         bool die_with_parent;
+        const char *append_extra;       /* more guest kernel command line (PADDOCK_VM_APPEND) */
         /* jail: run QEMU as this uid/gid (0 = keep root: tests of the jail
          * itself only) in a mount namespace whose root (a tmpfs on
          * jail_root) holds only /usr, a few device nodes, the assets, the

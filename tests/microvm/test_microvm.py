@@ -9,9 +9,11 @@ import glob
 import os
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -364,3 +366,54 @@ def test_qemu_is_jailed(vm):
 def test_no_leftovers_after_runs(vm):
     assert live_sandboxes(vm) == []
     assert vm.leftovers() == {}
+
+
+# --- a start that fails (issue 20) -------------------------------------------
+
+def test_failed_start_keeps_its_console_log(vm, tmp_path):
+    """A guest that cannot start (its kernel finds no init: PADDOCK_VM_APPEND
+    adds rdinit=/nonexistent to the template boot's command line) fails with
+    an error naming where its console log was kept; the log outlives the
+    failed sandbox, and `paddock gc` removes it only past its retention."""
+    p = Paddock(str(tmp_path / "state"))
+    os.makedirs(os.path.join(p.state, "vm"))
+    # vm's boot assets, linked (content-addressed): no base image build here
+    src = os.path.join(vm.state, "vm")
+    for f in os.listdir(src):
+        if f.startswith(("vmlinux-", "initrd-", "rootfs-")):
+            os.link(os.path.join(src, f), os.path.join(p.state, "vm", f))
+    try:
+        r = p.run(VM + ["--", "true"], env={"PADDOCK_VM_APPEND": "rdinit=/nonexistent"}, timeout=TIMEOUT)
+        assert r.returncode == 125, (r.returncode, r.stderr)
+        m = re.search(r"console log kept in (\S+\.console\.log)\)", r.stderr)
+        assert m, r.stderr
+        log = m.group(1)
+        assert os.path.dirname(log) == os.path.join(p.state, "vm", "failed")
+        with open(log, errors="replace") as f:
+            text = f.read()
+        assert "Kernel panic" in text, text[-2000:]
+        # the failed sandbox is gone, with no half-built template; its log stays
+        assert p.leftovers() == {}
+        assert not glob.glob(os.path.join(p.state, "vm", "tpl-*"))
+        r = p.gc()
+        assert r.returncode == 0, r.stderr
+        assert os.path.exists(log), "gc removed a log younger than its retention"
+        old = time.time() - 8 * 86400
+        os.utime(log, (old, old))
+        r = p.gc()
+        assert r.returncode == 0, r.stderr
+        assert not os.path.exists(log), "gc kept a log past its retention (7 days)"
+    finally:
+        p.gc()
+        shutil.rmtree(p.state, ignore_errors=True)
+
+
+def test_bad_guest_command_line_words_are_refused(vm):
+    """PADDOCK_VM_APPEND takes plain words only: a quote or a control
+    character is refused with a clear error, and nothing is started."""
+    before = set(glob.glob(os.path.join(vm.state, "vm", "tpl-*")))
+    r = vrun(vm, ["--", "echo", "ok"], env={"PADDOCK_VM_APPEND": 'rdinit=/x "quoted"'})
+    assert r.returncode == 125, (r.returncode, r.stderr)
+    assert "PADDOCK_VM_APPEND" in r.stderr and r.stdout == ""
+    assert set(glob.glob(os.path.join(vm.state, "vm", "tpl-*"))) == before
+    assert live_sandboxes(vm) == []

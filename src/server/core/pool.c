@@ -141,7 +141,8 @@ struct pd_sandbox *pd_pool_take(struct pd_pool *m, const struct pd_spec *spec, c
 /* A fresh microvm clone runs its first command several times slower than
  * the next ones (under TCG every QEMU translates the guest's code anew, and
  * the clone's first touches of its memory are copy-on-write faults): run one
- * login shell before it is handed out. Its process is tagged PD_POOL_WARMUP
+ * login shell, which runs an external command (its fork and exec, echo's
+ * own code), before it is handed out. Its process is tagged PD_POOL_WARMUP
  * and hidden from process lists. */
 static int pool_warm(struct pd_sandbox *sb, struct pd_error *err)
 {
@@ -149,7 +150,7 @@ static int pool_warm(struct pd_sandbox *sb, struct pd_error *err)
         if (fd < 0)
                 return fd;
         struct pd_client c;
-        static const char *const argv[] = { "/bin/bash", "-l", "-c", "true" };
+        static const char *const argv[] = { "/bin/bash", "-l", "-c", "/usr/bin/echo >/dev/null; true" };
         const struct pd_spawn_opts o = { .argv = argv, .argc = PD_ARRAY_SIZE(argv), .cwd = "/", .tag = PD_POOL_WARMUP };
         const struct pd_run_io io = { .timeout_ms = 60000 };     /* output dropped */
         uint32_t pid;
