@@ -158,3 +158,78 @@ def test_nothing_published_on_the_host(srv, web):
     finally:
         s.close()
     assert not data.endswith(b"\r\n\r\nhi\n"), "the sandbox's server is published on the host"
+
+
+ECHO = r'''
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("X-Path", self.path)
+        self.end_headers()
+        self.wfile.write(body)
+    def do_GET(self):
+        b = ("%s %s\n" % (self.path, self.headers.get("Host"))).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+http.server.ThreadingHTTPServer(("127.0.0.1", 8002), H).serve_forever()
+'''
+
+
+@pytest.fixture(scope="module")
+def echo(srv, web):
+    """An echo service on port 8002 of the `web` sandbox (POST: the body back)."""
+    import shlex
+    st, p = srv.api("POST", "/sandboxes/%s/processes" % web, {"cmd": "exec python3 -c %s" % shlex.quote(ECHO)})
+    assert st == 201, p
+    deadline = time.time() + 30
+    while True:
+        st, _h, body = srv.raw("GET", "/api/v1/sandboxes/%s/ports/8002/up" % web,
+                               headers={"Authorization": "Bearer " + srv.key})
+        if st == 200:
+            break
+        assert st == 502, (st, body)
+        assert time.time() < deadline, "echo service not up in 30 s: %s" % body
+        time.sleep(0.2)
+    return web
+
+
+def test_request_bodies_small_and_large(srv, echo):
+    """The request goes with the tunnel's open when small (head and body in
+    one write to the agent) and after it when large: both arrive whole."""
+    host = "8002-%s.%s:%d" % (echo, DOMAIN, srv.port)
+    tok = _token(srv, echo)
+    for n in (0, 1, 1000, 64 << 10, (64 << 10) + 1, 300 << 10):
+        body = bytes((i * 7 + n) % 251 for i in range(n))
+        st, h, got = srv.raw("POST", "/p?n=%d" % n, body,
+                             headers={"Host": host, "X-Paddock-Port-Token": tok,
+                                      "Content-Type": "application/octet-stream"})
+        assert st == 200 and got == body, (n, st, len(got))
+        assert h.get("X-Path") == "/p?n=%d" % n
+
+
+def test_many_requests_over_one_client_connection(srv, echo):
+    """A client that keeps its connection alive gets every answer, each
+    through its own tunnel, none mixed with another's."""
+    import http.client
+    tok = _token(srv, echo)
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    try:
+        for i in range(40):
+            port = 8002 if i % 2 else 8000
+            host = "%d-%s.%s:%d" % (port, echo, DOMAIN, srv.port)
+            c.request("GET", "/hello-port.txt?i=%d" % i if port == 8000 else "/n%d" % i,
+                      headers={"Host": host, "X-Paddock-Port-Token": tok})
+            r = c.getresponse()
+            body = r.read()
+            want = b"hi\n" if port == 8000 else ("/n%d %s\n" % (i, host)).encode()
+            assert (r.status, body) == (200, want), (i, r.status, body[:200])
+    finally:
+        c.close()
