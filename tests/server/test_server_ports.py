@@ -233,3 +233,72 @@ def test_many_requests_over_one_client_connection(srv, echo):
             assert (r.status, body) == (200, want), (i, r.status, body[:200])
     finally:
         c.close()
+
+
+RAW = r'''
+import socket, threading
+held = []
+def serve(c):
+    req = b""
+    while b"\r\n\r\n" not in req:
+        b = c.recv(4096)
+        if not b:
+            return
+        req += b
+    path = req.split(b" ")[1]
+    if path == b"/hold":        # the whole body, then the connection stays open
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+        held.append(c)
+        return
+    if path == b"/short":       # less than announced, then closed
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nok\n")
+    elif path == b"/more":      # more than announced
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\nEXTRA")
+    elif path == b"/twice":     # two lengths: trust neither, read to the close
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 5\r\n\r\nok\nab")
+    c.close()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 8003))
+s.listen(16)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+'''
+
+
+@pytest.fixture(scope="module")
+def raw_service(srv, web):
+    """A hand-written HTTP service on port 8003 of the `web` sandbox whose
+    answers' Content-Length and connection close disagree."""
+    import shlex
+    st, p = srv.api("POST", "/sandboxes/%s/processes" % web, {"cmd": "exec python3 -c %s" % shlex.quote(RAW)})
+    assert st == 201, p
+    deadline = time.time() + 30
+    while True:
+        st, _h, body = srv.raw("GET", "/api/v1/sandboxes/%s/ports/8003/more" % web,
+                               headers={"Authorization": "Bearer " + srv.key})
+        if st == 200:
+            break
+        assert st == 502, (st, body)
+        assert time.time() < deadline, "raw service not up in 30 s: %s" % body
+        time.sleep(0.2)
+    return web
+
+
+def test_answer_ends_at_its_content_length(srv, raw_service):
+    """The relayed answer ends with the last byte its Content-Length
+    announced, even while the service keeps its connection open (the
+    client does not wait for a close that never comes); bytes past it are
+    not relayed; a body cut short is not passed off as complete."""
+    import http.client
+    host = "8003-%s.%s:%d" % (raw_service, DOMAIN, srv.port)
+    h = {"Host": host, "X-Paddock-Port-Token": _token(srv, raw_service)}
+    st, _h, body = srv.raw("GET", "/hold", headers=h, timeout=20)
+    assert (st, body) == (200, b"ok\n")
+    st, _h, body = srv.raw("GET", "/more", headers=h)
+    assert (st, body) == (200, b"ok\n")
+    st, _h, body = srv.raw("GET", "/twice", headers=h)
+    assert (st, body) == (200, b"ok\nab")
+    with pytest.raises((http.client.IncompleteRead, ConnectionError)):
+        srv.raw("GET", "/short", headers=h)

@@ -17,16 +17,69 @@
 #define CALL_TIMEOUT_MS 30000
 #define RESP_HDR_MAX (16u << 10)
 
+/* Body bytes for the client. With the answer's Content-Length known
+ * (st->size), the body ends with its last byte, not when the service
+ * closes the connection, which saves the client a wait for that close;
+ * what comes past it is dropped. */
+static void relay_body(struct pd_agent_stream *st, const void *p, size_t n)
+{
+        if (st->size != MHD_SIZE_UNKNOWN) {
+                if (n > st->size - st->sent)
+                        n = (size_t)(st->size - st->sent);
+                st->sent += n;
+                if (st->sent == st->size)
+                        st->done = true;
+        }
+        if (n && pd_agent_stream_put(st, p, n) < 0) {
+                st->done = true;
+                st->failed = true;
+        }
+}
+
 static void relay_frame(struct pd_agent_stream *st, const struct pd_frame_hdr *h, const uint8_t *p)
 {
-        if (h->id != st->id)
+        if (h->id != st->id || st->done)
                 return;
         if (h->type == PD_T_DATA) {
-                if (h->len && pd_agent_stream_put(st, p, h->len) < 0)
-                        st->done = true;
+                relay_body(st, p, h->len);
         } else if (h->type == PD_T_TUNNEL_CLOSE || h->type == PD_T_ERROR) {
                 st->done = true;
+                /* short of its Content-Length: the client must not take it
+                 * for the whole body */
+                if (st->size != MHD_SIZE_UNKNOWN && st->sent < st->size)
+                        st->failed = true;
         }
+}
+
+/* The answer's body length, when it says so and that is all there is to
+ * it: one Content-Length, no Transfer-Encoding, an answer that has a
+ * body (not to HEAD, not 1xx, 204 or 304). MHD_SIZE_UNKNOWN otherwise:
+ * the body then ends when the service closes (HTTP/1.0). */
+static uint64_t body_length(const char *method, unsigned status, const char *hb, const char *eoh)
+{
+        uint64_t len = MHD_SIZE_UNKNOWN;
+        if (!strcmp(method, "HEAD") || status < 200 || status == 204 || status == 304)
+                return MHD_SIZE_UNKNOWN;
+        for (const char *line = strstr(hb, "\r\n"); line && line < eoh; line = strstr(line + 2, "\r\n")) {
+                const char *l = line + 2;
+                if (!strncasecmp(l, "Transfer-Encoding:", 18))
+                        return MHD_SIZE_UNKNOWN;
+                if (strncasecmp(l, "Content-Length:", 15))
+                        continue;
+                if (len != MHD_SIZE_UNKNOWN)
+                        return MHD_SIZE_UNKNOWN;        /* twice: trust neither */
+                const char *v = l + 15;
+                while (*v == ' ' || *v == '\t')
+                        v++;
+                size_t dl = strspn(v, "0123456789");
+                const char *e = v + dl;
+                while (*e == ' ' || *e == '\t')
+                        e++;
+                if (dl == 0 || dl > 15 || (*e != '\r'))
+                        return MHD_SIZE_UNKNOWN;
+                len = strtoull(v, NULL, 10);
+        }
+        return len;
 }
 
 static void relay_idle(struct pd_agent_stream *st)
@@ -135,8 +188,12 @@ enum MHD_Result pd_tunnel_http_relay(struct pd_req *r, struct pd_agent_stream *s
                 }
         }
         size_t body_off = (size_t)(eoh + 4 - hb);
+        st->size = body_length(r->method, status, hb, eoh);
+        st->sent = 0;
+        if (st->size == 0)
+                st->done = true;
         if (hlen > body_off)
-                pd_agent_stream_put(st, hb + body_off, hlen - body_off);
+                relay_body(st, hb + body_off, hlen - body_off);
         free(hb);
         st->on_frame = relay_frame;
         st->on_idle = relay_idle;
