@@ -174,7 +174,10 @@ class H(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
     def do_GET(self):
-        b = ("%s %s\n" % (self.path, self.headers.get("Host"))).encode()
+        if self.path == "/peer":        # which connection this came on
+            b = ("%d\n" % self.client_address[1]).encode()
+        else:
+            b = ("%s %s\n" % (self.path, self.headers.get("Host"))).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(b)))
         self.end_headers()
@@ -246,14 +249,14 @@ def serve(c):
             return
         req += b
     path = req.split(b" ")[1]
-    if path == b"/hold":        # the whole body, then the connection stays open
-        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+    if path == b"/hold":        # the whole body, then the connection stays open though it says close
+        c.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 3\r\n\r\nok\n")
         held.append(c)
         return
     if path == b"/short":       # less than announced, then closed
         c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nok\n")
     elif path == b"/more":      # more than announced
-        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\nEXTRA")
+        c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nok\nEXTRA")
     elif path == b"/twice":     # two lengths: trust neither, read to the close
         c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 5\r\n\r\nok\nab")
     c.close()
@@ -302,3 +305,42 @@ def test_answer_ends_at_its_content_length(srv, raw_service):
     assert (st, body) == (200, b"ok\nab")
     with pytest.raises((http.client.IncompleteRead, ConnectionError)):
         srv.raw("GET", "/short", headers=h)
+
+
+def test_get_reuses_the_upstream_connection(srv, echo):
+    """Back-to-back GETs to a keep-alive service reuse one connection to it
+    (its peer port stays the same); a POST does not take a kept one; a
+    service that went away is not answered for by a kept connection."""
+    import http.client
+    import shlex
+    host = "8002-%s.%s:%d" % (echo, DOMAIN, srv.port)
+    h = {"Host": host, "X-Paddock-Port-Token": _token(srv, echo)}
+    peers = []
+    for _ in range(10):
+        st, _h, body = srv.raw("GET", "/peer", headers=h)
+        assert st == 200, body
+        peers.append(int(body))
+    assert len(set(peers)) < len(peers), peers
+    st, _h, body = srv.raw("POST", "/x", b"abc", headers=dict(h, **{"Content-Type": "text/plain"}))
+    assert (st, body) == (200, b"abc")
+    # the service dies: the kept connection is closed, not used
+    srv.raw("GET", "/peer", headers=h)
+    r = srv.exec(echo, "pkill -f 'Threading[H]TTPServer.*8002'")
+    assert r["exit_code"] == 0, r
+    deadline = time.time() + 30
+    while True:
+        st, _h, body = srv.raw("GET", "/peer", headers=h)
+        if st == 502:
+            break
+        assert time.time() < deadline, (st, body)
+        time.sleep(0.05)
+    assert b"nothing listens on port 8002" in body, body
+    # and back: a fresh connection
+    st, p = srv.api("POST", "/sandboxes/%s/processes" % echo, {"cmd": "exec python3 -c %s" % shlex.quote(ECHO)})
+    assert st == 201, p
+    while True:
+        st, _h, body = srv.raw("GET", "/peer", headers=h)
+        if st == 200:
+            break
+        assert st == 502 and time.time() < deadline, (st, body)
+        time.sleep(0.05)

@@ -29,6 +29,7 @@
 
 #include "server/api/api.h"
 #include "server/api/ports.h"
+#include "server/api/ports_cache.h"
 #include "server/core/port_host.h"
 #include "server/core/sessions.h"
 #include "server/core/tunnel.h"
@@ -45,6 +46,7 @@ struct port_call {
         bool key_used;          /* path form authorised by the API key */
         char id[PD_ID_LEN + 1];
         bool upgrade;           /* Connection: upgrade + Upgrade: (WebSocket) */
+        bool reuse;             /* a GET without a body: keep-alive upstream, ports_cache.h */
         struct pd_ports_ws *ws; /* the upgraded connection's relay, once answered 101 */
         char *target;           /* "/rest?query" as sent upstream */
         char *body;
@@ -416,8 +418,18 @@ static void build_head(struct pd_req *r, const struct port_call *c, struct head_
         MHD_get_connection_values(r->conn, MHD_HEADER_KIND, head_header, h);
         int n = c->upgrade ? (c->len ? snprintf(line, sizeof line, "Content-Length: %zu\r\n\r\n", c->len)
                                      : snprintf(line, sizeof line, "\r\n"))
-                           : snprintf(line, sizeof line, "Content-Length: %zu\r\nConnection: close\r\n\r\n", c->len);
+                           : snprintf(line, sizeof line, "Content-Length: %zu\r\nConnection: %s\r\n\r\n", c->len,
+                                      c->reuse ? "keep-alive" : "close");
         head_add(h, line, (size_t)n);
+}
+
+/* The stream is over: a service connection that answered in full and
+ * stays open goes to the cache for the next GET to that port. */
+static void keep_upstream(struct pd_agent_stream *st)
+{
+        if (st->keep && st->done && !st->failed && st->size != MHD_SIZE_UNKNOWN && st->sent == st->size && st->s &&
+            pd_client_is_open(&st->cl))
+                pd_ports_cache_put(st->s, (unsigned)st->kind, &st->cl, st->id);
 }
 
 /* Up to this much of a request body goes out with the TUNNEL_OPEN; a
@@ -470,10 +482,24 @@ static int open_tunnel(struct pd_req *r, struct pd_agent_stream *st, const struc
         return k;
 }
 
+/* The tunnel could not be opened: 502 (takes st). */
+static enum MHD_Result open_failed(struct pd_req *r, const struct port_call *c, struct pd_agent_stream *st, int k,
+                                   const struct pd_error *err)
+{
+        char msg[512];
+        if (k == -ECONNREFUSED)
+                snprintf(msg, sizeof msg, "nothing listens on port %u inside sandbox %s", c->port, st->s->id);
+        else
+                snprintf(msg, sizeof msg, "port %u of sandbox %s unreachable: %s", c->port, st->s->id, err->msg);
+        pd_agent_stream_free(st);
+        return reply_fail(r, c, 502, "bad_gateway", msg, true);
+}
+
 static enum MHD_Result finish(struct pd_req *r, struct port_call *c)
 {
         if (c->fail.status)
                 return reply_fail(r, c, c->fail.status, c->fail.code, c->fail.msg, false);
+        c->reuse = !c->upgrade && !strcmp(r->method, "GET") && c->len == 0;
         struct head_buf h;
         build_head(r, c, &h);
         if (h.bad) {
@@ -488,27 +514,28 @@ static enum MHD_Result finish(struct pd_req *r, struct port_call *c)
         c->s = NULL;
         struct pd_error err = { 0 };
         uint32_t tid = 0;
-        bool body_sent;
-        int k = open_tunnel(r, st, c, &h, &tid, &body_sent, &err);
+        bool body_sent = false, cached = false;
+        int k = 0;
+        if (c->reuse && pd_ports_cache_take(st->s, c->port, &st->cl, &tid)) {
+                cached = true;
+                pd_route_watch(&st->cl, r->srv, NULL, st->s);
+        } else {
+                k = open_tunnel(r, st, c, &h, &tid, &body_sent, &err);
+        }
         if (k < 0) {
-                char msg[512];
-                unsigned status = 502;
-                if (k == -ECONNREFUSED)
-                        snprintf(msg, sizeof msg, "nothing listens on port %u inside sandbox %s", c->port, st->s->id);
-                else
-                        snprintf(msg, sizeof msg, "port %u of sandbox %s unreachable: %s", c->port, st->s->id,
-                                 err.msg);
                 free(h.p);
-                pd_agent_stream_free(st);
-                return reply_fail(r, c, status, "bad_gateway", msg, true);
+                return open_failed(r, c, st, k, &err);
         }
         st->id = tid;
+        if (c->reuse) {
+                st->on_free = keep_upstream;
+                st->kind = (int)c->port;        /* the relay uses no kind: the port to keep under */
+        }
         if (c->upgrade) {
                 enum MHD_Result ret = pd_ports_ws_forward(r, st, tid, h.p, h.len, c->body, c->len, c->port, &c->ws);
                 free(h.p);
                 return ret;
         }
-        free(h.p);
         /* The path form answers on the server's own origin, the web
          * console's: a page the sandbox serves there must not act as the
          * console (its session cookie rides along with same-origin
@@ -518,14 +545,37 @@ static enum MHD_Result finish(struct pd_req *r, struct port_call *c)
         static const char csp[] = "Content-Security-Policy: sandbox allow-scripts allow-forms allow-popups "
                                   "allow-modals allow-downloads";
         if (!c->host_form && pd_agent_stream_put_header(st, csp, sizeof csp - 1) < 0) {
+                free(h.p);
                 pd_agent_stream_free(st);
                 return MHD_NO;
         }
         char what[64];
         snprintf(what, sizeof what, "port %u", c->port);
-        /* the head (and a small body) went with the TUNNEL_OPEN */
-        return pd_tunnel_http_relay(r, st, tid, NULL, 0, body_sent ? NULL : c->body, body_sent ? 0 : c->len, true,
-                                    what);
+        /* a kept connection gets the head now; else the head (and a small
+         * body) went with the TUNNEL_OPEN */
+        if (cached) {
+                bool again = false;
+                enum MHD_Result ret = pd_tunnel_http_relay_kept(r, st, tid, h.p, h.len, NULL, 0, true, what, &again);
+                if (!again) {
+                        free(h.p);
+                        return ret;
+                }
+                /* the service closed the kept connection as the GET came
+                 * (nothing of it answered): once more on a fresh one */
+                pd_client_close(&st->cl);
+                pd_client_init(&st->cl);
+                err = (struct pd_error){ 0 };
+                if ((k = open_tunnel(r, st, c, &h, &tid, &body_sent, &err)) < 0) {
+                        free(h.p);
+                        return open_failed(r, c, st, k, &err);
+                }
+                st->id = tid;
+                cached = false;
+        }
+        enum MHD_Result ret = pd_tunnel_http_relay(r, st, tid, cached ? h.p : NULL, cached ? h.len : 0,
+                                                   body_sent ? NULL : c->body, body_sent ? 0 : c->len, true, what);
+        free(h.p);
+        return ret;
 }
 
 static enum MHD_Result ports_handle(struct pd_req *r, const char *chunk, size_t *chunk_len)
