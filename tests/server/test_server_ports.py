@@ -344,3 +344,21 @@ def test_get_reuses_the_upstream_connection(srv, echo):
             break
         assert st == 502 and time.time() < deadline, (st, body)
         time.sleep(0.05)
+
+
+def test_kept_connection_after_pause_and_resume(srv, echo):
+    """A paused sandbox's port is refused even with a connection kept for
+    it; after the resume GETs are answered again."""
+    host = "8002-%s.%s:%d" % (echo, DOMAIN, srv.port)
+    h = {"Host": host, "X-Paddock-Port-Token": _token(srv, echo)}
+    st, _h, body = srv.raw("GET", "/peer", headers=h)
+    assert st == 200, body
+    srv.api("POST", "/sandboxes/%s/pause" % echo, {}, expect=200)
+    try:
+        st, _h, body = srv.raw("GET", "/peer", headers=h)
+        assert st == 502 and b"paused" in body, (st, body)
+    finally:
+        srv.api("POST", "/sandboxes/%s/resume" % echo, {}, expect=200)
+    for _ in range(3):
+        st, _h, body = srv.raw("GET", "/peer", headers=h)
+        assert st == 200 and int(body) > 0, (st, body)
