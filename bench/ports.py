@@ -105,11 +105,11 @@ class Target:
             c.close()
 
 
-def one_latency(t):
+def one_latency(t, path="/small"):
     t0 = time.perf_counter_ns()
-    st, n = t.get("/small")
+    st, n = t.get(path)
     t1 = time.perf_counter_ns()
-    if st != 200 or n != 3:
+    if st != 200 or (path == "/small" and n != 3):
         t.errors.append("GET /small: %d (%d bytes)" % (st, n))
         return None
     return (t1 - t0) / 1e6
@@ -168,6 +168,9 @@ def main():
     ap.add_argument("--rps-reps", type=int, default=3, help="b: measurements per target (default 3)")
     ap.add_argument("--bulk-mib", type=int, default=256, help="c: bytes per download in MiB (default 256)")
     ap.add_argument("--bulk-reps", type=int, default=5, help="c: downloads per target (default 5)")
+    ap.add_argument("--old", metavar="DIR",
+                    help="also measure the relay of another checkout's build (DIR/build/src/paddock and its "
+                         "agent), e.g. main before a change, alternated with the others in the same run")
     ap.add_argument("--report", default=DEFAULT_REPORT, help="Markdown report path")
     args = ap.parse_args()
 
@@ -181,40 +184,62 @@ def main():
     ctx = sb.machine_ctx(shlex.join(["/usr/bin/python3", os.path.relpath(SCRIPT, ROOT)] + sys.argv[1:]))
     ctx["versions"] = [("paddock", sb.version_of([paddock, "version"])), ("python", sys.version.split()[0])]
     work = tempfile.mkdtemp(prefix="paddock-bench-ports-")
-    srv = sb.Server(paddock, agent, work, "ports", ["--pool", "0"])
+    servers = [sb.Server(paddock, agent, work, "ports", ["--pool", "0"])]
+    if args.old:
+        old = os.path.abspath(args.old)
+        servers.append(sb.Server(os.path.join(old, "build", "src", "paddock"),
+                                 os.path.join(old, "build", "src", "agent", "paddock-agent"), work, "ports-old",
+                                 ["--pool", "0"]))
+        ctx["versions"].append(("paddock (old)", "%s, %s" % (
+            sb.version_of([servers[1].paddock, "version"]),
+            sb.version_of(["git", "-C", old, "log", "-1", "--format=%h %s"]) if os.path.isdir(
+                os.path.join(old, ".git")) else old)))
     peer = None
-    relay = direct = None
+    relay = direct = relay_old = floor = None
     problems, failed = [], None
+    made = []
     try:
-        srv.start()
-        c = srv.client()
-        st, s = c.call("POST", "/api/v1/sandboxes", obj={"memory_mb": 1024, "cpus": 2})
-        if st != 201:
-            raise RuntimeError("create: " + sb.http_error(st, s))
-        sid = s["id"]
-        st, p = c.call("POST", "/api/v1/sandboxes/%s/processes" % sid,
-                       obj={"cmd": "exec python3 -c %s 8000" % shlex.quote(SERVICE)})
-        if st != 201:
-            raise RuntimeError("start the service: " + sb.http_error(st, p))
-        st, info = c.call("GET", "/api/v1/sandboxes/%s/ports" % sid)
-        if st != 200:
-            raise RuntimeError("ports: " + sb.http_error(st, info))
-        relay = Target("relay", srv.port, {"Host": "8000-%s.%s" % (sid, info["domain"]),
-                                           "X-Paddock-Port-Token": info["port_token"]})
+        relays = []
+        for srv in servers:
+            srv.start()
+            c = srv.client()
+            st, s = c.call("POST", "/api/v1/sandboxes", obj={"memory_mb": 1024, "cpus": 2})
+            if st != 201:
+                raise RuntimeError("create: " + sb.http_error(st, s))
+            sid = s["id"]
+            made.append((srv, sid))
+            st, p = c.call("POST", "/api/v1/sandboxes/%s/processes" % sid,
+                           obj={"cmd": "exec python3 -c %s 8000" % shlex.quote(SERVICE)})
+            if st != 201:
+                raise RuntimeError("start the service: " + sb.http_error(st, p))
+            st, info = c.call("GET", "/api/v1/sandboxes/%s/ports" % sid)
+            if st != 200:
+                raise RuntimeError("ports: " + sb.http_error(st, info))
+            relays.append(Target("relay" if srv is servers[0] else "relay-old", srv.port,
+                                 {"Host": "8000-%s.%s" % (sid, info["domain"]),
+                                  "X-Paddock-Port-Token": info["port_token"]}))
+            c.close()
+        relay = relays[0]
+        relay_old = relays[1] if len(relays) > 1 else None
         pport = sb.free_port()
         peer = subprocess.Popen(["/usr/bin/python3", "-c", SERVICE, str(pport)], stdin=subprocess.DEVNULL)
         direct = Target("direct", pport, {"Host": "127.0.0.1:%d" % pport})
-        targets = [relay, direct]
+        targets = relays + [direct]
+        # the server's own floor: a native route without any agent call
+        floor = Target("server floor", servers[0].port, {})
         for t in targets:
             wait_up(t)
             for _ in range(args.warmup):
                 one_latency(t)
         print("a. latency, %d requests each ..." % args.rounds, file=sys.stderr)
         for i in range(args.rounds):
-            for t in (targets if i % 2 == 0 else targets[::-1]):
+            for t in targets[i % len(targets):] + targets[:i % len(targets)]:
                 v = one_latency(t)
                 if v is not None:
                     t.lat_ms.append(v)
+            v = one_latency(floor, "/api/v1/health")
+            if v is not None:
+                floor.lat_ms.append(v)
         print("b. requests/s, %d threads ..." % args.conc, file=sys.stderr)
         for i in range(args.rps_reps):
             for t in (targets if i % 2 == 0 else targets[::-1]):
@@ -226,8 +251,6 @@ def main():
                 v = bulk(t, args.bulk_mib * MiB, buf)
                 if v is not None:
                     t.mbps.append(v)
-        c.call("DELETE", "/api/v1/sandboxes/%s" % sid)
-        c.close()
     except Exception as e:  # noqa: BLE001 - reported, then cleaned up
         failed = "%s: %s" % (type(e).__name__, e)
         print("error: " + failed, file=sys.stderr)
@@ -235,28 +258,50 @@ def main():
         if peer is not None:
             peer.kill()
             peer.wait()
-        problems += srv.stop()
+        for srv, sid in made:
+            try:
+                c = srv.client()
+                c.call("DELETE", "/api/v1/sandboxes/%s" % sid)
+                c.close()
+            except Exception as e:  # noqa: BLE001 - paddock gc (stop) removes it anyway
+                problems.append("%s: DELETE %s: %s" % (srv.name, sid, e))
+        for srv in servers:
+            problems += srv.stop()
         shutil.rmtree(work, ignore_errors=True)
     ctx["load_after"] = sb.loadavg()
-    if failed or not relay or not relay.lat_ms or not direct.lat_ms or not relay.mbps or not direct.mbps:
+    if failed or not relay or not relay.lat_ms or not direct.lat_ms or not relay.mbps or not direct.mbps or (
+            relay_old and (not relay_old.lat_ms or not relay_old.mbps)):
         print("benchmark failed: %s %s" % (failed or "", problems), file=sys.stderr)
         return 1
 
     def med(v):
         return statistics.median(v)
-    rows = [
-        ["request latency, median (ms)", fmt(med(relay.lat_ms)), fmt(med(direct.lat_ms)),
-         fmt(med(relay.lat_ms) / med(direct.lat_ms))],
-        ["request latency, p90 (ms)", fmt(sb.pct(relay.lat_ms, 90)), fmt(sb.pct(direct.lat_ms, 90)),
-         fmt(sb.pct(relay.lat_ms, 90) / sb.pct(direct.lat_ms, 90))],
-        ["requests/s, %d threads, median" % args.conc, fmt(med(relay.rps), 0), fmt(med(direct.rps), 0),
-         fmt(med(relay.rps) / med(direct.rps))],
-        ["download %d MiB, median (MiB/s)" % args.bulk_mib, fmt(med(relay.mbps), 0), fmt(med(direct.mbps), 0),
-         fmt(med(relay.mbps) / med(direct.mbps))],
+
+    def ratio(a, b):
+        return fmt(a / b) if b else "-"
+    peers = [relay] + ([relay_old] if relay_old else []) + [direct]
+    measures = [
+        ("request latency, median (ms)", lambda t: med(t.lat_ms), 2),
+        ("request latency, p90 (ms)", lambda t: sb.pct(t.lat_ms, 90), 2),
+        ("requests/s, %d threads, median" % args.conc, lambda t: med(t.rps), 0),
+        ("download %d MiB, median (MiB/s)" % args.bulk_mib, lambda t: med(t.mbps), 0),
     ]
-    head = ["measure", "relay", "direct", "relay / direct"]
+    rows = []
+    for name, f, d in measures:
+        row = [name] + [fmt(f(t), d) for t in peers] + [ratio(f(relay), f(direct))]
+        if relay_old:
+            row += [ratio(f(relay_old), f(direct)), ratio(f(relay), f(relay_old))]
+        rows.append(row)
+    head = ["measure"] + [t.name for t in peers] + ["relay / direct"]
+    if relay_old:
+        head += ["relay-old / direct", "relay / relay-old"]
     print(sb.text_table(head, rows))
     lat_ratio = med(relay.lat_ms) / med(direct.lat_ms)
+    old_line = []
+    if relay_old:
+        old_line = ["`relay-old` is the same relay served by another build (`--old %s`, see Versions) with its "
+                    "own server and sandbox, alternated with the other two request by request (latency) and "
+                    "round by round (requests/s, download)." % args.old, ""]
     lines = ["# Port relay: a sandbox's port through `paddock serve` vs the same service on the host", "",
              "Written by `bench/ports.py` (%s)." % ctx["date"], "",
              "The service (Python's `http.server`, HTTP/1.1, in `bench/ports.py`) runs inside a container-tier "
@@ -264,25 +309,42 @@ def main():
              "form (`Host: 8000-<id>.localhost:<port>` with the port token: server thread, agent tunnel over "
              "the agent's unix socket, TCP inside the sandbox). The peer (`direct`) is the same script as a "
              "plain host process on a loopback port: no namespaces, no relay. One client (Python, "
-             "`http.client`), a fresh TCP connection per request, the two targets alternated.", "",
+             "`http.client`), a fresh TCP connection per request, the targets alternated.", ""] + old_line + [
              sb.md_table(head, rows), "",
              "Latency: %d requests per target after %d untimed; requests/s: %d threads for %.0f s, %d times; "
              "download: %d MiB, %d times." % (args.rounds, args.warmup, args.conc, args.rps_secs, args.rps_reps,
                                              args.bulk_mib, args.bulk_reps), "",
              "Target of issue 15: relay latency at most 1.5x direct: %s (%.2fx)." %
              ("met" if lat_ratio <= 1.5 else "**not met**", lat_ratio), "",
+             "Server floor: `GET /api/v1/health` on the same server (fresh connection, no agent call), "
+             "timed once per latency round: median %s ms (%s x direct); the relay's median minus it: %s ms." % (
+                 fmt(med(floor.lat_ms)) if floor and floor.lat_ms else "-",
+                 ratio(med(floor.lat_ms), med(direct.lat_ms)) if floor and floor.lat_ms else "-",
+                 fmt(med(relay.lat_ms) - med(floor.lat_ms)) if floor and floor.lat_ms else "-"), "",
              "## Why the relay costs what it costs", "",
              "Each relayed request opens an agent connection and a tunnel (TUNNEL_OPEN), which the agent turns "
              "into a TCP connect inside the sandbox; the request goes as HTTP/1.0 and the answer streams back "
-             "in frames. A direct request is one loopback connect to the service. The fixed per-request part "
-             "(agent connect, handshake, tunnel open) dominates small requests; bulk data pays two extra copies "
-             "(agent, server) and crosses two more processes (the server's connection thread and the agent), "
-             "each woken per 64 KiB frame. On a machine whose load average exceeds its CPUs those wake-ups "
-             "wait for a CPU and the ratios come out worse than on an idle one: see the load below.", "",
-             "What would cut the fixed part: reusing agent connections per sandbox (no connect and handshake "
-             "per request) and sending the request head with TUNNEL_OPEN instead of after its reply (one agent "
-             "round trip fewer).", ""]
-    errs = relay.errors + direct.errors
+             "in frames. Since issue 15's relay work (a) the HELLO, the TUNNEL_OPEN and the request (head and a "
+             "body up to 64 KiB) go to the agent in one write, so a request waits for one agent round trip "
+             "where it waited for three (HELLO, TUNNEL_OPEN, then the request), and (b) an answer with a "
+             "Content-Length ends at its last byte instead of when the service closes its connection (one "
+             "wake-up of the service fewer, and the client gets a Content-Length instead of chunks), and (c) "
+             "a GET's upstream connection (agent connection + tunnel + keep-alive TCP connection to the "
+             "service) is kept up to 1 s for the next GET to the same sandbox and port (api/ports_cache.c), "
+             "so back-to-back requests like this benchmark's skip the agent connect and the TCP connect and "
+             "accept inside the sandbox.", "",
+             "What is left is mostly structural: `paddock serve` runs a thread per client connection "
+             "(libmicrohttpd), and a native route that does no agent call at all (`GET /api/v1/health`) "
+             "costs about as much as the whole direct request on this machine (the server floor above); and inside the sandbox the "
+             "agent's connection to the service costs what the direct client's does (a TCP connect and, for "
+             "this Python service, a thread per connection). Without (c) relay latency was about (server "
+             "floor) + (direct request) + (agent hops); (c) takes most of the middle term away for requests "
+             "that follow each other within a second. A first request, or one after a pause, still pays it. "
+             "Bulk data pays two extra copies (agent, server) and crosses two more "
+             "processes (the server's connection thread and the agent), each woken per 64 KiB frame. On a "
+             "machine whose load average exceeds its CPUs those wake-ups wait for a CPU and the ratios come "
+             "out worse than on an idle one: see the load below.", ""]
+    errs = sum((t.errors for t in peers), [])
     if errs:
         lines += ["## Errors", ""] + ["- %s" % e for e in errs[:20]] + [""]
     if problems:

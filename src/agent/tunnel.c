@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -129,6 +130,12 @@ static void on_tunnel(struct agent *ag, struct ag_handler *h, uint32_t events)
                                 break;
                         }
                         ag_conn_send(ag, c, PD_T_DATA, 0, t->id, 0, tbuf, (size_t)n);
+                        /* ACK at once: on a connection the server keeps for
+                         * the next request, a service that writes an answer's
+                         * head and body apart (Nagle) would otherwise wait
+                         * for our delayed ACK (40 ms) before the body */
+                        int one = 1;
+                        setsockopt(t->h.fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
                 }
         }
         tunnel_events(ag, t);
@@ -149,6 +156,8 @@ int ag_req_tunnel_open(struct agent *ag, struct ag_conn *c, struct ag_req *r)
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return pd_error_set(r->err, errno, "socket");
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);     /* requests go whole */
         struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
         if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 && errno != EINPROGRESS) {

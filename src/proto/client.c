@@ -633,6 +633,23 @@ int pd_client_tunnel_open(struct pd_client *c, unsigned port, uint32_t *tid, str
         return pd_client_wait_for(c, *tid, "TUNNEL_OPEN", NULL, NULL, 0, err);
 }
 
+int pd_client_tunnel_open_with(struct pd_client *c, unsigned port, const void *data, size_t n, uint32_t *tid,
+                               struct pd_error *err)
+{
+        struct pd_msg m;
+        pd_msg_init(&m);
+        pd_msg_put_u32(&m, PD_A_PORT, port);
+        int r = pd_client_send(c, PD_T_TUNNEL_OPEN, &m, tid);
+        pd_msg_free(&m);
+        if (r < 0)
+                return pd_error_set(err, -r, "queue TUNNEL_OPEN");
+        /* the agent keeps DATA for a tunnel still connecting (agent/tunnel.c)
+         * and drops it if the connect fails: nothing reaches another port */
+        if ((r = pd_client_tunnel_send(c, *tid, data, n)) < 0)
+                return pd_error_set(err, -r, "queue the tunnel's first bytes");
+        return pd_client_wait_for(c, *tid, "TUNNEL_OPEN", NULL, NULL, 0, err);
+}
+
 int pd_client_tunnel_send(struct pd_client *c, uint32_t tid, const void *data, size_t n)
 {
         const uint8_t *b = data;

@@ -333,6 +333,11 @@ int pd_watch_event_decode(const uint8_t *p, size_t len, struct pd_watch_ev *ev, 
 /* TUNNEL_OPEN port: *tid its id (DATA both ways). -ECONNREFUSED: nobody
  * listens there. */
 int pd_client_tunnel_open(struct pd_client *c, unsigned port, uint32_t *tid, struct pd_error *err);
+/* The same with data queued behind the TUNNEL_OPEN (one agent round trip
+ * instead of two for a request that is known up front): the agent writes
+ * it once its connect succeeds and drops it if the connect fails. */
+int pd_client_tunnel_open_with(struct pd_client *c, unsigned port, const void *data, size_t n, uint32_t *tid,
+                               struct pd_error *err);
 /* Queue bytes into the tunnel (PD_DATA_CHUNK frames). */
 int pd_client_tunnel_send(struct pd_client *c, uint32_t tid, const void *data, size_t n);
 int pd_client_tunnel_close(struct pd_client *c, uint32_t tid);

@@ -3,6 +3,7 @@
  * matched by id, frames in between handed to on_frame, ERROR as -errno,
  * the deadline, the watch), run-to-exit, and a hostile LIST. TAP. */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,7 +20,8 @@
 
 /* ---- the scripted agent: a thread on the other end ---- */
 
-enum script { S_SPAWN, S_ERROR, S_SILENT, S_RUN, S_HOSTILE_LIST, S_CLOSE, S_REFUSE, S_DROP };
+enum script { S_SPAWN, S_ERROR, S_SILENT, S_RUN, S_HOSTILE_LIST, S_CLOSE, S_REFUSE, S_DROP, S_TUNNEL,
+              S_TUNNEL_REFUSED };
 
 struct agent {
         int fd;
@@ -27,6 +29,11 @@ struct agent {
         pthread_t th;
         uint8_t spawn[PD_FRAME_MAX];    /* the SPAWN payload received */
         size_t spawn_len;
+        /* S_TUNNEL*: what came before the agent answered anything */
+        uint32_t tunnel_port, tunnel_id;
+        char tunnel_data[256];
+        size_t tunnel_len;
+        bool stalled;                   /* the client waited for an answer first */
 };
 
 static void send_frame(int fd, uint16_t type, uint16_t flags, uint32_t id, uint32_t aux, const void *p, size_t n)
@@ -65,6 +72,61 @@ static bool read_frame(int fd, struct pd_frame_hdr *h, uint8_t *p)
         return true;
 }
 
+/* S_TUNNEL: an agent that answers nothing until it has the HELLO, the
+ * TUNNEL_OPEN and the tunnel's first bytes ("GET / ..."), which a client
+ * sends in one go only if it does not wait for an answer in between. A
+ * client that waits gets its answers after 5 s (a.stalled) instead of
+ * hanging the test. */
+static void tunnel_agent(struct agent *a)
+{
+        static uint8_t p[PD_FRAME_MAX];
+        struct pd_frame_hdr h;
+        struct pd_msg m;
+        pd_msg_init(&m);
+        bool hello = false, open = false;
+        while (!(hello && open && a->tunnel_len >= 5)) {
+                struct pollfd pf = { .fd = a->fd, .events = POLLIN };
+                if (poll(&pf, 1, 5000) == 0) {
+                        a->stalled = true;
+                        break;
+                }
+                if (!read_frame(a->fd, &h, p))
+                        goto out;
+                if (h.type == PD_T_HELLO) {
+                        hello = true;
+                } else if (h.type == PD_T_TUNNEL_OPEN) {
+                        struct pd_attr at;
+                        open = true;
+                        a->tunnel_id = h.id;
+                        if (pd_msg_find(p, h.len, PD_A_PORT, &at))
+                                pd_attr_u32(&at, &a->tunnel_port);
+                } else if (h.type == PD_T_DATA && h.id == a->tunnel_id &&
+                           a->tunnel_len + h.len < sizeof a->tunnel_data) {
+                        memcpy(a->tunnel_data + a->tunnel_len, p, h.len);
+                        a->tunnel_len += h.len;
+                }
+        }
+        pd_msg_put_u32(&m, PD_A_VERSION, PD_PROTO_VERSION);
+        pd_msg_put_str(&m, PD_A_AGENT, "scripted");
+        send_msg(a->fd, PD_T_HELLO, 0, 0, &m);
+        /* a stalled client sends its TUNNEL_OPEN only now */
+        while (!open && read_frame(a->fd, &h, p))
+                if (h.type == PD_T_TUNNEL_OPEN) {
+                        open = true;
+                        a->tunnel_id = h.id;
+                }
+        if (a->script == S_TUNNEL_REFUSED) {
+                pd_msg_put_str(&m, PD_A_MESSAGE, "connect to 127.0.0.1:8000");
+                send_msg(a->fd, PD_T_ERROR, a->tunnel_id, ECONNREFUSED, &m);
+        } else {
+                send_msg(a->fd, PD_T_REPLY, a->tunnel_id, 0, &m);
+        }
+        while (read_frame(a->fd, &h, p))
+                ;
+out:
+        pd_msg_free(&m);
+}
+
 static void *agent_main(void *arg)
 {
         struct agent *a = arg;
@@ -72,6 +134,11 @@ static void *agent_main(void *arg)
         struct pd_frame_hdr h;
         struct pd_msg m;
         pd_msg_init(&m);
+        if (a->script == S_TUNNEL || a->script == S_TUNNEL_REFUSED) {
+                tunnel_agent(a);
+                pd_msg_free(&m);
+                return NULL;
+        }
         if (a->script == S_DROP) {     /* an agent past its connection limit */
                 shutdown(a->fd, SHUT_RDWR);
                 pd_msg_free(&m);
@@ -356,6 +423,37 @@ static void test_pipelined(void)
         stop(&a, &c);
 }
 
+static void test_tunnel_open_with(void)
+{
+        struct agent a;
+        struct pd_client c;
+        struct pd_error err = { 0 };
+        static const char req[] = "GET / HTTP/1.0\r\n\r\n";
+        uint32_t tid = 0;
+
+        start_pipelined(&a, S_TUNNEL, &c, &err);
+        int r = pd_client_tunnel_open_with(&c, 8000, req, sizeof req - 1, &tid, &err);
+        ok(r == 0 && !c.hello_pending && !strcmp(c.agent, "scripted"), "tunnel_open_with: open, HELLO answered");
+        stop(&a, &c);
+        ok(!a.stalled, "tunnel_open_with: HELLO, TUNNEL_OPEN and the first bytes before any answer");
+        ok(a.tunnel_port == 8000 && a.tunnel_id == tid, "tunnel_open_with: the port, the tunnel id");
+        ok(a.tunnel_len == sizeof req - 1 && !memcmp(a.tunnel_data, req, a.tunnel_len),
+           "tunnel_open_with: the first bytes as DATA of that tunnel");
+
+        err = (struct pd_error){ 0 };
+        start_pipelined(&a, S_TUNNEL_REFUSED, &c, &err);
+        r = pd_client_tunnel_open_with(&c, 8000, req, sizeof req - 1, &tid, &err);
+        ok(r == -ECONNREFUSED && c.refused, "tunnel_open_with: nobody listens: -ECONNREFUSED");
+        stop(&a, &c);
+
+        err = (struct pd_error){ 0 };
+        start_pipelined(&a, S_DROP, &c, &err);
+        r = pd_client_tunnel_open_with(&c, 8000, req, sizeof req - 1, &tid, &err);
+        ok((r == -EPIPE || r == -ECONNRESET) && c.hello_pending,
+           "tunnel_open_with: an agent that closes at once answered nothing (retry is safe)");
+        stop(&a, &c);
+}
+
 static bool gone_now(void *ctx)
 {
         return true;
@@ -435,6 +533,7 @@ int main(void)
         test_encode_limits();
         test_run();
         test_pipelined();
+        test_tunnel_open_with();
         test_waits();
         test_hostile_list();
         test_decoders();

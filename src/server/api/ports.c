@@ -5,7 +5,9 @@
  *   /api/v1/sandboxes/{id}/ports/{port}/<rest>     relayed as /<rest>
  *
  * Each request is relayed through an agent tunnel (TUNNEL_OPEN port) with
- * the relay of e2b_ci.c. Auth: the sandbox's port token (X-Paddock-Port-Token,
+ * the relay of core/tunnel.c; the HELLO, the TUNNEL_OPEN and the request go
+ * to the agent in one write (open_tunnel), so a request costs one agent
+ * round trip before its answer streams back. Auth: the sandbox's port token (X-Paddock-Port-Token,
  * ?paddock_port_token= or E2B's E2B-Traffic-Access-Token header, HMAC of
  * "port:<id>" with the server's secret), or, for the path form, the API key
  * of the sandbox's owner; none when the sandbox's ports are public (POST
@@ -27,6 +29,7 @@
 
 #include "server/api/api.h"
 #include "server/api/ports.h"
+#include "server/api/ports_cache.h"
 #include "server/core/port_host.h"
 #include "server/core/sessions.h"
 #include "server/core/tunnel.h"
@@ -43,6 +46,7 @@ struct port_call {
         bool key_used;          /* path form authorised by the API key */
         char id[PD_ID_LEN + 1];
         bool upgrade;           /* Connection: upgrade + Upgrade: (WebSocket) */
+        bool reuse;             /* a GET without a body: keep-alive upstream, ports_cache.h */
         struct pd_ports_ws *ws; /* the upgraded connection's relay, once answered 101 */
         char *target;           /* "/rest?query" as sent upstream */
         char *body;
@@ -390,60 +394,142 @@ static enum MHD_Result reply_fail(struct pd_req *r, const struct port_call *c, u
         return pd_reply_error(r, status, code, "%s", msg);
 }
 
+/* The request head as sent upstream (h->p, h->len; h->bad: too large).
+ * HTTP/1.0: the answer ends with the connection, never chunked; an upgrade
+ * needs HTTP/1.1. */
+static void build_head(struct pd_req *r, const struct port_call *c, struct head_buf *h)
+{
+        *h = (struct head_buf){ .key_used = c->key_used, .upgrade = c->upgrade,
+                                .code_port = c->port == PD_PORTS_CODE_PORT };
+        char line[256];
+        head_add(h, r->method, strlen(r->method));
+        head_add(h, " ", 1);
+        head_add(h, c->target, strlen(c->target));
+        head_add(h, c->upgrade ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n", 11);
+        const char *host = hdr(r->conn, "Host");
+        if (c->host_form && host && !strpbrk(host, "\r\n")) {
+                head_add(h, "Host: ", 6);
+                head_add(h, host, strlen(host));
+                head_add(h, "\r\n", 2);
+        } else {
+                int n = snprintf(line, sizeof line, "Host: localhost:%u\r\n", c->port);
+                head_add(h, line, (size_t)n);
+        }
+        MHD_get_connection_values(r->conn, MHD_HEADER_KIND, head_header, h);
+        int n = c->upgrade ? (c->len ? snprintf(line, sizeof line, "Content-Length: %zu\r\n\r\n", c->len)
+                                     : snprintf(line, sizeof line, "\r\n"))
+                           : snprintf(line, sizeof line, "Content-Length: %zu\r\nConnection: %s\r\n\r\n", c->len,
+                                      c->reuse ? "keep-alive" : "close");
+        head_add(h, line, (size_t)n);
+}
+
+/* The stream is over: a service connection that answered in full and
+ * stays open goes to the cache for the next GET to that port. */
+static void keep_upstream(struct pd_agent_stream *st)
+{
+        if (st->keep && st->done && !st->failed && st->size != MHD_SIZE_UNKNOWN && st->sent == st->size && st->s &&
+            pd_client_is_open(&st->cl))
+                pd_ports_cache_put(st->s, (unsigned)st->kind, &st->cl, st->id);
+}
+
+/* Up to this much of a request body goes out with the TUNNEL_OPEN; a
+ * larger one follows its reply (the agent buffers a connecting tunnel's
+ * bytes only up to AG_TUNNEL_BUF and then stops reading the connection). */
+#define PIPELINE_BODY_MAX (64u << 10)
+
+/* An agent connection and tunnel tid to c->port on st->cl, with the
+ * request (head, and a small body: *body_sent) queued behind the HELLO and
+ * the TUNNEL_OPEN: one agent round trip for all of it where a connect, a
+ * HELLO and a TUNNEL_OPEN cost three. An agent over its connection limit
+ * closes before reading anything: then again as pd_route_agent does. */
+static int open_tunnel(struct pd_req *r, struct pd_agent_stream *st, const struct port_call *c,
+                       const struct head_buf *h, uint32_t *tid, bool *body_sent, struct pd_error *err)
+{
+        *body_sent = false;
+        if (c->upgrade) {
+                /* ports_ws.c sends the head itself, once the tunnel is open */
+                int k = pd_route_agent(st->s, &st->cl, err);
+                if (k < 0)
+                        return k;
+                pd_route_watch(&st->cl, r->srv, NULL, st->s);
+                return pd_client_tunnel_open(&st->cl, c->port, tid, err);
+        }
+        char *first = h->p;
+        size_t first_len = h->len;
+        if (c->len && c->len <= PIPELINE_BODY_MAX) {
+                if (!(first = malloc(h->len + c->len)))
+                        return pd_error_set(err, ENOMEM, "request");
+                memcpy(first, h->p, h->len);
+                memcpy(first + h->len, c->body, c->len);
+                first_len += c->len;
+        }
+        int k = pd_agentc_connect_pipelined(st->s, &st->cl, err);
+        if (k == 0) {
+                pd_route_watch(&st->cl, r->srv, NULL, st->s);
+                k = pd_client_tunnel_open_with(&st->cl, c->port, first, first_len, tid, err);
+        }
+        if (k < 0 && pd_route_agent_untouched(&st->cl, k)) {
+                pd_client_close(&st->cl);
+                *err = (struct pd_error){ 0 };
+                if ((k = pd_route_agent(st->s, &st->cl, err)) == 0) {
+                        pd_route_watch(&st->cl, r->srv, NULL, st->s);
+                        k = pd_client_tunnel_open_with(&st->cl, c->port, first, first_len, tid, err);
+                }
+        }
+        if (first != h->p)
+                free(first);
+        *body_sent = first_len > h->len;
+        return k;
+}
+
+/* The tunnel could not be opened: 502 (takes st). */
+static enum MHD_Result open_failed(struct pd_req *r, const struct port_call *c, struct pd_agent_stream *st, int k,
+                                   const struct pd_error *err)
+{
+        char msg[512];
+        if (k == -ECONNREFUSED)
+                snprintf(msg, sizeof msg, "nothing listens on port %u inside sandbox %s", c->port, st->s->id);
+        else
+                snprintf(msg, sizeof msg, "port %u of sandbox %s unreachable: %s", c->port, st->s->id, err->msg);
+        pd_agent_stream_free(st);
+        return reply_fail(r, c, 502, "bad_gateway", msg, true);
+}
+
 static enum MHD_Result finish(struct pd_req *r, struct port_call *c)
 {
         if (c->fail.status)
                 return reply_fail(r, c, c->fail.status, c->fail.code, c->fail.msg, false);
+        c->reuse = !c->upgrade && !strcmp(r->method, "GET") && c->len == 0;
+        struct head_buf h;
+        build_head(r, c, &h);
+        if (h.bad) {
+                free(h.p);
+                return reply_fail(r, c, 431, "too_large", "request headers too large", false);
+        }
         struct pd_agent_stream *st = pd_agent_stream_new(r, c->s);
-        if (!st)
+        if (!st) {
+                free(h.p);
                 return MHD_NO;
+        }
         c->s = NULL;
         struct pd_error err = { 0 };
         uint32_t tid = 0;
-        int k = pd_route_agent(st->s, &st->cl, &err);
-        if (k >= 0) {
+        bool body_sent = false, cached = false;
+        int k = 0;
+        if (c->reuse && pd_ports_cache_take(st->s, c->port, &st->cl, &tid)) {
+                cached = true;
                 pd_route_watch(&st->cl, r->srv, NULL, st->s);
-                k = pd_client_tunnel_open(&st->cl, c->port, &tid, &err);
+        } else {
+                k = open_tunnel(r, st, c, &h, &tid, &body_sent, &err);
         }
         if (k < 0) {
-                char msg[512];
-                unsigned status = 502;
-                if (k == -ECONNREFUSED)
-                        snprintf(msg, sizeof msg, "nothing listens on port %u inside sandbox %s", c->port, st->s->id);
-                else
-                        snprintf(msg, sizeof msg, "port %u of sandbox %s unreachable: %s", c->port, st->s->id,
-                                 err.msg);
-                pd_agent_stream_free(st);
-                return reply_fail(r, c, status, "bad_gateway", msg, true);
+                free(h.p);
+                return open_failed(r, c, st, k, &err);
         }
         st->id = tid;
-        /* HTTP/1.0: the answer ends with the connection, never chunked;
-         * an upgrade needs HTTP/1.1 */
-        struct head_buf h = { .key_used = c->key_used, .upgrade = c->upgrade,
-                              .code_port = c->port == PD_PORTS_CODE_PORT };
-        char line[256];
-        head_add(&h, r->method, strlen(r->method));
-        head_add(&h, " ", 1);
-        head_add(&h, c->target, strlen(c->target));
-        head_add(&h, c->upgrade ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n", 11);
-        const char *host = hdr(r->conn, "Host");
-        if (c->host_form && host && !strpbrk(host, "\r\n")) {
-                head_add(&h, "Host: ", 6);
-                head_add(&h, host, strlen(host));
-                head_add(&h, "\r\n", 2);
-        } else {
-                int n = snprintf(line, sizeof line, "Host: localhost:%u\r\n", c->port);
-                head_add(&h, line, (size_t)n);
-        }
-        MHD_get_connection_values(r->conn, MHD_HEADER_KIND, head_header, &h);
-        int n = c->upgrade ? (c->len ? snprintf(line, sizeof line, "Content-Length: %zu\r\n\r\n", c->len)
-                                     : snprintf(line, sizeof line, "\r\n"))
-                           : snprintf(line, sizeof line, "Content-Length: %zu\r\nConnection: close\r\n\r\n", c->len);
-        head_add(&h, line, (size_t)n);
-        if (h.bad) {
-                free(h.p);
-                pd_agent_stream_free(st);
-                return reply_fail(r, c, 431, "too_large", "request headers too large", false);
+        if (c->reuse) {
+                st->on_free = keep_upstream;
+                st->kind = (int)c->port;        /* the relay uses no kind: the port to keep under */
         }
         if (c->upgrade) {
                 enum MHD_Result ret = pd_ports_ws_forward(r, st, tid, h.p, h.len, c->body, c->len, c->port, &c->ws);
@@ -465,7 +551,29 @@ static enum MHD_Result finish(struct pd_req *r, struct port_call *c)
         }
         char what[64];
         snprintf(what, sizeof what, "port %u", c->port);
-        enum MHD_Result ret = pd_tunnel_http_relay(r, st, tid, h.p, h.len, c->body, c->len, true, what);
+        /* a kept connection gets the head now; else the head (and a small
+         * body) went with the TUNNEL_OPEN */
+        if (cached) {
+                bool again = false;
+                enum MHD_Result ret = pd_tunnel_http_relay_kept(r, st, tid, h.p, h.len, NULL, 0, true, what, &again);
+                if (!again) {
+                        free(h.p);
+                        return ret;
+                }
+                /* the service closed the kept connection as the GET came
+                 * (nothing of it answered): once more on a fresh one */
+                pd_client_close(&st->cl);
+                pd_client_init(&st->cl);
+                err = (struct pd_error){ 0 };
+                if ((k = open_tunnel(r, st, c, &h, &tid, &body_sent, &err)) < 0) {
+                        free(h.p);
+                        return open_failed(r, c, st, k, &err);
+                }
+                st->id = tid;
+                cached = false;
+        }
+        enum MHD_Result ret = pd_tunnel_http_relay(r, st, tid, cached ? h.p : NULL, cached ? h.len : 0,
+                                                   body_sent ? NULL : c->body, body_sent ? 0 : c->len, true, what);
         free(h.p);
         return ret;
 }

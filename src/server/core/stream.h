@@ -20,6 +20,10 @@ struct pd_agent_stream {
         bool failed;                    /* with done: the body is incomplete, abort the connection */
         uint64_t size;                  /* Content-Length; MHD_SIZE_UNKNOWN (default): chunked */
         uint64_t sent;                  /* body bytes taken in (downloads) */
+        /* tunnel.c: the service answered with keep-alive (HTTP/1.1 without
+         * "Connection: close", or HTTP/1.0 with "Connection: keep-alive"):
+         * with the whole body taken in, its connection may serve again */
+        bool keep;
         int idle_ms;                    /* on_idle after this long without a frame */
         pd_agent_stream_fn on_frame;
         void (*on_idle)(struct pd_agent_stream *st);

@@ -17,16 +17,91 @@
 #define CALL_TIMEOUT_MS 30000
 #define RESP_HDR_MAX (16u << 10)
 
+/* Body bytes for the client. With the answer's Content-Length known
+ * (st->size), the body ends with its last byte, not when the service
+ * closes the connection, which saves the client a wait for that close;
+ * what comes past it is dropped. */
+static void relay_body(struct pd_agent_stream *st, const void *p, size_t n)
+{
+        if (st->size != MHD_SIZE_UNKNOWN) {
+                if (n > st->size - st->sent)
+                        n = (size_t)(st->size - st->sent);
+                st->sent += n;
+                if (st->sent == st->size)
+                        st->done = true;
+        }
+        if (n && pd_agent_stream_put(st, p, n) < 0) {
+                st->done = true;
+                st->failed = true;
+        }
+}
+
 static void relay_frame(struct pd_agent_stream *st, const struct pd_frame_hdr *h, const uint8_t *p)
 {
-        if (h->id != st->id)
+        if (h->id != st->id || st->done)
                 return;
         if (h->type == PD_T_DATA) {
-                if (h->len && pd_agent_stream_put(st, p, h->len) < 0)
-                        st->done = true;
+                relay_body(st, p, h->len);
         } else if (h->type == PD_T_TUNNEL_CLOSE || h->type == PD_T_ERROR) {
                 st->done = true;
+                /* short of its Content-Length: the client must not take it
+                 * for the whole body */
+                if (st->size != MHD_SIZE_UNKNOWN && st->sent < st->size)
+                        st->failed = true;
         }
+}
+
+/* Does the answer leave the service's connection open? HTTP/1.1 unless
+ * it says "Connection: close"; HTTP/1.0 only with "Connection: keep-alive". */
+static bool keep_alive(const char *hb, const char *eoh)
+{
+        bool v11 = !strncmp(hb, "HTTP/1.1 ", 9), close = false, ka = false;
+        for (const char *line = strstr(hb, "\r\n"); line && line < eoh; line = strstr(line + 2, "\r\n")) {
+                const char *l = line + 2;
+                if (strncasecmp(l, "Connection:", 11))
+                        continue;
+                size_t n = strcspn(l, "\r\n");
+                for (size_t i = 11; i + 5 <= n; i++) {
+                        if (!strncasecmp(l + i, "close", 5))
+                                close = true;
+                        if (i + 10 <= n && !strncasecmp(l + i, "keep-alive", 10))
+                                ka = true;
+                }
+        }
+        return !close && (v11 || ka);
+}
+
+/* The answer's body length, when it says so and that is all there is to
+ * it: one Content-Length, no Transfer-Encoding, not to HEAD; 0 for 1xx,
+ * 204 and 304, which have no body. MHD_SIZE_UNKNOWN otherwise: the body
+ * then ends when the service closes (HTTP/1.0). */
+static uint64_t body_length(const char *method, unsigned status, const char *hb, const char *eoh)
+{
+        uint64_t len = MHD_SIZE_UNKNOWN;
+        if (status < 200 || status == 204 || status == 304)
+                return 0;               /* no body, whatever it says */
+        if (!strcmp(method, "HEAD"))
+                return MHD_SIZE_UNKNOWN;        /* its length is that of a GET's body */
+        for (const char *line = strstr(hb, "\r\n"); line && line < eoh; line = strstr(line + 2, "\r\n")) {
+                const char *l = line + 2;
+                if (!strncasecmp(l, "Transfer-Encoding:", 18))
+                        return MHD_SIZE_UNKNOWN;
+                if (strncasecmp(l, "Content-Length:", 15))
+                        continue;
+                if (len != MHD_SIZE_UNKNOWN)
+                        return MHD_SIZE_UNKNOWN;        /* twice: trust neither */
+                const char *v = l + 15;
+                while (*v == ' ' || *v == '\t')
+                        v++;
+                size_t dl = strspn(v, "0123456789");
+                const char *e = v + dl;
+                while (*e == ' ' || *e == '\t')
+                        e++;
+                if (dl == 0 || dl > 15 || (*e != '\r'))
+                        return MHD_SIZE_UNKNOWN;
+                len = strtoull(v, NULL, 10);
+        }
+        return len;
 }
 
 static void relay_idle(struct pd_agent_stream *st)
@@ -57,9 +132,9 @@ static bool hop_header(const char *line, size_t n)
         return false;
 }
 
-enum MHD_Result pd_tunnel_http_relay(struct pd_req *r, struct pd_agent_stream *st, uint32_t tid, const char *head,
-                                     size_t head_len, const char *body, size_t body_len, bool all_headers,
-                                     const char *what)
+static enum MHD_Result relay(struct pd_req *r, struct pd_agent_stream *st, uint32_t tid, const char *head,
+                             size_t head_len, const char *body, size_t body_len, bool all_headers, const char *what,
+                             bool *closed_unanswered)
 {
         char msg[160];
         int k = pd_client_tunnel_send(&st->cl, tid, head, head_len);
@@ -101,6 +176,12 @@ enum MHD_Result pd_tunnel_http_relay(struct pd_req *r, struct pd_agent_stream *s
                 hb[hlen] = '\0';
                 eoh = strstr(hb, "\r\n\r\n");
         }
+        if (closed_unanswered && hlen == 0 && k < 0 && k != -ECONNABORTED && k != -ESHUTDOWN) {
+                /* not a byte of an answer: the caller may try again */
+                free(hb);
+                *closed_unanswered = true;
+                return MHD_YES;
+        }
         if (k < 0 || !eoh) {
                 free(hb);
                 pd_agent_stream_free(st);
@@ -135,12 +216,32 @@ enum MHD_Result pd_tunnel_http_relay(struct pd_req *r, struct pd_agent_stream *s
                 }
         }
         size_t body_off = (size_t)(eoh + 4 - hb);
+        st->size = body_length(r->method, status, hb, eoh);
+        st->keep = keep_alive(hb, eoh);
+        st->sent = 0;
+        if (st->size == 0)
+                st->done = true;
         if (hlen > body_off)
-                pd_agent_stream_put(st, hb + body_off, hlen - body_off);
+                relay_body(st, hb + body_off, hlen - body_off);
         free(hb);
         st->on_frame = relay_frame;
         st->on_idle = relay_idle;
         st->on_fail = relay_fail;
         st->idle_ms = 30000;
         return pd_agent_stream_reply(r, st, status, all_headers ? NULL : rct);
+}
+
+enum MHD_Result pd_tunnel_http_relay(struct pd_req *r, struct pd_agent_stream *st, uint32_t tid, const char *head,
+                                     size_t head_len, const char *body, size_t body_len, bool all_headers,
+                                     const char *what)
+{
+        return relay(r, st, tid, head, head_len, body, body_len, all_headers, what, NULL);
+}
+
+enum MHD_Result pd_tunnel_http_relay_kept(struct pd_req *r, struct pd_agent_stream *st, uint32_t tid,
+                                          const char *head, size_t head_len, const char *body, size_t body_len,
+                                          bool all_headers, const char *what, bool *closed_unanswered)
+{
+        *closed_unanswered = false;
+        return relay(r, st, tid, head, head_len, body, body_len, all_headers, what, closed_unanswered);
 }
