@@ -218,7 +218,11 @@ async function sandboxAction(id, what) {
   $('#list-error').textContent = '';
   try {
     if (what === 'kill') await api('DELETE', 'sandboxes/' + id);
-    else await api('POST', 'sandboxes/' + id + '/' + what, what === 'pause' ? {} : undefined);
+    // pause: the tier's default; pause-disk / pause-memory: that kind
+    else if (what.startsWith('pause')) {
+      const mode = { 'pause-disk': 'disk', 'pause-memory': 'memory' }[what];
+      await api('POST', 'sandboxes/' + id + '/pause', mode ? { mode } : {});
+    } else await api('POST', 'sandboxes/' + id + '/' + what, undefined);
   } catch (e) {
     const err = $('#sandbox').hidden ? $('#list-error') : $('#sb-error');
     err.textContent = what + ': ' + e.message;
@@ -228,7 +232,16 @@ async function sandboxAction(id, what) {
 function actionButtons(sb, after) {
   const act = (what) => async () => { await sandboxAction(sb.id, what); after(); };
   const out = [];
-  if (sb.state === 'running') out.push(el('button', { type: 'button', 'data-act': 'pause', onclick: act('pause') }, 'Pause'));
+  // a tier that pauses to disk (microvm, gvisor) can also keep the memory
+  // resident (a quicker resume): both, said plainly; others pause in memory
+  if (sb.state === 'running' && sb.pause_mode === 'disk') {
+    out.push(el('button', { type: 'button', 'data-act': 'pause-disk', title: 'memory saved to disk and released',
+      onclick: act('pause-disk') }, 'Pause to disk'));
+    out.push(el('button', { type: 'button', 'data-act': 'pause-memory', title: 'memory kept resident',
+      onclick: act('pause-memory') }, 'Pause in memory'));
+  } else if (sb.state === 'running') {
+    out.push(el('button', { type: 'button', 'data-act': 'pause', onclick: act('pause') }, 'Pause'));
+  }
   if (sb.state === 'paused') out.push(el('button', { type: 'button', 'data-act': 'resume', onclick: act('resume') }, 'Resume'));
   out.push(el('button', { type: 'button', 'data-act': 'kill', onclick: async () => {
     if (confirm('Kill sandbox ' + sb.id + '?')) await act('kill')();
@@ -358,7 +371,8 @@ async function refreshSandbox(id) {
   procs = sb.state === 'running' ? await api('GET', 'sandboxes/' + id + '/processes').catch(() => null) : null;
   if (current !== id || seq !== sbSeq) return;
   const info = [
-    ['state', sb.state], ['tier', sb.isolation], ['template', sb.template], ['age', ago(sb.created_at)],
+    ['state', sb.state + (sb.paused_to ? ' (' + (sb.paused_to === 'disk' ? 'to disk' : 'in memory') + ')' : '')],
+    ['tier', sb.isolation], ['template', sb.template], ['age', ago(sb.created_at)],
     ['TTL left', ttlLeft(sb)], ['cpus', sb.cpus], ['network', (sb.network && sb.network.mode) || 'none'],
   ];
   if (m) {
@@ -370,6 +384,8 @@ async function refreshSandbox(id) {
   }
   $('#sb-info').replaceChildren(...info.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, String(v))]));
   $('#sb-info').dataset.state = sb.state;
+  if (sb.paused_to) $('#sb-info').dataset.pausedTo = sb.paused_to;
+  else delete $('#sb-info').dataset.pausedTo;
   if ($('#sb-actions').dataset.state !== sb.state) {   // rebuilt only on a change: focus stays
     $('#sb-actions').replaceChildren(...actionButtons(sb, () => {
       if (!$('#sandbox').hidden) refreshSandbox(id);
@@ -447,6 +463,7 @@ function sandboxView(id) {
   const audit = followAudit(id);
   $('#files tbody').replaceChildren();
   $('#port-urls').replaceChildren();
+  loadPortsPublic(id);
   listFiles(id);
   loadNetwork(id);
   stopView = () => { current = null; stopFollow(); audit.abort(); };
@@ -559,6 +576,39 @@ $('#fork').addEventListener('click', async () => {
     location.hash = '#/sb/' + r.sandboxes[0].id;
   } catch (e) {
     $('#sb-error').textContent = 'fork: ' + e.message;
+  }
+});
+
+// Whether the sandbox's ports need a token (POST .../ports/public, audited
+// as the API call is); the box shows what the server says, not what was clicked.
+async function loadPortsPublic(id) {
+  const box = $('#port-public');
+  box.disabled = true;
+  try {
+    const p = await api('GET', 'sandboxes/' + id + '/ports');
+    if (current !== id) return;
+    box.checked = !!p.public;
+    box.disabled = false;
+  } catch (e) {
+    $('#sb-error').textContent = 'ports: ' + e.message;
+  }
+}
+
+$('#port-public').addEventListener('change', async () => {
+  const id = current;
+  const box = $('#port-public');
+  const want = box.checked;
+  box.disabled = true;
+  try {
+    const p = await api('POST', 'sandboxes/' + id + '/ports/public', { public: want });
+    if (current !== id) return;
+    box.checked = !!p.public;
+    if ($('#port-urls').childElementCount) $('#port-form').requestSubmit();
+  } catch (e) {
+    box.checked = !want;
+    $('#sb-error').textContent = 'ports: ' + e.message;
+  } finally {
+    if (current === id) box.disabled = false;
   }
 });
 

@@ -312,6 +312,22 @@ try {
     ]);
   });
 
+  await step('ports made public from the page: URLs without a token, then private again', async () => {
+    await page.waitForSelector('#port-public:not([disabled])', WAIT);
+    assert.equal(await page.$eval('#port-public', (e) => e.checked), false);
+    await page.click('#port-public');
+    await page.waitForFunction(() => !document.querySelector('#port-public').disabled &&
+      !document.querySelector('#port-urls').textContent.includes('paddock_port_token'), WAIT);
+    assert.equal((await api('GET', `/sandboxes/${sid}/ports`, KEY)).body.public, true);
+    const hrefs = await page.$$eval('#port-urls a', (as) => as.map((a) => a.getAttribute('href')));
+    assert.equal(hrefs.length, 2);
+    assert.ok(hrefs.every((h) => !h.includes('paddock_port_token')), JSON.stringify(hrefs));
+    await page.click('#port-public');
+    await page.waitForFunction(() => !document.querySelector('#port-public').disabled &&
+      document.querySelector('#port-urls').textContent.includes('paddock_port_token'), WAIT);
+    assert.equal((await api('GET', `/sandboxes/${sid}/ports`, KEY)).body.public, false);
+  });
+
   await step('pause and resume', async () => {
     await page.click('#sb-actions button[data-act=pause]');
     await page.waitForSelector('#sb-info[data-state="paused"]', WAIT);

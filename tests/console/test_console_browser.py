@@ -79,3 +79,40 @@ def test_console_in_browser(srv):
     print(out)
     assert p.returncode == 0, out
     assert "1.." in out, out
+
+
+def _disk_tier(srv):
+    """A tier that pauses to disk and can run here, from GET /api/v1/tiers:
+    gvisor (seconds) before microvm (a TCG template boot: minutes)."""
+    st, j = srv.api("GET", "/tiers")
+    assert st == 200, j
+    ok = {t["name"] for t in j["tiers"] if t.get("available")}
+    return "gvisor" if "gvisor" in ok else None
+
+
+def test_console_pause_choice(srv):
+    """Pause to disk / in memory from the console where the tier can do both."""
+    tier = _disk_tier(srv)
+    if not tier:
+        pytest.skip("no tier that pauses to disk in seconds here: runsc cannot run a sandbox on this host "
+                    "(GET /api/v1/tiers says why)")
+    profile = tempfile.mkdtemp(prefix="pd-console-chromium-", dir="/tmp")
+    env = dict(os.environ, PD_URL=srv.url, PD_KEY=srv.key, PD_PROFILE=profile, PD_CHROMIUM=CHROMIUM,
+               PD_DISK_TIER=tier)
+    p = subprocess.Popen([NODE, os.path.join(HERE, "pause_disk.test.mjs")], cwd=HERE, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=BUDGET_S)
+    except subprocess.TimeoutExpired:
+        out = "(over %d s)" % BUDGET_S
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+        kill_by_cmdline(profile.encode())
+        shutil.rmtree(profile, ignore_errors=True)
+    print(out)
+    assert p.returncode == 0, out
+    assert "1..4" in out, out

@@ -132,7 +132,9 @@ def test_agent_survives_kill_all(srv):
 def qemu_memcg(state, sid, name):
     """A file of the memory cgroup QEMU runs in (cgroup v1 or v2), or None."""
     inst = instance_of(state)
-    for d in ("/sys/fs/cgroup/memory/paddock-%s/%s/agent" % (inst, sid),
+    # v1: the memory hierarchy has no per-sandbox level (<id>.agent beside
+    # <id>.work: docs/architecture.md); v2: <id>/agent
+    for d in ("/sys/fs/cgroup/memory/paddock-%s/%s.agent" % (inst, sid),
               "/sys/fs/cgroup/paddock-%s/%s/agent" % (inst, sid)):
         if os.path.exists(os.path.join(d, name)):
             with open(os.path.join(d, name)) as f:

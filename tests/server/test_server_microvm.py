@@ -537,7 +537,10 @@ def simulate_reboot(srv, sid):
     already gone): the runtime dir (tmpfs), its cgroups, its uid range slot;
     the server then sees another boot id. The state dir stays."""
     shutil.rmtree(os.path.join(srv.rundir, "sandboxes", sid))
-    for cg in glob.glob("/sys/fs/cgroup/*/paddock-%s/%s" % (instance_of(srv.state), sid)):
+    inst = instance_of(srv.state)
+    # v1 memory: <id>.agent and <id>.work, no <id> level (docs/architecture.md)
+    for cg in (glob.glob("/sys/fs/cgroup/*/paddock-%s/%s" % (inst, sid)) +
+               glob.glob("/sys/fs/cgroup/*/paddock-%s/%s.*" % (inst, sid))):
         for d, _subs, _files in os.walk(cg, topdown=False):
             os.rmdir(d)
     owner = "%s:%s" % (instance_of(srv.state), sid)

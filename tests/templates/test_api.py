@@ -246,6 +246,21 @@ def test_failing_build(srv, apibb):
     assert "apiorphan" not in builds(srv)
 
 
+def test_rebuild_right_after_a_failed_build(srv, apibb):
+    """A failed build's name built again at once: the old build child, reaped
+    a moment later, must not judge the new record ("exited with status ..."
+    in a queued build, whose log follow then ended at once)."""
+    for i in range(3):
+        st, j = srv.api("POST", "/templates", {"name": "apiagain", "recipe": "FROM apibb\nRUN echo no-%d; exit 3\n" % i})
+        assert st == 202, j
+        wait_built(srv, "apiagain", want="failed")
+        st, j = srv.api("POST", "/templates", {"name": "apiagain", "recipe": "FROM apibb\nRUN echo yes-%d\n" % i})
+        assert st == 202, j
+        t, log = wait_built(srv, "apiagain")
+        assert "yes-%d" % i in log and not t.get("error"), (t, log)
+    assert srv.api("DELETE", "/templates/apiagain")[0] == 204
+
+
 # ---- the allowlist and bad input ----
 
 def test_registry_not_allowed(srv, apibb):

@@ -364,6 +364,8 @@ void pd_tpl_unreserve(struct pd_server *srv, const char *name)
 struct waiter {
         pid_t pid;
         char dir[PATH_MAX];
+        dev_t dev;      /* the record's directory when the build started: */
+        ino_t ino;      /* a new record under the same name is not this one's */
 };
 
 /* Reap the child; a child that ended without saying how (killed, or
@@ -374,6 +376,13 @@ static void *wait_build(void *arg)
         int ws = 0;
         while (waitpid(w->pid, &ws, 0) < 0 && errno == EINTR)
                 ;
+        /* reaped late, after the record was deleted or replaced by a new
+         * build of the same name: that record is not this child's to judge */
+        struct stat now;
+        if (stat(w->dir, &now) < 0 || now.st_dev != w->dev || now.st_ino != w->ino) {
+                free(w);
+                return NULL;
+        }
         char p[PATH_MAX + 16];
         snprintf(p, sizeof p, "%s/status", w->dir);
         json_t *j = json_load_file(p, 0, NULL);
@@ -468,9 +477,15 @@ int pd_tpl_start(struct pd_server *srv, const char *name, const char *ref, const
         pthread_attr_t ta;
         pthread_attr_init(&ta);
         pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
-        if (w) {
+        struct stat dst;
+        if (w && stat(dir, &dst) == 0) {
                 w->pid = pid;
                 snprintf(w->dir, sizeof w->dir, "%s", dir);
+                w->dev = dst.st_dev;
+                w->ino = dst.st_ino;
+        } else {
+                free(w);
+                w = NULL;
         }
         if (!w || pthread_create(&t, &ta, wait_build, w) != 0) {
                 /* nobody would reap it or report it: stop it */
