@@ -143,12 +143,48 @@ async function loadTemplates() {
     $('#templates').replaceChildren(...t.templates.map((x) => el('li', { 'data-template': x.name },
       el('code', {}, x.name), x.builtin ? ' (built in)' : x.shared ? ' (shared)' : '',
       x.status && x.status !== 'ready' ? ' - ' + x.status : '', x.created_at ? ' - ' + x.created_at : '',
-      x.builtin ? '' : ' ', x.builtin ? '' : el('button', { type: 'button', onclick: () => followLog(x.name) }, 'log'))),
+      ' ', el('button', { type: 'button', 'data-act': 'inspect', onclick: () => inspectTemplate(x.name) }, 'inspect'),
+      x.builtin ? '' : ' ', x.builtin ? '' : el('button', { type: 'button', 'data-act': 'log', onclick: () => followLog(x.name) }, 'log'))),
       ...snaps.snapshots.map((x) => el('li', { 'data-snapshot': x.name }, el('code', {}, x.name),
         ' snapshot of ' + x.source + ' (' + x.isolation + ')')));
   } catch (e) {
     sel.append(el('option', { value: 'base' }, 'base'));
   }
+}
+
+// ---- templates: inspect one (GET /api/v1/templates/{name}) ----
+
+const size = (b) => b == null ? '-' : b < 1 << 20 ? (b / 1024).toFixed(1) + ' KiB' : mib(b);
+
+async function inspectTemplate(name) {
+  const box = $('#tpl-inspect');
+  let t;
+  try {
+    t = await api('GET', 'templates/' + encodeURIComponent(name));
+  } catch (e) {
+    $('#tpl-error').textContent = 'inspect: ' + e.message;
+    return;
+  }
+  const cfg = t.config || {};
+  const rows = [
+    ['kind', t.builtin ? "built in (the host's /usr)" : t.kind || '-'],
+    ['shared', t.shared ? 'yes (visible to every key)' : "no (this key's)"],
+    ['status', t.status + (t.error ? ' - ' + t.error : '')],
+    ['source', t.source || t.image || '-'],
+    ['created', t.created ? new Date(t.created * 1000).toISOString() : t.created_at || '-'],
+    ['layers', t.layers == null ? '-' : String(t.layers)],
+    ['size', t.bytes_total == null ? '-' : size(t.bytes_total) + ' (own ' + size(t.bytes_own) + ', shared ' +
+      size(t.bytes_shared) + ')'],
+    ['env', (cfg.Env || []).join('\n') || '-'],
+    ['working dir', cfg.WorkingDir || '-'],
+    ['user', cfg.User || (t.run ? t.run.name + ' (' + t.run.uid + ', the default user story)' : '-')],
+    ['command', [...(cfg.Entrypoint || []), ...(cfg.Cmd || [])].join(' ') || '-'],
+    ['used by', t.used_by == null ? '-' : t.used_by + ' sandbox(es) or snapshot(s)'],
+  ];
+  $('#tpl-inspect-name').textContent = name;
+  $('#tpl-inspect-info').replaceChildren(...rows.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
+  box.dataset.template = name;
+  box.hidden = false;
 }
 
 // ---- templates: pull or build one, its build log streamed ----

@@ -122,8 +122,28 @@ try {
     // the log again from the list: the same text, from its start
     const whole = await page.$eval('#tpl-log', (e) => e.textContent);
     await page.$eval('#tpl-log', (e) => { e.textContent = ''; });
-    await page.click('#templates li[data-template="constpl"] button');
+    await page.click('#templates li[data-template="constpl"] button[data-act=log]');
     await page.waitForFunction((w) => document.querySelector('#tpl-log').textContent === w, WAIT, whole);
+  });
+
+  await step('inspect a template: what the API says of it, in the page', async () => {
+    const t = (await api('GET', '/templates/constpl', KEY)).body;
+    assert.ok(t.layers >= 2, JSON.stringify(t));
+    // clicked in the page: the list may be redrawn (after a build) between
+    // finding the button and a click from outside
+    await page.waitForSelector('#templates li[data-template="constpl"] button[data-act=inspect]', WAIT);
+    await page.$eval('#templates li[data-template="constpl"] button[data-act=inspect]', (b) => b.click());
+    await page.waitForSelector('#tpl-inspect[data-template="constpl"]:not([hidden])', WAIT);
+    const text = await page.$eval('#tpl-inspect-info', (e) => e.innerText);
+    assert.match(text, new RegExp(`layers\\s+${t.layers}\\b`));
+    assert.match(text, /PATH=\/bin/);
+    assert.match(text, /status\s+ready/);
+    // clicked in the page: the list may be redrawn (after a build) between
+    // finding the button and a click from outside
+    await page.waitForSelector('#templates li[data-template="base"] button[data-act=inspect]', WAIT);
+    await page.$eval('#templates li[data-template="base"] button[data-act=inspect]', (b) => b.click());
+    await page.waitForSelector('#tpl-inspect[data-template="base"]', WAIT);
+    assert.match(await page.$eval('#tpl-inspect-info', (e) => e.innerText), /built in/);
   });
 
   await step('a refused pull says why and builds nothing', async () => {
