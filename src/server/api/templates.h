@@ -21,6 +21,7 @@
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>
+struct archive;
 #include <stddef.h>
 
 #include "server/core/server.h"
@@ -82,3 +83,6 @@ enum MHD_Result pd_tpl_image_upload(struct pd_req *r, const char *chunk, size_t 
  * -EINVAL with why for anything else, or an entry that is absolute, climbs
  * out ('..', a symlink out), a hard link or a device. */
 int pd_tpl_archive_kind(int fd, const char **transport, char *why, size_t whysz);
+/* A libarchive reader of the tar (plain or gzip) in fd, from its start;
+ * *opened false if it is not one. Freed with archive_read_free. */
+struct archive *pd_tpl_tar_open(int fd, bool *opened);

@@ -603,13 +603,10 @@ int pd_tpl_untar(int tar_fd, const char *dir, char *why, size_t whysz)
                 return -EIO;
         }
         int rootfd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        struct archive *a = archive_read_new();
-        archive_read_support_format_tar(a);
-        archive_read_support_format_gnutar(a);
-        archive_read_support_filter_gzip(a);
-        archive_read_support_filter_none(a);
+        bool opened;
+        struct archive *a = pd_tpl_tar_open(tar_fd, &opened);
         int r = 0;
-        if (rootfd < 0 || lseek(tar_fd, 0, SEEK_SET) < 0 || archive_read_open_fd(a, tar_fd, 65536) != ARCHIVE_OK) {
+        if (rootfd < 0 || !opened) {
                 snprintf(why, whysz, "the context is not a tar archive");
                 r = -EINVAL;
         }

@@ -81,16 +81,24 @@ static bool name_ok(const char *p)
         return true;
 }
 
-int pd_tpl_archive_kind(int fd, const char **transport, char *why, size_t whysz)
+struct archive *pd_tpl_tar_open(int fd, bool *opened)
 {
         struct archive *a = archive_read_new();
         archive_read_support_format_tar(a);
         archive_read_support_format_gnutar(a);
         archive_read_support_filter_gzip(a);
         archive_read_support_filter_none(a);
+        *opened = fd >= 0 && lseek(fd, 0, SEEK_SET) == 0 && archive_read_open_fd(a, fd, 65536) == ARCHIVE_OK;
+        return a;
+}
+
+int pd_tpl_archive_kind(int fd, const char **transport, char *why, size_t whysz)
+{
+        bool opened;
+        struct archive *a = pd_tpl_tar_open(fd, &opened);
         int r = 0;
         bool oci = false, docker = false;
-        if (lseek(fd, 0, SEEK_SET) < 0 || archive_read_open_fd(a, fd, 65536) != ARCHIVE_OK) {
+        if (!opened) {
                 snprintf(why, whysz, "the body is not a tar archive");
                 r = -EINVAL;
         }
