@@ -377,9 +377,12 @@ def serve(c):
         if line == b"\r\n":
             b = ("%d\n" % port).encode()
             c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(b) + b)
-    # the close, seen by the service: one file per connection
-    open("/tmp/watch-closed-%d" % port, "w").close()
+    # the close, seen by the service: told to whoever reads the fifo
+    # (the open waits for a reader)
+    with open("/tmp/watch-closed", "w") as f:
+        f.write("%d\n" % port)
     c.close()
+os.mkfifo("/tmp/watch-closed")
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", 8005))
@@ -408,12 +411,10 @@ def test_kept_connection_closed_when_paused(srv, web):
         time.sleep(0.2)
     # the connection of the answer just given is the one kept
     peer = int(body)
-    r = srv.exec(web, "test -e /tmp/watch-closed-%d" % peer)
-    assert r["exit_code"] == 1, "the kept connection was closed before the pause"
     srv.api("POST", "/sandboxes/%s/pause" % web, {}, expect=200)
     srv.api("POST", "/sandboxes/%s/resume" % web, {}, expect=200)
     # no request to the port since: the close came from the pause; the
-    # service sees it as soon as the sandbox runs (waited for, bounded)
-    r = srv.exec(web, "for i in $(seq 200); do test -e /tmp/watch-closed-%d && exit 0; sleep 0.05; done; exit 1"
-                 % peer)
-    assert r["exit_code"] == 0, "the kept connection is still open after the pause"
+    # service tells the fifo as soon as the sandbox runs (bounded wait)
+    r = srv.exec(web, "timeout 20 head -n1 /tmp/watch-closed")
+    assert r["exit_code"] == 0, ("the kept connection is still open after the pause", r)
+    assert int(r["stdout"]) == peer, (r["stdout"], peer)

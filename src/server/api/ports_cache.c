@@ -71,6 +71,12 @@ void pd_ports_cache_put(const struct pd_srv_sandbox *s, unsigned port, struct pd
         }
         pthread_mutex_unlock(&mu);
         pd_client_close(cl);    /* no room: closed */
+        /* a request that was under way when its sandbox was paused or
+         * deleted comes here after the stop hook has run: checked after
+         * the insert (the state is published before the hook), so one of
+         * the two always drops it */
+        if (sl && pd_srv_sandbox_state(s) != PD_SB_RUNNING)
+                pd_ports_cache_drop_sandbox(s);
 }
 
 bool pd_ports_cache_take(const struct pd_srv_sandbox *s, unsigned port, struct pd_client *out, uint32_t *tid)
