@@ -113,7 +113,7 @@ static int host_own(struct in_addr a)
 
 static void *conn(void *arg)
 {
-        int c = (int)(long)arg, u = -1;
+        int c = (int)(long)arg, u = -1, relayed = 0;
         struct sockaddr_in dst;
         socklen_t len = sizeof dst;
         struct sockaddr_in here;
@@ -126,12 +126,8 @@ static void *conn(void *arg)
             (dst.sin_addr.s_addr == here.sin_addr.s_addr && dst.sin_port == here.sin_port))
                 goto out;
         u = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (u < 0 || connect(u, (struct sockaddr *)&dst, sizeof dst) < 0) {
-                /* refused or unreachable: the sandbox sees a reset */
-                struct linger l = { 1, 0 };
-                setsockopt(c, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+        if (u < 0 || connect(u, (struct sockaddr *)&dst, sizeof dst) < 0)
                 goto out;
-        }
         int one = 1;
         setsockopt(u, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -141,7 +137,14 @@ static void *conn(void *arg)
                 goto out;
         pump(&down);
         pthread_join(t, NULL);
+        relayed = 1;
 out:
+        if (!relayed) {
+                /* refused, unreachable, or no thread: the sandbox sees a
+                 * reset, not an orderly close */
+                struct linger l = { 1, 0 };
+                setsockopt(c, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+        }
         if (u >= 0)
                 close(u);
         close(c);
