@@ -9,6 +9,8 @@
 #include <errno.h>
 
 #include "server/api/api.h"
+#include "server/api/ports_cache.h"
+#include "server/core/sb_hooks.h"
 #include "server/e2b/e2b.h"
 
 int pd_server_routes(struct pd_server *srv, struct pd_error *err)
@@ -25,6 +27,10 @@ int pd_server_routes(struct pd_server *srv, struct pd_error *err)
                 { "console", pd_routes_console },  { "native", pd_routes_console_session },
                 { "native", pd_routes_console_pty }, { "native", pd_routes_tiers },
         };
+        /* the port relay's kept connections close when their sandbox
+         * stops being served (paused, deleted) */
+        if (pd_sb_hooks_register(pd_ports_cache_drop_sandbox) < 0)
+                return pd_error_setx(err, ENOSPC, "too many sandbox stop hooks");
         if (pd_http_register_matcher(srv, &pd_ports_matcher) < 0 ||
             pd_http_register_matcher(srv, &pd_e2b_envd_matcher) < 0)
                 return pd_error_setx(err, ENOSPC, "too many route matchers");

@@ -363,3 +363,58 @@ def test_kept_connection_after_pause_and_resume(srv, echo):
     for _ in range(3):
         st, _h, body = srv.raw("GET", "/peer", headers=h)
         assert st == 200 and int(body) > 0, (st, body)
+
+
+WATCH = r'''
+import os, socket, threading
+def serve(c):
+    port = c.getpeername()[1]
+    f = c.makefile("rb")
+    while True:
+        line = f.readline()
+        if not line:
+            break
+        if line == b"\r\n":
+            b = ("%d\n" % port).encode()
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(b) + b)
+    # the close, seen by the service: told to whoever reads the fifo
+    # (the open waits for a reader)
+    with open("/tmp/watch-closed", "w") as f:
+        f.write("%d\n" % port)
+    c.close()
+os.mkfifo("/tmp/watch-closed")
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 8005))
+s.listen(16)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+'''
+
+
+def test_kept_connection_closed_when_paused(srv, web):
+    """A connection the port relay keeps for a sandbox is closed when the
+    sandbox is paused, not at the next request to the port: after the
+    resume the service has seen it closed without any further request."""
+    import shlex
+    st, p = srv.api("POST", "/sandboxes/%s/processes" % web, {"cmd": "exec python3 -c %s" % shlex.quote(WATCH)})
+    assert st == 201, p
+    host = "8005-%s.%s:%d" % (web, DOMAIN, srv.port)
+    h = {"Host": host, "X-Paddock-Port-Token": _token(srv, web)}
+    deadline = time.time() + 30
+    while True:
+        st, _h, body = srv.raw("GET", "/", headers=h)
+        if st == 200:
+            break
+        assert st == 502 and time.time() < deadline, (st, body)
+        time.sleep(0.2)
+    # the connection of the answer just given is the one kept
+    peer = int(body)
+    srv.api("POST", "/sandboxes/%s/pause" % web, {}, expect=200)
+    srv.api("POST", "/sandboxes/%s/resume" % web, {}, expect=200)
+    # no request to the port since: the close came from the pause; the
+    # service tells the fifo as soon as the sandbox runs (bounded wait)
+    r = srv.exec(web, "timeout 20 head -n1 /tmp/watch-closed")
+    assert r["exit_code"] == 0, ("the kept connection is still open after the pause", r)
+    assert int(r["stdout"]) == peer, (r["stdout"], peer)

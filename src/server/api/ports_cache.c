@@ -10,7 +10,10 @@
  * close it under a request, and a paused or deleted sandbox's entries go
  * within that time; before use it must have received nothing (a closed
  * tunnel, a dead agent or stray bytes: dropped). At most SLOTS entries in
- * all. */
+ * all. A sandbox that leaves the running state (paused, deleted) loses its
+ * entries at once through the lifecycle's stop hook (core/sb_hooks.h), so
+ * the service inside sees its connection closed then, not at the next
+ * request that happens to sweep the table. */
 #include <pthread.h>
 #include <string.h>
 
@@ -68,6 +71,12 @@ void pd_ports_cache_put(const struct pd_srv_sandbox *s, unsigned port, struct pd
         }
         pthread_mutex_unlock(&mu);
         pd_client_close(cl);    /* no room: closed */
+        /* a request that was under way when its sandbox was paused or
+         * deleted comes here after the stop hook has run: checked after
+         * the insert (the state is published before the hook), so one of
+         * the two always drops it */
+        if (sl && pd_srv_sandbox_state(s) != PD_SB_RUNNING)
+                pd_ports_cache_drop_sandbox(s);
 }
 
 bool pd_ports_cache_take(const struct pd_srv_sandbox *s, unsigned port, struct pd_client *out, uint32_t *tid)
@@ -100,4 +109,22 @@ bool pd_ports_cache_take(const struct pd_srv_sandbox *s, unsigned port, struct p
                 *tid = got.tid;
                 return true;
         }
+}
+
+void pd_ports_cache_drop_sandbox(const struct pd_srv_sandbox *s)
+{
+        struct pd_client gone[SLOTS];
+        unsigned n = 0;
+        pthread_mutex_lock(&mu);
+        for (unsigned i = 0; i < SLOTS; i++) {
+                struct slot *sl = &slots[i];
+                if (sl->used && sl->sb == s->sb && !strcmp(sl->id, s->id)) {
+                        gone[n++] = sl->cl;
+                        sl->used = false;
+                }
+        }
+        pthread_mutex_unlock(&mu);
+        /* closed outside the lock: the agent's end may take a moment */
+        for (unsigned i = 0; i < n; i++)
+                pd_client_close(&gone[i]);
 }

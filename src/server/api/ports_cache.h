@@ -17,3 +17,6 @@ void pd_ports_cache_put(const struct pd_srv_sandbox *s, unsigned port, struct pd
  * received nothing since it was kept (no close, no stray bytes); false if
  * none. The caller checked the request's right to s beforehand. */
 bool pd_ports_cache_take(const struct pd_srv_sandbox *s, unsigned port, struct pd_client *out, uint32_t *tid);
+/* Close every connection kept for s now (s paused or gone): the
+ * lifecycle's stop hook (core/sb_hooks.h), registered by routes.c. */
+void pd_ports_cache_drop_sandbox(const struct pd_srv_sandbox *s);

@@ -14,6 +14,7 @@
 
 #include "net/policy.h"
 #include "server/core/mgr_int.h"
+#include "server/core/sb_hooks.h"
 #include "server/core/pool.h"
 #include "server/core/store.h"
 #include "lib/util.h"
@@ -121,8 +122,13 @@ int pd_mgr_transition(struct pd_server *srv, struct entry *e, enum pd_sb_event e
 {
         struct life_ctx x = { srv, e, fields };
         enum pd_sb_state st = e->s.state;
+        enum pd_sb_state from = st;
         int r = pd_sb_apply(e->s.id, &st, ev, &effects, &x, err);
         json_decref(x.fields);
+        /* out of service (paused, deleted, failed): what other parts keep
+         * for it goes now, not when they next look (sb_hooks.h) */
+        if (r == 0 && from == PD_SB_RUNNING && st != PD_SB_RUNNING)
+                pd_sb_hooks_stopped(&e->s);
         return r;
 }
 
