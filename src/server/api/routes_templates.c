@@ -233,6 +233,11 @@ static enum MHD_Result create_template(struct pd_req *r, const char *chunk, size
                                       "(its text; with a context, POST /api/v1/templates/{name}/build)");
         if (ja && (!jr || !json_is_object(ja)))
                 return pd_reply_error(r, 400, "bad_request", "'build_args' is an object of strings, with a recipe");
+        /* the RUN steps' network: a recipe's (an image pull runs nothing) */
+        json_t *jnet = json_object_get(body, "network");
+        if (jnet && !jr)
+                return pd_reply_error(r, 400, "bad_request", "'network' is the network of a recipe's RUN steps: "
+                                      "with a recipe");
         char why[640];
         unsigned st;
         char *args[MAX_BUILD_ARGS] = { 0 };
@@ -258,15 +263,8 @@ static enum MHD_Result create_template(struct pd_req *r, const char *chunk, size
                 while (nargs < MAX_BUILD_ARGS && args[nargs])
                         nargs++;
         }
-        /* the RUN steps' network: a recipe's (an image pull runs nothing) */
-        json_t *jnet = json_object_get(body, "network");
         _pd_cleanup_json_ json_t *net = NULL;
-        if (jnet && !jr) {
-                snprintf(why, sizeof why, "'network' is the network of a recipe's RUN steps: with a recipe");
-                st = 400;
-        } else {
-                st = pd_tpl_network_check(jnet, &net, why, sizeof why);
-        }
+        st = pd_tpl_network_check(jnet, &net, why, sizeof why);
         if (!st) {
                 struct pd_tpl_launch l = { .name = name, .key = &r->key, .shared = shared,
                                            .source = ji ? json_string_value(ji) : "recipe",
