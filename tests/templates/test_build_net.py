@@ -9,15 +9,15 @@ sandbox's egress decisions, and the step cache tells a RUN with a network
 from one without."""
 import json
 import os
-import shutil
 import sys
 
 import pytest
 
 from _tplfix import *  # noqa: F401,F403  (the suite's fixtures)
-from _tplfix import TP, leftovers
+from _tplfix import own_state
 from pdtest.server import Server
 from test_api import _start, follow_log, tar_of
+from test_build import ctx, recipe  # noqa: F401  (the context dir fixture)
 from test_e2b_api import e2b, reserve, status
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "network"))
@@ -40,27 +40,7 @@ def fakenet(tmp_path_factory):
 @pytest.fixture(scope="module")
 def tn(state_root, regenv, fakenet):
     """A state dir of this module's: its router goes to the fake internet."""
-    p = TP(os.path.join(state_root, "templates-net"), regenv)
-    os.makedirs(p.state, exist_ok=True)
-    yield p
-    r = p.gc()
-    assert r.returncode == 0, r.stderr
-    assert leftovers(p.state) == {}
-    shutil.rmtree(p.state, ignore_errors=True)
-
-
-@pytest.fixture
-def ctx(work):
-    d = os.path.join(work, "ctx-net-%d" % os.getpid())
-    shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(d)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-def recipe(ctx, text):
-    with open(os.path.join(ctx, "Dockerfile"), "w") as f:
-        f.write(text)
+    yield from own_state(state_root, regenv, "templates-net")
 
 
 def names(tp):
@@ -224,17 +204,24 @@ def test_api_bad_network_changes_nothing(srv, body, query, msg):
     assert after == before
 
 
-def test_e2b_build_has_the_e2b_network(srv, bb_image):
-    """E2B's builder has the internet: so do E2B builds' RUN steps, on a
-    server whose E2B sandboxes get it (--e2b-network open, the default)."""
-    j = reserve(srv, "e2bnet")
+def e2b_run_build(srv, name, image):
+    """An E2B build whose one step is a RUN that fetches WEB[0]: its status."""
+    j = reserve(srv, name)
     tid, bid = j["templateID"], j["buildID"]
     st, r = e2b(srv, "POST", "/v2/templates/%s/builds/%s" % (tid, bid),
-                {"fromImage": bb_image, "steps": [{"type": "RUN", "args": [get(WEB[0])]}]})
+                {"fromImage": image, "steps": [{"type": "RUN", "args": [get(WEB[0])]}]})
     assert st == 202, r
     follow_log(srv, tid)
     st, s = status(srv, tid, bid)
-    assert st == 200 and s["status"] == "ready", s
+    assert st == 200, s
+    return s
+
+
+def test_e2b_build_has_the_e2b_network(srv, bb_image):
+    """E2B's builder has the internet: so do E2B builds' RUN steps, on a
+    server whose E2B sandboxes get it (--e2b-network open, the default)."""
+    s = e2b_run_build(srv, "e2bnet", bb_image)
+    assert s["status"] == "ready", s
     assert sandbox_cat(srv, "e2bnet", "/got").find("hello from %s" % WEB[0]) >= 0
     srv.api("DELETE", "/templates/e2bnet", expect=204)
 
@@ -244,13 +231,6 @@ def test_e2b_build_capped_at_none(registry, regenv, fakenet, bb_image):
                "--net-resolver", fakenet.resolver, "--e2b-network", "none", prefix="pd-tplnet0-")
     try:
         _start(s, regenv)
-        j = reserve(s, "e2bnonet")
-        tid, bid = j["templateID"], j["buildID"]
-        st, r = e2b(s, "POST", "/v2/templates/%s/builds/%s" % (tid, bid),
-                    {"fromImage": bb_image, "steps": [{"type": "RUN", "args": [get(WEB[0])]}]})
-        assert st == 202, r
-        follow_log(s, tid)
-        st, st_ = status(s, tid, bid)
-        assert st == 200 and st_["status"] == "error", st_
+        assert e2b_run_build(s, "e2bnonet", bb_image)["status"] == "error"
     finally:
         s.finish()
