@@ -372,18 +372,8 @@ static enum MHD_Result build_upload(struct pd_req *r, const char *chunk, size_t 
                         pd_deferred_fail(&u->fail, 500, "internal", "cannot hold the upload");
         }
         if (chunk) {
-                size_t n = *chunk_len;
+                pd_tpl_hold_chunk(u->fd, &u->len, "the context", &u->fail, chunk, *chunk_len);
                 *chunk_len = 0;
-                if (u->fail.status)
-                        return MHD_YES;
-                if (u->len + n > PD_TPL_CONTEXT_MAX) {
-                        pd_deferred_fail(&u->fail, 413, "too_large", "the context is over %llu bytes",
-                                         (unsigned long long)PD_TPL_CONTEXT_MAX);
-                        return MHD_YES;
-                }
-                if (pd_write_all(u->fd, chunk, n) < 0)
-                        pd_deferred_fail(&u->fail, 500, "internal", "cannot hold the upload");
-                u->len += n;
                 return MHD_YES;
         }
         /* the end: check, unpack, reserve, start */

@@ -25,6 +25,7 @@
 struct archive;
 struct archive_entry;
 #include <stddef.h>
+#include <stdint.h>
 
 #include "server/core/server.h"
 
@@ -133,3 +134,8 @@ struct pd_tpl_tar_walk {
  * the end, -EINVAL with why. */
 int pd_tpl_tar_next(struct archive *a, struct pd_tpl_tar_walk *w, struct archive_entry **e, const char **name,
                     char *why, size_t whysz);
+/* A chunk of a context tar body (at most PD_TPL_CONTEXT_MAX in all: 413
+ * naming what, e.g. "the context") appended to fd and counted in *len;
+ * nothing once fail is set. */
+void pd_tpl_hold_chunk(int fd, uint64_t *len, const char *what, struct pd_deferred_error *fail, const char *chunk,
+                       size_t n);

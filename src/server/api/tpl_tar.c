@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/util.h"
 #include "server/api/templates.h"
 
 struct archive *pd_tpl_tar_open(int fd, bool *opened)
@@ -102,4 +103,21 @@ int pd_tpl_tar_next(struct archive *a, struct pd_tpl_tar_walk *w, struct archive
                 *name = n;
                 return 1;
         }
+}
+
+void pd_tpl_hold_chunk(int fd, uint64_t *len, const char *what, struct pd_deferred_error *fail, const char *chunk,
+                       size_t n)
+{
+        /* refused already: the rest of the body is read and dropped, so
+         * the answer goes out when the client has sent it */
+        if (fail->status)
+                return;
+        if (*len + n > PD_TPL_CONTEXT_MAX) {
+                pd_deferred_fail(fail, 413, "too_large", "%s is over %llu bytes", what,
+                                 (unsigned long long)PD_TPL_CONTEXT_MAX);
+                return;
+        }
+        if (pd_write_all(fd, chunk, n) < 0)
+                pd_deferred_fail(fail, 500, "internal", "cannot hold the upload");
+        *len += n;
 }

@@ -287,18 +287,8 @@ static enum MHD_Result file_put(struct pd_req *r, const char *chunk, size_t *chu
                         pd_deferred_fail(&u->fail, 500, "internal", "cannot hold the upload");
         }
         if (chunk) {
-                size_t n = *chunk_len;
+                pd_tpl_hold_chunk(u->fd, &u->len, "the upload", &u->fail, chunk, *chunk_len);
                 *chunk_len = 0;
-                if (u->fail.status)
-                        return MHD_YES;
-                if (u->len + n > PD_TPL_CONTEXT_MAX) {
-                        pd_deferred_fail(&u->fail, 413, "too_large", "the upload is over %llu bytes",
-                                         (unsigned long long)PD_TPL_CONTEXT_MAX);
-                        return MHD_YES;
-                }
-                if (pd_write_all(u->fd, chunk, n) < 0)
-                        pd_deferred_fail(&u->fail, 500, "internal", "cannot hold the upload");
-                u->len += n;
                 return MHD_YES;
         }
         enum MHD_Result ret;
