@@ -15,6 +15,7 @@ import pytest
 
 from _tplfix import *  # noqa: F401,F403  (the suite's fixtures)
 from _tplfix import own_state
+from pdtest import REPO
 from pdtest.server import Server
 from test_api import _start, follow_log, tar_of
 from test_build import ctx, recipe  # noqa: F401  (the context dir fixture)
@@ -234,3 +235,19 @@ def test_e2b_build_capped_at_none(registry, regenv, fakenet, bb_image):
         assert e2b_run_build(s, "e2bnonet", bb_image)["status"] == "error"
     finally:
         s.finish()
+
+
+def test_sdk_build_with_a_network(srv, bb_image, tmp_path):
+    """The Python SDK's Templates.build(network=...): a recipe and a context."""
+    sys.path.insert(0, os.path.join(REPO, "sdk", "python"))
+    from paddock import BuildError, Templates
+    tpl = Templates(api_key=srv.key, url=srv.url)
+    text = "FROM %s\nRUN %s\n" % (bb_image, get(WEB[0]))
+    t = tpl.build("sdknet", recipe=text, network="open")
+    assert t.status == "ready" and t.raw["network"]["mode"] == "open", t
+    (tmp_path / "Dockerfile").write_text(text)
+    t = tpl.build("sdknet", context=str(tmp_path), network={"mode": "policy", "allow": [WEB[0] + ":80"]})
+    assert t.status == "ready" and t.raw["network"]["mode"] == "policy", t
+    with pytest.raises(BuildError):
+        tpl.build("sdknet", recipe=text)
+    tpl.delete("sdknet")
