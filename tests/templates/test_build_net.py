@@ -190,6 +190,7 @@ def test_api_context_upload_with_network_query(srv, bb_image):
     ({"name": "badnet", "image": "x/y:1", "network": {"mode": "open"}}, None, "with a recipe"),
     (None, {"network": "bogus"}, "network"),
     (None, {"network": "policy", "allow": "not a rule"}, "network"),
+    (None, {"network": "open", "deny": b"\xff"}, "network"),        # refused, never dropped
 ])
 def test_api_bad_network_changes_nothing(srv, body, query, msg):
     before = sorted(os.listdir(os.path.join(srv.state, "template-builds"))) \

@@ -294,17 +294,22 @@ struct upload {
         bool args_bad;
         bool shared;            /* ?shared=1: an admin key's shared template */
         json_t *net_allow, *net_deny;   /* ?allow=RULE, ?deny=RULE (repeated) */
+        bool net_bad;
 };
 
 static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
         (void)kind;
         struct upload *u = cls;
-        if ((!strcmp(key, "allow") || !strcmp(key, "deny")) && value) {
+        if (!strcmp(key, "allow") || !strcmp(key, "deny")) {
+                /* a rule that is not text is refused, never dropped (a
+                 * dropped deny would widen the policy) */
                 json_t **l = key[0] == 'a' ? &u->net_allow : &u->net_deny;
+                json_t *rule = value ? json_string(value) : NULL;
                 if (!*l)
                         *l = json_array();
-                json_array_append_new(*l, json_string(value));
+                if (!rule || !*l || json_array_append_new(*l, rule) < 0)
+                        u->net_bad = true;
                 return MHD_YES;
         }
         if (strcmp(key, "build_arg"))
@@ -361,6 +366,9 @@ static enum MHD_Result build_upload(struct pd_req *r, const char *chunk, size_t 
                 else if (!pd_tpl_visible(r->srv, name, r->key.id, owner))
                         pd_deferred_fail(&u->fail, 409, "conflict",
                                          "the name '%s' is taken (names are one namespace for all keys)", name);
+                else if (u->net_bad)
+                        pd_deferred_fail(&u->fail, 400, "bad_request", "network: allow and deny take rules "
+                                         "(TARGET[:PORTS[/PROTO]], UTF-8 text)");
                 else if (u->args_bad)
                         pd_deferred_fail(&u->fail, 400, "bad_request", "build_arg must be NAME=VALUE (at most %d)",
                                          MAX_BUILD_ARGS);
