@@ -16,6 +16,7 @@
 
 #include "cli/cli.h"
 #include "image/image.h"
+#include "net/policy.h"
 #include "server/core/store.h"
 #include "lib/template.h"
 #include "lib/util.h"
@@ -43,6 +44,12 @@ struct topts {
         bool egress_guard;
         const char *egress_allow[32];
         unsigned n_egress;
+        /* build: the RUN steps' network (--net, --allow, --deny, or
+         * --network-file: the JSON form, as paddock serve passes it) */
+        struct pd_netpol net;
+        bool net_given;
+        const char *net_file;
+        const char *net_uplink, *net_resolver;
 };
 
 struct display {
@@ -171,15 +178,78 @@ static void usage(FILE *f)
                 "  -f, --file RECIPE         build: the recipe file\n"
                 "  --build-arg K=V           build: a value for ARG K\n"
                 "  --replace                 pull, build: replace an image template of that name\n"
+                "  --net MODE                build: the RUN steps' network: none (default:\n"
+                "                            loopback only), open (the internet, never metadata,\n"
+                "                            LAN or host) or policy (only what --allow names)\n"
+                "  --allow RULE, --deny RULE build: TARGET[:PORTS[/PROTO]] (docs/network.md)\n"
+                "  --network-file FILE       build: the policy as JSON (docs/network.md's form)\n"
+                "  --net-uplink UPLINK, --net-resolver IP[,IP]   where the router's traffic\n"
+                "                            leaves, when it is first made (as paddock run's)\n"
                 "  --json                    machine-readable output (progress: JSON lines on\n"
                 "                            stderr)\n"
                 "docs/templates.md has the details.\n",
                 PD_DEFAULT_STATE_DIR);
 }
 
+/* --net MODE (action NULL), --allow RULE, --deny RULE. */
+static int net_option(struct topts *o, const char *action, const char *arg)
+{
+        struct pd_error err = { 0 };
+        o->net_given = true;
+        if (!action) {
+                if (pd_netpol_mode_parse(arg, &o->net.mode, &err) < 0) {
+                        pd_cli_error("--net: %s", err.msg);
+                        return -1;
+                }
+                return 0;
+        }
+        char text[PD_NETPOL_RULE_TEXT_MAX + 8];
+        struct pd_netpol_rule rule;
+        snprintf(text, sizeof text, "%s:%s", action, arg);
+        if (pd_netpol_rule_parse(text, &rule, &err) < 0 || pd_netpol_add_rule(&o->net, &rule, &err) < 0) {
+                pd_cli_error("--%s '%s': %s", action, arg, err.msg);
+                return -1;
+        }
+        return 0;
+}
+
+/* The build's network, checked once the options are all read. */
+static int net_finish(struct topts *o, const char *sub)
+{
+        struct pd_error err = { 0 };
+        if (!o->net_given)
+                return 0;
+        if (strcmp(sub, "build")) {
+                pd_cli_error("template %s: --net, --allow, --deny and --network-file are for build (its RUN steps)",
+                             sub);
+                return -1;
+        }
+        if (o->net_file) {
+                if (o->net.mode != PD_NETPOL_NONE || o->net.n_rules) {
+                        pd_cli_error("template build: --network-file or --net/--allow/--deny, not both");
+                        return -1;
+                }
+                json_error_t je;
+                json_t *j = json_load_file(o->net_file, JSON_REJECT_DUPLICATES, &je);
+                int r = j ? pd_netpol_from_json(j, &o->net, &err) : -1;
+                json_decref(j);
+                if (r < 0) {
+                        pd_cli_error("--network-file '%s': %s", o->net_file, j ? err.msg : je.text);
+                        return -1;
+                }
+                return 0;
+        }
+        if (pd_netpol_finish(&o->net, &err) < 0) {
+                pd_cli_error("--net %s: %s", pd_netpol_mode_name(o->net.mode), err.msg);
+                return -1;
+        }
+        return 0;
+}
+
 static int parse(int argc, char **argv, struct topts *o)
 {
-        enum { O_STATE = 256, O_JSON, O_ARG, O_REPLACE, O_NOLOCAL, O_STATUS, O_UPLOADED, O_EGRESS };
+        enum { O_STATE = 256, O_JSON, O_ARG, O_REPLACE, O_NOLOCAL, O_STATUS, O_UPLOADED, O_EGRESS, O_NET, O_ALLOW,
+               O_DENY, O_NETFILE, O_UPLINK, O_RESOLVER };
         static const struct option opts[] = {
                 { "state-dir", required_argument, NULL, O_STATE }, { "json", no_argument, NULL, O_JSON },
                 { "file", required_argument, NULL, 'f' },          { "build-arg", required_argument, NULL, O_ARG },
@@ -187,6 +257,10 @@ static int parse(int argc, char **argv, struct topts *o)
                 { "no-local", no_argument, NULL, O_NOLOCAL },      { "status-file", required_argument, NULL, O_STATUS },
                 { "uploaded-archive", no_argument, NULL, O_UPLOADED },
                 { "egress-allow", required_argument, NULL, O_EGRESS },
+                { "net", required_argument, NULL, O_NET },         { "allow", required_argument, NULL, O_ALLOW },
+                { "deny", required_argument, NULL, O_DENY },       { "network-file", required_argument, NULL, O_NETFILE },
+                { "net-uplink", required_argument, NULL, O_UPLINK },
+                { "net-resolver", required_argument, NULL, O_RESOLVER },
                 { 0 },
         };
         int c;
@@ -207,6 +281,15 @@ static int parse(int argc, char **argv, struct topts *o)
                                 o->egress_allow[o->n_egress++] = optarg;
                         break;
                 case 'f': o->recipe = optarg; break;
+                case O_NET:
+                case O_ALLOW:
+                case O_DENY:
+                        if (net_option(o, c == O_NET ? NULL : c == O_ALLOW ? "allow" : "deny", optarg) < 0)
+                                return -1;
+                        break;
+                case O_NETFILE: o->net_file = optarg; o->net_given = true; break;
+                case O_UPLINK: o->net_uplink = optarg; break;
+                case O_RESOLVER: o->net_resolver = optarg; break;
                 case O_ARG:
                         if (o->n_args == MAX_BUILD_ARGS || !strchr(optarg, '=')) {
                                 pd_cli_error("--build-arg: K=V expected (at most %d)", MAX_BUILD_ARGS);
@@ -397,6 +480,14 @@ int pd_cmd_template(int argc, char **argv)
                 pd_cli_error("template: expected ls, pull, build, inspect, rm, prune or add (see --help)");
                 return PD_EXIT_PADDOCK;
         }
+        if (net_finish(&o, sub) < 0) {
+                pd_netpol_free(&o.net);
+                return PD_EXIT_PADDOCK;
+        }
+        if (!o.net_uplink)
+                o.net_uplink = getenv("PADDOCK_NET_UPLINK");
+        if (!o.net_resolver)
+                o.net_resolver = getenv("PADDOCK_NET_RESOLVER");
         bool writes = strcmp(sub, "ls") && strcmp(sub, "list") && strcmp(sub, "inspect");
         if (writes && geteuid() != 0) {
                 pd_cli_error("template %s: only root may change templates", sub);
@@ -417,7 +508,8 @@ int pd_cmd_template(int argc, char **argv)
         struct display d = { .tty = isatty(2), .json = o.json, .t0_ns = pd_now_ns() };
         struct pd_image_opts io = { .progress = on_progress, .arg = &d, .allow_local = !o.no_local,
                                     .replace = o.replace, .egress_guard = o.egress_guard,
-                                    .egress_allow = o.egress_allow, .n_egress_allow = o.n_egress };
+                                    .egress_allow = o.egress_allow, .n_egress_allow = o.n_egress,
+                                    .run_net = &o.net, .net_uplink = o.net_uplink, .net_resolver = o.net_resolver };
         write_status(o.status_file, "building", NULL);
         int r = 0;
         json_t *j = NULL;
@@ -483,5 +575,6 @@ int pd_cmd_template(int argc, char **argv)
         if (store)
                 pd_store_close(store);
         pd_state_close(&st);
+        pd_netpol_free(&o.net);
         return r < 0 ? PD_EXIT_PADDOCK : 0;
 }

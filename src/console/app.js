@@ -235,14 +235,95 @@ $('#t-kind').addEventListener('change', () => {
     : 'FROM registry.example.com/python:3.12\nRUN pip install pandas';
 });
 
+// ---- a build context: the files picked, packed as a ustar in the page ----
+
+const RECIPE_ENTRY = '.paddock-recipe';   // the recipe's text, in the context
+
+// The picked files as [path in the context, File]: a folder's files lose
+// the folder's own name (the folder is the context's root).
+function contextFiles() {
+  const out = [];
+  for (const f of $('#t-dir').files) out.push([f.webkitRelativePath.split('/').slice(1).join('/'), f]);
+  for (const f of $('#t-files').files) out.push([f.name, f]);
+  return out;
+}
+
+// One 512-byte ustar header (POSIX.1-1988): a name over 100 bytes goes
+// into the 155-byte prefix, split at a '/'.
+function tarHeader(path, size) {
+  const enc = new TextEncoder();
+  const h = new Uint8Array(512);
+  const put = (off, len, text) => h.set(enc.encode(text).subarray(0, len), off);
+  const octal = (off, len, n) => put(off, len, n.toString(8).padStart(len - 1, '0') + '\0');
+  let name = enc.encode(path), prefix = new Uint8Array(0);
+  if (name.length > 100) {
+    const cut = path.lastIndexOf('/', path.length - 1);
+    prefix = enc.encode(path.slice(0, cut));
+    name = enc.encode(path.slice(cut + 1));
+    if (cut < 0 || name.length > 100 || prefix.length > 155) throw new Error('path too long for the context: ' + path);
+  }
+  h.set(name, 0);
+  octal(100, 8, 0o644);
+  octal(108, 8, 0);
+  octal(116, 8, 0);
+  octal(124, 12, size);
+  octal(136, 12, Math.floor(Date.now() / 1000));
+  h.fill(32, 148, 156);            // the checksum counts itself as spaces
+  put(156, 1, '0');
+  put(257, 6, 'ustar\0');
+  put(263, 2, '00');
+  h.set(prefix, 345);
+  let sum = 0;
+  for (const b of h) sum += b;
+  octal(148, 7, sum);
+  return h;
+}
+
+// The context as a tar Blob: the recipe's text, then each file (its bytes
+// are the File itself: nothing is read into the page's memory).
+function contextTar(recipe, files) {
+  const parts = [];
+  const add = (path, data, size) => {
+    parts.push(tarHeader(path, size), data);
+    if (size % 512) parts.push(new Uint8Array(512 - (size % 512)));
+  };
+  const text = new TextEncoder().encode(recipe);
+  add(RECIPE_ENTRY, text, text.length);
+  for (const [path, f] of files) {
+    if (!path || path.split('/').some((c) => c === '..' || c === '')) throw new Error('bad file name: ' + path);
+    add(path, f, f.size);
+  }
+  parts.push(new Uint8Array(1024));  // two zero blocks end it
+  return new Blob(parts, { type: 'application/x-tar' });
+}
+
+async function buildWithContext(name, recipe, net) {
+  const q = new URLSearchParams({ recipe: RECIPE_ENTRY });
+  if (net !== 'none') q.set('network', net);
+  const r = await fetch(API + '/templates/' + encodeURIComponent(name) + '/build?' + q, {
+    method: 'POST', credentials: 'same-origin',
+    headers: { 'X-Paddock-Console': '1', 'Content-Type': 'application/x-tar' },
+    body: contextTar(recipe, contextFiles()),
+  });
+  if (!r.ok) {
+    let msg = r.status + ' ' + r.statusText;
+    try { msg = (await r.json()).error.message; } catch (e) { /* not JSON */ }
+    throw new ApiError(r.status, msg);
+  }
+}
+
 $('#tpl-form').addEventListener('submit', async (ev) => {
   ev.preventDefault();
   const name = $('#t-name').value.trim();
   const src = $('#t-source').value;
-  const body = $('#t-kind').value === 'image' ? { name, image: src.trim() } : { name, recipe: src };
+  const net = $('#t-net').value;
+  const image = $('#t-kind').value === 'image';
+  const body = image ? { name, image: src.trim() } : { name, recipe: src };
+  if (!image && net !== 'none') body.network = { mode: net };
   $('#tpl-error').textContent = '';
   try {
-    await api('POST', 'templates', body);
+    if (!image && contextFiles().length) await buildWithContext(name, src, net);
+    else await api('POST', 'templates', body);
   } catch (e) {
     $('#tpl-error').textContent = 'build: ' + e.message;
     return;

@@ -403,6 +403,7 @@ static int run_step(struct build *b, char **argv, struct pd_error *err)
         spec.memory_bytes = 2048ull << 20;
         spec.disk_bytes = 2048ull << 20;
         spec.pids = 4096;
+        pd_image_run_net(b->o, &spec);
         struct pd_sandbox *sb = NULL;
         char tmp[PATH_MAX] = "";
         int code = -1;
@@ -413,7 +414,10 @@ static int run_step(struct build *b, char **argv, struct pd_error *err)
          * keeps a view of its writable layer to copy */
         sb->die_with_parent = true;
         sb->keep_stage = true;
-        if ((r = pd_sandbox_create(sb, err)) < 0 || (r = run_in(b, sb, argv, uid, gid, home, &code, err)) < 0)
+        if ((r = pd_sandbox_create(sb, err)) < 0)
+                goto out;
+        pd_image_run_net_said(b->o, sb);
+        if ((r = run_in(b, sb, argv, uid, gid, home, &code, err)) < 0)
                 goto out;
         if (code != 0) {
                 size_t tl = strlen(b->tail);
@@ -757,6 +761,11 @@ static int do_step(struct build *b, const struct pd_recipe_step *s, unsigned tot
                 return copy_step(b, s, text, err);
         case PD_R_RUN: {
                 chain(b, s->json ? "RUN json" : "RUN", text);
+                /* a RUN with a network is another step than one without
+                 * (none adds nothing: caches made before stay valid) */
+                _pd_cleanup_free_ char *net = pd_image_run_net_key(b->o);
+                if (net)
+                        chain(b, "RUN network", net);
                 char hex[65];
                 if (cache_get(b, hex)) {
                         pd_image_emit(b->o, PD_IMAGE_EV_CACHED, "step", NULL, 0, 0);

@@ -19,6 +19,8 @@
 #include "lib/error.h"
 #include "lib/state.h"
 
+struct pd_netpol;
+
 /* What a pull or build reports while it works. */
 enum pd_image_event_kind {
         PD_IMAGE_EV_STEP,       /* text: a phase ("resolving", "copying", step N/M ...) */
@@ -53,6 +55,13 @@ struct pd_image_opts {
         bool egress_guard;
         const char *const *egress_allow;
         unsigned n_egress_allow;
+        /* a recipe's RUN sandboxes' network (docs/templates.md "Network of
+         * RUN steps"): NULL or mode none = loopback only; open or policy
+         * through the instance's router like any sandbox's (never list,
+         * audit), the router made with net_uplink/net_resolver if it is not
+         * there yet. Part of each RUN step's cache key. */
+        const struct pd_netpol *run_net;
+        const char *net_uplink, *net_resolver;
 };
 
 /* Names users may give (DESIGN §4, plus the reserved prefixes). */
@@ -118,3 +127,11 @@ char *pd_image_read_file(struct pd_state *st, char (*top_first)[65], unsigned n,
 /* Merge layers (bottom first) into one new store layer (whiteouts applied):
  * hex of the result in out. */
 int pd_image_flatten(struct pd_state *st, char (*layers)[65], unsigned n, char out[65], struct pd_error *err);
+/* run_net.c: a RUN step's network (opts.run_net). Fill the sandbox spec;
+ * the text that joins the step's cache key (malloc'd; NULL: none); say
+ * which sandbox ran with it (its audit has the egress decisions). */
+struct pd_spec;
+struct pd_sandbox;
+void pd_image_run_net(const struct pd_image_opts *o, struct pd_spec *spec);
+char *pd_image_run_net_key(const struct pd_image_opts *o);
+void pd_image_run_net_said(const struct pd_image_opts *o, const struct pd_sandbox *sb);

@@ -146,6 +146,46 @@ try {
     assert.match(await page.$eval('#tpl-inspect-info', (e) => e.innerText), /built in/);
   });
 
+  await step('build with a context picked in the page: COPY finds its files, a sandbox sees them', async () => {
+    // files and a folder, packed as a tar by the page (app.js contextTar)
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pd-console-ctx-'));
+    try {
+      fs.writeFileSync(path.join(dir, 'hello.txt'), 'hello from an uploaded file\n');
+      const folder = path.join(dir, 'app');
+      fs.mkdirSync(path.join(folder, 'sub'), { recursive: true });
+      fs.writeFileSync(path.join(folder, 'sub', 'deep.txt'), 'deep in the folder\n');
+      await (await page.$('#t-files')).uploadFile(path.join(dir, 'hello.txt'));
+      await (await page.$('#t-dir')).uploadFile(folder);
+      await page.$eval('#t-name', (e) => { e.value = 'consctx'; });
+      await page.select('#t-kind', 'recipe');
+      await page.$eval('#t-source', (e, b) => {
+        e.value = `FROM ${b}\nCOPY hello.txt /hello.txt\nCOPY sub /from-folder/\n`;
+      }, TPL_BASE);
+      cleanup.push(['DELETE', '/templates/consctx']);
+      await page.click('#t-build');
+      // this build's end (the status of the last one is still shown), or a refusal
+      await page.waitForFunction(() => document.querySelector('#tpl-error').textContent ||
+        (document.querySelector('#tpl-status').textContent.startsWith('consctx:') &&
+         document.querySelector('#tpl-status').dataset.status), WAIT);
+      const st = await page.$eval('#tpl-status', (e) => e.textContent);
+      assert.equal(await page.$eval('#tpl-error', (e) => e.textContent), '');
+      assert.equal(await page.$eval('#tpl-status', (e) => e.dataset.status), 'ready', st);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+      await page.$eval('#t-files', (e) => { e.value = ''; });
+      await page.$eval('#t-dir', (e) => { e.value = ''; });
+    }
+    const sb = await api('POST', '/sandboxes', KEY, { template: 'consctx' });
+    assert.equal(sb.status, 201, JSON.stringify(sb.body));
+    try {
+      const x = await api('POST', `/sandboxes/${sb.body.id}/exec`, KEY,
+        { cmd: ['cat', '/hello.txt', '/from-folder/deep.txt'] });
+      assert.equal(x.body.stdout, 'hello from an uploaded file\ndeep in the folder\n', JSON.stringify(x.body));
+    } finally {
+      await api('DELETE', `/sandboxes/${sb.body.id}`, KEY);
+    }
+  });
+
   await step('a refused pull says why and builds nothing', async () => {
     await page.$eval('#t-name', (e) => { e.value = 'consbad'; });
     await page.select('#t-kind', 'image');

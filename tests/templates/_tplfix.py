@@ -89,15 +89,20 @@ class TP(Paddock):
         return out
 
 
-@pytest.fixture(scope="module")
-def tp(state_root, regenv):
-    p = TP(os.path.join(state_root, "templates"), regenv)
+def own_state(state_root, regenv, sub):
+    """A TP on state dir state_root/sub, gc'd and checked at the end."""
+    p = TP(os.path.join(state_root, sub), regenv)
     os.makedirs(p.state, exist_ok=True)
     yield p
     r = p.gc()
     assert r.returncode == 0, r.stderr
     assert leftovers(p.state) == {}
     shutil.rmtree(p.state, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def tp(state_root, regenv):
+    yield from own_state(state_root, regenv, "templates")
 
 
 @pytest.fixture(scope="module")

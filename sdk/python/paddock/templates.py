@@ -66,22 +66,36 @@ class Templates:
         j = self._api.request("POST", "/templates", json_body={"name": _name(name), "image": image})
         return self.wait(name, on_log=on_log) if wait else TemplateInfo.from_json(j)
 
-    def build(self, name, recipe=None, context=None, recipe_path=None, build_args=None, wait=True, on_log=None):
+    def build(self, name, recipe=None, context=None, recipe_path=None, build_args=None, wait=True, on_log=None,
+              network=None):
         """Build template `name` from a recipe (Dockerfile syntax, text) or
         from a context (a directory, or tar bytes) holding one at
-        recipe_path (default "Dockerfile"). With wait (the default) follow
-        the build log to its end: each line goes to on_log; returns the
-        TemplateInfo, or raises BuildError."""
+        recipe_path (default "Dockerfile"). network: the RUN steps' network
+        ("none", the default, "open", or a policy {"mode", "allow", "deny"}
+        as docs/network.md has it). With wait (the default) follow the build
+        log to its end: each line goes to on_log; returns the TemplateInfo,
+        or raises BuildError."""
         _name(name)
         if (recipe is None) == (context is None):
             raise InvalidArgumentError("build needs a recipe or a context (one of them)")
+        if isinstance(network, str):
+            network = {"mode": network}
+        if network is not None and not isinstance(network, dict):
+            raise InvalidArgumentError("network is a mode (none, open, policy) or a policy dict")
         if context is None:
             body = {"name": name, "recipe": recipe}
             if build_args:
                 body["build_args"] = {str(k): str(v) for k, v in build_args.items()}
+            if network is not None:
+                body["network"] = network
             j = self._api.request("POST", "/templates", json_body=body)
         else:
             q = [("recipe", recipe_path)] + [("build_arg", "%s=%s" % kv) for kv in (build_args or {}).items()]
+            if network is not None:
+                if set(network) - {"mode", "allow", "deny"}:
+                    raise InvalidArgumentError("with a context, network takes mode, allow and deny only")
+                q += [("network", network.get("mode", "none"))]
+                q += [("allow", r) for r in network.get("allow", [])] + [("deny", r) for r in network.get("deny", [])]
             j = self._api.request("POST", "/templates/%s/build" % name, query=q, body=_tar_of(context),
                                   headers={"Content-Type": "application/x-tar"})
         # without wait: the answer to the request (status "queued"), not a

@@ -151,6 +151,12 @@ static enum MHD_Result get_template(struct pd_req *r, const char *chunk, size_t 
         }
         char p[PATH_MAX + 16], src[512];
         pd_tpl_dir(r->srv, name, p, sizeof p);
+        /* a recipe build's RUN network (tpl_launch.c keeps it) */
+        strncat(p, "/network.json", sizeof p - strlen(p) - 1);
+        json_t *net = json_load_file(p, 0, NULL);
+        if (net)
+                json_object_set_new(o, "network", net);
+        pd_tpl_dir(r->srv, name, p, sizeof p);
         strncat(p, "/source", sizeof p - strlen(p) - 1);
         int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd >= 0) {
@@ -172,16 +178,6 @@ static enum MHD_Result reply_started(struct pd_req *r, const char *name, bool sh
         snprintf(log, sizeof log, "/api/v1/templates/%s/log", name);
         return pd_reply_json(r, 202, json_pack("{s:s, s:s, s:s, s:b}", "name", name, "status", "queued", "log", log,
                                                "shared", shared));
-}
-
-static int write_file(const char *path, const char *text)
-{
-        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-        if (fd < 0)
-                return -errno;
-        int k = pd_write_all(fd, text, strlen(text));
-        close(fd);
-        return k;
 }
 
 /* build_args: {"K": "V"} into "K=V" strings. */
@@ -215,9 +211,9 @@ static enum MHD_Result create_template(struct pd_req *r, const char *chunk, size
         const char *k;
         json_t *v;
         json_object_foreach(body, k, v) if (strcmp(k, "name") && strcmp(k, "image") && strcmp(k, "recipe") &&
-                                            strcmp(k, "build_args") && strcmp(k, "shared"))
-                return pd_reply_error(r, 400, "bad_request",
-                                      "unknown field '%.64s' (allowed: name, image, recipe, build_args, shared)", k);
+                                            strcmp(k, "build_args") && strcmp(k, "shared") && strcmp(k, "network"))
+                return pd_reply_error(r, 400, "bad_request", "unknown field '%.64s' (allowed: name, image, recipe, "
+                                      "build_args, shared, network)", k);
         json_t *js = json_object_get(body, "shared");
         if (js && !json_is_boolean(js))
                 return pd_reply_error(r, 400, "bad_request", "'shared' is true or false");
@@ -237,6 +233,11 @@ static enum MHD_Result create_template(struct pd_req *r, const char *chunk, size
                                       "(its text; with a context, POST /api/v1/templates/{name}/build)");
         if (ja && (!jr || !json_is_object(ja)))
                 return pd_reply_error(r, 400, "bad_request", "'build_args' is an object of strings, with a recipe");
+        /* the RUN steps' network: a recipe's (an image pull runs nothing) */
+        json_t *jnet = json_object_get(body, "network");
+        if (jnet && !jr)
+                return pd_reply_error(r, 400, "bad_request", "'network' is the network of a recipe's RUN steps: "
+                                      "with a recipe");
         char why[640];
         unsigned st;
         char *args[MAX_BUILD_ARGS] = { 0 };
@@ -262,33 +263,21 @@ static enum MHD_Result create_template(struct pd_req *r, const char *chunk, size
                 while (nargs < MAX_BUILD_ARGS && args[nargs])
                         nargs++;
         }
-        if ((st = pd_tpl_reserve_as(r->srv, name, &r->key, shared, ji ? json_string_value(ji) : "recipe", why,
-                                    sizeof why))) {
-                for (unsigned i = 0; i < nargs; i++)
-                        free(args[i]);
-                return pd_reply_error(r, st, st == 409 ? "conflict" : st == 429 ? "too_many_requests" :
-                                      st == 403 ? "forbidden" : "internal", "%s", why);
+        _pd_cleanup_json_ json_t *net = NULL;
+        st = pd_tpl_network_check(jnet, &net, why, sizeof why);
+        if (!st) {
+                struct pd_tpl_launch l = { .name = name, .key = &r->key, .shared = shared,
+                                           .source = ji ? json_string_value(ji) : "recipe",
+                                           .ref = ji ? json_string_value(ji) : NULL,
+                                           .recipe_text = jr ? json_string_value(jr) : NULL,
+                                           .recipe_rel = "Dockerfile", .build_args = args, .n_args = nargs,
+                                           .network = net };
+                st = pd_tpl_launch(r->srv, &l, why, sizeof why);
         }
-        int kk = 0;
-        if (jr) {
-                /* the recipe as the context's Dockerfile, in an empty context */
-                char dir[PATH_MAX], p[PATH_MAX + 32];
-                pd_tpl_dir(r->srv, name, dir, sizeof dir);
-                snprintf(p, sizeof p, "%s/context", dir);
-                if (mkdir(p, 0755) < 0)
-                        kk = -errno;
-                snprintf(p, sizeof p, "%s/context/Dockerfile", dir);
-                if (kk == 0)
-                        kk = write_file(p, json_string_value(jr));
-        }
-        if (kk == 0)
-                kk = pd_tpl_start(r->srv, name, ji ? json_string_value(ji) : NULL, "Dockerfile", args, nargs, &err);
         for (unsigned i = 0; i < nargs; i++)
                 free(args[i]);
-        if (kk < 0) {
-                pd_tpl_unreserve(r->srv, name);
-                return pd_reply_errno(r, kk, err.msg[0] ? err.msg : "start the build");
-        }
+        if (st)
+                return pd_reply_error(r, st, pd_tpl_status_code(st), "%s", why);
         pd_log("info", "template=%s create key=%s source=%s%s", name, r->key.id, ji ? json_string_value(ji) : "recipe",
                shared ? " shared" : "");
         return reply_started(r, name, shared);
@@ -304,12 +293,25 @@ struct upload {
         unsigned nargs;
         bool args_bad;
         bool shared;            /* ?shared=1: an admin key's shared template */
+        json_t *net_allow, *net_deny;   /* ?allow=RULE, ?deny=RULE (repeated) */
+        bool net_bad;
 };
 
 static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
         (void)kind;
         struct upload *u = cls;
+        if (!strcmp(key, "allow") || !strcmp(key, "deny")) {
+                /* a rule that is not text is refused, never dropped (a
+                 * dropped deny would widen the policy) */
+                json_t **l = key[0] == 'a' ? &u->net_allow : &u->net_deny;
+                json_t *rule = value ? json_string(value) : NULL;
+                if (!*l)
+                        *l = json_array();
+                if (!rule || !*l || json_array_append_new(*l, rule) < 0)
+                        u->net_bad = true;
+                return MHD_YES;
+        }
         if (strcmp(key, "build_arg"))
                 return MHD_YES;
         if (!value || !strchr(value, '=') || value[0] == '=' || u->nargs == MAX_BUILD_ARGS) {
@@ -328,6 +330,8 @@ static void upload_free(struct pd_req *r, struct upload *u)
                 close(u->fd);
         for (unsigned i = 0; i < u->nargs; i++)
                 free(u->args[i]);
+        json_decref(u->net_allow);
+        json_decref(u->net_deny);
         free(u);
         r->route_state = NULL;
 }
@@ -362,6 +366,9 @@ static enum MHD_Result build_upload(struct pd_req *r, const char *chunk, size_t 
                 else if (!pd_tpl_visible(r->srv, name, r->key.id, owner))
                         pd_deferred_fail(&u->fail, 409, "conflict",
                                          "the name '%s' is taken (names are one namespace for all keys)", name);
+                else if (u->net_bad)
+                        pd_deferred_fail(&u->fail, 400, "bad_request", "network: allow and deny take rules "
+                                         "(TARGET[:PORTS[/PROTO]], UTF-8 text)");
                 else if (u->args_bad)
                         pd_deferred_fail(&u->fail, 400, "bad_request", "build_arg must be NAME=VALUE (at most %d)",
                                          MAX_BUILD_ARGS);
@@ -373,24 +380,14 @@ static enum MHD_Result build_upload(struct pd_req *r, const char *chunk, size_t 
                         pd_deferred_fail(&u->fail, 500, "internal", "cannot hold the upload");
         }
         if (chunk) {
-                size_t n = *chunk_len;
+                pd_tpl_hold_chunk(u->fd, &u->len, "the context", &u->fail, chunk, *chunk_len);
                 *chunk_len = 0;
-                if (u->fail.status)
-                        return MHD_YES;
-                if (u->len + n > PD_TPL_CONTEXT_MAX) {
-                        pd_deferred_fail(&u->fail, 413, "too_large", "the context is over %llu bytes",
-                                         (unsigned long long)PD_TPL_CONTEXT_MAX);
-                        return MHD_YES;
-                }
-                if (pd_write_all(u->fd, chunk, n) < 0)
-                        pd_deferred_fail(&u->fail, 500, "internal", "cannot hold the upload");
-                u->len += n;
                 return MHD_YES;
         }
         /* the end: check, unpack, reserve, start */
         enum MHD_Result ret;
         const char *name = r->params[0];
-        char why[640], dir[PATH_MAX], tmp[PATH_MAX + 64];
+        char why[640], tmp[PATH_MAX + 64];
         unsigned st;
         if (u->fail.status) {
                 ret = pd_reply_error(r, u->fail.status, u->fail.code, "%s", u->fail.msg);
@@ -420,27 +417,28 @@ static enum MHD_Result build_upload(struct pd_req *r, const char *chunk, size_t 
         }
         st = pd_tpl_recipe_check(r->srv, r->key.id, text, why, sizeof why);
         free(text);
-        if (!st)
-                st = pd_tpl_reserve_as(r->srv, name, &r->key, u->shared, "recipe", why, sizeof why);
+        /* ?network=MODE&allow=RULE&deny=RULE: the policy's JSON form */
+        _pd_cleanup_json_ json_t *net = NULL;
+        const char *nq = pd_req_query(r, "network");
+        if (!st && (nq || u->net_allow || u->net_deny)) {
+                json_t *j = json_pack("{s:s}", "mode", nq ? nq : "none");
+                if (u->net_allow)
+                        json_object_set(j, "allow", u->net_allow);
+                if (u->net_deny)
+                        json_object_set(j, "deny", u->net_deny);
+                st = pd_tpl_network_check(j, &net, why, sizeof why);
+                json_decref(j);
+        }
+        if (!st) {
+                struct pd_tpl_launch l = { .name = name, .key = &r->key, .shared = u->shared, .source = "recipe",
+                                           .context_dir = tmp, .recipe_rel = rec, .build_args = u->args,
+                                           .n_args = u->nargs, .network = net };
+                st = pd_tpl_launch(r->srv, &l, why, sizeof why);
+        }
         if (st) {
                 (void)pd_rm_rf(tmp, NULL);
                 upload_free(r, u);
-                return pd_reply_error(r, st, st == 409 ? "conflict" : st == 403 ? "forbidden" : st == 404 ? "not_found" :
-                                      st == 429 ? "too_many_requests" : st >= 500 ? "internal" : "bad_request",
-                                      "%s", why);
-        }
-        pd_tpl_dir(r->srv, name, dir, sizeof dir);
-        char ctx[PATH_MAX + 16];
-        snprintf(ctx, sizeof ctx, "%s/context", dir);
-        struct pd_error err = { 0 };
-        int k = rename(tmp, ctx) < 0 ? pd_error_set(&err, errno, "move the context") : 0;
-        if (k == 0)
-                k = pd_tpl_start(r->srv, name, NULL, rec, u->args, u->nargs, &err);
-        if (k < 0) {
-                (void)pd_rm_rf(tmp, NULL);
-                pd_tpl_unreserve(r->srv, name);
-                upload_free(r, u);
-                return pd_reply_errno(r, k, err.msg);
+                return pd_reply_error(r, st, pd_tpl_status_code(st), "%s", why);
         }
         pd_log("info", "template=%s create key=%s source=recipe context_bytes=%" PRIu64 "%s", name, r->key.id, u->len,
                u->shared ? " shared" : "");

@@ -17,12 +17,15 @@
  *   log      the build's output (plain lines), appended while it runs
  *   source   the image reference, or "recipe"
  *   context/ the unpacked build context; recipe: a recipe given as text
- *   image.tar an uploaded image archive (tpl_upload.c), until its pull ends */
+ *   image.tar an uploaded image archive (tpl_upload.c), until its pull ends
+ *   network.json  the RUN steps' network policy (absent: none) */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>
 struct archive;
+struct archive_entry;
 #include <stddef.h>
+#include <stdint.h>
 
 #include "server/core/server.h"
 
@@ -86,3 +89,53 @@ int pd_tpl_archive_kind(int fd, const char **transport, char *why, size_t whysz)
 /* A libarchive reader of the tar (plain or gzip) in fd, from its start;
  * *opened false if it is not one. Freed with archive_read_free. */
 struct archive *pd_tpl_tar_open(int fd, bool *opened);
+
+/* tpl_launch.c: a checked build request, from its reservation to its
+ * start. */
+struct pd_tpl_launch {
+        const char *name;
+        const struct pd_key *key;
+        bool shared;
+        const char *source;             /* the record's "source" */
+        const char *ref;                /* an image reference; NULL: a recipe */
+        /* a recipe: an unpacked context moved in as context/ (NULL: an
+         * empty one), recipe_text written at context/<recipe_rel> */
+        const char *context_dir;
+        const char *recipe_text;
+        const char *recipe_rel;
+        char *const *build_args;
+        unsigned n_args;
+        json_t *network;                /* pd_tpl_network_check's; NULL: none */
+        /* more inputs, into the reserved record dir, before the start */
+        int (*prepare)(struct pd_server *srv, const char *dir, void *arg, struct pd_error *err);
+        void *arg;
+        bool keep_failed;               /* a failed start: status failed (E2B), not unreserved */
+};
+/* 0 (started), or an HTTP status with why: pd_tpl_reserve_as's, or 500
+ * when the start failed. */
+unsigned pd_tpl_launch(struct pd_server *srv, const struct pd_tpl_launch *l, char *why, size_t whysz);
+/* The error code of a status of these routes ("conflict", ...). */
+const char *pd_tpl_status_code(unsigned status);
+/* A request's "network" (docs/network.md's policy form): 0 with *out the
+ * canonical policy (NULL for none or absent), or 400 with why. */
+unsigned pd_tpl_network_check(json_t *v, json_t **out, char *why, size_t whysz);
+
+/* tpl_tar.c: walk a key's tar, one checked entry at a time. */
+struct pd_tpl_tar_walk {
+        const char *what;               /* "context", "archive": in messages */
+        const char *entry;              /* "context", "archive": "... entry 'x'" */
+        unsigned max_entries;
+        bool links_inside;              /* symlinks must stay inside the tar */
+        unsigned count;
+};
+/* The next entry that passes the checks (relative, no '..', a file,
+ * directory or symlink, no hard link, not sparse, at most max_entries;
+ * links_inside): 1 with *e and *name ("./" stripped; "." skipped), 0 at
+ * the end, -EINVAL with why. */
+int pd_tpl_tar_next(struct archive *a, struct pd_tpl_tar_walk *w, struct archive_entry **e, const char **name,
+                    char *why, size_t whysz);
+/* A chunk of a context tar body (at most PD_TPL_CONTEXT_MAX in all: 413
+ * naming what, e.g. "the context") appended to fd and counted in *len;
+ * nothing once fail is set. */
+void pd_tpl_hold_chunk(int fd, uint64_t *len, const char *what, struct pd_deferred_error *fail, const char *chunk,
+                       size_t n);

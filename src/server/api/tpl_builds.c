@@ -433,6 +433,22 @@ int pd_tpl_start(struct pd_server *srv, const char *name, const char *ref, const
                 r = r ?: pd_strv_add(&av, "--egress-allow");
                 r = r ?: pd_strv_add(&av, "-");
         }
+        /* the RUN steps' network (network.json, tpl_launch.c), through
+         * this server's router: its uplink and resolvers */
+        char netf[PATH_MAX + 16];
+        snprintf(netf, sizeof netf, "%s/network.json", dir);
+        if (!ref && faccessat(AT_FDCWD, netf, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+                r = r ?: pd_strv_add(&av, "--network-file");
+                r = r ?: pd_strv_add(&av, netf);
+                if (srv->cfg.net_uplink) {
+                        r = r ?: pd_strv_add(&av, "--net-uplink");
+                        r = r ?: pd_strv_add(&av, srv->cfg.net_uplink);
+                }
+                if (srv->cfg.net_resolver) {
+                        r = r ?: pd_strv_add(&av, "--net-resolver");
+                        r = r ?: pd_strv_add(&av, srv->cfg.net_resolver);
+                }
+        }
         if (!ref) {
                 snprintf(recipe, sizeof recipe, "%s/%s", ctx, recipe_rel);
                 r = r ?: pd_strv_add(&av, "-f");
@@ -505,20 +521,6 @@ int pd_tpl_start(struct pd_server *srv, const char *name, const char *ref, const
 }
 
 /* ---- the context upload ---- */
-
-static bool path_ok(const char *p)
-{
-        if (!*p || p[0] == '/' || strlen(p) >= PATH_MAX - 512)
-                return false;
-        /* no ".." component */
-        for (const char *c = p; c; c = strchr(c, '/')) {
-                if (*c == '/')
-                        c++;
-                if (c[0] == '.' && c[1] == '.' && (c[2] == '/' || !c[2]))
-                        return false;
-        }
-        return true;
-}
 
 /* The directory that holds path's last component, under rootfd: made as
  * needed, never through a symlink (O_NOFOLLOW on each step). */
@@ -611,41 +613,10 @@ int pd_tpl_untar(int tar_fd, const char *dir, char *why, size_t whysz)
                 r = -EINVAL;
         }
         struct archive_entry *e;
-        unsigned count = 0;
-        while (r == 0) {
-                int k = archive_read_next_header(a, &e);
-                if (k == ARCHIVE_EOF)
-                        break;
-                if (k != ARCHIVE_OK) {
-                        snprintf(why, whysz, "the context is not a valid tar archive: %s", archive_error_string(a));
-                        r = -EINVAL;
-                        break;
-                }
-                const char *name = archive_entry_pathname(e);
-                mode_t type = archive_entry_filetype(e);
-                while (name && name[0] == '.' && name[1] == '/')
-                        name += 2;
-                if (!name || !*name || !strcmp(name, "."))
-                        continue;
-                if (++count > PD_TPL_CONTEXT_ENTRIES) {
-                        snprintf(why, whysz, "the context has more than %u entries", PD_TPL_CONTEXT_ENTRIES);
-                        r = -EINVAL;
-                } else if (!path_ok(name)) {
-                        snprintf(why, whysz, "context entry '%.200s': absolute paths and '..' are refused", name);
-                        r = -EINVAL;
-                } else if (archive_entry_hardlink(e)) {
-                        snprintf(why, whysz, "context entry '%.200s': hard links are refused", name);
-                        r = -EINVAL;
-                } else if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK) {
-                        snprintf(why, whysz, "context entry '%.200s': only files, directories and symlinks", name);
-                        r = -EINVAL;
-                } else if (archive_entry_sparse_count(e) > 0) {
-                        snprintf(why, whysz, "context entry '%.200s': sparse files are refused", name);
-                        r = -EINVAL;
-                } else {
-                        r = put_entry(a, e, rootfd, name, why, whysz);
-                }
-        }
+        const char *name;
+        struct pd_tpl_tar_walk w = { .what = "context", .entry = "context", .max_entries = PD_TPL_CONTEXT_ENTRIES };
+        while (r == 0 && (r = pd_tpl_tar_next(a, &w, &e, &name, why, whysz)) > 0)
+                r = put_entry(a, e, rootfd, name, why, whysz);
         archive_read_free(a);
         if (rootfd >= 0)
                 close(rootfd);

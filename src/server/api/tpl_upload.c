@@ -46,52 +46,6 @@ static void upload_free(struct pd_req *r, struct upload *u)
         r->route_state = NULL;
 }
 
-/* Whether a symlink at name pointing to target stays inside the archive. */
-static bool link_inside(const char *name, const char *target)
-{
-        if (!*target || target[0] == '/')
-                return false;
-        int depth = 0;
-        for (const char *c = name; (c = strchr(c, '/')); c++)
-                depth++;        /* the link's own directory */
-        char buf[PATH_MAX];
-        snprintf(buf, sizeof buf, "%s", target);
-        char *save = NULL;
-        for (char *t = strtok_r(buf, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
-                if (!strcmp(t, ".."))
-                        depth--;
-                else if (strcmp(t, "."))
-                        depth++;
-                if (depth < 0)
-                        return false;
-        }
-        return true;
-}
-
-static bool name_ok(const char *p)
-{
-        if (!*p || p[0] == '/' || strlen(p) > 1024)
-                return false;
-        for (const char *c = p; c; c = strchr(c, '/')) {
-                if (*c == '/')
-                        c++;
-                if (c[0] == '.' && c[1] == '.' && (c[2] == '/' || !c[2]))
-                        return false;
-        }
-        return true;
-}
-
-struct archive *pd_tpl_tar_open(int fd, bool *opened)
-{
-        struct archive *a = archive_read_new();
-        archive_read_support_format_tar(a);
-        archive_read_support_format_gnutar(a);
-        archive_read_support_filter_gzip(a);
-        archive_read_support_filter_none(a);
-        *opened = fd >= 0 && lseek(fd, 0, SEEK_SET) == 0 && archive_read_open_fd(a, fd, 65536) == ARCHIVE_OK;
-        return a;
-}
-
 int pd_tpl_archive_kind(int fd, const char **transport, char *why, size_t whysz)
 {
         bool opened;
@@ -103,43 +57,15 @@ int pd_tpl_archive_kind(int fd, const char **transport, char *why, size_t whysz)
                 r = -EINVAL;
         }
         struct archive_entry *e;
-        unsigned count = 0;
-        while (r == 0) {
-                int k = archive_read_next_header(a, &e);
-                if (k == ARCHIVE_EOF)
-                        break;
-                if (k != ARCHIVE_OK) {
-                        snprintf(why, whysz, "the body is not a valid tar archive: %s", archive_error_string(a));
-                        r = -EINVAL;
-                        break;
-                }
-                const char *name = archive_entry_pathname(e);
-                mode_t type = archive_entry_filetype(e);
-                while (name && name[0] == '.' && name[1] == '/')
-                        name += 2;
-                if (!name || !*name || !strcmp(name, ".") || !strcmp(name, "./"))
+        const char *name;
+        struct pd_tpl_tar_walk w = { .what = "body", .entry = "archive", .max_entries = ARCHIVE_ENTRIES_MAX,
+                                     .links_inside = true };
+        while (r == 0 && (r = pd_tpl_tar_next(a, &w, &e, &name, why, whysz)) > 0) {
+                r = 0;
+                if (archive_entry_filetype(e) != AE_IFREG)
                         continue;
-                if (++count > ARCHIVE_ENTRIES_MAX) {
-                        snprintf(why, whysz, "the archive has more than %u entries", ARCHIVE_ENTRIES_MAX);
-                        r = -EINVAL;
-                } else if (!name_ok(name)) {
-                        snprintf(why, whysz, "archive entry '%.200s': absolute paths and '..' are refused", name);
-                        r = -EINVAL;
-                } else if (archive_entry_hardlink(e)) {
-                        snprintf(why, whysz, "archive entry '%.200s': hard links are refused", name);
-                        r = -EINVAL;
-                } else if (type == AE_IFLNK && !link_inside(name, archive_entry_symlink(e) ?: "")) {
-                        snprintf(why, whysz, "archive entry '%.200s': a symlink out of the archive", name);
-                        r = -EINVAL;
-                } else if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK) {
-                        snprintf(why, whysz, "archive entry '%.200s': only files, directories and symlinks",
-                                 name);
-                        r = -EINVAL;
-                } else if (type == AE_IFREG && !strcmp(name, "oci-layout")) {
-                        oci = true;
-                } else if (type == AE_IFREG && !strcmp(name, "manifest.json")) {
-                        docker = true;
-                }
+                oci = oci || !strcmp(name, "oci-layout");
+                docker = docker || !strcmp(name, "manifest.json");
         }
         archive_read_free(a);
         if (r == 0 && !oci && !docker) {
@@ -183,6 +109,18 @@ static void upload_begin(struct pd_req *r, struct upload *u)
                 pd_deferred_fail(&u->fail, 500, "internal", "cannot hold the upload");
 }
 
+/* The upload linked into the reserved record: image.tar. */
+static int keep_upload(struct pd_server *srv, const char *dir, void *arg, struct pd_error *err)
+{
+        struct upload *u = arg;
+        char path[PATH_MAX + 16], fdp[64];
+        snprintf(path, sizeof path, "%s/image.tar", dir);
+        snprintf(fdp, sizeof fdp, "/proc/self/fd/%d", u->fd);
+        if (linkat(AT_FDCWD, fdp, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0)
+                return pd_error_set(err, errno, "keep the upload");
+        return 0;
+}
+
 /* The end: check the archive, reserve the name, link the file in, start. */
 static enum MHD_Result upload_end(struct pd_req *r, struct upload *u)
 {
@@ -190,27 +128,15 @@ static enum MHD_Result upload_end(struct pd_req *r, struct upload *u)
         char why[640];
         if (pd_tpl_archive_kind(u->fd, &transport, why, sizeof why) < 0)
                 return pd_reply_error(r, 400, "bad_request", "%s", why);
-        char source[64];
+        char source[64], ref[PATH_MAX + 32], dir[PATH_MAX];
         snprintf(source, sizeof source, "upload (%s)", transport);
-        unsigned st = pd_tpl_reserve_as(r->srv, name, &r->key, u->shared, source, why, sizeof why);
-        if (st)
-                return pd_reply_error(r, st, st == 409 ? "conflict" : st == 403 ? "forbidden" :
-                                      st == 429 ? "too_many_requests" : "internal", "%s", why);
-        char dir[PATH_MAX], path[PATH_MAX + 16], fdp[64], ref[PATH_MAX + 32];
         pd_tpl_dir(r->srv, name, dir, sizeof dir);
-        snprintf(path, sizeof path, "%s/image.tar", dir);
-        snprintf(fdp, sizeof fdp, "/proc/self/fd/%d", u->fd);
-        struct pd_error err = { 0 };
-        int k = 0;
-        if (linkat(AT_FDCWD, fdp, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0)
-                k = pd_error_set(&err, errno, "keep the upload");
-        snprintf(ref, sizeof ref, "%s:%s", transport, path);
-        if (k == 0)
-                k = pd_tpl_start(r->srv, name, ref, NULL, NULL, 0, &err);
-        if (k < 0) {
-                pd_tpl_unreserve(r->srv, name);
-                return pd_reply_errno(r, k, err.msg);
-        }
+        snprintf(ref, sizeof ref, "%s:%s/image.tar", transport, dir);
+        struct pd_tpl_launch l = { .name = name, .key = &r->key, .shared = u->shared, .source = source, .ref = ref,
+                                   .prepare = keep_upload, .arg = u };
+        unsigned st = pd_tpl_launch(r->srv, &l, why, sizeof why);
+        if (st)
+                return pd_reply_error(r, st, pd_tpl_status_code(st), "%s", why);
         pd_log("info", "template=%s create key=%s source=upload format=%s bytes=%" PRIu64 "%s", name, r->key.id,
                transport, u->len, u->shared ? " shared" : "");
         char log[160];

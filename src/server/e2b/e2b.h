@@ -49,6 +49,9 @@ enum MHD_Result pd_e2b_route_list(struct pd_req *r, const char *chunk, size_t *c
  * create body as paddock's policy JSON (new reference), or NULL: no
  * network when why is empty, a bad request (why says) otherwise. */
 json_t *pd_e2b_network_policy(struct pd_server *srv, json_t *body, char *why, size_t whysz);
+/* The network of an E2B template build's RUN steps: open (E2B's builder
+ * has the internet) unless the server caps E2B at none (then NULL). */
+json_t *pd_e2b_build_network(struct pd_server *srv);
 /* e2b_ports.c: network.allowPublicTraffic and autoResume of a create
  * body into cr (after autoPause is read): 0, or -1 with why set. */
 struct pd_create_req;

@@ -119,6 +119,15 @@ json_t *pd_e2b_network_policy(struct pd_server *srv, json_t *body, char *why, si
         return pol;
 }
 
+json_t *pd_e2b_build_network(struct pd_server *srv)
+{
+        /* E2B's builder has the internet; this server's E2B sandboxes have
+         * what --e2b-network gives them (open by default) */
+        if (srv->cfg.e2b_network && !strcmp(srv->cfg.e2b_network, "none"))
+                return NULL;
+        return json_pack("{s:s}", "mode", "open");
+}
+
 /* PUT /sandboxes/{id}/network (the SDKs' updateNetwork): {allowOut,
  * denyOut, allow_internet_access} replace the sandbox's whole egress
  * policy, mapped as on create; new connections follow at once. A sandbox

@@ -287,18 +287,8 @@ static enum MHD_Result file_put(struct pd_req *r, const char *chunk, size_t *chu
                         pd_deferred_fail(&u->fail, 500, "internal", "cannot hold the upload");
         }
         if (chunk) {
-                size_t n = *chunk_len;
+                pd_tpl_hold_chunk(u->fd, &u->len, "the upload", &u->fail, chunk, *chunk_len);
                 *chunk_len = 0;
-                if (u->fail.status)
-                        return MHD_YES;
-                if (u->len + n > PD_TPL_CONTEXT_MAX) {
-                        pd_deferred_fail(&u->fail, 413, "too_large", "the upload is over %llu bytes",
-                                         (unsigned long long)PD_TPL_CONTEXT_MAX);
-                        return MHD_YES;
-                }
-                if (pd_write_all(u->fd, chunk, n) < 0)
-                        pd_deferred_fail(&u->fail, 500, "internal", "cannot hold the upload");
-                u->len += n;
                 return MHD_YES;
         }
         enum MHD_Result ret;
@@ -331,6 +321,32 @@ static enum MHD_Result file_put(struct pd_req *r, const char *chunk, size_t *chu
 }
 
 /* ---- POST /v2/templates/{templateID}/builds/{buildID} ---- */
+
+/* The uploads a build's steps name, unpacked into its context as f-<hash>. */
+struct uploads {
+        json_t *hashes;
+        const char *dir;
+};
+
+static int unpack_uploads(struct pd_server *srv, const char *rec, void *arg, struct pd_error *err)
+{
+        struct uploads *up = arg;
+        const char *h;
+        json_t *unused;
+        char why[640];
+        json_object_foreach(up->hashes, h, unused) {
+                char src[PATH_MAX + 100], to[PATH_MAX + 100];
+                snprintf(src, sizeof src, "%s/files/%s", up->dir, h);
+                snprintf(to, sizeof to, "%s/context/f-%s", rec, h);
+                int fd = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+                int k = fd < 0 ? -1 : pd_tpl_untar(fd, to, why, sizeof why);
+                if (fd >= 0)
+                        close(fd);
+                if (k < 0)
+                        return pd_error_setx(err, EIO, "unpack upload %.12s: %s", h, fd < 0 ? "gone" : why);
+        }
+        return 0;
+}
 
 static enum MHD_Result start_build(struct pd_req *r, const char *chunk, size_t *chunk_len)
 {
@@ -383,42 +399,18 @@ static enum MHD_Result start_build(struct pd_req *r, const char *chunk, size_t *
                 return pd_e2b_reply_error(r, st, "%s", why);
         }
         /* the record again, now under way (the limit of builds, the
-         * replacement of the template: pd_tpl_reserve's) */
-        if ((st = pd_tpl_reserve(r->srv, name, r->key.id, "e2b", why, sizeof why))) {
-                free(recipe);
-                json_decref(hashes);
-                return pd_e2b_reply_error(r, st, "%s", why);
-        }
-        char rec[PATH_MAX], ctx[PATH_MAX + 16];
-        pd_tpl_dir(r->srv, name, rec, sizeof rec);
-        snprintf(ctx, sizeof ctx, "%s/context", rec);
-        struct pd_error err = { 0 };
-        int k = mkdir(ctx, 0755) < 0 ? pd_error_set(&err, errno, "make the context") : 0;
-        const char *h;
-        json_t *unused;
-        json_object_foreach(hashes, h, unused) {
-                if (k < 0)
-                        break;
-                char src[PATH_MAX + 100], to[PATH_MAX + 100];
-                snprintf(src, sizeof src, "%s/files/%s", dir, h);
-                snprintf(to, sizeof to, "%s/f-%s", ctx, h);
-                int fd = open(src, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-                if (fd < 0 || pd_tpl_untar(fd, to, why, sizeof why) < 0)
-                        k = pd_error_setx(&err, EIO, "unpack upload %.12s: %s", h, fd < 0 ? "gone" : why);
-                if (fd >= 0)
-                        close(fd);
-        }
-        json_decref(hashes);
-        snprintf(p, sizeof p, "%s/%s", ctx, RECIPE_NAME);
-        if (k == 0 && write_text(p, recipe) < 0)
-                k = pd_error_setx(&err, EIO, "write the recipe");
+         * replacement of the template: pd_tpl_launch's); RUN steps get the
+         * network E2B's builder has, as far as this server lets E2B have it */
+        struct uploads up = { .hashes = hashes, .dir = dir };
+        _pd_cleanup_json_ json_t *net = pd_e2b_build_network(r->srv);
+        struct pd_tpl_launch l = { .name = name, .key = &r->key, .source = "e2b", .recipe_text = recipe,
+                                   .recipe_rel = RECIPE_NAME, .network = net, .prepare = unpack_uploads, .arg = &up,
+                                   .keep_failed = true };
+        st = pd_tpl_launch(r->srv, &l, why, sizeof why);
         free(recipe);
-        if (k == 0)
-                k = pd_tpl_start(r->srv, name, NULL, RECIPE_NAME, NULL, 0, &err);
-        if (k < 0) {
-                pd_tpl_set_status(r->srv, name, "failed", err.msg);
-                return pd_e2b_reply_error(r, 500, "%s", err.msg);
-        }
+        json_decref(hashes);
+        if (st)
+                return pd_e2b_reply_error(r, st, "%s", why);
         pd_log("info", "template=%s e2b build key=%s build=%s", name, r->key.id, r->params[1]);
         return pd_reply_empty(r, 202);
 }
