@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "lib/agentpath.h"
+#include "jail/agent_inproc.h"
 #include "jail/caps.h"
 #include "jail/fds.h"
 #include "tiers/host.h"
@@ -222,6 +223,10 @@ static _Noreturn void child_main(struct child_args *a)
                 pd_error_set(&err, -r, "arrange the agent's fds");
                 child_fail(a, &err);
         }
+        /* the in-process agent: what the exec would have cleaned up */
+        bool inproc = a->sb->agent_inproc && !a->supervised;
+        if (inproc && pd_agent_inproc_prepare(a->n_cg, a->sync_fd, &err) < 0)
+                child_fail(a, &err);
         if (pd_rlimits_apply(&err) < 0 || pd_caps_restrict(pd_caps_default_set(), &err) < 0)
                 child_fail(a, &err);
         /* no_new_privs is set: the filter needs no CAP_SYS_ADMIN. Last step
@@ -272,6 +277,9 @@ static _Noreturn void child_main(struct child_args *a)
                         child_fail(a, &err);
                 }
         }
+        if (inproc)
+                pd_agent_inproc_run(a->sb->agent_inproc, a->sync_fd, a->n_cg, "--sudo-socket",
+                                    "/run/paddock/sudo.sock");
         r = pd_fds_exec_agent(a->agent_fd, a->n_cg, "--sudo-socket", "/run/paddock/sudo.sock");
         pd_error_set(&err, -r, "execute paddock-agent");
         child_fail(a, &err);
