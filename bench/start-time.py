@@ -31,7 +31,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.abspath(__file__)
 DEFAULT_REPORT = os.path.join(ROOT, "bench", "reports", "start-time.md")
-TRACE_RE = re.compile(r"^trace:\s+([0-9.]+) ms  (.*)$")
+TRACE_RE = re.compile(r"^trace:\s+([0-9.]+) ms  (.*?)"
+                      r"(?:  \[cpu ([0-9.]+) ms, (\d+) faults, children ([0-9.]+) ms\])?$")
 
 
 # --------------------------------------------------------------------------
@@ -483,6 +484,14 @@ def goal_lines(peers):
                    "(paired %.2f)." % (sp["median"] / sb["median"], paired_ratio(pad, before),
                                        sp["cpu"] / sb["cpu"] if sb["cpu"] else float("nan"),
                                        paired_ratio(pad, before, "cpu_ns") or float("nan")))
+    ax = next((p for p in peers if p.name == "agentexec"), None)
+    if ax and ax.runs:
+        sa, sp = summarize(ax), summarize(pad)
+        out.append("In-process agent / agent exec'd (this build, PADDOCK_AGENT_EXEC=1): wall %.2f "
+                   "(paired %.2f), CPU %.2f (paired %.2f)."
+                   % (sp["median"] / sa["median"], paired_ratio(pad, ax),
+                      sp["cpu"] / sa["cpu"] if sa["cpu"] else float("nan"),
+                      paired_ratio(pad, ax, "cpu_ns") or float("nan")))
     plain = next((p for p in peers if p.name == "plain"), None)
     if plain and plain.runs:
         f = summarize(plain)["median"]
@@ -494,8 +503,16 @@ def goal_lines(peers):
 
 
 def parse_trace(text):
+    """[(step, wall ms)], and with PADDOCK_TRACE=cpu {step: (CPU ms, page
+    faults) spent in the step}: the difference of the process's running
+    totals from its previous line (the child's totals start at 0 at the
+    clone), plus "children" (CPU of the reaped children at the last line:
+    the sandbox child, agent and command) and "before main" (the CPU of the
+    paddock process when its first line was written)."""
     steps = []
+    cpu = {}
     seen = {}
+    last = {}
     for line in text.splitlines():
         m = TRACE_RE.match(line.strip())
         if not m:
@@ -505,7 +522,19 @@ def parse_trace(text):
         if seen[name] > 1:
             name = "%s (#%d)" % (name, seen[name])
         steps.append((name, float(m.group(1))))
-    return steps
+        if m.group(3) is not None:
+            who = "child" if name.startswith("child:") else "paddock"
+            c, f, k = float(m.group(3)), int(m.group(4)), float(m.group(5))
+            pc, pf = last.get(who, (0.0, 0))
+            if who == "paddock" and who not in last:
+                cpu["before main"] = (c, f)
+            else:
+                cpu[name] = (c - pc, f - pf)
+            last[who] = (c, f)
+            if who == "paddock":
+                cpu["children"] = (k, 0)
+                cpu["paddock process"] = (c, f)
+    return steps, cpu
 
 
 def trace_section(trace_runs, trace_err):
@@ -516,32 +545,58 @@ def trace_section(trace_runs, trace_err):
         return lines
     order = []
     per = {}
+    pcpu = {}
     for run in trace_runs:
         for name, v in run["steps"]:
             if name not in per:
                 per[name] = []
                 order.append(name)
             per[name].append(v)
+        for name, v in run.get("cpu", {}).items():
+            pcpu.setdefault(name, []).append(v)
     n = len(trace_runs)
     walls = [ms(r["wall_ns"]) for r in trace_runs]
     parent_sums = [sum(v for name, v in r["steps"] if not name.startswith("child:")) for r in trace_runs]
     outside = [w - s for w, s in zip(walls, parent_sums)]
     lines += [
-        "%d runs of `paddock run --state-dir <dir> -- /bin/true` with `PADDOCK_TRACE=1`, "
+        "%d runs of `paddock run --state-dir <dir> -- /bin/true` with `PADDOCK_TRACE=cpu`, "
         "after the timed rounds. Each `trace:` line is the time since the previous trace line "
         "*of the same process*; the median of each step over the runs:" % n,
         "",
-        "| step | process | median ms | mean ms | min ms | max ms | seen in |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| step | process | median ms | mean ms | min ms | max ms | seen in | median CPU ms | median page faults |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
+
+    def cpu_cells(name):
+        if name not in pcpu:
+            return "-", "-"
+        return ("%.3f" % statistics.median(c for c, _ in pcpu[name]),
+                "%d" % statistics.median(f for _, f in pcpu[name]))
     for name in order:
         v = per[name]
         who = "child" if name.startswith("child:") else "paddock"
-        lines.append("| %s | %s | %.3f | %.3f | %.3f | %.3f | %d/%d |" %
-                     (name, who, statistics.median(v), statistics.mean(v), min(v), max(v), len(v), n))
+        lines.append("| %s | %s | %.3f | %.3f | %.3f | %.3f | %d/%d | %s | %s |" %
+                     ((name, who, statistics.median(v), statistics.mean(v), min(v), max(v), len(v), n)
+                      + cpu_cells(name)))
     lines += [
         "",
         "- Median wall time of these traced runs (spawn to wait4): **%.3f ms**." % statistics.median(walls),
+    ]
+    if pcpu:
+        cpus = [ms(r["cpu_ns"]) for r in trace_runs]
+        lines += [
+            "- CPU (`PADDOCK_TRACE=cpu`: each line also carries its process's `getrusage` totals; the "
+            "CPU and page-fault columns are the differences between a process's consecutive lines): "
+            "median CPU per traced run (wait4) **%.3f ms** = the paddock process %.3f ms (of which "
+            "%.3f ms and %s page faults before its first line: exec, dynamic loading, option parsing) "
+            "+ its reaped children %.3f ms (the sandbox child's setup in the `child:` rows, then the "
+            "agent's start, its loop and `/bin/true`, and the exit of the sandbox's PID 1)."
+            % (statistics.median(cpus), statistics.median(c for c, _ in pcpu["paddock process"]),
+               statistics.median(c for c, _ in pcpu["before main"]),
+               "%d" % statistics.median(f for _, f in pcpu["before main"]),
+               statistics.median(c for c, _ in pcpu["children"])),
+        ]
+    lines += [
         "- Median sum of the paddock-process steps: %.3f ms; median wall minus that sum "
         "(exec of paddock, dynamic loading, everything before the first trace call, exit): %.3f ms."
         % (statistics.median(parent_sums), statistics.median(outside)),
@@ -831,6 +886,9 @@ def main():
                     help="rounds of the login-shell comparison (default 5; 0: skip)")
     ap.add_argument("--login-iters", type=int, default=40,
                     help="iterations of each form per login round (default 40)")
+    ap.add_argument("--agent-exec-peer", action="store_true",
+                    help="add this build with PADDOCK_AGENT_EXEC=1 (the sandbox child execs "
+                         "paddock-agent) as a peer")
     ap.add_argument("--helper", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.helper:
@@ -898,6 +956,16 @@ def main():
         before.namespaces = "the same as paddock run, from the older build (--before)"
         ctx["versions"].append(("paddock (before)", version_of([bbin, "version"]) + " at " + bbin))
         peers.append(before)
+    if args.agent_exec_peer:
+        astate = os.path.join(work, "paddock-agent-exec-state")
+        os.mkdir(astate, 0o700)
+        aenv = dict(pad_env, PADDOCK_AGENT_EXEC="1")
+        agent_exec = PaddockPeer(paddock, astate, aenv, name="agentexec",
+                                 label="paddock run (agent exec'd)")
+        agent_exec.commands = ["PADDOCK_AGENT_EXEC=1 " + pad.commands[0]]
+        agent_exec.namespaces = ("the same as paddock run, this build, but the sandbox child execs "
+                                 "paddock-agent instead of running the agent linked into paddock")
+        peers.append(agent_exec)
     bw = ExecPeer("bwrap", "bwrap", ["bwrap", "--unshare-all", "--ro-bind", "/", "/",
                                      "--dev", "/dev", "--proc", "/proc", "/bin/true"])
     bw.namespaces = ("--unshare-all: user, mount, pid, net, ipc, uts, cgroup; no cgroup limits, "
@@ -935,7 +1003,7 @@ def main():
 
         # Warm-up (also the first paddock run builds the base template).
         print("warm-up ...", file=sys.stderr)
-        for pp in [pad] + ([before] if before else []):
+        for pp in [p for p in peers if isinstance(p, PaddockPeer)]:
             ok, last = 0, None
             for i in range(max(args.warmup, 1)):
                 r = pp.run_once(i)
@@ -947,7 +1015,7 @@ def main():
             if ok == 0:
                 pp.fail(last)
         for p in peers:
-            if p is pad or p is before or not p.available():
+            if isinstance(p, PaddockPeer) or not p.available():
                 continue
             if isinstance(p, OciPeer):
                 p.probe()
@@ -1017,7 +1085,7 @@ def main():
             if not pad.available():
                 trace_err = "skipped: paddock failed (%s)" % pad.error
             else:
-                tenv = dict(pad_env, PADDOCK_TRACE="1")
+                tenv = dict(pad_env, PADDOCK_TRACE="cpu")
                 streak = 0
                 while len(trace_runs) < args.trace_runs and streak < MAX_STREAK:
                     r = measure(pad.argv, env=tenv)
@@ -1026,7 +1094,8 @@ def main():
                         streak += 1
                         continue
                     streak = 0
-                    trace_runs.append({"wall_ns": r["wall_ns"], "steps": parse_trace(r["err"])})
+                    steps, cpu = parse_trace(r["err"])
+                    trace_runs.append({"wall_ns": r["wall_ns"], "cpu_ns": r["cpu_ns"], "steps": steps, "cpu": cpu})
                 if len(trace_runs) == args.trace_runs:
                     trace_err = None
                 if trace_runs and not any(t["steps"] for t in trace_runs):
@@ -1047,7 +1116,7 @@ def main():
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except OSError as e:  # a binary being relinked: gc below still runs
             leftovers.append("`paddock template rm bench-login`: %s" % e)
-        gcs = [(paddock, state)] + ([(before.paddock, before.state)] if before else [])
+        gcs = [(p.paddock, p.state) for p in peers if isinstance(p, PaddockPeer)]
         stray = []
         for gbin, gstate in gcs:
             try:

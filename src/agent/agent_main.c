@@ -270,8 +270,17 @@ static void run(struct agent *ag)
         }
 }
 
+#ifdef PD_AGENT_INPROC
+/* Linked into `paddock` (src/agent/inproc.h): the container tier's sandbox
+ * child of `paddock run` calls this instead of exec'ing this binary. */
+#include "agent/inproc.h"
+int pd_agent_inproc_main(int argc, char **argv)
+{
+        optind = 0;     /* paddock's own getopt ran in this process */
+#else
 int main(int argc, char **argv)
 {
+#endif
         char *base = strrchr(argv[0], '/');
         base = base ? base + 1 : argv[0];
         if (strcmp(base, "sudo") == 0)

@@ -24,6 +24,9 @@
 #include "lib/trace.h"
 #include "lib/util.h"
 #include "lib/volume.h"
+#if defined(PD_LEAN) && !defined(__SANITIZE_ADDRESS__)
+#include "agent/inproc.h"
+#endif
 
 #define MAX_ENV 256
 #define STDIN_QUEUE_MAX (1u << 20)
@@ -651,6 +654,7 @@ static void print_json(const struct run_opts *o, const struct run_result *res, u
 int pd_cmd_run(int argc, char **argv)
 {
         uint64_t t0 = pd_now_ns();
+        pd_trace("paddock started");
         struct run_opts o = { .state_dir = pd_state_dir_default() };
         pd_spec_defaults(&o.spec);
         if (parse(argc, argv, &o) < 0)
@@ -710,6 +714,16 @@ int pd_cmd_run(int argc, char **argv)
                 return PD_EXIT_PADDOCK;
         }
         sb->die_with_parent = true;
+#if defined(PD_LEAN) && !defined(__SANITIZE_ADDRESS__)
+        /* container tier: the sandbox child runs the agent linked into
+         * this binary instead of exec'ing paddock-agent (src/agent/inproc.h);
+         * PADDOCK_AGENT_EXEC=1 keeps the exec (bench/README.md). Not in an
+         * ASan build: PID 1 would carry ASan's runtime, which the static
+         * agent never does (src/agent/meson.build). */
+        const char *ax = getenv("PADDOCK_AGENT_EXEC");
+        if (!ax || strcmp(ax, "1") != 0)
+                sb->agent_inproc = pd_agent_inproc_main;
+#endif
         pd_trace("state dir + options");
         if (pd_sandbox_create(sb, &err) < 0) {
                 pd_cli_error("%s", err.msg);

@@ -72,27 +72,34 @@ int pd_fds_close_except(const int *keep, int n)
         return 0;
 }
 
-int pd_fds_exec_agent(int agent_fd, int n_cg, const char *opt, const char *optval)
+int pd_fds_agent_argv(struct pd_agent_argv *a, int n_cg, const char *opt, const char *optval)
 {
-        char cgargs[PD_CG_MAX_CTRL][16];
-        char *argv[6 + 2 * PD_CG_MAX_CTRL];
         int n = 0;
         if (n_cg < 0 || n_cg > PD_CG_MAX_CTRL)
                 return -EINVAL;
-        argv[n++] = "paddock-agent";
-        argv[n++] = "--listen-fd";
-        argv[n++] = "3";
+        a->argv[n++] = "paddock-agent";
+        a->argv[n++] = "--listen-fd";
+        a->argv[n++] = "3";
         for (int i = 0; i < n_cg; i++) {
-                snprintf(cgargs[i], sizeof cgargs[i], "%d", 4 + i);
-                argv[n++] = "--cgroup-fd";
-                argv[n++] = cgargs[i];
+                snprintf(a->cgargs[i], sizeof a->cgargs[i], "%d", 4 + i);
+                a->argv[n++] = "--cgroup-fd";
+                a->argv[n++] = a->cgargs[i];
         }
         if (opt && optval) {
-                argv[n++] = (char *)opt;
-                argv[n++] = (char *)optval;
+                a->argv[n++] = (char *)opt;
+                a->argv[n++] = (char *)optval;
         }
-        argv[n] = NULL;
-        char *envp[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL };
-        syscall(SYS_execveat, agent_fd, "", argv, envp, AT_EMPTY_PATH);
+        a->argv[n] = NULL;
+        return n;
+}
+
+int pd_fds_exec_agent(int agent_fd, int n_cg, const char *opt, const char *optval)
+{
+        struct pd_agent_argv a;
+        int r = pd_fds_agent_argv(&a, n_cg, opt, optval);
+        if (r < 0)
+                return r;
+        char *envp[] = { PD_AGENT_ENV_PATH, NULL };
+        syscall(SYS_execveat, agent_fd, "", a.argv, envp, AT_EMPTY_PATH);
         return -errno;
 }

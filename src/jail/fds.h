@@ -2,6 +2,8 @@
  * code: no malloc. */
 #pragma once
 
+#include "jail/cgroup.h"
+
 /* stdio to /dev/null, the agent's listening socket at fd 3, the workload's
  * cgroup.procs fds at 4, 5, ..., and every other fd CLOEXEC, so nothing the
  * caller of paddock left open reaches the sandbox. The fds in keep[] (the
@@ -19,3 +21,15 @@ int pd_fds_close_except(const int *keep, int n);
  * --listen-fd 3, --cgroup-fd 4.., plus one tier option (e.g. "--home DIR"
  * or "--sudo-socket PATH"). Returns only on failure, with -errno. */
 int pd_fds_exec_agent(int agent_fd, int n_cg, const char *opt, const char *optval);
+
+/* The agent's command line for the fd layout above (what
+ * pd_fds_exec_agent execs; the in-process agent of src/jail/agent_inproc.c
+ * gets the same). Returns argc or -EINVAL. */
+struct pd_agent_argv {
+        char cgargs[PD_CG_MAX_CTRL][16];
+        char *argv[6 + 2 * PD_CG_MAX_CTRL];
+};
+int pd_fds_agent_argv(struct pd_agent_argv *a, int n_cg, const char *opt, const char *optval);
+
+/* The agent's whole environment. */
+#define PD_AGENT_ENV_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

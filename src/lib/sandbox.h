@@ -27,6 +27,11 @@ struct pd_sandbox {
         bool die_with_parent;           /* paddock run: the sandbox ends with the CLI */
         bool keep_stage;                /* container tiers: a host view of the writable
                                          * layer even when dying with the parent (builds) */
+        /* container tier, `paddock run` of the lean binary (src/agent/inproc.h):
+         * the sandbox child runs the agent's main itself instead of exec'ing
+         * paddock-agent. NULL: exec it (the server, whose forks are copies of
+         * a process with keys and threads, always does). */
+        int (*agent_inproc)(int argc, char **argv);
         uint64_t writable_bytes;        /* effective size of the writable layer */
         /* The registered template (or snapshot) it started from, "" for a
          * host directory; kept in the record, for snapshots and forks. */

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "lib/agentpath.h"
+#include "jail/agent_inproc.h"
 #include "jail/caps.h"
 #include "jail/fds.h"
 #include "tiers/host.h"
@@ -222,6 +223,10 @@ static _Noreturn void child_main(struct child_args *a)
                 pd_error_set(&err, -r, "arrange the agent's fds");
                 child_fail(a, &err);
         }
+        /* the in-process agent: what the exec would have cleaned up */
+        bool inproc = a->sb->agent_inproc && !a->supervised;
+        if (inproc && pd_agent_inproc_prepare(a->n_cg, a->sync_fd, &err) < 0)
+                child_fail(a, &err);
         if (pd_rlimits_apply(&err) < 0 || pd_caps_restrict(pd_caps_default_set(), &err) < 0)
                 child_fail(a, &err);
         /* no_new_privs is set: the filter needs no CAP_SYS_ADMIN. Last step
@@ -272,6 +277,9 @@ static _Noreturn void child_main(struct child_args *a)
                         child_fail(a, &err);
                 }
         }
+        if (inproc)
+                pd_agent_inproc_run(a->sb->agent_inproc, a->sync_fd, a->n_cg, "--sudo-socket",
+                                    "/run/paddock/sudo.sock");
         r = pd_fds_exec_agent(a->agent_fd, a->n_cg, "--sudo-socket", "/run/paddock/sudo.sock");
         pd_error_set(&err, -r, "execute paddock-agent");
         child_fail(a, &err);
@@ -436,8 +444,16 @@ static int namespaces_error(int e, struct pd_error *err)
 
 static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *err)
 {
-        struct child_args a = { .sb = sb, .sync_fd = -1, .listen_fd = -1, .agent_fd = -1,
-                                .supervised = supervised };
+        /* On the heap, not the stack: calloc hands over fresh pages without
+         * writing them, where `= { ... }` zeroed all 46 KiB of it (the
+         * supervised tier's deny list) and faulted every page in, each
+         * fault then copied again after the clone (bench/README.md, "Where
+         * the CPU goes"). */
+        _pd_cleanup_free_ struct child_args *a = calloc(1, sizeof *a);
+        if (!a)
+                return pd_error_set(err, ENOMEM, "allocate the start's arguments");
+        *a = (struct child_args){ .sb = sb, .sync_fd = -1, .listen_fd = -1, .agent_fd = -1,
+                                  .supervised = supervised };
         int sync[2] = { -1, -1 }, userns = -1, trees[MAX_TREES];
         struct pd_userns_holder holders[PD_MAX_VOLUMES] = { 0 };  /* volume_tree's exiting children */
         struct pd_userns_holder image_holder = { 0 };
@@ -452,7 +468,7 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
                                      "run paddock as root");
         if ((r = pd_template_resolve(sb->state, &sb->spec, &tpl, err)) < 0)
                 return r;
-        if ((r = plan_volumes(&sb->spec, &a.plan, err)) < 0)
+        if ((r = plan_volumes(&sb->spec, &a->plan, err)) < 0)
                 return r;
         snprintf(sb->template_buf, sizeof sb->template_buf, "%s", sb->spec.template_dir ? "" : tpl.name);
         pd_trace("template");
@@ -494,41 +510,41 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         struct pd_seccomp_opts so = { .deny_udp_raw = false, .notify = supervised };
         /* supervised: the policy's path rules as mounts, and what else the
          * filter hands to the supervisor (src/jail/supervisor_launch.c) */
-        if (supervised && (r = pd_supervisor_plan(sb, &a.plan, &so, err)) < 0)
+        if (supervised && (r = pd_supervisor_plan(sb, &a->plan, &so, err)) < 0)
                 goto out;
         bool paths = so.notify_paths;
         so.notify_paths = false;
-        if ((r = pd_seccomp_load(cache, &so, &a.filter, err)) < 0)
+        if ((r = pd_seccomp_load(cache, &so, &a->filter, err)) < 0)
                 goto out;
         so.notify_paths = true;
-        if (paths && (r = pd_seccomp_load(cache, &so, &a.filter_paths, err)) < 0)
+        if (paths && (r = pd_seccomp_load(cache, &so, &a->filter_paths, err)) < 0)
                 goto out;
         /* The cgroups themselves are made while the child builds its mounts;
          * the child needs only their count now. */
         for (unsigned i = 0; i < pd_host(sb)->cg.n; i++)
-                a.n_cg += pd_host(sb)->cg.h[i].split;
-        if ((r = a.listen_fd = pd_host_listen_socket(sb, err)) < 0)
+                a->n_cg += pd_host(sb)->cg.h[i].split;
+        if ((r = a->listen_fd = pd_host_listen_socket(sb, err)) < 0)
                 goto out;
         char agent_path[PATH_MAX];
         if ((r = pd_agent_path(agent_path, sizeof agent_path, err)) < 0)
                 goto out;
-        a.agent_fd = open(agent_path, O_PATH | O_CLOEXEC);
-        if (a.agent_fd < 0) {
+        a->agent_fd = open(agent_path, O_PATH | O_CLOEXEC);
+        if (a->agent_fd < 0) {
                 r = pd_error_set(err, errno, "open agent '%s'", agent_path);
                 goto out;
         }
-        a.plan.stage_dir = stage;
-        a.plan.disk_bytes = sb->writable_bytes;
-        a.plan.n_grafts = tpl.n_grafts;
+        a->plan.stage_dir = stage;
+        a->plan.disk_bytes = sb->writable_bytes;
+        a->plan.n_grafts = tpl.n_grafts;
         /* an image template: its own layer and all but the bottom store
          * layer stack over that one (image_trees) */
-        a.plan.root.n_stack = tpl.n_stack + (tpl.image ? tpl.n_layers : 0);
+        a->plan.root.n_stack = tpl.n_stack + (tpl.image ? tpl.n_layers : 0);
         for (unsigned i = 0; i < tpl.n_grafts; i++) {
-                snprintf(a.plan.grafts[i].target, sizeof a.plan.grafts[i].target, "%s", tpl.grafts[i].target);
-                a.plan.grafts[i].n_stack = tpl.n_stack;
+                snprintf(a->plan.grafts[i].target, sizeof a->plan.grafts[i].target, "%s", tpl.grafts[i].target);
+                a->plan.grafts[i].n_stack = tpl.n_stack;
         }
         /* The agent binary doubles as `sudo` inside (it asks the agent). */
-        struct pd_mount_bind *sudo = &a.plan.binds[a.plan.n_binds++];
+        struct pd_mount_bind *sudo = &a->plan.binds[a->plan.n_binds++];
         snprintf(sudo->target, sizeof sudo->target, "/usr/bin/sudo");
         sudo->is_dir = false;
         sudo->readonly = true;
@@ -537,20 +553,20 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         if (sb->spec.net != PD_NET_NONE) {
                 if ((r = pd_sbnet_prepare(sb, &net, err)) < 0)
                         goto out;
-                struct pd_mount_bind *rc = &a.plan.binds[a.plan.n_binds++];
+                struct pd_mount_bind *rc = &a->plan.binds[a->plan.n_binds++];
                 snprintf(rc->target, sizeof rc->target, "/etc/resolv.conf");
                 rc->is_dir = false;
                 rc->readonly = true;
                 pd_trace("network slot");
         }
-        a.n_trees = (1 + a.plan.n_grafts) * (1 + tpl.n_stack) + (tpl.image ? tpl.n_layers : 0) + a.plan.n_binds;
-        a.keep_stage = !sb->die_with_parent || sb->keep_stage;
+        a->n_trees = (1 + a->plan.n_grafts) * (1 + tpl.n_stack) + (tpl.image ? tpl.n_layers : 0) + a->plan.n_binds;
+        a->keep_stage = !sb->die_with_parent || sb->keep_stage;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0) {
                 r = pd_error_set(err, errno, "socketpair");
                 goto out;
         }
-        a.sync_fd = sync[1];
-        a.parent = getpid();
+        a->sync_fd = sync[1];
+        a->parent = getpid();
 
         pd_trace("prepared (seccomp, socket, fds)");
         struct clone_args ca = {
@@ -566,7 +582,7 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         }
         if (pid == 0) {
                 close(sync[0]);
-                child_main(&a);
+                child_main(a);
         }
         sb->agent_pid = pid;
         pd_trace("clone3");
@@ -641,14 +657,14 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
                 goto abort_child;
         if ((r = pd_cgroup_open_procs(&pd_host(sb)->cg, "work", cg_fds, PD_CG_MAX_CTRL, err)) < 0)
                 goto abort_child;
-        if (r != a.n_cg) {
+        if (r != a->n_cg) {
                 for (int i = 0; i < r; i++)
                         close(cg_fds[i]);
                 r = pd_error_setx(err, EPROTO, "cgroup hierarchies changed during start");
                 goto abort_child;
         }
-        r = send_fds(sync[0], 'C', cg_fds, (unsigned)a.n_cg, err);
-        for (int i = 0; i < a.n_cg; i++)
+        r = send_fds(sync[0], 'C', cg_fds, (unsigned)a->n_cg, err);
+        for (int i = 0; i < a->n_cg; i++)
                 close(cg_fds[i]);
         if (r < 0)
                 goto abort_child;
@@ -692,12 +708,12 @@ out:
                 close(sync[0]);
         if (sync[1] >= 0)
                 close(sync[1]);
-        if (a.listen_fd >= 0)
-                close(a.listen_fd);
-        if (a.agent_fd >= 0)
-                close(a.agent_fd);
-        pd_bpf_free(&a.filter);
-        pd_bpf_free(&a.filter_paths);
+        if (a->listen_fd >= 0)
+                close(a->listen_fd);
+        if (a->agent_fd >= 0)
+                close(a->agent_fd);
+        pd_bpf_free(&a->filter);
+        pd_bpf_free(&a->filter_paths);
         return r < 0 ? r : 0;
 }
 

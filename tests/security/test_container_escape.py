@@ -80,6 +80,43 @@ def test_pid1_is_the_agent(paddock):
     assert r.stdout.split()[0].endswith("paddock-agent"), r.stdout
 
 
+def test_pid1_holds_nothing_of_paddock_run(paddock):
+    """`paddock run`'s sandbox child runs the agent linked into paddock
+    instead of exec'ing paddock-agent (src/jail/agent_inproc.c): its PID 1
+    is a copy of the paddock process. An escape: the command line or the
+    environment paddock was started with (the caller's secrets) readable
+    in the sandbox, or PID 1's memory, maps or fds open to the sandbox's
+    root."""
+    secret = "pd-secret-" + uuid.uuid4().hex
+    code = r'''
+import os
+out = {}
+for name in ("cmdline", "comm", "environ", "maps", "mem", "auxv", "stack"):
+    try:
+        with open("/proc/1/" + name, "rb") as f:
+            data = f.read(1 << 20)
+        out[name] = "read:" + data.replace(b"\0", b" ").decode("latin-1").strip()
+    except OSError as e:
+        out[name] = "denied:" + errno.errorcode.get(e.errno, str(e.errno))
+for name in ("fd", "map_files", "cwd", "root", "exe"):
+    try:
+        out[name] = "read:" + " ".join(os.listdir("/proc/1/" + name))
+    except OSError as e:
+        out[name] = "denied:" + errno.errorcode.get(e.errno, str(e.errno))
+for k, v in out.items():
+    print(k, v)
+'''
+    r = py(paddock, code, "-u", "root", "-e", "PD_ARG=" + secret, env={"PD_TEST_SECRET": secret})
+    assert r.returncode == 0, r.stderr
+    res = results(r.stdout)
+    assert secret not in r.stdout, r.stdout
+    assert "--state-dir" not in res["cmdline"], res["cmdline"]
+    assert res["comm"] == "read:paddock-agent", res
+    assert res["cmdline"].split(":", 1)[1].split()[0].endswith("paddock-agent"), res
+    for name in ("environ", "maps", "mem", "auxv", "stack", "fd", "map_files", "cwd", "root", "exe"):
+        assert res[name].startswith("denied:"), (name, res[name])
+
+
 # --- host processes --------------------------------------------------------------
 
 def test_host_processes_invisible(paddock):
