@@ -25,7 +25,8 @@
  *   false when no argument starts with '-' (then coreutils' programs do
  *   exactly what the builtins do);
  * - the environment has only valid names, none bash treats specially
- *   (BASH*, SHELLOPTS, ENV, PS1, IFS, OLDPWD, _, ...), SHLVL absent or a
+ *   (BASH*, SHELLOPTS, ENV, PS1, IFS, OLDPWD, _, ...), LC_ALL absent or a
+ *   locale glibc always has (bash warns about others), SHLVL absent or a
  *   plain number below 999, PWD absent or the working directory's real path;
  * - the command is found on the profile's PATH as an executable regular
  *   file, in the first directory that has that name.
@@ -154,6 +155,8 @@ static const char *const special_words[] = {
         "trap", "type", "typeset", "ulimit", "umask", "unalias", "unset", "until", "wait",
         "while",
 };
+/* locales glibc always has (C.UTF-8 built in since 2.35) */
+static const char *const sure_locales[] = { "", "C", "POSIX", "C.UTF-8", "C.utf8" };
 /* builtins whose program does the same when no argument starts with '-' */
 static const char *const same_as_program[] = { "echo", "true", "false" };
 
@@ -320,6 +323,11 @@ int ag_login_fast_plan(char *const *argv, char *const *envp, bool pty, const cha
                         pwd = eq + 1;
                 else if (nl == 5 && !memcmp(*e, "SHLVL", 5))
                         shlvl = eq + 1;
+                /* bash warns on stderr when it cannot set LC_ALL's locale:
+                 * only the ones every glibc has */
+                else if (nl == 6 && !memcmp(*e, "LC_ALL", 6) && !in_list(eq + 1, sure_locales,
+                                                                        sizeof sure_locales / sizeof *sure_locales))
+                        goto no;
         }
         if (!home || home[0] != '/')
                 goto no;

@@ -63,6 +63,8 @@ VARIANTS = [
     {"env": {"PWD": "/tmp"}},
     {"env": {"BASH_ENV": "/dev/null"}},
     {"env": {"OLDPWD": "/"}},
+    {"env": {"LC_ALL": "C.UTF-8", "LANG": "xx_YY.UTF-8"}},
+    {"env": {"LC_ALL": "xx_YY.UTF-8"}},
 ]
 
 
