@@ -72,6 +72,11 @@ static bool same_sig(const struct file_sig *s, const struct stat *st)
                s->ctim.tv_sec == st->st_ctim.tv_sec && s->ctim.tv_nsec == st->st_ctim.tv_nsec;
 }
 
+static bool same_ino(const struct stat *a, const struct stat *b)
+{
+        return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
 static void set_sig(struct file_sig *s, const struct stat *st, bool ok)
 {
         *s = (struct file_sig){ true, ok, st->st_dev, st->st_ino, st->st_size, st->st_mtim, st->st_ctim };
@@ -88,11 +93,17 @@ static bool profile_known(void)
         bool ok = false;
         size_t want = sizeof pd_base_profile - 1;
         if ((size_t)st.st_size == want) {
-                int fd = open("/etc/profile", O_RDONLY | O_CLOEXEC);
+                /* the sandbox may swap a FIFO in after the stat: never block
+                 * on it (O_NONBLOCK), and read only what fstat says is the
+                 * file we looked at */
+                int fd = open("/etc/profile", O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+                struct stat fst;
                 if (fd >= 0) {
-                        char buf[sizeof pd_base_profile];
-                        ssize_t n = read(fd, buf, sizeof buf);
-                        ok = n == (ssize_t)want && memcmp(buf, pd_base_profile, want) == 0;
+                        if (fstat(fd, &fst) == 0 && S_ISREG(fst.st_mode) && same_ino(&fst, &st)) {
+                                char buf[sizeof pd_base_profile];
+                                ssize_t n = read(fd, buf, sizeof buf);
+                                ok = n == (ssize_t)want && memcmp(buf, pd_base_profile, want) == 0;
+                        }
                         close(fd);
                 }
         }
