@@ -225,7 +225,7 @@ static unsigned bucket_of(const char *s, size_t len)
         return h & (NBUCKETS - 1);
 }
 
-static bool executable_by(const struct stat *st, uid_t uid, gid_t gid, const uint32_t *groups,
+static bool executable_by(const struct stat *st, uid_t uid, gid_t gid, const gid_t *groups,
                           size_t ngroups)
 {
         if (!S_ISREG(st->st_mode))
@@ -276,7 +276,7 @@ static bool dup_into(struct env_ent *e, const char *fmt_name, const char *val)
 }
 
 int ag_login_fast_plan(char *const *argv, char *const *envp, bool pty, const char *cwd, uid_t uid,
-                       gid_t gid, const uint32_t *groups, size_t ngroups, struct ag_login_fast *out)
+                       gid_t gid, const gid_t *groups, size_t ngroups, struct ag_login_fast *out)
 {
         *out = (struct ag_login_fast){ 0 };
         if (pty || !argv[0] || strcmp(argv[0], "/bin/bash") || !argv[1] || strcmp(argv[1], "-l") ||

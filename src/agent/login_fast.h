@@ -19,7 +19,7 @@ struct ag_login_fast {
 /* 1 and *out filled when argv is such a command and every condition
  * holds; 0 (nothing to free) when real bash must run. */
 int ag_login_fast_plan(char *const *argv, char *const *envp, bool pty, const char *cwd, uid_t uid,
-                       gid_t gid, const uint32_t *groups, size_t ngroups, struct ag_login_fast *out);
+                       gid_t gid, const gid_t *groups, size_t ngroups, struct ag_login_fast *out);
 void ag_login_fast_free(struct ag_login_fast *f);
 
 #endif

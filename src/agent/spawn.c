@@ -321,10 +321,9 @@ int ag_spawn(struct agent *ag, const struct ag_spawn *s, struct ag_proc **out, s
         /* `/bin/bash -l -c CMD` that the agent can run without bash
          * (login_fast.c); if its exec fails, real bash runs instead */
         struct ag_login_fast lf;
-        bool fast = ag_login_fast_plan(s->argv, s->envp, s->pty, a.cwd, a.uid,
-                                       a.gid == (gid_t)-1 ? egid : a.gid,
-                                       s->has_groups ? s->groups : NULL, s->has_groups ? s->ngroups : 0,
-                                       &lf) == 1;
+        bool fast = ag_login_fast_plan(s->argv, s->envp, s->pty, a.cwd, a.uid, a.do_gid ? a.gid : egid,
+                                       a.do_groups ? a.groups : NULL,
+                                       a.do_groups ? a.ngroups : 0, &lf) == 1;
         if (fast) {
                 a.argv = lf.argv;
                 a.envp = lf.envp;
