@@ -65,6 +65,10 @@ VARIANTS = [
     {"env": {"OLDPWD": "/"}},
     {"env": {"LC_ALL": "C.UTF-8", "LANG": "xx_YY.UTF-8"}},
     {"env": {"LC_ALL": "xx_YY.UTF-8"}},
+    # the order of bash's table over many names (none in one bucket with another)
+    {"env": {"VAR_%d" % i: "v%d" % i for i in range(40)}},
+    # two names in one bucket of bash's table: real bash
+    {"env": {"C48": "a", "C264": "b"}},
 ]
 
 
