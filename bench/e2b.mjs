@@ -77,12 +77,20 @@ async function api (method, path, body, srv = MAIN) {
   return { status: r.status, json, text }
 }
 
+// The fullness of the least full pool class (paddock_pool_ready{template=...},
+// one series per class: the plain pool and, on a server with the E2B network
+// class, e2b_pool.c's). Not paddock_pool_ready_isolation, which counts the
+// same sandboxes again.
 async function poolReady (srv = MAIN) {
   const r = await fetch(`${srv.url}/metrics`)
   const text = await r.text()
-  let n = 0
-  for (const line of text.split('\n')) if (line.startsWith('paddock_pool_ready')) n += +line.split(/\s+/).pop()
-  return n
+  let n = null
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('paddock_pool_ready{')) continue
+    const v = +line.split(/\s+/).pop()
+    n = n === null ? v : Math.min(n, v)
+  }
+  return n ?? 0
 }
 
 async function waitPool (srv = MAIN) {
@@ -279,7 +287,7 @@ const L = ['# paddock E2B SDK benchmark', '',
   "## 1. Create + run + kill", '',
   `Per round, in alternating order (${opts.rounds} rounds, ${opts.warmup} untimed warm-up runs of each first):`, '',
   ...peers.map((p) => `- **${p.label}**: \`${p.command}\``), '',
-  `Timed end to end, from the create call to the return of the kill / DELETE; the parts are the three calls. After every run the benchmark waits (untimed) until \`/metrics\` shows the warm pool full again (${POOL} sandboxes), so each create of either peer finds a full pool. \`commands.run\` and a string \`cmd\` both run \`/bin/bash -l -c 'echo hi'\` in the sandbox.`, '',
+  `Timed end to end, from the create call to the return of the kill / DELETE; the parts are the three calls. After every run the benchmark waits (untimed) until \`/metrics\` shows every warm pool class full again (${POOL} sandboxes each: the plain one and, after this change, the E2B network class), so each create of either peer finds a full pool. \`commands.run\` and a string \`cmd\` both run \`/bin/bash -l -c 'echo hi'\` in the sandbox.`, '',
   mdTable(head1, rows1, [0, 8, 9]), '', goal, '']
 if (poolWaits.length) L.push(`- Pool refill after a run (untimed, polled every 5 ms): median ${median(poolWaits).toFixed(0)} ms, p99 ${pct(poolWaits, 99).toFixed(0)} ms.`)
 if (poolTimeouts) L.push(`- The pool did not refill within ${opts.poolWait} s after ${poolTimeouts} run(s).`)

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/login_fast.h"
 #include "lib/util.h"
 
 int ag_proc_watch_streams(struct agent *ag, struct ag_proc *p);
@@ -32,6 +33,7 @@ enum stage { ST_STDIO = 1, ST_CGROUP, ST_CREDS, ST_CHDIR, ST_EXEC };
 
 struct child_args {
         char *const *argv, *const *envp;
+        const char *exec_path;          /* the login fast path's program, or NULL */
         const char *path_env;           /* PATH from envp, or default */
         const char *cwd;
         int fd_in, fd_out, fd_err;      /* become 0, 1, 2 */
@@ -99,6 +101,10 @@ static int child_main(void *arg)
         sigprocmask(SIG_SETMASK, &none, NULL);
 
         const char *file = a->argv[0];
+        if (a->exec_path) {
+                execve(a->exec_path, a->argv, a->envp);
+                child_fail(a, ST_EXEC, errno);
+        }
         if (strchr(file, '/')) {
                 execve(file, a->argv, a->envp);
                 child_fail(a, ST_EXEC, errno);
@@ -312,16 +318,48 @@ int ag_spawn(struct agent *ag, const struct ag_spawn *s, struct ag_proc **out, s
         fds[6] = p2[0];
         fds[7] = a.errfd = p2[1];
 
-        pid_t pid = clone(child_main, child_stack + sizeof child_stack,
-                          CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
-        if (pid < 0)
-                goto fail_errno;
-        /* the child has exec'd or died: its ends go */
-        close_all(fds, 3);
-        close_all(&fds[7], 1);
+        /* `/bin/bash -l -c CMD` that the agent can run without bash
+         * (login_fast.c); if its exec fails, real bash runs instead */
+        struct ag_login_fast lf;
+        bool fast = ag_login_fast_plan(s->argv, s->envp, s->pty, a.cwd, a.uid, a.do_gid ? a.gid : egid,
+                                       a.do_groups ? a.groups : NULL,
+                                       a.do_groups ? a.ngroups : 0, &lf) == 1;
+        if (fast) {
+                a.argv = lf.argv;
+                a.envp = lf.envp;
+                a.exec_path = lf.path;
+        }
+        pid_t pid;
         struct child_err ce;
-        ssize_t n = read(fds[6], &ce, sizeof ce);
+        ssize_t n;
+again:
+        pid = clone(child_main, child_stack + sizeof child_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+        if (pid < 0) {
+                if (fast)
+                        ag_login_fast_free(&lf);
+                goto fail_errno;
+        }
+        /* the child has exec'd or died */
+        close_all(&fds[7], 1);
+        n = read(fds[6], &ce, sizeof ce);
         close_all(&fds[6], 1);
+        if (n == (ssize_t)sizeof ce && ce.stage == ST_EXEC && fast) {
+                waitpid(pid, NULL, 0);
+                ag_login_fast_free(&lf);
+                fast = false;
+                a.argv = s->argv;
+                a.envp = s->envp;
+                a.exec_path = NULL;
+                if (pipe2(p2, O_CLOEXEC) < 0)
+                        goto fail_errno;
+                fds[6] = p2[0];
+                fds[7] = a.errfd = p2[1];
+                goto again;
+        }
+        if (fast)
+                ag_login_fast_free(&lf);
+        /* its ends go */
+        close_all(fds, 3);
         if (n == (ssize_t)sizeof ce) {
                 waitpid(pid, NULL, 0);
                 switch (ce.stage) {

@@ -1,4 +1,5 @@
 #include "lib/template.h"
+#include "lib/base_profile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -101,43 +102,6 @@ static const char base_nsswitch[] =
         "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\n"
         "protocols: files\nservices: files\nethers: files\nrpc: files\n";
 
-/* The base template's own /etc/profile (docs/templates.md, "The base
- * template's login profile"). Every E2B command runs as `bash -l -c`, so
- * this file is on the hot path of each one: no subshells and nothing from
- * the host's /etc/profile.d (vendor scripts of whatever host built the
- * template). It gives what Debian's /etc/profile gives: PATH by effective
- * uid (bash's $EUID; `id -u` only in a shell without it), PS1 and
- * bash.bashrc for interactive shells, and whatever the sandbox itself puts
- * in /etc/profile.d (empty in the template). Then the template's own
- * commands in /opt/paddock/bin (/usr is the host's, grafted read-only, so
- * nothing of ours can go there): `python`, which E2B's templates have and
- * code written for them calls, as python3; after the system's directories,
- * so a python the sandbox installs wins. */
-static const char base_profile[] =
-        "# /etc/profile: paddock's base template (docs/templates.md). No subshells:\n"
-        "# every `bash -l -c` command reads this file.\n"
-        "if [ \"${EUID:-$(id -u)}\" -eq 0 ]; then\n"
-        "  PATH=\"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"\n"
-        "else\n"
-        "  PATH=\"/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games\"\n"
-        "fi\n"
-        "export PATH\n"
-        "if [ \"${PS1-}\" ]; then\n"
-        "  if [ \"${BASH-}\" ] && [ \"$BASH\" != \"/bin/sh\" ]; then\n"
-        "    [ -f /etc/bash.bashrc ] && . /etc/bash.bashrc\n"
-        "  elif [ \"${EUID:-$(id -u)}\" -eq 0 ]; then\n"
-        "    PS1='# '\n"
-        "  else\n"
-        "    PS1='$ '\n"
-        "  fi\n"
-        "fi\n"
-        "for i in /etc/profile.d/*.sh; do\n"
-        "  [ -r \"$i\" ] && . \"$i\"\n"
-        "done\n"
-        "unset i\n"
-        "# the base template's own commands (python -> python3), after the system's\n"
-        "case \":$PATH:\" in *:/opt/paddock/bin:*) ;; *) PATH=\"$PATH:/opt/paddock/bin\" ;; esac\n";
-
 static int add_own_bin(const char *root, struct pd_error *err)
 {
         char path[PATH_MAX];
@@ -150,7 +114,7 @@ static int add_own_bin(const char *root, struct pd_error *err)
         snprintf(path, sizeof path, "%s/opt/paddock/bin/python", root);
         if (symlink("/usr/bin/python3", path) < 0 && errno != EEXIST)
                 return pd_error_set(err, errno, "create '%s'", path);
-        return write_text(root, "etc/profile", base_profile, 0644, err);
+        return write_text(root, "etc/profile", pd_base_profile, 0644, err);
 }
 
 static int build_base(const char *dir, struct pd_error *err)

@@ -92,12 +92,15 @@ static void touch_idle_timeout(struct MHD_Connection *conn, unsigned secs)
         MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, secs);
 }
 
-/* A request of a client's work began or ended (pd_server.last_request_ms):
- * monitoring polls are not work. */
-static void note_activity(struct pd_server *srv, const char *url)
+/* A request of a client's work began (delta 1) or ended (-1)
+ * (pd_server.last_request_ms, requests_in_flight: a long one, such as a
+ * command's output stream, is work all along): monitoring polls are not
+ * work. */
+static void note_activity(struct pd_server *srv, const char *url, int delta)
 {
         if (url && (!strcmp(url, "/metrics") || !strcmp(url, "/api/v1/health")))
                 return;
+        __atomic_add_fetch(&srv->requests_in_flight, (unsigned)delta, __ATOMIC_RELAXED);
         __atomic_store_n(&srv->last_request_ms, pd_now_ms(), __ATOMIC_RELAXED);
 }
 
@@ -351,7 +354,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 c->r.conn = conn;
                 c->r.method = method;
                 c->r.url = url;
-                note_activity(srv, url);
+                note_activity(srv, url, 1);
                 /* "/x/" routes like "/x" */
                 char path[2048];
                 snprintf(path, sizeof path, "%s", url);
@@ -499,7 +502,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         struct req_ctx *c = *con_cls;
         if (c && c->started) {
                 access_line(cls, c, toe);
-                note_activity(cls, c->r.url);
+                note_activity(cls, c->r.url, -1);
         }
         struct conn_ctx *cc = conn_ctx_of(conn);
         if (cc && cc->req == c)

@@ -202,7 +202,11 @@ static void *filler_main(void *arg)
                         if (!c->short_since_ms)
                                 c->short_since_ms = now;
                         if (c->n_ready > 0) {
-                                uint64_t quiet = __atomic_load_n(&srv->last_request_ms, __ATOMIC_RELAXED) + POOL_QUIET_MS;
+                                /* quiet: no request in flight (a command's
+                                 * stream is one long request) for 20 ms */
+                                uint64_t quiet = __atomic_load_n(&srv->requests_in_flight, __ATOMIC_RELAXED)
+                                                 ? now + POOL_QUIET_MS
+                                                 : __atomic_load_n(&srv->last_request_ms, __ATOMIC_RELAXED) + POOL_QUIET_MS;
                                 uint64_t latest = c->short_since_ms + POOL_DEFER_MAX_MS;
                                 uint64_t at = quiet < latest ? quiet : latest;
                                 if (at > now) {

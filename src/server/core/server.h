@@ -121,6 +121,7 @@ struct pd_server {
          * /metrics and /health polls do not count): the warm pool refills
          * once the API is quiet (pool.c) */
         uint64_t last_request_ms;
+        unsigned requests_in_flight;    /* of a client's work (http.c); the pool refills when 0 */
         int audit_dirfd;
         /* what the router dispatches to (pd_http_register*), in order */
         struct {

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "server/e2b/e2b.h"
+#include "server/e2b/e2b_pool.h"
 #include "server/api/templates.h"
 #include "server/core/manager.h"
 #include "server/core/store.h"
@@ -257,6 +258,10 @@ static enum MHD_Result route_create(struct pd_req *r, const char *chunk, size_t 
         if (!network && why[0])
                 return pd_e2b_reply_error(r, 400, "%s", why);
         cr.network = network;
+        /* E2B's default is a network: a warm pool class of its own
+         * (e2b_pool.c), as the plain pool holds no sandbox with one */
+        if (network && !cr.pool_prep)
+                cr.pool_prep = &pd_e2b_net_prep;
         struct pd_error err = { 0 };
         struct pd_srv_sandbox *s = NULL;
         int rc = pd_manager_create(r->srv, &r->key, &cr, &s, &err);

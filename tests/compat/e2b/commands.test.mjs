@@ -128,3 +128,22 @@ test('pty: create, sendInput, resize, kill', async () => {
   assert.equal(await sbx.pty.kill(pty.pid), true)
   await assert.rejects(pty.wait(), (e) => e instanceof CommandExitError)
 })
+
+test('a plain command (the agent runs it without bash) sees what bash would give it', async () => {
+  // `env` alone takes the agent's login fast path (docs/templates.md); the
+  // same quoted (bash removes the quotes; the fast path does not take
+  // quotes) goes through real bash and must print the same, in the same order
+  for (const opts of [{}, { user: 'root' }, { cwd: '/tmp', envs: { ONE: 'x' } }]) {
+    const fast = await sbx.commands.run('env', opts)
+    const real = await sbx.commands.run("'env'", opts)
+    assert.equal(fast.stdout, real.stdout, JSON.stringify(opts))
+    assert.match(fast.stdout, /^_=\/usr\/bin\/env$/m)
+    const argv = await sbx.commands.run('cat /proc/self/cmdline', opts)
+    assert.equal(argv.stdout, 'cat\0/proc/self/cmdline\0')
+  }
+  await assert.rejects(sbx.commands.run('no-such-command-here'), (e) => {
+    assert.equal(e.exitCode, 127)
+    assert.match(e.stderr, /no-such-command-here: command not found/)
+    return true
+  })
+})
