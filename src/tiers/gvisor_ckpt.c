@@ -240,9 +240,14 @@ int pd_gv_snapshot_image(struct pd_sandbox *sb, char *image, size_t size, struct
         if (d < 0 || pd_record_read(d, "snapshot", &rec, err) < 0)
                 return pd_error_set(err, d < 0 ? errno : EIO, "snapshot '%s'", name);
         (void)pd_record_get(&rec, "isolation", iso, sizeof iso);
+        /* a filesystem snapshot: its layers over its template make the
+         * root (gvisor_root.c) */
+        if (!iso[0] || !strcmp(iso, "container") || !strcmp(iso, "supervised"))
+                return 0;
         if (strcmp(iso, "gvisor"))
-                return pd_error_setx(err, ENOTSUP, "snapshot '%s' was taken on the %s tier: the gvisor tier starts "
-                                                   "from its own snapshots only", name, iso[0] ? iso : "container");
+                return pd_error_setx(err, ENOTSUP, "snapshot '%s' was taken on the %s tier (a memory image of "
+                                                   "its own): the gvisor tier starts from its own snapshots and "
+                                                   "from container and supervised ones", name, iso);
         struct pd_template t = { .n_stack = 1 };
         snprintf(t.name, sizeof t.name, "%s", name);
         snprintf(t.stack[0], sizeof t.stack[0], "%s", name);
