@@ -44,8 +44,10 @@ static int add_path(struct pd_gv_stack *s, const char *path, struct pd_error *er
         if (s->n_lower == PD_GV_MAX_LOWER)
                 return pd_error_setx(err, E2BIG, "more than %d layers", PD_GV_MAX_LOWER);
         struct stat st;
-        if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-                return pd_error_set(err, errno ? errno : ENOTDIR, "layer '%s'", path);
+        if (stat(path, &st) < 0)
+                return pd_error_set(err, errno, "layer '%s'", path);
+        if (!S_ISDIR(st.st_mode))
+                return pd_error_setx(err, ENOTDIR, "layer '%s' is not a directory", path);
         snprintf(s->lower_src[s->n_lower], PATH_MAX, "%s", path);
         s->lower_fd[s->n_lower++] = -1;
         return 0;
