@@ -129,7 +129,8 @@ def main():
 def runsc_version():
     import subprocess
     try:
-        return subprocess.run(["runsc", "--version"], capture_output=True, text=True, timeout=30).stdout.split("\n")[0]
+        return subprocess.run(["runsc", "--version"], capture_output=True, text=True,
+                              timeout=30).stdout.split("\n")[0].replace("runsc version ", "")
     except OSError:
         return "?"
 
