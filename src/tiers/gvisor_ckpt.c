@@ -309,9 +309,13 @@ int pd_gv_snapshot(struct pd_sandbox *sb, const char *name, struct pd_error *err
                 r = pd_error_set(err, errno, "open '%s'", tmp);
         if (r == 0) {
                 const struct pd_gv_data *g = pd_gv(sb);
+                /* the root's template is its parent: a snapshot or image
+                 * template under it then cannot go while this one stays
+                 * (registered below; base and directories need nothing) */
+                const char *parent = !g->root_dir[0] && g->root_name[0] ? g->root_name : "base";
                 struct pd_record rec;
                 pd_record_init(&rec);
-                pd_record_add(&rec, "parent", "base");
+                pd_record_add(&rec, "parent", "%s", parent);
                 pd_record_add(&rec, "source", "%s", sb->id);
                 pd_record_add(&rec, "isolation", "gvisor");
                 pd_record_add(&rec, "created", "%lld", (long long)time(NULL));
@@ -320,6 +324,10 @@ int pd_gv_snapshot(struct pd_sandbox *sb, const char *name, struct pd_error *err
                 else
                         pd_record_add(&rec, "gv_root", "%s", g->root_name[0] ? g->root_name : "base");
                 r = pd_snapshot_install(tfd, tmp, path, name, &rec, err);
+                if (r == 0 && (r = pd_snapshot_register(st, name, parent, err)) < 0) {
+                        (void)pd_rm_rf(path, NULL);
+                        return pd_error_prefix(err, "snapshot '%s' of sandbox %s", name, sb->id);
+                }
         }
         if (r < 0) {
                 (void)pd_rm_rf(tmp, NULL);

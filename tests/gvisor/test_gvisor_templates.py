@@ -83,6 +83,34 @@ def test_server_sandbox_from_an_image_template(srv, image):
         assert srv.delete(sb["id"]) == 204
 
 
+def test_gvisor_snapshot_over_an_image_keeps_the_image(srv, image):
+    """A gvisor snapshot (a checkpoint) of a sandbox whose root is an image
+    template restores over that image: the image cannot be removed while
+    the snapshot exists, even with its source gone (it names the snapshot),
+    and nothing holds it once the snapshot is gone."""
+    sb = srv.create({"isolation": "gvisor", "template": image}, timeout=T)
+    made = None
+    try:
+        assert srv.exec(sb["id"], ["sh", "-c", "echo mine > /app/kept"])["exit_code"] == 0
+        st, j = srv.json("POST", "/api/v1/sandboxes/%s/snapshots" % sb["id"], {"name": "gv-img-snap"})
+        assert st == 201 and j["isolation"] == "gvisor", j
+        assert srv.delete(sb["id"]) == 204
+        sb = None
+        r = srv.cli("template", "rm", "--state-dir", srv.state, image, timeout=T)
+        assert r.returncode != 0 and "gv-img-snap" in r.stderr, (r.returncode, r.stderr)
+        made = srv.create({"template": "gv-img-snap"}, timeout=T)
+        j = srv.exec(made["id"], ["sh", "-c", "cat /app/kept /etc/motd; echo $GREETING"])
+        assert (j["exit_code"], j["stdout"]) == (0, "mine\nfrom the image\nhello\n"), j
+    finally:
+        if made:
+            assert srv.delete(made["id"]) == 204
+        if sb:
+            assert srv.delete(sb["id"]) == 204
+    assert srv.request("DELETE", "/api/v1/snapshots/gv-img-snap")[0] == 204
+    # nothing holds the image any more (its fixture removes it)
+    assert os.listdir(os.path.join(srv.state, "templates", image, "users")) == []
+
+
 def test_snapshot_of_a_container_sandbox_on_gvisor(srv):
     """A container sandbox's snapshot (filesystem layers over base, /usr
     included) starts on gvisor: the files written before the snapshot are
