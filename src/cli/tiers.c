@@ -1,7 +1,9 @@
 /* paddock tiers: the chooser. For each tier on this host: available or not
- * and why, what encloses the code, and (--measure) the wall time of
+ * and why, what encloses the code, (--measure) the wall time of
  * `paddock run --isolation T -- true` measured on the spot, kept in the
- * state dir for GET /api/v1/tiers (lib/tier.h). */
+ * state dir for GET /api/v1/tiers (lib/tier.h), and the escape suite's last
+ * results on this host (lib/tier_json.h). --json: what GET /api/v1/tiers
+ * answers. */
 #include <fcntl.h>
 #include <getopt.h>
 #include <stdbool.h>
@@ -17,6 +19,7 @@
 #include "lib/spec.h"
 #include "lib/state.h"
 #include "lib/tier.h"
+#include "lib/tier_json.h"
 #include "lib/util.h"
 
 /* 1 = available (why says how), 0 = not (why says why): the tier's own
@@ -63,14 +66,55 @@ static int cmp_d(const void *a, const void *b)
         return x < y ? -1 : x > y;
 }
 
+/* The escape suite's line: its date and counts and where its table is,
+ * or why there is none. */
+static void print_escape(int dfd, const char *tier)
+{
+        char why[512] = "the state dir cannot be opened";
+        json_t *e = dfd >= 0 ? pd_tier_escape_get(dfd, tier, why, sizeof why) : NULL;
+        if (!e) {
+                printf("%-11s %-5s %-10s escape suite: %s\n", "", "", "", why);
+                return;
+        }
+#define N_(k) (long long)json_integer_value(json_object_get(e, k))
+        const char *res = json_string_value(json_object_get(e, "results"));
+        printf("%-11s %-5s %-10s escape suite %s: %lld attacks, %lld blocked, %lld allowed, %lld not implemented, "
+               "%lld errors%s%s\n", "", "", "", json_string_value(json_object_get(e, "date")), N_("attacks"),
+               N_("blocked"), N_("allowed"), N_("not_implemented"), N_("errors"), res ? "; table: " : "",
+               res ? res : "");
+#undef N_
+        json_decref(e);
+}
+
+/* --json: GET /api/v1/tiers's answer (only one tier's with --isolation). */
+static void print_json(int dfd, int only)
+{
+        json_t *doc = pd_tiers_json(dfd);
+        if (only >= 0) {
+                json_t *arr = json_object_get(doc, "tiers"), *one = json_array();
+                size_t i;
+                json_t *t;
+                json_array_foreach (arr, i, t)
+                        if (!strcmp(json_string_value(json_object_get(t, "name")), pd_isolation_name((enum pd_isolation)only)))
+                                json_array_append(one, t);
+                json_object_set_new(doc, "tiers", one);
+        }
+        char *s = json_dumps(doc, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+        if (s)
+                printf("%s\n", s);
+        free(s);
+        json_decref(doc);
+}
+
 int pd_cmd_tiers(int argc, char **argv)
 {
         const char *state_dir = pd_state_dir_default();
-        bool measure = false;
+        bool measure = false, as_json = false;
         int only = -1;
         static const struct option opts[] = {
                 { "state-dir", required_argument, NULL, 's' },
                 { "measure", no_argument, NULL, 'm' },
+                { "json", no_argument, NULL, 'j' },
                 { "isolation", required_argument, NULL, 'i' },
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
@@ -81,6 +125,7 @@ int pd_cmd_tiers(int argc, char **argv)
                 switch (c) {
                 case 's': state_dir = optarg; break;
                 case 'm': measure = true; break;
+                case 'j': as_json = true; break;
                 case 'i': {
                         enum pd_isolation iso;
                         if (pd_isolation_parse(optarg, &iso) < 0) {
@@ -91,11 +136,13 @@ int pd_cmd_tiers(int argc, char **argv)
                         break;
                 }
                 case 'h':
-                        printf("usage: paddock tiers [--measure] [--isolation TIER] [--state-dir DIR]\n"
+                        printf("usage: paddock tiers [--measure] [--isolation TIER] [--json] [--state-dir DIR]\n"
                                "For each isolation tier: available on this host or not and why, what\n"
-                               "encloses the code, and with --measure the p50 of three runs of\n"
+                               "encloses the code, with --measure the p50 of three runs of\n"
                                "`paddock run --isolation T -- true` (start, first command, teardown;\n"
-                               "after one warm-up run, which may build a tier's template).\n");
+                               "after one warm-up run, which may build a tier's template), and the\n"
+                               "escape suite's last results on this host (<state>/" PD_TIERS_ESCAPE_FILE ").\n"
+                               "--json: the same as GET /api/v1/tiers.\n");
                         return 0;
                 default: return PD_EXIT_PADDOCK;
                 }
@@ -111,7 +158,9 @@ int pd_cmd_tiers(int argc, char **argv)
                 return PD_EXIT_PADDOCK;
         }
         self[n] = '\0';
-        printf("%-11s %-5s %-10s %s\n", "TIER", "OK", measure ? "RUN p50" : "", "ISOLATES / WHY");
+        int dfd = open(state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (!as_json)
+                printf("%-11s %-5s %-10s %s\n", "TIER", "OK", measure ? "RUN p50" : "", "ISOLATES / WHY");
         for (int i = 0; i < PD_ISO__MAX; i++) {
                 enum pd_isolation iso = (enum pd_isolation)i;
                 if (only >= 0 && i != only)
@@ -128,19 +177,23 @@ int pd_cmd_tiers(int argc, char **argv)
                                 qsort(xs, 3, sizeof *xs, cmp_d);
                                 snprintf(ms, sizeof ms, "%.0f ms", xs[1]);
                                 /* for GET /api/v1/tiers, which measures nothing */
-                                int dfd = open(state_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
                                 struct pd_error err = { 0 };
                                 if (dfd < 0 || pd_tier_measured_save(dfd, iso, xs[1], &err) < 0)
                                         fprintf(stderr, "paddock tiers: figures not kept in '%s': %s\n", state_dir,
                                                 dfd < 0 ? "cannot open it" : err.msg);
-                                if (dfd >= 0)
-                                        close(dfd);
                         } else {
                                 snprintf(ms, sizeof ms, "failed");
                         }
                 }
+                if (as_json)
+                        continue;
                 printf("%-11s %-5s %-10s %s\n", pd_isolation_name(iso), ok ? "yes" : "no", ms, t->isolates);
                 printf("%-11s %-5s %-10s (%s)\n", "", "", "", why);
+                print_escape(dfd, t->name);
         }
+        if (as_json)
+                print_json(dfd, only);
+        if (dfd >= 0)
+                close(dfd);
         return 0;
 }

@@ -304,6 +304,9 @@ struct gv_launch {
         int net_fd;
         const char *runsc;
         char **argv;
+        /* a root stacked from layers (gvisor_root.c), or NULL: the tree
+         * and grafts bound as above */
+        const struct pd_gv_stack *stack;
 };
 
 /* a + b + c into out (truncated), async-signal-safe */
@@ -367,7 +370,7 @@ static void child(const struct gv_launch *l)
         if (nul < 0 || dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(l->log_fd, 2) < 0)
                 _exit(123);
         if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-            mount("paddock-gvisor-root", l->root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755") < 0)
+            (!l->stack && mount("paddock-gvisor-root", l->root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755") < 0))
                 _exit(124);
         /* runsc refuses --network=sandbox in what it takes for the root
          * netns: it tests for /proc/sys/net/core/rmem_default, which every
@@ -380,6 +383,15 @@ static void child(const struct gv_launch *l)
                     c != 'G' || mount("paddock-gvisor-net", "/proc/sys/net", "tmpfs", MS_RDONLY | MS_NOSUID |
                                       MS_NODEV | MS_NOEXEC, "size=4k,nr_inodes=1") < 0)
                         _exit(120);
+        }
+        if (l->stack) {
+                static const char msg[] = "paddock: cannot build the sandbox's layered root (overlay)\n";
+                if (pd_gv_stack_mount(l->stack, l->root) < 0) {
+                        (void)!write(2, msg, sizeof msg - 1);
+                        _exit(125);
+                }
+                execv(l->runsc, l->argv);
+                _exit(127);
         }
         char src[PATH_MAX + 300], dst[PATH_MAX + 300];
         for (unsigned i = 0; i < l->n_top; i++) {
@@ -503,8 +515,19 @@ static int launch(struct pd_sandbox *sb, const struct pd_template *tpl, const ch
         l->runsc = runsc;
         l->log_fd = -1;
         snprintf(l->root, sizeof l->root, "%s", root);
-        if ((r = read_top(tpl->rootfs, l, err)) < 0)
+        /* large too (layer paths): freed after the child is done */
+        _pd_cleanup_free_ struct pd_gv_stack *stack = NULL;
+        if (pd_gv_stacked(tpl)) {
+                if (!(stack = calloc(1, sizeof *stack)))
+                        return pd_error_set(err, ENOMEM, "allocate");
+                if ((r = pd_gv_stack_prepare(sb, tpl, root, stack, err)) < 0) {
+                        pd_gv_stack_close(stack);
+                        return r;
+                }
+                l->stack = stack;
+        } else if ((r = read_top(tpl->rootfs, l, err)) < 0) {
                 return r;
+        }
         for (unsigned i = 0; i < tpl->n_grafts; i++)
                 snprintf(l->graft_dst[i], sizeof l->graft_dst[i], "%s/%s", root, tpl->grafts[i].target);
         char store[2 * PATH_MAX + 16], pidf[PATH_MAX + 8], bundle[PATH_MAX + 16];
@@ -613,6 +636,8 @@ static int launch(struct pd_sandbox *sb, const struct pd_template *tpl, const ch
 out_fds:
         for (int i = 0; i < l->n_cg; i++)
                 close(l->cg_fds[i]);
+        if (stack)
+                pd_gv_stack_close(stack);
         return r;
 }
 
@@ -654,9 +679,15 @@ int pd_gv_create(struct pd_sandbox *sb, const char *image, struct pd_error *err)
         sb->spec.template_dir = tdir;
         if (r < 0)
                 return r;
-        if (tpl.n_stack || tpl.image)
-                return pd_error_setx(err, ENOTSUP, "the gvisor tier starts from the base template or a template "
-                                                   "directory, not from snapshots or image templates (yet)");
+        /* a container or supervised snapshot, an image template: its layers
+         * must outlive it (pd_snapshot_delete checks), as on those tiers.
+         * Under a gvisor snapshot (template_buf names it) that snapshot is
+         * what it uses. */
+        if (pd_gv_stacked(&tpl) && (!sb->template_buf[0] || !strcmp(sb->template_buf, tpl.name))) {
+                snprintf(sb->template_buf, sizeof sb->template_buf, "%s", tpl.name);
+                if ((r = pd_snapshot_use(sb->state, &tpl, sb->id, err)) < 0)
+                        return r;
+        }
         if ((r = pd_agent_path(agent, sizeof agent, err)) < 0)
                 return r;
         set_socket_path(sb);

@@ -21,6 +21,7 @@
  * the agent is told (SIGUSR1, through `runsc kill`) to close its listener
  * and every connection; it unlinks its socket last, which is how we know it
  * is done. After a restore, SIGUSR2 makes it bind again (gvisor.c). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -138,6 +139,31 @@ static int restore_self(struct pd_sandbox *sb, const char *image, struct pd_erro
         return pd_sandbox_save(sb, err);
 }
 
+/* The image's pages out of the page cache: the Sentry wrote them, so they
+ * are charged to the sandbox's memory cgroup, which a paused-to-disk
+ * sandbox should not hold (measured: docs/gvisor.md). Written back first
+ * (DONTNEED drops clean pages only); best effort: a page left is only
+ * reclaimable cache. */
+static void drop_image_cache(const char *dir)
+{
+        _pd_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+        if (!d)
+                return;
+        dfd = -1;       /* the DIR owns it */
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (de->d_type != DT_REG)
+                        continue;
+                _pd_cleanup_close_ int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0)
+                        continue;
+                (void)fdatasync(fd);
+                (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        }
+        closedir(d);
+}
+
 int pd_gv_pause_to_disk(struct pd_sandbox *sb, struct pd_error *err)
 {
         char dir[PATH_MAX], parent[PATH_MAX];
@@ -150,6 +176,7 @@ int pd_gv_pause_to_disk(struct pd_sandbox *sb, struct pd_error *err)
         int r = checkpoint(sb, dir, err);
         if (r < 0)
                 return pd_error_prefix(err, "pause to disk");
+        drop_image_cache(dir);
         sb->paused = true;
         return pd_sandbox_save(sb, err);
 }
@@ -240,9 +267,14 @@ int pd_gv_snapshot_image(struct pd_sandbox *sb, char *image, size_t size, struct
         if (d < 0 || pd_record_read(d, "snapshot", &rec, err) < 0)
                 return pd_error_set(err, d < 0 ? errno : EIO, "snapshot '%s'", name);
         (void)pd_record_get(&rec, "isolation", iso, sizeof iso);
+        /* a filesystem snapshot: its layers over its template make the
+         * root (gvisor_root.c) */
+        if (!iso[0] || !strcmp(iso, "container") || !strcmp(iso, "supervised"))
+                return 0;
         if (strcmp(iso, "gvisor"))
-                return pd_error_setx(err, ENOTSUP, "snapshot '%s' was taken on the %s tier: the gvisor tier starts "
-                                                   "from its own snapshots only", name, iso[0] ? iso : "container");
+                return pd_error_setx(err, ENOTSUP, "snapshot '%s' was taken on the %s tier (a memory image of "
+                                                   "its own): the gvisor tier starts from its own snapshots and "
+                                                   "from container and supervised ones", name, iso);
         struct pd_template t = { .n_stack = 1 };
         snprintf(t.name, sizeof t.name, "%s", name);
         snprintf(t.stack[0], sizeof t.stack[0], "%s", name);
@@ -277,9 +309,13 @@ int pd_gv_snapshot(struct pd_sandbox *sb, const char *name, struct pd_error *err
                 r = pd_error_set(err, errno, "open '%s'", tmp);
         if (r == 0) {
                 const struct pd_gv_data *g = pd_gv(sb);
+                /* the root's template is its parent: a snapshot or image
+                 * template under it then cannot go while this one stays
+                 * (registered below; base and directories need nothing) */
+                const char *parent = !g->root_dir[0] && g->root_name[0] ? g->root_name : "base";
                 struct pd_record rec;
                 pd_record_init(&rec);
-                pd_record_add(&rec, "parent", "base");
+                pd_record_add(&rec, "parent", "%s", parent);
                 pd_record_add(&rec, "source", "%s", sb->id);
                 pd_record_add(&rec, "isolation", "gvisor");
                 pd_record_add(&rec, "created", "%lld", (long long)time(NULL));
@@ -288,6 +324,10 @@ int pd_gv_snapshot(struct pd_sandbox *sb, const char *name, struct pd_error *err
                 else
                         pd_record_add(&rec, "gv_root", "%s", g->root_name[0] ? g->root_name : "base");
                 r = pd_snapshot_install(tfd, tmp, path, name, &rec, err);
+                if (r == 0 && (r = pd_snapshot_register(st, name, parent, err)) < 0) {
+                        (void)pd_rm_rf(path, NULL);
+                        return pd_error_prefix(err, "snapshot '%s' of sandbox %s", name, sb->id);
+                }
         }
         if (r < 0) {
                 (void)pd_rm_rf(tmp, NULL);

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 
 #include "lib/sandbox.h"
+#include "jail/userns.h"
 #include "tiers/host.h"
 
 /* The tier's own data: the host's handles first (pd_host() reads them),
@@ -50,3 +51,38 @@ int pd_gv_fork(struct pd_sandbox *src, struct pd_sandbox *const *dst, unsigned n
 int pd_gv_adopt(struct pd_sandbox *sb, struct pd_error *err);
 /* At destroy: its saved state and its use of a snapshot. */
 void pd_gv_forget(struct pd_sandbox *sb);
+
+/* gvisor_root.c: a root stacked from layers (the filesystem snapshots of a
+ * container or supervised sandbox, an image template's layers) as an
+ * overlay in the launcher's private mount namespace. */
+#include "lib/template.h"
+#define PD_GV_MAX_LOWER (PD_MAX_STACK + 1 + PD_MAX_IMAGE_LAYERS)
+struct pd_gv_stack {
+        unsigned n_lower;                       /* root layers, top first */
+        char lower_src[PD_GV_MAX_LOWER][PATH_MAX];      /* a host path, or "" */
+        int lower_fd[PD_GV_MAX_LOWER];          /* an idmapped detached tree, or -1 */
+        char root_opts[1024];
+        unsigned n_grafts;
+        char graft_src[PD_MAX_GRAFTS][PD_MAX_STACK + 1][PATH_MAX];
+        unsigned n_graft_lower;                 /* per graft: its snapshot layers + its source */
+        char graft_dst[PD_MAX_GRAFTS][PATH_MAX + 80];
+        char graft_opts[PD_MAX_GRAFTS][256];
+        struct pd_userns_holder holder;
+};
+/* 1 if t needs a stacked root (snapshots or an image), else 0. */
+static inline int pd_gv_stacked(const struct pd_template *t)
+{
+        return t->n_stack > 0 || t->image;
+}
+/* In the parent: the layers of t's root and grafts (root: where it will be
+ * mounted); image layers are idmapped from the layer store's id range to
+ * 0..65535 here, as trees the child attaches. 0 or -errno. */
+int pd_gv_stack_prepare(struct pd_sandbox *sb, const struct pd_template *t, const char *root, struct pd_gv_stack *s,
+                        struct pd_error *err);
+/* In the child, in its own mount namespace: the overlay at root (over a
+ * small tmpfs holding the layers' mount points and the upper layer where
+ * runsc makes the spec's mount points), the grafts' overlays on it.
+ * Async-signal-safe; 0 or -1 with errno. */
+int pd_gv_stack_mount(const struct pd_gv_stack *s, const char *root);
+/* In the parent, after the child: close the trees, reap the holder. */
+void pd_gv_stack_close(struct pd_gv_stack *s);

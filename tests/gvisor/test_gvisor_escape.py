@@ -21,6 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "security", "escape"))
 from pdtest import PADDOCK_AGENT, PADDOCK_BIN, REPO, child_env, leftovers, runtime_dir  # noqa: E402
 import runner  # noqa: E402
+from pdtest import escape_summary  # noqa: E402
 
 RESULTS = os.path.join(REPO, "build", "security-results-gvisor.json")
 
@@ -67,10 +68,26 @@ def results():
     with open(RESULTS, "w") as f:
         json.dump({"secs": round(time.time() - t0, 1), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                    "results": res}, f, indent=1, sort_keys=True)
+    # for `paddock tiers` / GET /api/v1/tiers (pdtest/escape_summary.py)
+    escape_summary.record({"gvisor": res}, RESULTS)
     assert gc.returncode == 0, gc.stderr
     assert gc.stdout.strip() == "removed 0 sandboxes", gc.stdout
     assert left == {}, left
     return res
+
+
+def test_summary_for_the_chooser(results):
+    """The run left its summary where `paddock tiers` / GET /api/v1/tiers
+    read it (pdtest/escape_summary.py): today's date, this run's counts."""
+    path = escape_summary.summary_path()
+    if path is None:
+        pytest.skip("PADDOCK_ESCAPE_SUMMARY is empty: no summary written")
+    with open(path) as f:
+        g = json.load(f)["tiers"]["gvisor"]
+    assert g["date"][:10] == time.strftime("%Y-%m-%d", time.gmtime()), g
+    assert {k: g[k] for k in ("attacks", "blocked", "allowed", "not_implemented", "errors")} == \
+        escape_summary.counts("gvisor", results), g
+    assert g["results"] == RESULTS
 
 
 def test_no_host_check_failed(results):

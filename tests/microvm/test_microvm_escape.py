@@ -24,6 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "security", "escape"))
 from pdtest import PADDOCK_AGENT, PADDOCK_BIN, REPO, child_env, leftovers, runtime_dir  # noqa: E402
 import runner  # noqa: E402
+from pdtest import escape_summary  # noqa: E402
 
 GUEST_DIR = os.environ.get("PADDOCK_GUEST_DIR", "/var/cache/paddock/guest")
 if not glob.glob(os.path.join(GUEST_DIR, "boot", "vmlinuz-*")) or not os.path.exists(
@@ -70,6 +71,8 @@ def results():
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
     with open(RESULTS, "w") as f:
         json.dump({"secs": round(time.time() - t0, 1), "results": res}, f, indent=1, sort_keys=True)
+    # for `paddock tiers` / GET /api/v1/tiers (pdtest/escape_summary.py)
+    escape_summary.record({"microvm": res}, RESULTS)
     assert gc.returncode == 0, gc.stderr
     assert gc.stdout.strip() == "removed 0 sandboxes", gc.stdout
     assert left == {}, left

@@ -12,6 +12,8 @@ puts tests/ on sys.path, so `import pdtest` works from any test folder).
                   server_fixture, tmproot, run_paddock, server_env
   pdtest.pdproto  the agent protocol client; its numbers come from
                   src/proto/proto.h (pdtest.cheader reads C headers)
+  pdtest.escape_summary  the escape suites' per-tier counts for `paddock
+                  tiers` / GET /api/v1/tiers (<state>/tiers.escape.json)
 """
 from .cli import NETNS, WRAP, Paddock, netns_prefix, parse_json_result  # noqa: F401
 from .env import (DEFAULT_TIMEOUT, PADDOCK_AGENT, PADDOCK_BIN, REPO, UID_BASE, UID_REGISTRY, child_env,  # noqa: F401

@@ -35,6 +35,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "escape"))
 from pdtest import PADDOCK_AGENT, PADDOCK_BIN, REPO, leftovers, runtime_dir  # noqa: E402
 import runner  # noqa: E402
+from pdtest import escape_summary  # noqa: E402
 
 RESULTS = os.environ.get("PADDOCK_ESCAPE_RESULTS") or os.path.join(REPO, "build", "security-results.json")
 
@@ -211,6 +212,8 @@ def suite():
         with open(RESULTS + ".tmp", "w") as f:
             json.dump(out, f, indent=1, sort_keys=True)
         os.replace(RESULTS + ".tmp", RESULTS)
+        # for `paddock tiers` / GET /api/v1/tiers (pdtest/escape_summary.py)
+        escape_summary.record(out["results"], RESULTS)
     yield out
     gc = r_gc(state)
     left = leftovers(state)
