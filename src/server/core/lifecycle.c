@@ -466,6 +466,7 @@ void pd_manager_sandbox_info(struct pd_server *srv, struct pd_srv_sandbox *s, st
         out->auto_pause = e->auto_pause;
         out->auto_resume = e->auto_resume;
         out->tier_pauses_to_disk = s->sb && (s->sb->ops->caps & PD_TIER_PAUSE_DISK);
+        out->paused_files = s->sb && s->sb->paused_files && pd_sb_is_paused(s->state);
         if (s->sb) {
                 struct pd_tier_info ti;
                 pd_sandbox_describe(s->sb, &ti);

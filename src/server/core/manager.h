@@ -62,6 +62,7 @@ struct pd_sandbox_info {
         bool auto_pause;
         bool auto_resume;
         bool tier_pauses_to_disk;       /* what a pause does on its tier */
+        bool paused_files;              /* paused keeping the filesystem only */
         char accel[8];                  /* the tier's CPU ("kvm", "tcg"), "" if not a guest */
         json_t *env, *metadata, *notes;
 };
