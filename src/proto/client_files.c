@@ -35,8 +35,11 @@ int pd_entries_decode(const uint8_t *p, size_t len, unsigned min, unsigned max, 
                 while (pd_msg_next(&in, &b))
                         if (b.tag == PD_A_NAME || b.tag == PD_A_PATH || b.tag == PD_A_LINK)
                                 bytes += (size_t)b.len + 1;
-                        else if (b.tag == PD_A_META_KEY || b.tag == PD_A_META_VAL)
-                                bytes += (size_t)b.len + 1 + sizeof(struct pd_meta_item) / 2 +
+                        else if (b.tag == PD_A_META_VAL)
+                                bytes += (size_t)b.len + 1;
+                        else if (b.tag == PD_A_META_KEY)
+                                /* its string, its item, and room to align the entry's items */
+                                bytes += (size_t)b.len + 1 + sizeof(struct pd_meta_item) +
                                          alignof(struct pd_meta_item);
         }
         size_t size = n * sizeof(struct pd_entry) + bytes + alignof(struct pd_entry);
