@@ -275,6 +275,11 @@ int ag_open_in_root(struct agent *ag, const char *abs, int flags, mode_t mode);
 int ag_open_parent(struct agent *ag, const char *abs, char *name, size_t size, struct pd_error *err);
 int ag_put_entry(struct pd_msg *m, int dirfd, const char *name, const char *abspath,
                  struct pd_error *err);
+/* xattr.c: file metadata (user.e2b.* xattrs) into an entry being built,
+ * and a FILE_WRITE's META_KEY/META_VAL pairs onto its new file's fd. */
+struct stat;
+void ag_put_meta(struct pd_msg *m, int dirfd, const char *name, const struct stat *st);
+int ag_meta_apply(const struct ag_req *r, int fd, const char *abs, struct pd_error *err);
 /* Read a string attribute into a malloc'd path; required. */
 int ag_get_path(const struct ag_req *r, uint16_t tag, uint32_t uid, char *out, size_t size);
 

@@ -292,6 +292,11 @@ int ag_req_file_write(struct agent *ag, struct ag_conn *c, struct ag_req *r)
         struct ag_fsid f;
         ag_fsid_enter(&f, w->uid, w->gid);
         k = fwrite_open(ag, w, (mode_t)mode, has_mode, r->err);
+        /* metadata on the new file before its bytes: refused, nothing changed */
+        struct pd_attr mk;
+        if (k >= 0 && pd_msg_find(r->payload, r->h->len, PD_A_META_KEY, &mk))
+                k = w->append ? pd_error_setx(r->err, EINVAL, "metadata cannot be set by an append")
+                              : ag_meta_apply(r, w->fd, w->abs, r->err);
         ag_fsid_leave(&f);
         if (k < 0) {
                 fwrite_free(w, true);

@@ -260,6 +260,7 @@ int ag_put_entry(struct pd_msg *m, int dirfd, const char *name, const char *absp
                         pd_msg_put_str(m, PD_A_LINK, link);
                 }
         }
+        ag_put_meta(m, dirfd, name, &st);
         pd_msg_nest_end(m, mark);
         return 0;
 }

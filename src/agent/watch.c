@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <linux/magic.h>
 #include <sys/inotify.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -30,6 +32,7 @@ struct ag_watch {
         struct ag_conn *c;
         uint32_t id, uid, gid;
         bool recursive;
+        bool entries;   /* each event carries the ENTRY of what it names */
         char root[PATH_MAX];
         struct ag_wd *wds;
         size_t nwd;
@@ -113,6 +116,48 @@ static void add_new_subdir(struct agent *ag, struct ag_watch *w, const char *rel
         ag_fsid_leave(&f);
 }
 
+/* The ENTRY of root/name as it is now, as the watch's user sees it
+ * (nothing when it is gone: a remove, the old name of a rename). */
+static void put_event_entry(struct agent *ag, struct ag_watch *w, struct pd_msg *m, const char *name)
+{
+        char abs[PATH_MAX], base[NAME_MAX + 1];
+        if (snprintf(abs, sizeof abs, "%s%s%s", w->root, strcmp(w->root, "/") ? "/" : "", name) >= (int)sizeof abs)
+                return;
+        struct ag_fsid f;
+        struct pd_error err = { 0 };
+        ag_fsid_enter(&f, w->uid, w->gid);
+        int dfd = ag_open_parent(ag, abs, base, sizeof base, &err);
+        if (dfd >= 0) {
+                size_t mark = m->len;
+                if (ag_put_entry(m, dfd, base, abs, &err) < 0)
+                        m->len = mark;
+                close(dfd);
+        }
+        ag_fsid_leave(&f);
+}
+
+/* Network filesystems, whose events inotify sees only for changes made
+ * through this kernel (envd refuses them unless asked). */
+static bool network_fs(int fd)
+{
+        struct statfs fs;
+        if (fstatfs(fd, &fs) < 0)
+                return false;
+        switch ((unsigned long)fs.f_type) {
+        case NFS_SUPER_MAGIC:
+        case SMB_SUPER_MAGIC:
+        case 0xFF534D42ul:      /* CIFS */
+        case 0xFE534D42ul:      /* SMB2 */
+        case 0x65735546ul:      /* FUSE */
+        case 0x6B414653ul:      /* AFS */
+        case 0x01021997ul:      /* 9P */
+        case 0x00C36400ul:      /* Ceph */
+                return true;
+        default:
+                return false;
+        }
+}
+
 static void watch_event(struct agent *ag, struct ag_watch *w, const struct inotify_event *ev)
 {
         size_t i;
@@ -147,6 +192,8 @@ static void watch_event(struct agent *ag, struct ag_watch *w, const struct inoti
         pd_msg_init(&m);
         pd_msg_put_str(&m, PD_A_NAME, name);
         pd_msg_put_u32(&m, PD_A_EVENT, type);
+        if (w->entries)
+                put_event_entry(ag, w, &m, name);
         ag_conn_send(ag, w->c, PD_T_WATCH_EVENT, 0, w->id, 0, m.buf, m.len);
         pd_msg_free(&m);
         if (w->recursive && (ev->mask & (IN_CREATE | IN_MOVED_TO)) && (ev->mask & IN_ISDIR))
@@ -186,12 +233,13 @@ static void watch_free(struct agent *ag, struct ag_watch *w)
 
 int ag_req_watch(struct agent *ag, struct ag_conn *c, struct ag_req *r)
 {
-        uint32_t uid, gid, rec = 0;
+        uint32_t uid, gid, rec = 0, entries = 0, local = 0;
         char abs[PATH_MAX];
         int k = ag_req_creds(r->payload, r->h->len, &uid, &gid, r->err);
         if (k < 0 || (k = ag_get_path(r, PD_A_PATH, uid, abs, sizeof abs)) < 0)
                 return k;
-        if ((k = ag_get_u32(r, PD_A_RECURSIVE, &rec)) < 0)
+        if ((k = ag_get_u32(r, PD_A_RECURSIVE, &rec)) < 0 || (k = ag_get_u32(r, PD_A_WATCH_ENTRY, &entries)) < 0 ||
+            (k = ag_get_u32(r, PD_A_WATCH_LOCAL, &local)) < 0)
                 return k;
         for (struct ag_watch *x = c->watches; x; x = x->next)
                 if (x->id == r->h->id)
@@ -204,6 +252,7 @@ int ag_req_watch(struct agent *ag, struct ag_conn *c, struct ag_req *r)
         w->uid = uid;
         w->gid = gid;
         w->recursive = rec != 0;
+        w->entries = entries != 0;
         w->h.fd = -1;
         snprintf(w->root, sizeof w->root, "%s", abs);
         int ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
@@ -221,6 +270,10 @@ int ag_req_watch(struct agent *ag, struct ag_conn *c, struct ag_req *r)
         int fd = ag_open_in_root(ag, abs, O_RDONLY | O_DIRECTORY, 0);
         if (fd < 0) {
                 k = pd_error_set(r->err, -fd, "watch '%s'", abs);
+        } else if (local && network_fs(fd)) {
+                k = pd_error_setx(r->err, EXDEV, "'%s' is on a network filesystem, whose changes inotify may "
+                                                 "not see: watch it with allowNetworkMounts", abs);
+                close(fd);
         } else {
                 k = add_tree(ag, w, fd, "", 0);
                 if (k < 0)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -167,7 +168,39 @@ static const char *const proc_null[] = { "kcore", "keys", "timer_list", "sched_d
                                           "sysrq-trigger", "latency_stats", "kallsyms" };
 static const char *const proc_ro[] = { "sys", "irq", "bus", "fs", "acpi", "scsi" };
 
-static int build_proc(int rootfd, struct pd_error *err)
+/* Each start of a sandbox is a boot of its own: a fresh random boot id
+ * (a file on the writable layer's tmpfs, bound read-only) over the host
+ * kernel's, as a VM or gVisor shows one. E2B's filesystem-only resume is
+ * told from an in-memory one by it. */
+static int bind_boot_id(int stagefd, int proc, struct pd_error *err)
+{
+        unsigned char b[16];
+        if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b)
+                return pd_error_set(err, errno ? errno : EIO, "boot id");
+        b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);   /* version 4 */
+        b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+        char id[40];
+        snprintf(id, sizeof id, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\n", b[0], b[1],
+                 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+        _pd_cleanup_close_ int f = openat(stagefd, "boot_id", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                                          0444);
+        if (f < 0 || write(f, id, strlen(id)) != (ssize_t)strlen(id))
+                return pd_error_set(err, errno, "write the boot id");
+        _pd_cleanup_close_ int src = openat(stagefd, "boot_id", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        _pd_cleanup_close_ int dst = openat(proc, "sys/kernel/random/boot_id", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (src < 0 || dst < 0)
+                return 0;       /* no such proc file on this kernel: nothing to cover */
+        int r = mount_at_fd(pd_fd_path(src).s, dst, NULL, MS_BIND, NULL, err, "boot_id");
+        if (r < 0)
+                return r;
+        _pd_cleanup_close_ int again = openat(proc, "sys/kernel/random/boot_id", O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (again < 0)
+                return pd_error_set(err, errno, "reopen boot_id");
+        return mount_at_fd(NULL, again, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                           NULL, err, "boot_id read-only");
+}
+
+static int build_proc(int rootfd, int stagefd, struct pd_error *err)
 {
         _pd_cleanup_close_ int pfd = open_in_root(rootfd, "proc", true, err);
         if (pfd < 0)
@@ -178,6 +211,8 @@ static int build_proc(int rootfd, struct pd_error *err)
         _pd_cleanup_close_ int proc = openat(rootfd, "proc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (proc < 0)
                 return pd_error_set(err, errno, "open /proc");
+        if ((r = bind_boot_id(stagefd, proc, err)) < 0)
+                return r;
         for (size_t i = 0; i < PD_ARRAY_SIZE(proc_null); i++) {
                 int fd = openat(proc, proc_null[i], O_PATH | O_NOFOLLOW | O_CLOEXEC);
                 if (fd < 0)
@@ -285,7 +320,7 @@ int pd_mount_build(struct pd_mount_plan *p, int stagefd, struct pd_error *err)
         if ((r = build_dev(rootfd, err)) < 0)
                 return r;
         pd_trace("child: dev");
-        if ((r = build_proc(rootfd, err)) < 0)
+        if ((r = build_proc(rootfd, stagefd, err)) < 0)
                 return r;
         pd_trace("child: proc");
         if ((r = build_sys(rootfd, err)) < 0)

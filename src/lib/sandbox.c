@@ -108,7 +108,7 @@ int pd_sandbox_resume(struct pd_sandbox *sb, struct pd_error *err)
                 return pd_error_setx(err, ENOTSUP, "the %s tier cannot resume", sb->ops->name);
         int r = sb->ops->resume(sb, err);
         if (r == 0)
-                sb->paused = false;
+                sb->paused = sb->paused_files = false;
         return r;
 }
 
@@ -117,6 +117,20 @@ int pd_sandbox_pause_mode(struct pd_sandbox *sb, enum pd_pause_mode mode, bool *
         bool to_disk = mode == PD_PAUSE_DISK || (mode == PD_PAUSE_DEFAULT && sb->ops->pause_to_disk);
         if (disk)
                 *disk = false;
+        if (mode == PD_PAUSE_FILES) {
+                if (!sb->ops->pause_files)
+                        return pd_error_setx(err, ENOTSUP, "the %s tier cannot pause keeping the filesystem only",
+                                             sb->ops->name);
+                int r = sb->ops->pause_files(sb, err);
+                if (r == 0) {
+                        /* nothing runs any more: for the layers above, as a
+                         * pause to disk (the agent's end is expected) */
+                        sb->paused = sb->paused_files = true;
+                        if (disk)
+                                *disk = true;
+                }
+                return r;
+        }
         if (to_disk) {
                 if (!sb->ops->pause_to_disk)
                         return pd_error_setx(err, ENOTSUP,

@@ -37,6 +37,7 @@ struct pd_sandbox {
          * host directory; kept in the record, for snapshots and forks. */
         char template_buf[65];
         bool paused;                    /* by pd_sandbox_pause*, until resume */
+        bool paused_files;              /* ... keeping its filesystem only (PD_PAUSE_FILES) */
         /* the tier's own state (ops->data_size bytes, zeroed at allocation,
          * freed with the object): its jail's handles, cgroup and uid range */
         void *tier_data;

@@ -32,6 +32,8 @@ enum pd_pause_mode {
         PD_PAUSE_DEFAULT,       /* the tier's own choice: to disk where it can, else in memory */
         PD_PAUSE_MEMORY,        /* stop running, keep everything resident (container: freezer) */
         PD_PAUSE_DISK,          /* save the state to disk and release the memory (microvm) */
+        PD_PAUSE_FILES,         /* keep the filesystem only: processes end, resume is a fresh boot
+                                   (E2B's keepMemory: false) */
 };
 
 /* What a tier can do beyond the basics, for the layers above to decide
@@ -112,6 +114,10 @@ struct pd_tier_ops {
          * and release its memory; resume (also from a new server process,
          * after adopt) brings it back. NULL where the tier cannot. */
         int (*pause_to_disk)(struct pd_sandbox *sb, struct pd_error *err);
+        /* Keep the filesystem only: every process ends, the memory is
+         * released; resume boots the sandbox afresh on that filesystem.
+         * NULL where the tier cannot. */
+        int (*pause_files)(struct pd_sandbox *sb, struct pd_error *err);
         /* Undo either kind of pause. */
         int (*resume)(struct pd_sandbox *sb, struct pd_error *err);
         /* Save a named, immutable checkpoint of the sandbox's current state

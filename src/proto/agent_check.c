@@ -54,6 +54,8 @@ static const struct rule entry_rules[] = {
         { PD_A_GID, K_U32, true, false, 0, "GID" },
         { PD_A_MTIME_NS, K_U64, true, false, 0, "MTIME_NS" },
         { PD_A_LINK, K_STR, false, false, PATH_MAX - 1, "LINK" },
+        { PD_A_META_KEY, K_STR, false, true, 255, "META_KEY" },
+        { PD_A_META_VAL, K_STR, false, true, 4096, "META_VAL" },
 };
 
 static const struct rule watch_rules[] = {

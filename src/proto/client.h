@@ -257,6 +257,15 @@ const struct pd_proc *pd_proc_list_find(const struct pd_proc_list *l, uint32_t p
 struct pd_file_req {
         const char *path;
         uint32_t uid, gid;
+        /* FILE_WRITE only: metadata (user.e2b.* xattrs, docs/e2b.md) the
+         * new file gets, n_meta pairs {key, value} in meta[2i], meta[2i+1] */
+        const char *const *meta;
+        size_t n_meta;
+};
+
+/* One item of a file's metadata (key without the user.e2b. prefix). */
+struct pd_meta_item {
+        const char *key, *val;
 };
 
 /* One ENTRY. Strings point into the entries' storage. */
@@ -266,6 +275,8 @@ struct pd_entry {
         uint32_t ftype;                 /* enum pd_file_type */
         uint32_t mode, uid, gid;
         uint64_t size, mtime_ns;
+        const struct pd_meta_item *meta;        /* n_meta items; an older agent sends none */
+        size_t n_meta;
 };
 struct pd_entries {
         struct pd_entry *v;
@@ -320,6 +331,12 @@ int pd_client_write_finish(struct pd_client *c, uint32_t id, struct pd_entries *
 /* WATCH path: *id is the watch's, which every WATCH_EVENT carries. */
 int pd_client_watch(struct pd_client *c, const struct pd_file_req *f, bool recursive, uint32_t *id,
                     struct pd_error *err);
+/* entries: each WATCH_EVENT also carries the ENTRY of what it names when
+ * the agent could stat it (pd_entries_decode(payload, len, 0, 1, ...));
+ * local: a directory on a network filesystem (NFS, SMB, FUSE) is refused
+ * (-EXDEV). */
+int pd_client_watch_entries(struct pd_client *c, const struct pd_file_req *f, bool recursive, bool entries,
+                            bool local, uint32_t *id, struct pd_error *err);
 struct pd_watch_ev {
         char name[PATH_MAX];                /* relative to the watched directory */
         uint32_t event;                 /* enum pd_watch_event */

@@ -35,6 +35,12 @@ int pd_entries_decode(const uint8_t *p, size_t len, unsigned min, unsigned max, 
                 while (pd_msg_next(&in, &b))
                         if (b.tag == PD_A_NAME || b.tag == PD_A_PATH || b.tag == PD_A_LINK)
                                 bytes += (size_t)b.len + 1;
+                        else if (b.tag == PD_A_META_VAL)
+                                bytes += (size_t)b.len + 1;
+                        else if (b.tag == PD_A_META_KEY)
+                                /* its string, its item, and room to align the entry's items */
+                                bytes += (size_t)b.len + 1 + sizeof(struct pd_meta_item) +
+                                         alignof(struct pd_meta_item);
         }
         size_t size = n * sizeof(struct pd_entry) + bytes + alignof(struct pd_entry);
         if (!(out->mem = malloc(size)))
@@ -47,6 +53,14 @@ int pd_entries_decode(const uint8_t *p, size_t len, unsigned min, unsigned max, 
                         continue;
                 struct pd_entry *e = &out->v[out->n++];
                 *e = (struct pd_entry){ .name = "", .path = "", .ftype = PD_FT_OTHER };
+                /* metadata pairs: counted, then carved as one array */
+                size_t nk = 0;
+                pd_msg_iter_init(&in, a.data, a.len);
+                while (pd_msg_next(&in, &b))
+                        nk += b.tag == PD_A_META_KEY;
+                struct pd_meta_item *mi = nk ? pd_carve_take(&cv, nk * sizeof *mi, alignof(struct pd_meta_item))
+                                             : NULL;
+                e->meta = mi;
                 pd_msg_iter_init(&in, a.data, a.len);
                 while (pd_msg_next(&in, &b)) {
                         switch (b.tag) {
@@ -59,6 +73,15 @@ int pd_entries_decode(const uint8_t *p, size_t len, unsigned min, unsigned max, 
                         case PD_A_UID: pd_attr_u32(&b, &e->uid); break;
                         case PD_A_GID: pd_attr_u32(&b, &e->gid); break;
                         case PD_A_MTIME_NS: pd_attr_u64(&b, &e->mtime_ns); break;
+                        case PD_A_META_KEY:
+                                if (mi && e->n_meta < nk)
+                                        mi[e->n_meta] = (struct pd_meta_item){ pd_carve_str(&cv, &b), NULL };
+                                break;
+                        case PD_A_META_VAL:
+                                /* a value completes the key before it */
+                                if (mi && e->n_meta < nk && mi[e->n_meta].key && !mi[e->n_meta].val)
+                                        mi[e->n_meta++].val = pd_carve_str(&cv, &b);
+                                break;
                         }
                 }
         }
@@ -184,6 +207,10 @@ int pd_client_write_open(struct pd_client *c, const struct pd_file_req *f, int m
         file_msg(&m, f);
         if (mode >= 0)
                 pd_msg_put_u32(&m, PD_A_MODE, (uint32_t)mode);
+        for (size_t i = 0; i < f->n_meta; i++) {
+                pd_msg_put_str(&m, PD_A_META_KEY, f->meta[2 * i]);
+                pd_msg_put_str(&m, PD_A_META_VAL, f->meta[2 * i + 1]);
+        }
         /* no REPLY until the last DATA: only an ERROR can come early */
         int r = m.failed ? -EMSGSIZE : pd_client_send(c, PD_T_FILE_WRITE, &m, id);
         pd_msg_free(&m);
@@ -242,10 +269,20 @@ int pd_client_write_finish(struct pd_client *c, uint32_t id, struct pd_entries *
 int pd_client_watch(struct pd_client *c, const struct pd_file_req *f, bool recursive, uint32_t *id,
                     struct pd_error *err)
 {
+        return pd_client_watch_entries(c, f, recursive, false, false, id, err);
+}
+
+int pd_client_watch_entries(struct pd_client *c, const struct pd_file_req *f, bool recursive, bool entries,
+                            bool local, uint32_t *id, struct pd_error *err)
+{
         struct pd_msg m;
         file_msg(&m, f);
         if (recursive)
                 pd_msg_put_u32(&m, PD_A_RECURSIVE, 1);
+        if (entries)
+                pd_msg_put_u32(&m, PD_A_WATCH_ENTRY, 1);
+        if (local)
+                pd_msg_put_u32(&m, PD_A_WATCH_LOCAL, 1);
         int r = m.failed ? -EMSGSIZE : pd_client_send(c, PD_T_WATCH, &m, id);
         pd_msg_free(&m);
         if (r < 0)

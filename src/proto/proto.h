@@ -56,8 +56,8 @@ enum pd_frame_type {
         PD_T_FILE_MOVE = 23,    /* {PATH PATH2 UID GID} -> REPLY {ENTRY} */
         PD_T_FILE_REMOVE = 24,  /* {PATH UID GID} -> REPLY */
         PD_T_FILE_READ = 25,    /* {PATH UID GID OFFSET? LENGTH? DESCRIBE?} -> [FILE_OPENED] DATA* then REPLY {SIZE} */
-        PD_T_FILE_WRITE = 26,   /* {PATH UID GID MODE? APPEND?} then DATA* (last has PD_F_END) -> REPLY {ENTRY} */
-        PD_T_WATCH = 27,        /* {PATH RECURSIVE?} -> REPLY; then WATCH_EVENT with this id until UNWATCH */
+        PD_T_FILE_WRITE = 26,   /* {PATH UID GID MODE? APPEND? {META_KEY META_VAL}*} then DATA* (last has PD_F_END) -> REPLY {ENTRY} */
+        PD_T_WATCH = 27,        /* {PATH RECURSIVE? WATCH_ENTRY? WATCH_LOCAL?} -> REPLY; then WATCH_EVENT with this id until UNWATCH */
         PD_T_UNWATCH = 28,      /* id field of the frame = watch id -> REPLY */
         PD_T_TUNNEL_OPEN = 30,  /* {PORT} -> REPLY; then DATA both ways with this id */
         PD_T_TUNNEL_CLOSE = 31, /* id = tunnel id, either direction; no reply */
@@ -69,7 +69,7 @@ enum pd_frame_type {
         PD_T_OUTPUT = 50,       /* id = pid, aux = stream; payload = u64 offset BE + raw bytes */
         PD_T_GAP = 51,          /* id = pid, aux = stream; payload = u64 from BE + u64 to BE (evicted) */
         PD_T_EXIT = 52,         /* id = pid; attrs {PID EXIT_CODE? SIGNO? REASON END_OUT END_ERR} */
-        PD_T_WATCH_EVENT = 53,  /* id = watch id; attrs {NAME EVENT} */
+        PD_T_WATCH_EVENT = 53,  /* id = watch id; attrs {NAME EVENT ENTRY?} */
         PD_T_FILE_OPENED = 54,  /* id = a FILE_READ with DESCRIBE=1; attrs {SIZE?}: sent once, before its
                                  * DATA; SIZE = bytes to come, absent when the file's length is not
                                  * known (procfs, sysfs...: read to its end) */
@@ -125,7 +125,7 @@ enum pd_attr_tag {
         PD_A_LENGTH = 45,       /* u64 */
         PD_A_SIZE = 46,         /* u64 */
         PD_A_APPEND = 47,       /* u32 bool */
-        PD_A_ENTRY = 48,        /* nested: NAME PATH FTYPE SIZE MODE UID GID MTIME_NS LINK? */
+        PD_A_ENTRY = 48,        /* nested: NAME PATH FTYPE SIZE MODE UID GID MTIME_NS LINK? {META_KEY META_VAL}* */
         PD_A_NAME = 49,         /* string */
         PD_A_FTYPE = 50,        /* u32: 1 file, 2 dir, 3 symlink, 4 other */
         PD_A_MTIME_NS = 51,     /* u64 */
@@ -136,6 +136,13 @@ enum pd_attr_tag {
         PD_A_TIME_NS = 56,      /* u64 */
         PD_A_EXEC_ERRNO = 57,   /* u32: errno of a failed execve (ENOENT -> 127, EACCES -> 126) */
         PD_A_DESCRIBE = 58,     /* u32 bool: FILE_READ answers FILE_OPENED first */
+        /* File metadata (E2B's user.e2b.* xattrs, agent/xattr.c): in an
+         * ENTRY, one META_KEY then its META_VAL per item (the key without
+         * the prefix); in FILE_WRITE, the metadata the new file gets. */
+        PD_A_META_KEY = 70,     /* string, repeated, paired with the next META_VAL */
+        PD_A_META_VAL = 71,     /* string, repeated */
+        PD_A_WATCH_ENTRY = 72,  /* u32 bool: WATCH: each WATCH_EVENT carries the ENTRY when it can */
+        PD_A_WATCH_LOCAL = 73,  /* u32 bool: WATCH refuses a directory on a network filesystem */
 };
 
 enum pd_file_type { PD_FT_FILE = 1, PD_FT_DIR = 2, PD_FT_SYMLINK = 3, PD_FT_OTHER = 4 };

@@ -50,6 +50,7 @@
 #include "tiers/snapshot.h"
 #include "jail/supervisor_launch.h"
 #include "lib/template.h"
+#include "net/policy.h"
 #include "lib/trace.h"
 #include "jail/userns.h"
 #include "lib/util.h"
@@ -732,14 +733,97 @@ static int container_pause(struct pd_sandbox *sb, struct pd_error *err)
         return pd_host_freeze(sb, true, err);
 }
 
+static int teardown(struct pd_sandbox *sb, bool unuse, struct pd_error *err);
+
+/* Filesystem-only pause (E2B's keepMemory: false): the writable layer is
+ * saved as an unlisted snapshot on the state dir's disk (as a fork's),
+ * then everything else goes as on delete: processes, cgroups, uid range,
+ * network slot, and the tmpfs layer with the memory it held. Resume
+ * creates the sandbox again, same id, on that snapshot: a fresh boot with
+ * its files. The snapshot names this sandbox as its user meanwhile, so
+ * nothing removes it; it goes with the sandbox's delete. */
+static int container_pause_files(struct pd_sandbox *sb, struct pd_error *err)
+{
+        struct pd_host_data *h = pd_host(sb);
+        char name[65];
+        pd_snapshot_fork_name(sb->id, name);
+        int r = pd_container_snapshot(sb, name, err);
+        struct pd_spec spec = sb->spec;
+        spec.template_name = name;
+        spec.template_dir = NULL;
+        struct pd_template t;
+        if (r == 0 && (r = pd_template_resolve(sb->state, &spec, &t, err)) == 0 &&
+            (r = pd_snapshot_use(sb->state, &t, sb->id, err)) < 0)
+                pd_snapshot_release(sb->state, name, NULL);
+        if (r < 0)
+                return pd_error_prefix(err, "pause keeping the filesystem only");
+        /* the policy in force (updates included) for the new boot */
+        free(h->files_netpol);
+        h->files_netpol = NULL;
+        struct pd_net_info ni = { 0 };
+        struct pd_error ne = { 0 };
+        if (sb->spec.net != PD_NET_NONE && pd_host_net_info(sb, &ni, &ne) == 0 && ni.policy_json)
+                h->files_netpol = strdup(ni.policy_json);
+        pd_net_info_clear(&ni);
+        if (sb->spec.net != PD_NET_NONE && !h->files_netpol) {
+                pd_snapshot_release(sb->state, name, NULL);
+                return pd_error_setx(err, EIO, "pause keeping the filesystem only: cannot read the network "
+                                               "policy in force (%s)", ne.msg);
+        }
+        sb->paused = true;              /* before the agent ends: the server's watcher checks it */
+        snprintf(h->files_snapshot, sizeof h->files_snapshot, "%s", name);
+        h->files_paused = true;
+        /* the old layers stay: the snapshot stacks on them */
+        struct pd_error e2 = { 0 };
+        if (teardown(sb, true, &e2) < 0)
+                pd_trace("pause files: teardown incomplete (gc finishes it)");
+        snprintf(sb->template_buf, sizeof sb->template_buf, "%s", name);
+        sb->agent_start = 0;
+        return 0;
+}
+
 static int container_resume(struct pd_sandbox *sb, struct pd_error *err)
 {
-        return pd_host_freeze(sb, false, err);
+        struct pd_host_data *h = pd_host(sb);
+        if (!h->files_paused)
+                return pd_host_freeze(sb, false, err);
+        sb->spec.template_name = h->files_snapshot;
+        sb->spec.template_dir = NULL;
+        struct pd_netpol np = { 0 };
+        int r = 0;
+        if (h->files_netpol) {
+                if ((r = pd_netpol_from_json_str(h->files_netpol, strlen(h->files_netpol), &np, err)) < 0)
+                        return pd_error_prefix(err, "resume: the saved network policy");
+                sb->spec.netpol = &np;
+        }
+        r = create_tier(sb, sb->ops == &pd_tier_supervised, err);
+        sb->spec.netpol = NULL;
+        pd_netpol_free(&np);
+        if (r < 0) {
+                /* still paused, its files kept in the snapshot: a later
+                 * resume may try again */
+                struct pd_error e2 = { 0 };
+                (void)teardown(sb, false, &e2);
+                return pd_error_prefix(err, "resume (a fresh boot on the saved filesystem)");
+        }
+        h->files_paused = false;
+        free(h->files_netpol);
+        h->files_netpol = NULL;
+        return 0;
 }
 
 /* Killing the agent (PID 1) makes the kernel kill the whole pid namespace,
  * and the agent's exit is reported only once every member is gone. */
 static int container_destroy(struct pd_sandbox *sb, struct pd_error *err)
+{
+        free(pd_host(sb)->files_netpol);
+        pd_host(sb)->files_netpol = NULL;
+        return teardown(sb, true, err);
+}
+
+/* unuse: the sandbox stops using its template's snapshots (not while a
+ * filesystem-only pause keeps its files in one). */
+static int teardown(struct pd_sandbox *sb, bool unuse, struct pd_error *err)
 {
         pd_host_kill_agent(sb);
         pd_supervisor_stop(sb);
@@ -747,7 +831,8 @@ static int container_destroy(struct pd_sandbox *sb, struct pd_error *err)
         char stage[PATH_MAX];
         snprintf(stage, sizeof stage, "%s/mnt", sb->dir);
         (void)umount2(stage, MNT_DETACH);
-        pd_snapshot_unuse(sb->state, sb->template_buf, sb->id);
+        if (unuse)
+                pd_snapshot_unuse(sb->state, sb->template_buf, sb->id);
         pd_trace("destroy: agent killed, pid namespace gone");
         /* veth goes with the netns; its rules, slot and netd entry here */
         struct pd_error nerr;
@@ -796,6 +881,7 @@ const struct pd_tier_ops pd_tier_container = {
         .create = container_create,
         .connect = pd_host_connect,
         .pause = container_pause,
+        .pause_files = container_pause_files,
         .resume = container_resume,
         .snapshot = pd_container_snapshot,
         .destroy = container_destroy,
@@ -820,6 +906,7 @@ const struct pd_tier_ops pd_tier_supervised = {
         .create = supervised_create,
         .connect = pd_host_connect,
         .pause = container_pause,
+        .pause_files = container_pause_files,
         .resume = container_resume,
         .snapshot = pd_container_snapshot,
         .destroy = container_destroy,

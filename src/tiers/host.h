@@ -17,6 +17,9 @@ struct pd_host_data {
         struct pd_cgroup cg;
         bool have_cgroup;
         void *priv;             /* the tier's own, freed by its destroy (process: struct proc_data) */
+        bool files_paused;      /* container: paused keeping the filesystem only (container.c) */
+        char files_snapshot[65];        /* ... in this unlisted snapshot, which resume starts on */
+        char *files_netpol;             /* ... and the network policy in force then (JSON, malloc'd) */
 };
 
 static inline struct pd_host_data *pd_host(const struct pd_sandbox *sb)

@@ -275,6 +275,62 @@ static void test_entries(void)
         pd_msg_free(&m);
 }
 
+/* Metadata pairs (META_KEY then META_VAL) in entries, as a hostile agent
+ * may send them: out of order, unpaired, too long. */
+static void test_entries_meta(void)
+{
+        struct pd_msg m;
+        struct pd_entries es;
+        struct pd_error err = { 0 };
+        pd_msg_init(&m);
+        size_t mark = pd_msg_nest_begin(&m, PD_A_ENTRY);
+        pd_msg_put_str(&m, PD_A_NAME, "x");
+        pd_msg_put_str(&m, PD_A_PATH, "/x");
+        pd_msg_put_u32(&m, PD_A_FTYPE, PD_FT_FILE);
+        pd_msg_put_u64(&m, PD_A_SIZE, 1);
+        pd_msg_put_u32(&m, PD_A_MODE, 0644);
+        pd_msg_put_u32(&m, PD_A_UID, 0);
+        pd_msg_put_u32(&m, PD_A_GID, 0);
+        pd_msg_put_u64(&m, PD_A_MTIME_NS, 1);
+        pd_msg_put_str(&m, PD_A_META_VAL, "orphan value");      /* no key before it: dropped */
+        pd_msg_put_str(&m, PD_A_META_KEY, "author");
+        pd_msg_put_str(&m, PD_A_META_VAL, "mish");
+        pd_msg_put_str(&m, PD_A_META_KEY, "lost");              /* replaced by the next key */
+        pd_msg_put_str(&m, PD_A_META_KEY, "tag");
+        pd_msg_put_str(&m, PD_A_META_VAL, "t");
+        pd_msg_put_str(&m, PD_A_META_VAL, "second value");      /* no key: dropped */
+        pd_msg_put_str(&m, PD_A_META_KEY, "dangling");          /* no value: dropped */
+        pd_msg_nest_end(&m, mark);
+        ok(pd_entries_decode(m.buf, m.len, 1, 1, &es, &err) == 0 && es.n == 1, "an entry with metadata decodes");
+        ok(es.n == 1 && es.v[0].n_meta == 2 && !strcmp(es.v[0].meta[0].key, "author") &&
+                   !strcmp(es.v[0].meta[0].val, "mish") && !strcmp(es.v[0].meta[1].key, "tag") &&
+                   !strcmp(es.v[0].meta[1].val, "t"),
+           "only whole pairs are kept, in order");
+        pd_entries_free(&es);
+        pd_msg_free(&m);
+
+        char big[4098];
+        memset(big, 'v', sizeof big - 1);
+        big[sizeof big - 1] = '\0';
+        pd_msg_init(&m);
+        mark = pd_msg_nest_begin(&m, PD_A_ENTRY);
+        pd_msg_put_str(&m, PD_A_NAME, "x");
+        pd_msg_put_str(&m, PD_A_PATH, "/x");
+        pd_msg_put_u32(&m, PD_A_FTYPE, PD_FT_FILE);
+        pd_msg_put_u64(&m, PD_A_SIZE, 1);
+        pd_msg_put_u32(&m, PD_A_MODE, 0644);
+        pd_msg_put_u32(&m, PD_A_UID, 0);
+        pd_msg_put_u32(&m, PD_A_GID, 0);
+        pd_msg_put_u64(&m, PD_A_MTIME_NS, 1);
+        pd_msg_put_str(&m, PD_A_META_KEY, "k");
+        pd_msg_put_str(&m, PD_A_META_VAL, big);
+        pd_msg_nest_end(&m, mark);
+        ok(pd_entries_decode(m.buf, m.len, 1, 1, &es, &err) == -EPROTO && strstr(err.msg, "META_VAL of 4097"),
+           "a metadata value over 4096 bytes");
+        pd_entries_free(&es);
+        pd_msg_free(&m);
+}
+
 static void test_watch(void)
 {
         struct pd_msg m;
@@ -310,6 +366,7 @@ int main(void)
         test_procs();
         test_procs_decode();
         test_entries();
+        test_entries_meta();
         test_watch();
         return tap_done();
 }

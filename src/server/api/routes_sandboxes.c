@@ -484,8 +484,9 @@ static enum MHD_Result set_timeout(struct pd_req *r, const char *chunk, size_t *
         return pd_reply_json(r, 200, o);
 }
 
-/* pause's optional body {"mode": "memory"|"disk"}; without it the tier
- * chooses (to disk where it can). 0, or -1 with why set. */
+/* pause's optional body {"mode": "memory"|"disk"|"files"}; without it the
+ * tier chooses (to disk where it can). "files": the filesystem only, resume
+ * is a fresh boot. 0, or -1 with why set. */
 static int pause_mode_of(struct pd_req *r, enum pd_pause_mode *mode, char *why, size_t whysz)
 {
         *mode = PD_PAUSE_DEFAULT;
@@ -497,7 +498,7 @@ static int pause_mode_of(struct pd_req *r, enum pd_pause_mode *mode, char *why, 
         json_t *v;
         int ret = 0;
         if (!json_is_object(body)) {
-                snprintf(why, whysz, "the body must be a JSON object {\"mode\": \"memory\"|\"disk\"}");
+                snprintf(why, whysz, "the body must be a JSON object {\"mode\": \"memory\"|\"disk\"|\"files\"}");
                 ret = -1;
         } else {
                 json_object_foreach(body, k, v) {
@@ -510,8 +511,10 @@ static int pause_mode_of(struct pd_req *r, enum pd_pause_mode *mode, char *why, 
                                 *mode = PD_PAUSE_MEMORY;
                         } else if (json_is_string(v) && !strcmp(json_string_value(v), "disk")) {
                                 *mode = PD_PAUSE_DISK;
+                        } else if (json_is_string(v) && !strcmp(json_string_value(v), "files")) {
+                                *mode = PD_PAUSE_FILES;
                         } else {
-                                snprintf(why, whysz, "'mode' must be \"memory\" or \"disk\"");
+                                snprintf(why, whysz, "'mode' must be \"memory\", \"disk\" or \"files\"");
                                 ret = -1;
                         }
                 }

@@ -66,10 +66,13 @@ json_t *pd_api_sandbox_json(struct pd_server *srv, struct pd_srv_sandbox *s)
                 json_object_set_new(o, "auto_pause", json_boolean(i.auto_pause));
                 /* What pausing does on this tier (the freezer keeps memory). */
                 json_object_set_new(o, "pause_mode", json_string(i.tier_pauses_to_disk ? "disk" : "memory"));
-                /* how this pause was done: "disk" = its memory was released */
+                /* how this pause was done: "disk" = its memory was released,
+                 * "files" = only its filesystem kept (resume boots afresh) */
                 if (paused)
                         json_object_set_new(o, "paused_to",
-                                            json_string(i.state == PD_SB_PAUSED_DISK ? "disk" : "memory"));
+                                            json_string(i.paused_files                 ? "files"
+                                                        : i.state == PD_SB_PAUSED_DISK ? "disk"
+                                                                                       : "memory"));
                 /* a guest's CPU: emulated (tcg) or hardware virtualization (kvm) */
                 if (i.accel[0])
                         json_object_set_new(o, "accel", json_string(i.accel));

@@ -84,6 +84,7 @@ static struct entry *entry_from_row(const struct pd_store_row *row)
         if ((v = json_integer_value(json_object_get(sp, "millicpus"))) > 0)
                 e->spec.millicpus = (uint32_t)v;
         e->auto_pause = json_is_true(json_object_get(sp, "auto_pause"));
+        e->auto_pause_files = json_is_true(json_object_get(sp, "auto_pause_files"));
         e->auto_resume = json_is_true(json_object_get(sp, "auto_resume"));
         e->s.ports_public = json_is_true(json_object_get(sp, "ports_public"));
         /* the state its record names; adoption then checks it */

@@ -24,11 +24,12 @@
 static json_t *spec_json(const struct entry *e, enum pd_sb_state state)
 {
         const struct pd_spec *sp = &e->spec;
-        return json_pack("{s:I, s:I, s:I, s:I, s:b, s:b, s:b, s:b}", "memory_bytes", (json_int_t)sp->memory_bytes,
+        return json_pack("{s:I, s:I, s:I, s:I, s:b, s:b, s:b, s:b, s:b}", "memory_bytes", (json_int_t)sp->memory_bytes,
                          "disk_bytes", (json_int_t)sp->disk_bytes, "pids", (json_int_t)sp->pids, "millicpus",
                          (json_int_t)sp->millicpus, "auto_pause", e->auto_pause, "paused_disk",
                          state == PD_SB_PAUSED_DISK, "auto_resume", e->auto_resume, "ports_public",
-                         (int)__atomic_load_n(&e->s.ports_public, __ATOMIC_RELAXED));
+                         (int)__atomic_load_n(&e->s.ports_public, __ATOMIC_RELAXED), "auto_pause_files",
+                         e->auto_pause_files);
 }
 
 /* The row of e in state (the state it is going to). s->lock held (or s
@@ -254,6 +255,7 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
         e->s.created_ms = pd_wall_ms();
         e->s.timeout_s = req->timeout_s;
         e->auto_pause = req->auto_pause;
+        e->auto_pause_files = req->auto_pause_files;
         e->auto_resume = req->auto_resume;
         e->s.ports_public = req->ports_public;
         e->s.deadline_boot_ms = pd_boot_ms() + (uint64_t)req->timeout_s * 1000u;
@@ -470,6 +472,7 @@ void pd_manager_sandbox_info(struct pd_server *srv, struct pd_srv_sandbox *s, st
         out->auto_pause = e->auto_pause;
         out->auto_resume = e->auto_resume;
         out->tier_pauses_to_disk = s->sb && (s->sb->ops->caps & PD_TIER_PAUSE_DISK);
+        out->paused_files = s->sb && s->sb->paused_files && pd_sb_is_paused(s->state);
         if (s->sb) {
                 struct pd_tier_info ti;
                 pd_sandbox_describe(s->sb, &ti);
@@ -540,6 +543,7 @@ void pd_manager_create_params(struct pd_server *srv, struct pd_srv_sandbox *s, s
         out->metadata = json_incref(s->metadata);
         out->timeout_s = s->timeout_s;
         out->auto_pause = e->auto_pause;
+        out->auto_pause_files = e->auto_pause_files;
         out->auto_resume = e->auto_resume;
         out->ports_public = __atomic_load_n(&s->ports_public, __ATOMIC_RELAXED);
 }

@@ -27,6 +27,7 @@ struct pd_create_req {
         json_t *env, *metadata;         /* borrowed */
         uint32_t timeout_s;
         bool auto_pause;                /* pause at the deadline instead of deleting */
+        bool auto_pause_files;          /* ... keeping the filesystem only (PD_PAUSE_FILES) */
         bool auto_resume;               /* paused: a request to one of its ports resumes it */
         bool ports_public;              /* its ports answer without a port token */
         json_t *network;                /* borrowed: policy JSON (src/net/policy.h); NULL = none */
@@ -61,6 +62,7 @@ struct pd_sandbox_info {
         bool auto_pause;
         bool auto_resume;
         bool tier_pauses_to_disk;       /* what a pause does on its tier */
+        bool paused_files;              /* paused keeping the filesystem only */
         char accel[8];                  /* the tier's CPU ("kvm", "tcg"), "" if not a guest */
         json_t *env, *metadata, *notes;
 };

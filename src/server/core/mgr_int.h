@@ -31,6 +31,7 @@ struct entry {
         char isolation[16];
         uint64_t paused_remaining_ms;   /* frozen TTL while paused */
         bool auto_pause;                /* pause at the deadline instead of deleting */
+        bool auto_pause_files;          /* ... keeping the filesystem only (PD_PAUSE_FILES) */
         bool auto_resume;               /* resumed by traffic to its ports */
         json_t *notes;                  /* array of strings */
 };

@@ -28,7 +28,8 @@ static int auto_pause(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd
         }
         bool disk = false;
         int r = pd_sb_next(s->id, s->state, PD_EV_AUTO_PAUSE, err);
-        if (r >= 0 && (r = pd_sandbox_pause_mode(s->sb, PD_PAUSE_DEFAULT, &disk, err)) == 0) {
+        if (r >= 0 && (r = pd_sandbox_pause_mode(s->sb, e->auto_pause_files ? PD_PAUSE_FILES : PD_PAUSE_DEFAULT, &disk,
+                                                 err)) == 0) {
                 e->paused_remaining_ms = (uint64_t)s->timeout_s * 1000u;
                 pd_mgr_set_deadline(srv, e, 0);
                 r = pd_mgr_transition(srv, e, disk ? PD_EV_AUTO_PAUSE_DISK : PD_EV_AUTO_PAUSE, NULL, err);

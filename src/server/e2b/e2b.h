@@ -31,7 +31,7 @@ extern const struct pd_route_matcher pd_e2b_envd_matcher;
  * PD_ROUTE_STREAM_BODY route; also behind GET/POST /files. */
 enum MHD_Result pd_e2b_envd_handle(struct pd_req *r, const char *chunk, size_t *chunk_len);
 
-#define PD_E2B_ENVD_VERSION "0.6.1"
+#define PD_E2B_ENVD_VERSION "0.6.4"
 #define PD_E2B_ENVD_PORT 49983
 #define PD_E2B_CI_PORT 49999
 #define PD_E2B_TOKEN_LEN PD_TOKEN_LEN

@@ -247,10 +247,19 @@ static enum MHD_Result route_create(struct pd_req *r, const char *chunk, size_t 
                         return pd_e2b_reply_error(r, 400, "autoPause must be true or false");
                 cr.auto_pause = json_is_true(v);
         }
+        /* autoPauseMemory: false: that pause keeps the filesystem only */
+        if ((v = json_object_get(body, "autoPauseMemory")) && !json_is_null(v)) {
+                if (!json_is_boolean(v))
+                        return pd_e2b_reply_error(r, 400, "autoPauseMemory must be true or false");
+                cr.auto_pause_files = cr.auto_pause && json_is_false(v);
+        }
         /* network.allowPublicTraffic and autoResume (e2b_ports.c) */
         char pwhy[256];
         if (pd_e2b_ports_opts(body, &cr, pwhy, sizeof pwhy) < 0)
                 return pd_e2b_reply_error(r, 400, "%s", pwhy);
+        if (cr.auto_resume && cr.auto_pause_files)
+                return pd_e2b_reply_error(r, 400, "autoResume cannot be combined with autoPauseMemory: false (a "
+                                                  "filesystem-only pause is resumed by connect only)");
         /* allow_internet_access and network: paddock's policy (e2b_network.c);
          * secure, mcp...: accepted. */
         char why[256];
@@ -403,12 +412,20 @@ static enum MHD_Result route_delete(struct pd_req *r, const char *chunk, size_t 
 
 static enum MHD_Result route_pause(struct pd_req *r, const char *chunk, size_t *chunk_len)
 {
+        /* {memory: false} (the SDK's keepMemory: false): the filesystem
+         * only; resume is a fresh boot of it */
+        json_error_t je;
+        _pd_cleanup_json_ json_t *body = r->body_len ? json_loadb(r->body, r->body_len, 0, &je) : json_object();
+        json_t *mem = json_object_get(body, "memory");
+        if (!json_is_object(body) || (mem && !json_is_null(mem) && !json_is_boolean(mem)))
+                return pd_e2b_reply_error(r, 400, "the body must be a JSON object {memory: true|false}");
+        enum pd_pause_mode mode = json_is_false(mem) ? PD_PAUSE_FILES : PD_PAUSE_DEFAULT;
         enum MHD_Result ret;
         struct pd_srv_sandbox *s = get_sb(r, &ret);
         if (!s)
                 return ret;
         struct pd_error err = { 0 };
-        int rc = pd_manager_pause(r->srv, s, &err);
+        int rc = pd_manager_pause_mode(r->srv, s, mode, &err);
         pd_server_sandbox_put(r->srv, s);
         return rc < 0 ? manager_error(r, rc, &err) : pd_reply_empty(r, 204);
 }

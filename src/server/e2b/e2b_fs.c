@@ -2,6 +2,7 @@
  * MakeDir, Move, Remove, WatchDir} over the Connect protocol, and the REST
  * /files (multipart or raw upload, download), all on the agent's FILE_*
  * and WATCH requests, which resolve every path inside the sandbox. */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -17,6 +18,11 @@
 
 #define CALL_TIMEOUT_MS 30000
 #define UPLOAD_MAX_FILES 1024
+/* envd's limits on a file's metadata (spec/envd/envd.yaml, POST /files) */
+#define META_PREFIX_LEN 9               /* "user.e2b." */
+#define META_KEY_MAX 246                /* XATTR_NAME_MAX less that prefix */
+#define META_TOTAL_MAX 4096             /* keys, values and a prefix per key */
+#define META_MAX 256
 
 /* ---- entries ---- */
 
@@ -59,6 +65,17 @@ json_t *pd_e2b_entry_json(const struct pd_entry *e)
         json_object_set_new(o, "owner", json_string(uid_name(uid, ub, sizeof ub)));
         json_object_set_new(o, "group", json_string(uid_name(gid, gb, sizeof gb)));
         json_object_set_new(o, "modifiedTime", json_string(t));
+        /* user.e2b.* xattrs (envd 0.6.2); none: no field, as envd */
+        json_t *meta = e->n_meta ? json_object() : NULL;
+        for (size_t i = 0; i < e->n_meta; i++) {
+                json_t *v = json_string(e->meta[i].val);
+                if (v && json_object_set_new(meta, e->meta[i].key, v) < 0)
+                        json_decref(v);
+        }
+        if (meta && json_object_size(meta))
+                json_object_set_new(o, "metadata", meta);
+        else
+                json_decref(meta);
         return o;
 }
 
@@ -420,14 +437,27 @@ static const char *event_type(uint32_t e)
         }
 }
 
+/* One filesystem event; entry (may be NULL) is the entry info asked for
+ * with includeEntry (envd 0.6.3). */
+static void watch_send(struct pd_agent_stream *st, json_t *name, uint32_t ev, json_t *entry)
+{
+        json_t *fe = json_pack("{s:O, s:s}", "name", name, "type", event_type(ev));
+        if (fe && entry)
+                json_object_set(fe, "entry", entry);
+        if (fe)
+                pd_e2b_stream_msg(st, 0, json_pack("{s:o}", "filesystem", fe));
+}
+
 static void watch_frame(struct pd_agent_stream *st, const struct pd_frame_hdr *h, const uint8_t *p)
 {
         if (h->type != PD_T_WATCH_EVENT)
                 return;
         struct pd_error err = { 0 };
         struct pd_watch_ev we;
-        if (pd_watch_event_decode(p, h->len, &we, &err) < 0) {
+        struct pd_entries es = { 0 };
+        if (pd_watch_event_decode(p, h->len, &we, &err) < 0 || pd_entries_decode(p, h->len, 0, 1, &es, &err) < 0) {
                 /* the agent is not to be trusted any more: end the stream */
+                pd_entries_free(&es);
                 pd_e2b_stream_end_error(st, "internal", err.msg);
                 return;
         }
@@ -448,19 +478,16 @@ static void watch_frame(struct pd_agent_stream *st, const struct pd_frame_hdr *h
                 ev = PD_WE_CREATE;
         } else if (ev == PD_WE_RENAME) {
                 st->kind = temp ? 2 : 1;
-                if (temp)
-                        return;
         }
-        if (temp)
-                return;
-        json_t *n = json_string(name);
+        json_t *n = temp ? NULL : json_string(name);
+        json_t *entry = n && es.n ? pd_e2b_entry_json(&es.v[0]) : NULL;
+        pd_entries_free(&es);
         if (!n)
                 return;
-        pd_e2b_stream_msg(st, 0,
-                          json_pack("{s:{s:O, s:s}}", "filesystem", "name", n, "type", event_type(ev)));
+        watch_send(st, n, ev, entry);
         if (pending == 2 && ev == PD_WE_CREATE)
-                pd_e2b_stream_msg(st, 0, json_pack("{s:{s:O, s:s}}", "filesystem", "name", n, "type",
-                                                   event_type(PD_WE_WRITE)));
+                watch_send(st, n, PD_WE_WRITE, entry);
+        json_decref(entry);
         json_decref(n);
 }
 
@@ -494,7 +521,9 @@ enum MHD_Result pd_e2b_fs_watch(struct pd_req *r, struct pd_e2b_call *c, json_t 
         pd_entries_free(&es);
         uint32_t id;
         if (k >= 0)
-                k = pd_client_watch(&st->cl, &f, json_is_true(json_object_get(body, "recursive")), &id, &err);
+                k = pd_client_watch_entries(&st->cl, &f, json_is_true(json_object_get(body, "recursive")),
+                                            json_is_true(json_object_get(body, "includeEntry")),
+                                            !json_is_true(json_object_get(body, "allowNetworkMounts")), &id, &err);
         if (k < 0) {
                 enum MHD_Result ret = pd_e2b_stream_error_reply(r, pd_e2b_connect_code(k), "%s", err.msg);
                 pd_agent_stream_free(st);
@@ -530,6 +559,14 @@ struct upload {
         char msg[256];
         struct pd_e2b_call *c;
         struct pd_req *r;
+        /* X-Metadata-* headers: what every file of the upload gets */
+        struct up_meta {
+                const char *kv[2 * META_MAX];   /* key (lowercased, in keys), value (MHD's) */
+                char keys[META_MAX][META_KEY_MAX + 1];
+                size_t n, bytes;
+                bool bad;
+                char why[160];
+        } meta;
 };
 
 static void up_fail(struct upload *u, int k, const char *msg)
@@ -561,13 +598,16 @@ static void up_end_file(struct upload *u)
                 return;
         }
         json_t *e = take_entry(&es);
-        json_t *path = json_object_get(e, "path"), *name = json_object_get(e, "name");
+        json_t *path = json_object_get(e, "path"), *name = json_object_get(e, "name"),
+               *meta = json_object_get(e, "metadata");
         /* a path or name that is not UTF-8 is left out of the entry */
         json_t *res = json_pack("{s:s, s:s, s:s}", "path", u->cur, "name", "", "type", "file");
         if (path)
                 json_object_set(res, "path", path);
         if (name)
                 json_object_set(res, "name", name);
+        if (meta)
+                json_object_set(res, "metadata", meta);
         json_array_append_new(u->results, res);
         json_decref(e);
         pd_audit(u->r->srv, u->c->s->id, u->c->s->key_id, "file.write",
@@ -620,7 +660,8 @@ static bool up_begin_file(struct upload *u, const char *path)
                         path = abs;
                 }
         }
-        const struct pd_file_req f = { .path = path, .uid = uid, .gid = gid };
+        const struct pd_file_req f = { .path = path, .uid = uid, .gid = gid, .meta = u->meta.kv,
+                                       .n_meta = u->meta.n };
         int k = pd_client_write_open(&u->conn, &f, -1, &u->wid);
         if (k < 0) {
                 u->wid = 0;
@@ -671,6 +712,54 @@ static enum MHD_Result post_iter(void *cls, enum MHD_ValueKind kind, const char 
         return MHD_YES;
 }
 
+static bool meta_printable(const char *p, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char)p[i] < 0x20 || (unsigned char)p[i] > 0x7e)
+                        return false;
+        return true;
+}
+
+/* One request header: an X-Metadata-<key> becomes an item (as envd:
+ * the key lowercased, the first of repeated headers wins). */
+static enum MHD_Result meta_header(void *cls, enum MHD_ValueKind kind, const char *name, const char *value)
+{
+        struct up_meta *m = cls;
+        if (m->bad || strncasecmp(name, "X-Metadata-", 11))
+                return MHD_YES;
+        const char *key = name + 11;
+        size_t kl = strlen(key), vl = value ? strlen(value) : 0;
+        if (!kl || kl > META_KEY_MAX || !meta_printable(key, kl) || strchr(key, '/')) {
+                snprintf(m->why, sizeof m->why, "invalid metadata key '%.64s' (printable ASCII, 1..%d bytes)", key,
+                         META_KEY_MAX);
+                m->bad = true;
+                return MHD_NO;
+        }
+        if (!meta_printable(value ? value : "", vl)) {
+                snprintf(m->why, sizeof m->why, "invalid metadata value for key '%.64s' (printable ASCII)", key);
+                m->bad = true;
+                return MHD_NO;
+        }
+        char low[META_KEY_MAX + 1];
+        for (size_t i = 0; i <= kl; i++)
+                low[i] = (char)tolower((unsigned char)key[i]);
+        for (size_t i = 0; i < m->n; i++)
+                if (!strcmp(m->keys[i], low))
+                        return MHD_YES;
+        m->bytes += META_PREFIX_LEN + kl + vl;
+        if (m->n == META_MAX || m->bytes > META_TOTAL_MAX) {
+                snprintf(m->why, sizeof m->why, "metadata too large (at most %d bytes: keys, values and %d per key)",
+                         META_TOTAL_MAX, META_PREFIX_LEN);
+                m->bad = true;
+                return MHD_NO;
+        }
+        memcpy(m->keys[m->n], low, kl + 1);
+        m->kv[2 * m->n] = m->keys[m->n];
+        m->kv[2 * m->n + 1] = value ? value : "";
+        m->n++;
+        return MHD_YES;
+}
+
 static bool up_open(struct pd_req *r, struct pd_e2b_call *c, struct upload *u)
 {
         u->c = c;
@@ -679,6 +768,12 @@ static bool up_open(struct pd_req *r, struct pd_e2b_call *c, struct upload *u)
         u->results = json_array();
         if (!pd_e2b_call_user(c, &u->u)) {
                 up_fail(u, -EINVAL, "unknown user");
+                return false;
+        }
+        /* metadata checked before anything is written */
+        MHD_get_connection_values(r->conn, MHD_HEADER_KIND, meta_header, &u->meta);
+        if (u->meta.bad) {
+                up_fail(u, -EINVAL, u->meta.why);
                 return false;
         }
         const char *enc = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Encoding");
