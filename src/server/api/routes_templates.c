@@ -140,7 +140,8 @@ static enum MHD_Result get_template(struct pd_req *r, const char *chunk, size_t 
         json_t *o = entry(r->srv, name, owner, NULL);
         json_t *detail = NULL;
         struct pd_error err = { 0 };
-        if (pd_template_is_image(&r->srv->state, name) && pd_image_inspect(&r->srv->state, name, &detail, &err) == 0) {
+        if ((pd_template_is_image(&r->srv->state, name) || pd_template_is_built_snapshot(&r->srv->state, name)) &&
+            pd_image_inspect(&r->srv->state, name, &detail, &err) == 0) {
                 /* what the image asks (config), its layers, size and users;
                  * not where on the host it lives */
                 const char *k;
