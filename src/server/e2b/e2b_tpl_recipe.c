@@ -117,10 +117,13 @@ int pd_e2b_image_ref(const char *in, char *out, size_t size, char *why, size_t w
         return 0;
 }
 
-/* A COPY source as the SDK sends it: a path relative to its context. */
+/* A COPY source as the SDK sends it: a path relative to its context; a
+ * glob (* ? [) only in its last component (see below). */
 static bool src_ok(const char *s)
 {
-        if (!plain(s, 1024) || s[0] == '/' || strpbrk(s, "*?[{\\"))
+        const char *last = strrchr(s, '/');
+        size_t dirlen = last ? (size_t)(last - s) : 0;
+        if (!plain(s, 1024) || s[0] == '/' || strpbrk(s, "{\\") || strcspn(s, "*?[") < dirlen)
                 return false;
         for (const char *c = s; c; c = strchr(c, '/')) {
                 if (*c == '/')
@@ -232,7 +235,8 @@ char *pd_e2b_recipe(json_t *body, json_t *hashes, char *why, size_t whysz)
                         const char *h = json_string_value(json_object_get(s, "filesHash"));
                         if (na < 2 || na > 4 || !src_ok(ARG(0)) || !plain(ARG(1), 1024)) {
                                 snprintf(why, whysz, "step %zu: COPY takes [src, dest, user?, mode?]: src a path "
-                                                     "inside the context (no '..', no glob), dest a path", i + 1);
+                                                     "inside the context (no '..'; a glob only in its last "
+                                                     "component: * ? [), dest a path", i + 1);
                                 goto bad;
                         }
                         if (*ARG(2) && !user_ok(ARG(2))) {
@@ -249,14 +253,26 @@ char *pd_e2b_recipe(json_t *body, json_t *hashes, char *why, size_t whysz)
                                                      "(GET /templates/{templateID}/files/{hash} first)", i + 1);
                                 goto bad;
                         }
-                        char src[1200];
+                        char src[1200], dest[1100];
                         const char *rel = ARG(0);
+                        snprintf(dest, sizeof dest, "%s", ARG(1));
                         while (rel[0] == '.' && rel[1] == '/')
                                 rel += 2;
-                        if (!strcmp(rel, ".") || !*rel)
+                        if (!strcmp(rel, ".") || !*rel) {
                                 snprintf(src, sizeof src, "f-%s/", h);
-                        else
+                        } else if (strpbrk(rel, "*?[")) {
+                                /* the SDK uploads exactly the files the glob
+                                 * matched (their paths in the context): the
+                                 * directory of the glob holds the matches,
+                                 * which go into dest as a directory */
+                                const char *slash = strrchr(rel, '/');
+                                snprintf(src, sizeof src, "f-%s/%.*s%s", h, slash ? (int)(slash - rel) : 0, rel,
+                                         slash ? "/" : "");
+                                if (dest[0] && dest[strlen(dest) - 1] != '/' && strlen(dest) + 1 < sizeof dest)
+                                        strcat(dest, "/");
+                        } else {
                                 snprintf(src, sizeof src, "f-%s/%s", h, rel);
+                        }
                         json_t *a = json_array();
                         if (*ARG(2)) {
                                 char ch[100];
@@ -264,7 +280,7 @@ char *pd_e2b_recipe(json_t *body, json_t *hashes, char *why, size_t whysz)
                                 json_array_append_new(a, json_string(ch));
                         }
                         json_array_append_new(a, json_string(src));
-                        json_array_append_new(a, json_string(ARG(1)));
+                        json_array_append_new(a, json_string(dest));
                         put_json_line(&o, "COPY", a);
                 } else if (!strcmp(type, "ENV")) {
                         if (na == 0 || na % 2) {
