@@ -15,6 +15,9 @@ const made = []
 before(() => {
   ctx = fs.mkdtempSync(path.join(os.tmpdir(), 'pd-e2b-base-'))
   fs.writeFileSync(path.join(ctx, 'hello.txt'), 'hello from the context\n')
+  fs.mkdirSync(path.join(ctx, 'folder'))
+  fs.writeFileSync(path.join(ctx, 'folder', 'a.txt'), 'a\n')
+  fs.writeFileSync(path.join(ctx, 'folder', 'b.txt'), 'b\n')
 })
 after(async () => {
   fs.rmSync(ctx, { recursive: true, force: true })
@@ -29,6 +32,7 @@ test('fromBaseImage + runCmd + copy + setStartCmd(waitForPort): a sandbox has it
   const t = Template({ fileContextPath: ctx })
     .fromBaseImage()
     .copy('hello.txt', '/srv/hello.txt')
+    .copy('folder/*', '/srv/folder')
     .runCmd('echo built-on-base > /opt/built.txt')
     .setEnvs({ GREETING: 'hi' })
     .setStartCmd('python3 -m http.server 8321 --bind 127.0.0.1', waitForPort(8321))
@@ -38,9 +42,9 @@ test('fromBaseImage + runCmd + copy + setStartCmd(waitForPort): a sandbox has it
   made.push(sbx)
   // no wait: the create answered once the port listened
   const r = await sbx.commands.run(
-    'cat /opt/built.txt /srv/hello.txt; echo "$GREETING"; ls /usr/bin/python3; ' +
+    'cat /opt/built.txt /srv/hello.txt /srv/folder/a.txt /srv/folder/b.txt; echo "$GREETING"; ls /usr/bin/python3; ' +
     'python3 -c "import urllib.request as u; print(u.urlopen(\'http://127.0.0.1:8321/\').status)"')
-  assert.equal(r.stdout, 'built-on-base\nhello from the context\nhi\n/usr/bin/python3\n200\n')
+  assert.equal(r.stdout, 'built-on-base\nhello from the context\na\nb\nhi\n/usr/bin/python3\n200\n')
   // the start command is one of the sandbox's processes, as the template's user
   const ps = await sbx.commands.run('ps -o user=,args= -C python3')
   assert.match(ps.stdout, /^user +python3 -m http.server 8321/m)
