@@ -26,6 +26,7 @@
 #include "image/recipe.h"
 #include "lib/sandbox.h"
 #include "tiers/snapshot.h"
+#include "image/start.h"
 #include "lib/template.h"
 #include "lib/util.h"
 

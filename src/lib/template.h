@@ -137,20 +137,3 @@ void pd_template_run_free(struct pd_template_run *r);
  * config.json, as image templates do), else 0. */
 int pd_template_is_built_snapshot(struct pd_state *st, const char *name);
 
-/* Start a template's start command in sb (as uid/gid, in cwd, with exactly
- * env, by /bin/sh -c) and run its ready command until it exits 0, backing
- * off up to 1 s between tries, for at most timeout_ms (<= 0: 60 s). A start
- * command that exits non-zero, or a ready command never ready, is an error
- * with the start command's last output (the start command is then killed).
- * *pid: the start command's (it keeps running). template_start.c */
-struct pd_template_start {
-        const char *start, *ready;
-        uint32_t uid, gid;
-        const char *cwd;
-        const char *const *env;
-        size_t n_env;
-        int timeout_ms;
-};
-struct pd_sandbox;
-int pd_template_start(struct pd_sandbox *sb, const struct pd_template_start *s, uint32_t *pid,
-                      struct pd_error *err);

@@ -34,7 +34,7 @@ int pd_template_run_defaults(struct pd_state *st, const char *name, struct pd_te
         if (!name || pd_template_name_check(name) < 0)
                 return 0;
         /* the nearest config.json down the stack: a snapshot a recipe
-         * built (build_live.c) has one, an image template has one */
+         * built (image/build_live.c) has one, an image template has one */
         char cur[65], path[PATH_MAX];
         snprintf(cur, sizeof cur, "%s", name);
         for (unsigned depth = 0; depth <= PD_MAX_STACK && pd_snapshot_is(st, cur) &&

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "image/start.h"
 #include "lib/template.h"
 #include "server/core/log.h"
 #include "server/core/server.h"

@@ -1,4 +1,4 @@
-/* A template's start command (template.h, docs/templates.md "Start and
+/* A template's start command (start.h, docs/templates.md "Start and
  * ready commands"): started in the background in a new sandbox, then its
  * ready command is run until it exits 0.
  *
@@ -11,6 +11,8 @@
  * whole output stays queued for this connection: the tail of a failure is
  * read after the fact) and the ready command's. Closing the first leaves the
  * process running (the agent keeps processes across connections). */
+#include "image/start.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
