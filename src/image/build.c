@@ -390,6 +390,15 @@ static void build_tpl_name(struct build *b, char out[65])
         snprintf(out, 65, "paddock-build-%d-%u", (int)getpid(), b->step);
 }
 
+/* A RUN's user that the image lacks, in the words of E2B's envd (its SDK's
+ * tests look for them; they say what went wrong as well as ours would). */
+static int no_such_user(char **argv, const char *user, struct pd_error *err)
+{
+        const char *cmd = argv[0] && argv[1] && !strcmp(argv[1], "-c") && argv[2] ? argv[2] : argv[0];
+        return pd_error_setx(err, ENOENT, "failed to run command '%.200s': command failed: unauthenticated: invalid "
+                             "username: '%.64s' (USER: no such user in the image's /etc/passwd)", cmd, user);
+}
+
 /* RUN: a sandbox of the image so far; its writable layer becomes a layer. */
 static int run_step(struct build *b, char **argv, struct pd_error *err)
 {
@@ -407,7 +416,7 @@ static int run_step(struct build *b, char **argv, struct pd_error *err)
                 _pd_cleanup_free_ char *gr = tf ? pd_image_read_file(b->st, tf, b->n, "etc/group") : NULL;
                 json_t *u = NULL;
                 if (pd_image_resolve_user(user, pw, gr, &u, err) < 0)
-                        return pd_error_prefix(err, "USER");
+                        return err->code == ENOENT ? no_such_user(argv, user, err) : pd_error_prefix(err, "USER");
                 uid = (uint32_t)json_integer_value(json_object_get(u, "uid"));
                 gid = (uint32_t)json_integer_value(json_object_get(u, "gid"));
                 snprintf(home, sizeof home, "%s", json_string_value(json_object_get(u, "home")));
@@ -473,7 +482,8 @@ out:
 }
 
 /* The user a live step runs as: the recipe's USER, else root. */
-static int live_user(struct build *b, uint32_t *uid, uint32_t *gid, char *home, size_t size, struct pd_error *err)
+static int live_user(struct build *b, char **argv, uint32_t *uid, uint32_t *gid, char *home, size_t size,
+                     struct pd_error *err)
 {
         const char *user = json_string_value(json_object_get(b->config, "User"));
         *uid = *gid = 0;
@@ -482,7 +492,7 @@ static int live_user(struct build *b, uint32_t *uid, uint32_t *gid, char *home, 
                 return 0;
         json_t *u = NULL;
         if (pd_live_user(&b->lv, user, &u, err) < 0)
-                return pd_error_prefix(err, "USER");
+                return err->code == ENOENT ? no_such_user(argv, user, err) : pd_error_prefix(err, "USER");
         *uid = (uint32_t)json_integer_value(json_object_get(u, "uid"));
         *gid = (uint32_t)json_integer_value(json_object_get(u, "gid"));
         snprintf(home, size, "%s", json_string_value(json_object_get(u, "home")) ?: "/");
@@ -497,7 +507,7 @@ static int run_live(struct build *b, char **argv, struct pd_error *err)
         char home[PATH_MAX];
         int code = -1;
         int r = pd_live_sandbox(&b->lv, err);
-        if (r < 0 || (r = live_user(b, &uid, &gid, home, sizeof home, err)) < 0)
+        if (r < 0 || (r = live_user(b, argv, &uid, &gid, home, sizeof home, err)) < 0)
                 return r;
         b->tail[0] = '\0';
         if ((r = run_in(b, b->lv.sb, argv, uid, gid, home, &code, err)) < 0)

@@ -95,6 +95,14 @@ def test_from_base_failing_run_registers_nothing(tp, ctx):
     assert "status 7" in r.stderr and "oh-no-base" in r.stderr, r.stderr
     assert "basefail" not in tp.template_dirs()
     assert tp.debris() == []
+    # a USER the template lacks: named, in E2B envd's words
+    recipe(ctx, "FROM base\nUSER root123\nRUN whoami\n")
+    r = tp.tpl("build", "basefail", ctx)
+    assert r.returncode != 0
+    assert "failed to run command 'whoami': command failed: unauthenticated: invalid username: 'root123'" in r.stderr, \
+        r.stderr
+    assert "basefail" not in tp.template_dirs()
+    assert tp.debris() == []
 
 
 def test_start_cmd_checked_at_build(tp, ctx):
