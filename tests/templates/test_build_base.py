@@ -170,6 +170,9 @@ def test_start_cmd_at_create(tp, ctx, srv):
                 'paddock.ready-cmd="[ -n \\"$(ss -Htln sport = :8431)\\" ]"\n')
     r = tp.tpl("build", "webstart", ctx)
     assert r.returncode == 0, r.stderr
+    # the operator's recipe template, shown with its start command
+    st, t = srv.api("GET", "/templates/webstart", expect=200)
+    assert t["kind"] == "recipe" and "http.server 8431" in t["start"]["cmd"], t
     sb = srv.create({"template": "webstart"})
     try:
         # ready when the create answers: the server listens already

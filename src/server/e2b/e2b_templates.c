@@ -501,7 +501,8 @@ static enum MHD_Result alias_get(struct pd_req *r, const char *chunk, size_t *ch
                 return pd_e2b_reply_error(r, 404, "template alias '%.64s' not found", name);
         pd_tpl_status(r->srv, name, status, NULL, 0);
         bool known = !strcmp(name, "base") || status[0] ||
-                     (pd_store_template_exists(r->srv->store, name) && !pd_snapshot_is(&r->srv->state, name));
+                     (pd_store_template_exists(r->srv->store, name) &&
+                      (!pd_snapshot_is(&r->srv->state, name) || pd_template_is_built_snapshot(&r->srv->state, name)));
         if (!known)
                 return pd_e2b_reply_error(r, 404, "template alias '%s' not found", name);
         if (!pd_tpl_visible(r->srv, name, r->key.id, owner))
