@@ -231,8 +231,16 @@ static int from(struct build *b, const char *what, struct pd_error *err)
                 b->live = true;
                 b->lv.st = b->st;
                 snprintf(b->lv.parent, sizeof b->lv.parent, "%s", what);
-                /* a template a recipe built on base: its config goes on */
-                json_t *doc = pd_template_is_built_snapshot(b->st, what) ? pd_image_config(b->st, what) : NULL;
+                /* the config goes on: the nearest down the stack (a recipe
+                 * built on base, or the image a snapshot stacks on) */
+                char cur[65];
+                snprintf(cur, sizeof cur, "%s", what);
+                for (unsigned d = 0; d <= PD_MAX_STACK && pd_snapshot_is(b->st, cur) &&
+                                     !pd_template_is_built_snapshot(b->st, cur); d++)
+                        if (pd_snapshot_parent(b->st, cur, cur) < 0)
+                                break;
+                json_t *doc = pd_template_is_built_snapshot(b->st, cur) || pd_template_is_image(b->st, cur)
+                                      ? pd_image_config(b->st, cur) : NULL;
                 json_t *cfg = json_object_get(doc, "config");
                 b->config = json_is_object(cfg) ? json_deep_copy(cfg) : json_object();
                 json_decref(doc);

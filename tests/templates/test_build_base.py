@@ -193,3 +193,29 @@ def test_start_cmd_at_create(tp, ctx, srv):
     assert not [n for n in os.listdir(os.path.join(srv.rundir, "sandboxes"))
                 if n not in before] if os.path.isdir(os.path.join(srv.rundir, "sandboxes")) else True
     tp.tpl("rm", "webstart", check=True)
+
+
+def test_from_a_snapshot_of_an_image_sandbox(tp, ctx, srv, bb_image):
+    """FROM a snapshot (not an image): its files, and the image config below it."""
+    tp.tpl("pull", "bbsnapsrc", bb_image, check=True)
+    sb = srv.create({"template": "bbsnapsrc"})
+    try:
+        j = srv.exec(sb["id"], ["sh", "-c", "echo in-the-snapshot > /snapfile"], user="root")
+        assert j["exit_code"] == 0, j
+        srv.api("POST", "/sandboxes/%s/snapshots" % sb["id"], {"name": "bbsnap"}, expect=201)
+    finally:
+        assert srv.delete(sb["id"]) in (200, 204)
+    try:
+        recipe(ctx, "FROM bbsnap\nRUN cat /snapfile > /copied && echo $FROM_IMAGE >> /copied\n")
+        r = tp.tpl("build", "fromsnap", ctx)
+        assert r.returncode == 0, r.stderr
+        r = tp.sandbox("fromsnap", "sh", "-c", "cat /copied; echo $FROM_IMAGE")
+        assert r.stdout == "in-the-snapshot\nyes\nyes\n", (r.stdout, r.stderr)
+        # over HTTP a snapshot is no build base
+        st, j = srv.api("POST", "/templates", {"name": "fromsnap2", "recipe": "FROM bbsnap\nRUN true\n"})
+        assert st in (400, 404), j
+        assert "fromsnap2" not in tp.template_dirs()
+    finally:
+        tp.tpl("rm", "fromsnap")
+        srv.api("DELETE", "/snapshots/bbsnap")
+        tp.tpl("rm", "bbsnapsrc")
