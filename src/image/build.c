@@ -526,7 +526,8 @@ static int run_live(struct build *b, char **argv, struct pd_error *err)
                         b->tail[--tl] = '\0';
                 const char *last = b->tail + (tl > 400 ? tl - 400 : 0);
                 return code < 0 ? pd_error_setx(err, EIO, "RUN was killed by a signal; its last output:\n%s", last)
-                                : pd_error_setx(err, EIO, "RUN exited with status %d; its last output:\n%s", code, last);
+                                : pd_error_setx(err, EIO, "RUN exited with status %d; its last output:\n%s", code,
+                                                last);
         }
         return 0;
 }
@@ -977,9 +978,11 @@ static int check_start(struct build *b, struct pd_live *lv, json_t *start, struc
                                         .ready = json_string_value(json_object_get(start, "ready")),
                                         .uid = uid, .gid = gid, .cwd = wd && *wd ? wd : home, .env = env,
                                         .n_env = ne,
-                                        .timeout_ms = (int)json_integer_value(json_object_get(start, "timeout")) * 1000 };
+                                        .timeout_ms =
+                                                (int)json_integer_value(json_object_get(start, "timeout")) * 1000 };
         char head[200];
-        snprintf(head, sizeof head, "checking the start command (ready: %.100s)", ts.ready && *ts.ready ? ts.ready : "at once");
+        snprintf(head, sizeof head, "checking the start command (ready: %.100s)",
+                 ts.ready && *ts.ready ? ts.ready : "at once");
         pd_image_emit(b->o, PD_IMAGE_EV_STEP, head, NULL, 0, 0);
         int r = pd_live_sandbox(lv, err);
         uint32_t pid = 0;

@@ -158,7 +158,8 @@ int pd_template_start(struct pd_sandbox *sb, const struct pd_template_start *s, 
                 rt.n = 0;
                 rt.buf[0] = '\0';
                 ro.timeout_ms = deadline - now;
-                const struct pd_run_io io = { .on_output = on_out, .ctx = &rt, .timeout_ms = (int)(deadline - now) + 1000 };
+                const struct pd_run_io io = { .on_output = on_out, .ctx = &rt,
+                                              .timeout_ms = (int)(deadline - now) + 1000 };
                 struct pd_exit x;
                 uint32_t rpid = 0;
                 if ((r = pd_client_run(&rc, &ro, &io, &rpid, &x, err)) < 0) {
