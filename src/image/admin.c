@@ -106,6 +106,7 @@ static json_t *describe(struct pd_state *st, const char *name, json_t *refs, boo
                         json_object_set(o, "config", json_object_get(cfg, "config"));
                         json_object_set(o, "run", json_object_get(cfg, "run"));
                         json_object_set(o, "layer_ids", layers);
+                        json_object_set(o, "start", json_object_get(cfg, "start"));
                 }
                 json_decref(cfg);
         } else if (pd_snapshot_is(st, name)) {
@@ -113,8 +114,19 @@ static json_t *describe(struct pd_state *st, const char *name, json_t *refs, boo
                 (void)pd_snapshot_parent(st, name, parent);
                 snprintf(p, sizeof p, "templates/%s/snapshot", name);
                 json_int_t created = fstatat(st->dirfd, p, &sb, 0) == 0 ? (json_int_t)sb.st_mtime : 0;
-                o = json_pack("{s:s, s:s, s:s, s:I}", "name", name, "kind", "snapshot", "source", parent, "created",
-                              created);
+                json_t *cfg = pd_template_is_built_snapshot(st, name) ? pd_image_config(st, name) : NULL;
+                o = json_pack("{s:s, s:s, s:s, s:I}", "name", name, "kind", cfg ? "recipe" : "snapshot", "source",
+                              parent, "created", created);
+                /* a recipe built on base or a snapshot: what it runs */
+                if (o && cfg) {
+                        json_object_set(o, "digest", json_object_get(cfg, "digest"));
+                        if (detail) {
+                                json_object_set(o, "config", json_object_get(cfg, "config"));
+                                json_object_set(o, "run", json_object_get(cfg, "run"));
+                                json_object_set(o, "start", json_object_get(cfg, "start"));
+                        }
+                }
+                json_decref(cfg);
         } else {
                 snprintf(p, sizeof p, "templates/%s/rootfs", name);
                 if (fstatat(st->dirfd, p, &sb, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(sb.st_mode))

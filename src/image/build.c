@@ -1,6 +1,6 @@
 /* Building a recipe (image.h, recipe.h). Each step that changes files
  * makes one store layer: COPY/ADD and WORKDIR on the host (copyin.c), RUN
- * in a container-tier sandbox of the image so far (network none) whose
+ * in a container-tier sandbox of the image so far (the build's network, none by default) whose
  * writable layer is then copied into the store. Every instruction extends
  * a chain key (sha256 of the previous key and the instruction as
  * expanded; COPY adds the content it copies), and a step whose key has a
@@ -12,10 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "proto/client.h"
+#include "image/build_live.h"
 #include "image/copyin.h"
 #include "image/digest.h"
 #include "image/image.h"
@@ -23,6 +26,7 @@
 #include "image/recipe.h"
 #include "lib/sandbox.h"
 #include "tiers/snapshot.h"
+#include "image/start.h"
 #include "lib/template.h"
 #include "lib/util.h"
 
@@ -46,6 +50,12 @@ struct build {
         unsigned step;
         char tail[RUN_TAIL];            /* last output of a RUN */
         char *vbuf[2 * MAX_VARS];       /* vars()'s answer */
+        /* FROM base or a snapshot (build_live.h): the steps run in one
+         * sandbox, which a first pass does not start (it only computes the
+         * key: an unchanged recipe starts nothing) */
+        bool live;
+        bool live_exec;
+        struct pd_live lv;
 };
 
 static void chain(struct build *b, const char *what, const char *text)
@@ -216,9 +226,31 @@ static int from(struct build *b, const char *what, struct pd_error *err)
                         b->config = json_object();
                 return 0;
         }
-        if (!strcmp(what, "base"))
-                return pd_error_setx(err, ENOTSUP, "FROM base: the built-in template is the host's /usr, not an image; "
-                                     "start from an image or an image template");
+        char ident[1200];
+        if (pd_live_parent(b->st, what, ident, sizeof ident)) {
+                b->live = true;
+                b->lv.st = b->st;
+                b->lv.o = b->o;
+                snprintf(b->lv.parent, sizeof b->lv.parent, "%s", what);
+                /* the config goes on: the nearest down the stack (a recipe
+                 * built on base, or the image a snapshot stacks on) */
+                char cur[65];
+                snprintf(cur, sizeof cur, "%s", what);
+                for (unsigned d = 0; d <= PD_MAX_STACK && pd_snapshot_is(b->st, cur) &&
+                                     !pd_template_is_built_snapshot(b->st, cur); d++)
+                        if (pd_snapshot_parent(b->st, cur, cur) < 0)
+                                break;
+                json_t *doc = pd_template_is_built_snapshot(b->st, cur) || pd_template_is_image(b->st, cur)
+                                      ? pd_image_config(b->st, cur) : NULL;
+                json_t *cfg = json_object_get(doc, "config");
+                b->config = json_is_object(cfg) ? json_deep_copy(cfg) : json_object();
+                json_decref(doc);
+                chain(b, "FROM live", ident);
+                if (!b->live_exec)
+                        pd_image_emit(b->o, PD_IMAGE_EV_STEP, "FROM a template that is not an image: the steps run "
+                                      "in one sandbox of it, snapshotted at the end", NULL, 0, 0);
+                return 0;
+        }
         /* an image: fetched once, then taken from images/from/ (as docker
          * build takes a local image: `template prune` forgets it) */
         char hex[65], p[PATH_MAX];
@@ -367,6 +399,15 @@ static void build_tpl_name(struct build *b, char out[65])
         snprintf(out, 65, "paddock-build-%d-%u", (int)getpid(), b->step);
 }
 
+/* A RUN's user that the image lacks, in the words of E2B's envd (its SDK's
+ * tests look for them; they say what went wrong as well as ours would). */
+static int no_such_user(char **argv, const char *user, struct pd_error *err)
+{
+        const char *cmd = argv[0] && argv[1] && !strcmp(argv[1], "-c") && argv[2] ? argv[2] : argv[0];
+        return pd_error_setx(err, ENOENT, "failed to run command '%.200s': command failed: unauthenticated: invalid "
+                             "username: '%.64s' (USER: no such user in the image's /etc/passwd)", cmd, user);
+}
+
 /* RUN: a sandbox of the image so far; its writable layer becomes a layer. */
 static int run_step(struct build *b, char **argv, struct pd_error *err)
 {
@@ -384,7 +425,7 @@ static int run_step(struct build *b, char **argv, struct pd_error *err)
                 _pd_cleanup_free_ char *gr = tf ? pd_image_read_file(b->st, tf, b->n, "etc/group") : NULL;
                 json_t *u = NULL;
                 if (pd_image_resolve_user(user, pw, gr, &u, err) < 0)
-                        return pd_error_prefix(err, "USER");
+                        return err->code == ENOENT ? no_such_user(argv, user, err) : pd_error_prefix(err, "USER");
                 uid = (uint32_t)json_integer_value(json_object_get(u, "uid"));
                 gid = (uint32_t)json_integer_value(json_object_get(u, "gid"));
                 snprintf(home, sizeof home, "%s", json_string_value(json_object_get(u, "home")));
@@ -451,6 +492,49 @@ out:
         struct pd_error e3;
         (void)pd_image_remove(b->st, tname, &e3);
         return r;
+}
+
+/* The user a live step runs as: the recipe's USER, else root. */
+static int live_user(struct build *b, char **argv, uint32_t *uid, uint32_t *gid, char *home, size_t size,
+                     struct pd_error *err)
+{
+        const char *user = json_string_value(json_object_get(b->config, "User"));
+        *uid = *gid = 0;
+        snprintf(home, size, "/root");
+        if (!user || !*user)
+                return 0;
+        json_t *u = NULL;
+        if (pd_live_user(&b->lv, user, &u, err) < 0)
+                return err->code == ENOENT ? no_such_user(argv, user, err) : pd_error_prefix(err, "USER");
+        *uid = (uint32_t)json_integer_value(json_object_get(u, "uid"));
+        *gid = (uint32_t)json_integer_value(json_object_get(u, "gid"));
+        snprintf(home, size, "%s", json_string_value(json_object_get(u, "home")) ?: "/");
+        json_decref(u);
+        return 0;
+}
+
+/* RUN in the build's one sandbox (FROM base or a snapshot). */
+static int run_live(struct build *b, char **argv, struct pd_error *err)
+{
+        uint32_t uid, gid;
+        char home[PATH_MAX];
+        int code = -1;
+        int r = pd_live_sandbox(&b->lv, err);
+        if (r < 0 || (r = live_user(b, argv, &uid, &gid, home, sizeof home, err)) < 0)
+                return r;
+        b->tail[0] = '\0';
+        if ((r = run_in(b, b->lv.sb, argv, uid, gid, home, &code, err)) < 0)
+                return r;
+        if (code != 0) {
+                size_t tl = strlen(b->tail);
+                while (tl && b->tail[tl - 1] == '\n')
+                        b->tail[--tl] = '\0';
+                const char *last = b->tail + (tl > 400 ? tl - 400 : 0);
+                return code < 0 ? pd_error_setx(err, EIO, "RUN was killed by a signal; its last output:\n%s", last)
+                                : pd_error_setx(err, EIO, "RUN exited with status %d; its last output:\n%s", code,
+                                                last);
+        }
+        return 0;
 }
 
 /* ---- COPY, ADD, WORKDIR: layers made on the host ---- */
@@ -536,7 +620,19 @@ static int copy_step(struct build *b, const struct pd_recipe_step *s, const char
         tf = top_first(b);
         struct pd_copyin c = { .st = b->st, .ctxfd = b->ctxfd, .srcs = w + first, .n_srcs = n - 1 - first,
                                .dest = dest, .top_first = tf, .n = b->n };
-        if (chown_spec) {
+        if (chown_spec && b->live && !b->live_exec) {
+                /* the key's first pass starts no sandbox: the spec as written */
+                c.uid = c.gid = 0;
+        } else if (chown_spec && b->live) {
+                json_t *u = NULL;
+                if ((r = pd_live_user(&b->lv, chown_spec, &u, err)) < 0) {
+                        pd_error_prefix(err, "line %u: --chown", s->line);
+                        goto out;
+                }
+                c.uid = (uint32_t)json_integer_value(json_object_get(u, "uid"));
+                c.gid = (uint32_t)json_integer_value(json_object_get(u, "gid"));
+                json_decref(u);
+        } else if (chown_spec) {
                 _pd_cleanup_free_ char *pw = pd_image_read_file(b->st, tf, b->n, "etc/passwd");
                 _pd_cleanup_free_ char *gr = pd_image_read_file(b->st, tf, b->n, "etc/group");
                 json_t *u = NULL;
@@ -554,8 +650,11 @@ static int copy_step(struct build *b, const struct pd_recipe_step *s, const char
                 r = pd_error_set(err, ENOMEM, "hash");
                 goto out;
         }
-        char ids[32];
-        snprintf(ids, sizeof ids, "%u:%u", c.uid, c.gid);
+        char ids[200];
+        if (b->live)
+                snprintf(ids, sizeof ids, "chown %.100s", chown_spec ? chown_spec : "");
+        else
+                snprintf(ids, sizeof ids, "%u:%u", c.uid, c.gid);
         pd_sha256_update(h, ids, strlen(ids) + 1);
         pd_sha256_update(h, dest, strlen(dest) + 1);
         r = pd_copyin(&c, -1, h, NULL, err);
@@ -567,6 +666,11 @@ static int copy_step(struct build *b, const struct pd_recipe_step *s, const char
                 goto out;
         }
         chain(b, "COPY", content);
+        if (b->live) {
+                if (b->live_exec && (r = pd_live_copy(&b->lv, &c, err)) < 0)
+                        pd_error_prefix(err, "line %u", s->line);
+                goto out;
+        }
         char hex[65];
         if (cache_get(b, hex)) {
                 pd_image_emit(b->o, PD_IMAGE_EV_CACHED, "step", NULL, 0, 0);
@@ -601,6 +705,17 @@ out:
  * just it when the image lacks it). */
 static int workdir_step(struct build *b, const char *dir, struct pd_error *err)
 {
+        if (b->live) {
+                if (!b->live_exec)
+                        return 0;
+                const char *argv[] = { "mkdir", "-p", "--", dir, NULL };
+                char out[300];
+                int code;
+                int r = pd_live_exec(&b->lv, argv, NULL, 0, out, sizeof out, &code, err);
+                if (r == 0 && code != 0)
+                        r = pd_error_setx(err, EIO, "WORKDIR %s: mkdir failed: %s", dir, out);
+                return r;
+        }
         struct stat s;
         _pd_cleanup_free_ char(*tf)[65] = top_first(b);
         int fd = b->n ? pd_image_lookup(b->st, tf, b->n, dir + 1, &s) : -ENOENT;
@@ -659,7 +774,10 @@ static int do_step(struct build *b, const struct pd_recipe_step *s, unsigned tot
         char head[160];
         snprintf(head, sizeof head, "step %u/%u: %s %.100s%s", b->step, total, pd_recipe_op_name(s->op), s->text,
                  strlen(s->text) > 100 ? "..." : "");
-        pd_image_emit(b->o, PD_IMAGE_EV_STEP, head, NULL, 0, 0);
+        /* a live build's first pass (the key only) is silent after FROM,
+         * and its second says FROM once more */
+        if (!(b->live && !b->live_exec) && !(b->live_exec && s->op == PD_R_FROM))
+                pd_image_emit(b->o, PD_IMAGE_EV_STEP, head, NULL, 0, 0);
         /* RUN's text is the shell's to expand; everything else is ours */
         _pd_cleanup_free_ char *text = s->op == PD_R_RUN || s->op == PD_R_CMD || s->op == PD_R_ENTRYPOINT
                                                ? strdup(s->text)
@@ -767,7 +885,9 @@ static int do_step(struct build *b, const struct pd_recipe_step *s, unsigned tot
                 if (net)
                         chain(b, "RUN network", net);
                 char hex[65];
-                if (cache_get(b, hex)) {
+                if (b->live && !b->live_exec)
+                        return 0;
+                if (!b->live && cache_get(b, hex)) {
                         pd_image_emit(b->o, PD_IMAGE_EV_CACHED, "step", NULL, 0, 0);
                         return push_layer(b, hex, err);
                 }
@@ -785,7 +905,7 @@ static int do_step(struct build *b, const struct pd_recipe_step *s, unsigned tot
                 if (!argv || !argv[0])
                         return argv ? pd_error_setx(err, EINVAL, "line %u: empty RUN", s->line)
                                     : pd_error_set(err, ENOMEM, "RUN");
-                r = run_step(b, argv, err);
+                r = b->live ? run_live(b, argv, err) : run_step(b, argv, err);
                 pd_recipe_words_free(argv);
                 return r < 0 ? pd_error_prefix(err, "line %u", s->line) : 0;
         }
@@ -816,6 +936,106 @@ static int read_recipe(const char *path, char **out, struct pd_error *err)
         return 0;
 }
 
+/* The start and ready commands a recipe sets (docs/templates.md "Start
+ * and ready commands"): LABEL paddock.start-cmd=... paddock.ready-cmd=...
+ * (E2B's setStartCmd becomes those), or NULL. */
+static json_t *start_of(json_t *config)
+{
+        json_t *labels = json_object_get(config, "Labels");
+        const char *sc = json_string_value(json_object_get(labels, "paddock.start-cmd"));
+        const char *rc = json_string_value(json_object_get(labels, "paddock.ready-cmd"));
+        const char *to = json_string_value(json_object_get(labels, "paddock.ready-timeout"));
+        if (!sc || !*sc)
+                return NULL;
+        long t = to ? strtol(to, NULL, 10) : 60;
+        return json_pack("{s:s, s:s, s:I}", "cmd", sc, "ready", rc ? rc : "", "timeout",
+                         (json_int_t)(t >= 1 && t <= 600 ? t : 60));
+}
+
+/* The build's check of a start command: started in sb as the template's
+ * user, ready within the timeout, then killed (the snapshot keeps files,
+ * not processes). */
+static int check_start(struct build *b, struct pd_live *lv, json_t *start, struct pd_error *err)
+{
+        const char *user = json_string_value(json_object_get(b->config, "User"));
+        uint32_t uid = 1000, gid = 1000;
+        char home[PATH_MAX] = "/home/user", uname[80] = "user";
+        if (user && *user) {
+                json_t *u = NULL;
+                if (pd_live_user(lv, user, &u, err) < 0)
+                        return pd_error_prefix(err, "USER");
+                uid = (uint32_t)json_integer_value(json_object_get(u, "uid"));
+                gid = (uint32_t)json_integer_value(json_object_get(u, "gid"));
+                snprintf(home, sizeof home, "%s", json_string_value(json_object_get(u, "home")) ?: "/");
+                snprintf(uname, sizeof uname, "%s", json_string_value(json_object_get(u, "name")) ?: "user");
+                json_decref(u);
+        }
+        const char *env[MAX_VARS + 8];
+        size_t ne = 0;
+        char homev[PATH_MAX + 8], userv[100];
+        snprintf(homev, sizeof homev, "HOME=%s", home);
+        snprintf(userv, sizeof userv, "USER=%s", uname);
+        env[ne++] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+        env[ne++] = homev;
+        env[ne++] = userv;
+        env[ne++] = "LANG=C.UTF-8";
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(b->config, "Env"), i, e) if (ne < MAX_VARS + 8 && json_string_value(e))
+                env[ne++] = json_string_value(e);
+        const char *wd = json_string_value(json_object_get(b->config, "WorkingDir"));
+        struct pd_template_start ts = { .start = json_string_value(json_object_get(start, "cmd")),
+                                        .ready = json_string_value(json_object_get(start, "ready")),
+                                        .uid = uid, .gid = gid, .cwd = wd && *wd ? wd : home, .env = env,
+                                        .n_env = ne,
+                                        .timeout_ms =
+                                                (int)json_integer_value(json_object_get(start, "timeout")) * 1000 };
+        char head[200];
+        snprintf(head, sizeof head, "checking the start command (ready: %.100s)",
+                 ts.ready && *ts.ready ? ts.ready : "at once");
+        pd_image_emit(b->o, PD_IMAGE_EV_STEP, head, NULL, 0, 0);
+        int r = pd_live_sandbox(lv, err);
+        uint32_t pid = 0;
+        if (r == 0 && (r = pd_template_start(lv->sb, &ts, &pid, err)) < 0)
+                pd_error_prefix(err, "the start command");
+        if (r == 0 && pid) {
+                /* gone before the snapshot: a sandbox starts it again */
+                int fd = pd_sandbox_connect(lv->sb, NULL);
+                struct pd_client c;
+                if (fd >= 0 && pd_client_connect(&c, fd, "paddock-build", NULL) == 0) {
+                        (void)pd_client_signal(&c, pid, SIGKILL, true, NULL);
+                        pd_client_close(&c);
+                }
+        }
+        if (r == 0)
+                pd_image_emit(b->o, PD_IMAGE_EV_STEP, "the start command is ready", NULL, 0, 0);
+        return r;
+}
+
+static void build_reset(struct build *b)
+{
+        for (unsigned i = 0; i < b->n_args; i++)
+                free(b->args[i]);
+        for (unsigned i = 0; i < b->n_pre; i++)
+                free(b->pre[i]);
+        b->n_args = b->n_pre = 0;
+        b->n = 0;
+        json_decref(b->config);
+        b->config = NULL;
+        memset(b->key, 0, sizeof b->key);
+        b->live = false;
+}
+
+static int run_steps(struct build *b, struct pd_recipe *rec, struct pd_error *err)
+{
+        int r = 0;
+        for (unsigned i = 0; i < rec->n && r == 0; i++) {
+                b->step = i + 1;
+                r = do_step(b, &rec->steps[i], rec->n, err);
+        }
+        return r;
+}
+
 int pd_image_build(struct pd_state *st, const char *name, const char *recipe_path, const char *context,
                    char *const *build_args, unsigned n_args, const struct pd_image_opts *o, struct pd_error *err)
 {
@@ -844,11 +1064,8 @@ int pd_image_build(struct pd_state *st, const char *name, const char *recipe_pat
                 r = gc;
                 goto out;
         }
-        for (unsigned i = 0; i < rec->n && r == 0; i++) {
-                b.step = i + 1;
-                r = do_step(&b, &rec->steps[i], rec->n, err);
-        }
-        if (r == 0 && b.n == 0)
+        r = run_steps(&b, rec, err);
+        if (r == 0 && b.n == 0 && !b.live)
                 r = pd_error_setx(err, EINVAL, "the recipe makes no layer (FROM scratch and nothing copied)");
         if (r == 0) {
                 /* unchanged: the template is already this */
@@ -856,21 +1073,79 @@ int pd_image_build(struct pd_state *st, const char *name, const char *recipe_pat
                 const char *od = json_string_value(json_object_get(old, "digest"));
                 char digest[80];
                 snprintf(digest, sizeof digest, "recipe:%s", b.key);
-                if (od && !strcmp(od, digest) && pd_template_is_image(st, name)) {
+                bool same = od && !strcmp(od, digest) &&
+                            (b.live ? pd_template_is_built_snapshot(st, name) : pd_template_is_image(st, name));
+                json_t *start = start_of(b.config);
+                if (same) {
                         pd_image_emit(o, PD_IMAGE_EV_STEP, "unchanged", NULL, 0, 0);
+                } else if (b.live) {
+                        /* the second pass: the steps, in the sandbox */
+                        build_reset(&b);
+                        b.live_exec = true;
+                        r = run_steps(&b, rec, err);
+                        json_decref(start);
+                        start = start_of(b.config);
+                        if (r == 0 && start)
+                                r = check_start(&b, &b.lv, start, err);
+                        json_t *run = NULL;
+                        const char *user = json_string_value(json_object_get(b.config, "User"));
+                        if (r == 0 && user && *user && pd_live_user(&b.lv, user, &run, err) < 0)
+                                r = pd_error_prefix(err, "USER");
+                        if (r == 0) {
+                                json_t *doc = json_pack("{s:s, s:s, s:s, s:O, s:I}", "kind", "recipe", "source",
+                                                        recipe_path, "digest", digest, "config", b.config, "created",
+                                                        (json_int_t)time(NULL));
+                                if (run)
+                                        json_object_set(doc, "run", run);
+                                if (start)
+                                        json_object_set(doc, "start", start);
+                                json_object_set_new(doc, "parent", json_string(b.lv.parent));
+                                pd_image_emit(o, PD_IMAGE_EV_STEP, "snapshotting the build's sandbox", NULL, 0, 0);
+                                r = pd_live_finish(&b.lv, name, doc, err);
+                                json_decref(doc);
+                        }
+                        json_decref(run);
                 } else {
                         struct pd_image_opts ro = *o;
                         ro.replace = true;
                         json_t *meta = json_pack("{s:s, s:s, s:s}", "kind", "recipe", "source", recipe_path, "digest",
                                                  digest);
-                        pd_image_emit(o, PD_IMAGE_EV_STEP, "registering", NULL, 0, 0);
-                        r = pd_image_register(st, name, b.layers, b.n, b.config, meta, &ro, err);
+                        if (start)
+                                json_object_set(meta, "start", start);
+                        if (start) {
+                                /* the start command checked in a sandbox of
+                                 * the result before it is registered */
+                                char tname[65];
+                                snprintf(tname, sizeof tname, "paddock-build-%d-start", (int)getpid());
+                                struct pd_image_opts quiet = { .replace = true };
+                                json_t *bm = json_pack("{s:s}", "kind", "build");
+                                r = pd_image_register(st, tname, b.layers, b.n, b.config, bm, &quiet, err);
+                                json_decref(bm);
+                                if (r == 0) {
+                                        struct pd_live lv = { .st = st };
+                                        snprintf(lv.parent, sizeof lv.parent, "%s", tname);
+                                        r = check_start(&b, &lv, start, err);
+                                        pd_live_end(&lv);
+                                        struct pd_error e3;
+                                        (void)pd_image_remove(st, tname, &e3);
+                                }
+                        }
+                        /* an earlier build of this name made on base */
+                        if (r == 0 && pd_template_is_built_snapshot(st, name) &&
+                            (r = pd_image_remove(st, name, err)) < 0)
+                                pd_error_prefix(err, "replace template '%s'", name);
+                        if (r == 0) {
+                                pd_image_emit(o, PD_IMAGE_EV_STEP, "registering", NULL, 0, 0);
+                                r = pd_image_register(st, name, b.layers, b.n, b.config, meta, &ro, err);
+                        }
                         json_decref(meta);
                 }
+                json_decref(start);
                 json_decref(old);
         }
         close(gc);
 out:
+        pd_live_end(&b.lv);
         if (b.ctxfd >= 0)
                 close(b.ctxfd);
         for (unsigned i = 0; i < b.n_args; i++)

@@ -123,9 +123,17 @@ struct pd_template_run {
         uint32_t uid, gid;
         char *home;
         char **argv;            /* Entrypoint then Cmd; NULL-terminated, NULL if none */
+        /* templates.md "Start and ready commands": run at each create */
+        char *start_cmd;        /* NULL: none */
+        char *ready_cmd;        /* NULL: none (started is ready) */
+        int ready_timeout_ms;   /* 0: the default (60 s) */
 };
 /* For template (or snapshot) name, the defaults of the image template at
  * its bottom (name may be NULL or "base": none). */
 int pd_template_run_defaults(struct pd_state *st, const char *name, struct pd_template_run *out,
                              struct pd_error *err);
 void pd_template_run_free(struct pd_template_run *r);
+/* 1 if templates/<name> is a snapshot a recipe build made (it has a
+ * config.json, as image templates do), else 0. */
+int pd_template_is_built_snapshot(struct pd_state *st, const char *name);
+

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lib/template.h"
 #include "lib/util.h"
@@ -32,14 +33,16 @@ int pd_template_run_defaults(struct pd_state *st, const char *name, struct pd_te
         memset(out, 0, sizeof *out);
         if (!name || pd_template_name_check(name) < 0)
                 return 0;
-        char cur[65];
+        /* the nearest config.json down the stack: a snapshot a recipe
+         * built (image/build_live.c) has one, an image template has one */
+        char cur[65], path[PATH_MAX];
         snprintf(cur, sizeof cur, "%s", name);
-        for (unsigned depth = 0; depth <= PD_MAX_STACK && pd_snapshot_is(st, cur); depth++)
+        for (unsigned depth = 0; depth <= PD_MAX_STACK && pd_snapshot_is(st, cur) &&
+                                 !pd_template_is_built_snapshot(st, cur); depth++)
                 if (pd_snapshot_parent(st, cur, cur) < 0)
                         return 0;
-        if (!pd_template_is_image(st, cur))
+        if (!pd_template_is_image(st, cur) && !pd_template_is_built_snapshot(st, cur))
                 return 0;
-        char path[PATH_MAX];
         snprintf(path, sizeof path, "%s/templates/%s/config.json", st->dir, cur);
         json_error_t je;
         json_t *doc = json_load_file(path, 0, &je);
@@ -63,6 +66,15 @@ int pd_template_run_defaults(struct pd_state *st, const char *name, struct pd_te
         if (json_array_size(cmd))
                 out->argv = strv(cmd, NULL);
         json_decref(cmd);
+        json_t *start = json_object_get(doc, "start");
+        const char *sc = json_string_value(json_object_get(start, "cmd"));
+        const char *rc = json_string_value(json_object_get(start, "ready"));
+        if (sc && *sc)
+                out->start_cmd = strdup(sc);
+        if (sc && *sc && rc && *rc)
+                out->ready_cmd = strdup(rc);
+        json_int_t to = json_integer_value(json_object_get(start, "timeout"));
+        out->ready_timeout_ms = to >= 1 && to <= 600 ? (int)to * 1000 : 0;
         json_decref(doc);
         return 0;
 }
@@ -78,5 +90,16 @@ void pd_template_run_free(struct pd_template_run *r)
         free(r->workdir);
         free(r->user);
         free(r->home);
+        free(r->start_cmd);
+        free(r->ready_cmd);
         memset(r, 0, sizeof *r);
+}
+
+int pd_template_is_built_snapshot(struct pd_state *st, const char *name)
+{
+        if (!name || pd_template_name_check(name) < 0 || !pd_snapshot_is(st, name))
+                return 0;
+        char p[PATH_MAX];
+        snprintf(p, sizeof p, "%s/templates/%s/config.json", st->dir, name);
+        return access(p, F_OK) == 0;
 }

@@ -118,7 +118,7 @@ RUN echo "$X $Y $Z $V" > /w/out
     ("RUN true\n", "only ARG may come before FROM"),
     ("FROM {img}\nFROM {img}\n", "one stage only"),
     ("FROM {img}\nADD http://example.invalid/x /x\n", "from a URL is not supported"),
-    ("FROM base\n", "FROM base"),
+    ("FROM base AS x y\n", "FROM IMAGE [AS NAME] expected"),
 ])
 def test_bad_recipes(tp, ctx, bb_image, text, want):
     recipe(ctx, text.format(img=bb_image))

@@ -116,7 +116,8 @@ static bool path_name(struct pd_req *r, char owner[40], enum MHD_Result *ret)
         /* snapshots are the key's own and have their routes (/snapshots):
          * here they are unknown, whoever asks */
         bool known = !strcmp(name, "base") || status[0] ||
-                     (template_there(r->srv, name) && !pd_snapshot_is(&r->srv->state, name));
+                     (template_there(r->srv, name) && (!pd_snapshot_is(&r->srv->state, name) ||
+                                                        pd_template_is_built_snapshot(&r->srv->state, name)));
         if (!known || !pd_tpl_visible(r->srv, name, r->key.id, owner)) {
                 (void)err;
                 *ret = pd_reply_error(r, 404, "not_found", "unknown template '%s'", name);
@@ -140,7 +141,8 @@ static enum MHD_Result get_template(struct pd_req *r, const char *chunk, size_t 
         json_t *o = entry(r->srv, name, owner, NULL);
         json_t *detail = NULL;
         struct pd_error err = { 0 };
-        if (pd_template_is_image(&r->srv->state, name) && pd_image_inspect(&r->srv->state, name, &detail, &err) == 0) {
+        if ((pd_template_is_image(&r->srv->state, name) || pd_template_is_built_snapshot(&r->srv->state, name)) &&
+            pd_image_inspect(&r->srv->state, name, &detail, &err) == 0) {
                 /* what the image asks (config), its layers, size and users;
                  * not where on the host it lives */
                 const char *k;

@@ -197,9 +197,13 @@ unsigned pd_tpl_recipe_check(struct pd_server *srv, const char *key_id, const ch
                         snprintf(why, whysz, "recipe line %u: FROM with a variable is not taken over HTTP (the "
                                              "registry must be known before the build)", rc->steps[i].line);
                         st = 400;
-                } else if (!strcmp(what, "scratch")) {
+                } else if (!strcmp(what, "scratch") || !strcmp(what, "base")) {
+                        /* base: the build runs in a sandbox of it and
+                         * snapshots that (image/build_live.h) */
                         continue;
-                } else if (pd_template_name_check(what) == 0 && pd_template_is_image(&srv->state, what)) {
+                } else if (pd_template_name_check(what) == 0 &&
+                           (pd_template_is_image(&srv->state, what) ||
+                            pd_template_is_built_snapshot(&srv->state, what))) {
                         if (!pd_tpl_visible(srv, what, key_id, owner)) {
                                 snprintf(why, whysz, "recipe line %u: unknown template '%s'", rc->steps[i].line,
                                          what);
@@ -209,6 +213,13 @@ unsigned pd_tpl_recipe_check(struct pd_server *srv, const char *key_id, const ch
                         char m[512];
                         snprintf(m, sizeof m, "recipe line %u: FROM %s", rc->steps[i].line, why);
                         snprintf(why, whysz, "%s", m);
+                } else if (pd_template_name_check(what) == 0 && pd_snapshot_is(&srv->state, what)) {
+                        /* the builder would take a template of that name
+                         * before a registry image: a snapshot (a key's own,
+                         * through /snapshots) is not a build base over HTTP */
+                        snprintf(why, whysz, "recipe line %u: unknown template '%s' (a snapshot is a build base "
+                                             "for the local CLI only)", rc->steps[i].line, what);
+                        st = 404;
                 }
         }
         pd_recipe_free(rc);
@@ -307,8 +318,11 @@ unsigned pd_tpl_reserve_as(struct pd_server *srv, const char *name, const struct
         bool exists = lstat(p, &sbuf) == 0;
         /* an admin key's shared build replaces the operator's image
          * template of that name (the build refuses while it is in use) */
-        if (exists && ((!had_record && !shared) || !pd_template_is_image(&srv->state, name) ||
-                       pd_snapshot_is(&srv->state, name))) {
+        /* (a recipe built on base is a snapshot with a config.json: a
+         * build's own, which a build replaces like an image template) */
+        bool built = pd_template_is_image(&srv->state, name) || pd_template_is_built_snapshot(&srv->state, name);
+        if (exists && ((!had_record && !shared) || !built ||
+                       (pd_snapshot_is(&srv->state, name) && !pd_template_is_built_snapshot(&srv->state, name)))) {
                 pd_tpl_unreserve(srv, name);
                 snprintf(why, whysz, "the name '%s' is taken (names are one namespace for all keys)%s", name,
                          shared && !pd_snapshot_is(&srv->state, name)

@@ -16,6 +16,7 @@
 #include "server/core/mgr_int.h"
 #include "server/core/sb_hooks.h"
 #include "server/core/pool.h"
+#include "server/core/start_cmd.h"
 #include "server/core/store.h"
 #include "lib/util.h"
 
@@ -224,6 +225,12 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
                                 sb = NULL;
                         }
                 }
+        }
+        /* the template's start command, ready before the create answers
+         * (start_cmd.c); a failure leaves no sandbox */
+        if (r == 0 && sb && !req->made && (r = pd_mgr_start_cmd(srv, sb, req, err)) < 0) {
+                pd_sandbox_destroy(sb, NULL);
+                sb = NULL;
         }
         /* the router keeps the policy from here on (GET/PUT .../network) */
         spec.netpol = NULL;

@@ -367,11 +367,11 @@ static enum MHD_Result start_build(struct pd_req *r, const char *chunk, size_t *
          * recipe check would take an unknown name for a short reference) */
         const char *from_tpl = json_string_value(json_object_get(body, "fromTemplate"));
         char owner[40];
+        bool buildable = from_tpl && (!strcmp(from_tpl, "base") || pd_template_is_image(&r->srv->state, from_tpl) ||
+                                      pd_template_is_built_snapshot(&r->srv->state, from_tpl));
         if (from_tpl && !json_object_get(body, "fromImage") && pd_template_name_check(from_tpl) == 0 &&
-            (!pd_template_is_image(&r->srv->state, from_tpl) || !pd_tpl_visible(r->srv, from_tpl, r->key.id, owner))) {
-                ret = pd_e2b_reply_error(r, 404, "unknown template '%s'%s", from_tpl,
-                                         strcmp(from_tpl, "base") ? "" : " (the built-in base is no image "
-                                         "template: start from an image)");
+            (!buildable || !pd_tpl_visible(r->srv, from_tpl, r->key.id, owner))) {
+                ret = pd_e2b_reply_error(r, 404, "unknown template '%s'", from_tpl);
                 json_decref(body);
                 return ret;
         }
@@ -493,7 +493,8 @@ static enum MHD_Result alias_get(struct pd_req *r, const char *chunk, size_t *ch
                 return pd_e2b_reply_error(r, 404, "template alias '%.64s' not found", name);
         pd_tpl_status(r->srv, name, status, NULL, 0);
         bool known = !strcmp(name, "base") || status[0] ||
-                     (pd_store_template_exists(r->srv->store, name) && !pd_snapshot_is(&r->srv->state, name));
+                     (pd_store_template_exists(r->srv->store, name) &&
+                      (!pd_snapshot_is(&r->srv->state, name) || pd_template_is_built_snapshot(&r->srv->state, name)));
         if (!known)
                 return pd_e2b_reply_error(r, 404, "template alias '%s' not found", name);
         if (!pd_tpl_visible(r->srv, name, r->key.id, owner))

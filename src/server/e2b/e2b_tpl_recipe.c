@@ -65,6 +65,24 @@ static bool plain(const char *s, size_t max)
         return true;
 }
 
+/* " k=\"v\"": inside double quotes \ " and $ escaped, so the recipe's
+ * expansion and word splitting give v back as written. */
+static void put_quoted(struct out *o, const char *k, const char *val)
+{
+        put(o, " ");
+        put(o, k);
+        put(o, "=\"");
+        for (const char *c = val; *c; c++) {
+                char ch[3] = { *c, 0, 0 };
+                if (*c == '\\' || *c == '"' || *c == '$') {
+                        ch[0] = '\\';
+                        ch[1] = *c;
+                }
+                put(o, ch);
+        }
+        put(o, "\"");
+}
+
 /* A user name as USER and --chown take it: no spaces, no quotes. */
 static bool user_ok(const char *s)
 {
@@ -74,13 +92,13 @@ static bool user_ok(const char *s)
 
 int pd_e2b_image_ref(const char *in, char *out, size_t size, char *why, size_t whysz)
 {
-        /* E2B's default base: its own image on Docker Hub, built for its
-         * envd; paddock's base is the template "base" (fromTemplate) */
+        /* E2B's default base (a Template() with no from..., or
+         * fromBaseImage()): its own Debian image on Docker Hub, built for
+         * its envd; paddock's counterpart is the template "base" (the host's
+         * /usr), which a recipe builds on in a sandbox (build_live.h) */
         if (!strncmp(in, "e2bdev/base", 11) && (!in[11] || in[11] == ':' || in[11] == '@')) {
-                snprintf(why, whysz, "the image 'e2bdev/base' (E2B's default base) is not available on paddock: "
-                                     "start from an image (fromImage, fromPythonImage, ...) of an allowed registry, "
-                                     "or fromTemplate('NAME') of a template of this server");
-                return 400;
+                snprintf(out, size, "base");
+                return 0;
         }
         const char *slash = strchr(in, '/');
         size_t hl = slash ? (size_t)(slash - in) : 0;
@@ -99,10 +117,13 @@ int pd_e2b_image_ref(const char *in, char *out, size_t size, char *why, size_t w
         return 0;
 }
 
-/* A COPY source as the SDK sends it: a path relative to its context. */
+/* A COPY source as the SDK sends it: a path relative to its context; a
+ * glob (* ? [) only in its last component (see below). */
 static bool src_ok(const char *s)
 {
-        if (!plain(s, 1024) || s[0] == '/' || strpbrk(s, "*?[{\\"))
+        const char *last = strrchr(s, '/');
+        size_t dirlen = last ? (size_t)(last - s) : 0;
+        if (!plain(s, 1024) || s[0] == '/' || strpbrk(s, "{\\") || strcspn(s, "*?[") < dirlen)
                 return false;
         for (const char *c = s; c; c = strchr(c, '/')) {
                 if (*c == '/')
@@ -131,13 +152,23 @@ char *pd_e2b_recipe(json_t *body, json_t *hashes, char *why, size_t whysz)
                                      "allows registries with `paddock serve --template-registry`");
                 return NULL;
         }
+        /* setStartCmd(cmd, readyCmd): LABELs the builder keeps as the
+         * template's start and ready commands (docs/templates.md) */
+        const char *start_cmd = NULL, *ready_cmd = NULL;
         for (const char *k = "startCmd"; k; k = strcmp(k, "startCmd") ? NULL : "readyCmd") {
                 v = json_object_get(body, k);
-                if (v && !json_is_null(v) && (!json_is_string(v) || json_string_length(v))) {
-                        snprintf(why, whysz, "%s is not supported on paddock (a template is a filesystem and an "
-                                             "image config; nothing runs at its start)", k);
+                if (!v || json_is_null(v))
+                        continue;
+                if (!json_is_string(v) || (json_string_length(v) && !plain(json_string_value(v), 8192))) {
+                        snprintf(why, whysz, "%s: a string without control characters (at most 8192 bytes)", k);
                         return NULL;
                 }
+                if (json_string_length(v))
+                        *(k[0] == 's' ? &start_cmd : &ready_cmd) = json_string_value(v);
+        }
+        if (ready_cmd && !start_cmd) {
+                snprintf(why, whysz, "readyCmd without a startCmd");
+                return NULL;
         }
         if ((from_image && from_tpl) || (!from_image && !from_tpl)) {
                 snprintf(why, whysz, "give one of fromImage and fromTemplate");
@@ -204,7 +235,8 @@ char *pd_e2b_recipe(json_t *body, json_t *hashes, char *why, size_t whysz)
                         const char *h = json_string_value(json_object_get(s, "filesHash"));
                         if (na < 2 || na > 4 || !src_ok(ARG(0)) || !plain(ARG(1), 1024)) {
                                 snprintf(why, whysz, "step %zu: COPY takes [src, dest, user?, mode?]: src a path "
-                                                     "inside the context (no '..', no glob), dest a path", i + 1);
+                                                     "inside the context (no '..'; a glob only in its last "
+                                                     "component: * ? [), dest a path", i + 1);
                                 goto bad;
                         }
                         if (*ARG(2) && !user_ok(ARG(2))) {
@@ -221,14 +253,26 @@ char *pd_e2b_recipe(json_t *body, json_t *hashes, char *why, size_t whysz)
                                                      "(GET /templates/{templateID}/files/{hash} first)", i + 1);
                                 goto bad;
                         }
-                        char src[1200];
+                        char src[1200], dest[1100];
                         const char *rel = ARG(0);
+                        snprintf(dest, sizeof dest, "%s", ARG(1));
                         while (rel[0] == '.' && rel[1] == '/')
                                 rel += 2;
-                        if (!strcmp(rel, ".") || !*rel)
+                        if (!strcmp(rel, ".") || !*rel) {
                                 snprintf(src, sizeof src, "f-%s/", h);
-                        else
+                        } else if (strpbrk(rel, "*?[")) {
+                                /* the SDK uploads exactly the files the glob
+                                 * matched (their paths in the context): the
+                                 * directory of the glob holds the matches,
+                                 * which go into dest as a directory */
+                                const char *slash = strrchr(rel, '/');
+                                snprintf(src, sizeof src, "f-%s/%.*s%s", h, slash ? (int)(slash - rel) : 0, rel,
+                                         slash ? "/" : "");
+                                if (dest[0] && dest[strlen(dest) - 1] != '/' && strlen(dest) + 1 < sizeof dest)
+                                        strcat(dest, "/");
+                        } else {
                                 snprintf(src, sizeof src, "f-%s/%s", h, rel);
+                        }
                         json_t *a = json_array();
                         if (*ARG(2)) {
                                 char ch[100];
@@ -236,7 +280,7 @@ char *pd_e2b_recipe(json_t *body, json_t *hashes, char *why, size_t whysz)
                                 json_array_append_new(a, json_string(ch));
                         }
                         json_array_append_new(a, json_string(src));
-                        json_array_append_new(a, json_string(ARG(1)));
+                        json_array_append_new(a, json_string(dest));
                         put_json_line(&o, "COPY", a);
                 } else if (!strcmp(type, "ENV")) {
                         if (na == 0 || na % 2) {
@@ -296,6 +340,13 @@ char *pd_e2b_recipe(json_t *body, json_t *hashes, char *why, size_t whysz)
         if (user[0] && strcmp(user, cur)) {
                 put(&o, "USER ");
                 put(&o, user);
+                put(&o, "\n");
+        }
+        if (start_cmd) {
+                put(&o, "LABEL");
+                put_quoted(&o, "paddock.start-cmd", start_cmd);
+                if (ready_cmd)
+                        put_quoted(&o, "paddock.ready-cmd", ready_cmd);
                 put(&o, "\n");
         }
         if (o.oom) {
