@@ -84,6 +84,26 @@ def test_run_with_a_policy_reaches_what_it_allows_only(tn, ctx, bb_image, fakene
     assert tn.tpl("rm", "pol").returncode == 0
 
 
+def bash_get(addr, out="/got"):
+    """The same GET with bash's /dev/tcp (base has bash, not always busybox)."""
+    return ("bash -c 'exec 3<>/dev/tcp/%s/80 && printf \"GET / HTTP/1.0\\r\\n\\r\\n\" >&3 "
+            "&& cat <&3 > %s'" % (addr, out))
+
+
+def test_recipe_on_base_gets_the_build_network(tn, ctx, fakenet):
+    # a recipe FROM base runs its steps in one live sandbox (build_live.c):
+    # the build's network applies there too, none by default
+    recipe(ctx, "FROM base\nRUN %s\n" % bash_get(WEB[0]))
+    r = tn.tpl("build", "basenonet", ctx)
+    assert r.returncode != 0, r.stderr
+    assert "basenonet" not in names(tn)
+    r = tn.tpl("build", "basenet", ctx, "--net", "open", *fakenet.args())
+    assert r.returncode == 0, r.stderr
+    assert "network open: sandbox " in r.stderr, r.stderr
+    assert "hello from %s host=" % WEB[0] in tn.sandbox("basenet", "cat", "/got").stdout
+    assert tn.tpl("rm", "basenet").returncode == 0
+
+
 def test_step_cache_key_has_the_network(tn, ctx, bb_image, fakenet):
     recipe(ctx, "FROM %s\nRUN %s || echo offline > /got\n" % (bb_image, get(WEB[0])))
     r = tn.tpl("build", "cachenet", ctx, "--json")
