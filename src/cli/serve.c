@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "jail/caps.h"
 #include "server/core/manager.h"
 #include "server/core/server.h"
 #include "server/core/store.h"
@@ -284,6 +285,9 @@ int pd_cmd_serve(int argc, char **argv)
         sigaddset(&mask, SIGHUP);
         pthread_sigmask(SIG_BLOCK, &mask, NULL);
         signal(SIGPIPE, SIG_IGN);
+        /* ~8 fds per sandbox: 1024 would end near 120 sandboxes (accept's
+         * EMFILE leaves new clients unanswered) */
+        pd_rlimits_raise_nofile();
 
         /* E2B's own default: the internet, now that egress works out of
          * the box (the default uplink) */
