@@ -18,6 +18,7 @@
 
 #include "cli/cli.h"
 #include "jail/caps.h"
+#include "lib/agentpath.h"
 #include "server/core/manager.h"
 #include "server/core/server.h"
 #include "server/core/store.h"
@@ -303,6 +304,11 @@ int pd_cmd_serve(int argc, char **argv)
         int lockfd = openat(srv.state.dirfd, "serve.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
                 pd_cli_error("another paddock serve is running on state directory %s", srv.state.dir);
+                return PD_EXIT_PADDOCK;
+        }
+        /* creates keep working while the agent is rebuilt or upgraded */
+        if (pd_agent_pin(srv.state.dirfd, srv.state.dir, &err) < 0) {
+                pd_cli_error("serve: %s", err.msg);
                 return PD_EXIT_PADDOCK;
         }
 
