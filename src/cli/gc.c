@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "net/router.h"
 #include "lib/sandbox.h"
+#include "lib/template.h"
 #include "lib/util.h"
 
 /* Once the router is gone, what it kept in the runtime dir (netd's log,
@@ -102,6 +103,8 @@ int pd_cmd_gc(int argc, char **argv)
                 r = pd_router_gc(&st, NULL, NULL, &err);
         if (r >= 0)
                 remove_runtime_leftovers(&st);
+        /* outdated base templates moved aside while sandboxes used them */
+        int kept_tpl = r >= 0 ? pd_template_sweep_retired(&st) : 0;
         if (r < 0) {
                 pd_state_close(&st);
                 pd_cli_error("gc: %s", err.msg);
@@ -109,6 +112,9 @@ int pd_cmd_gc(int argc, char **argv)
         }
         printf("removed %d sandbox%s\n", n, n == 1 ? "" : "es");
         report_audit_logs(&st);
+        if (kept_tpl > 0)
+                fprintf(stderr, "kept %d outdated base template%s in %s/templates: still mounted\n", kept_tpl,
+                        kept_tpl == 1 ? "" : "s", st.dir);
         pd_state_close(&st);
         return 0;
 }
