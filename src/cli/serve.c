@@ -25,6 +25,7 @@
 #include "server/routes.h"
 #include "lib/template.h"
 #include "lib/util.h"
+#include "vm/vm.h"
 
 extern char **environ;
 
@@ -369,6 +370,8 @@ int pd_cmd_serve(int argc, char **argv)
                 ;
         pd_log("info", "stopping signal=%d destroy_on_exit=%s", sig, cfg.destroy_on_exit ? "yes" : "no");
         pd_manager_begin_stop(&srv);
+        /* a template build in progress (microvm assets) ends with us */
+        pd_vm_builders_stop();
         /* Destroying first ends the agent connections that streaming
          * requests are blocked on, so the HTTP threads can finish. */
         if (cfg.destroy_on_exit)
