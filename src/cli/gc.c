@@ -37,14 +37,9 @@ static void remove_runtime_leftovers(struct pd_state *st)
 static unsigned count_files(struct pd_state *st, const char *sub, const char *suffix, unsigned long long *bytes)
 {
         *bytes = 0;
-        int fd = openat(st->dirfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
+        DIR *d = pd_opendirat(st->dirfd, sub);
+        if (!d)
                 return 0;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return 0;
-        }
         unsigned n = 0;
         size_t sl = strlen(suffix);
         struct dirent *de;

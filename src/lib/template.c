@@ -284,10 +284,7 @@ static int write_users(struct pd_state *st, const char *dir, struct pd_error *er
         FILE *out = fopen(path, "we");
         if (!out)
                 return pd_error_set(err, errno, "create '%s'", path);
-        int fd = openat(st->rundirfd, "sandboxes", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        if (!d && fd >= 0)
-                close(fd);
+        DIR *d = pd_opendirat(st->rundirfd, "sandboxes");
         struct dirent *de;
         while (d && (de = readdir(d)))
                 if (de->d_name[0] != '.' && pd_id_check(de->d_name) == 0)
@@ -326,14 +323,10 @@ static int still_used(struct pd_state *st, int tdirfd, const char *name)
 
 int pd_template_sweep_retired(struct pd_state *st)
 {
-        int fd = openat(st->dirfd, "templates", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
+        DIR *d = pd_opendirat(st->dirfd, "templates");
+        if (!d)
                 return 0;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return 0;
-        }
+        int fd = dirfd(d);
         int kept = 0;
         struct dirent *de;
         while ((de = readdir(d))) {
