@@ -16,6 +16,10 @@ struct pd_ports_ws;
 /* true if the request asks for a protocol switch: an Upgrade header and
  * the "upgrade" token in Connection. */
 bool pd_ports_is_upgrade(struct MHD_Connection *conn);
+/* An HTTP Upgrade request (ports_ws.c): an Upgrade header (protocol, any
+ * case; NULL: any) and "upgrade" among the Connection header's tokens.
+ * The port relay's WebSocket passthrough and the console's PTY socket. */
+bool pd_http_upgrade_asked(struct MHD_Connection *conn, const char *protocol);
 
 /* Send head (request line and headers, HTTP/1.1, Upgrade and Connection
  * kept) and body through tunnel tid of st, read the service's answer and

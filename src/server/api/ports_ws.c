@@ -75,11 +75,16 @@ static bool has_token(const char *v, const char *t)
         return false;
 }
 
-bool pd_ports_is_upgrade(struct MHD_Connection *conn)
+bool pd_http_upgrade_asked(struct MHD_Connection *conn, const char *protocol)
 {
         const char *up = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Upgrade");
         const char *co = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Connection");
-        return up && *up && has_token(co, "upgrade");
+        return up && *up && (!protocol || !strcasecmp(up, protocol)) && has_token(co, "upgrade");
+}
+
+bool pd_ports_is_upgrade(struct MHD_Connection *conn)
+{
+        return pd_http_upgrade_asked(conn, NULL);
 }
 
 /* ---- the service's answer ---- */
