@@ -285,17 +285,9 @@ static void relay_run(struct relay *x)
                         x->why = x->why ? x->why : "agent connection";
                         break;
                 }
-                while (out_used(x)) {
-                        ssize_t n = send(x->sock, x->out + x->out_pos, out_used(x), MSG_DONTWAIT | MSG_NOSIGNAL);
-                        if (n < 0 && errno == EINTR)
-                                continue;
-                        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-                                break;
-                        if (n <= 0) {
-                                x->why = "client gone";
-                                return;
-                        }
-                        x->out_pos += (size_t)n;
+                if (pd_upgraded_send(x->sock, x->out, x->out_len, &x->out_pos) < 0) {
+                        x->why = "client gone";
+                        return;
                 }
                 if (x->closing && !out_used(x))
                         return;
