@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 #include "cli/cli.h"
 #include "net/router.h"
 #include "lib/sandbox.h"
+#include "lib/template.h"
 #include "lib/util.h"
 
 /* Once the router is gone, what it kept in the runtime dir (netd's log,
@@ -30,57 +32,56 @@ static void remove_runtime_leftovers(struct pd_state *st)
         (void)rmdir("/dev/shm/paddock");
 }
 
-/* Audit logs are not gc's to remove (their owners may still read them):
- * say what is kept and until when. */
-static void report_audit_logs(struct pd_state *st)
+/* Regular files in <state>/<sub> whose names end in suffix: how many and
+ * their bytes (0 when the directory is not there). */
+static unsigned count_files(struct pd_state *st, const char *sub, const char *suffix, unsigned long long *bytes)
 {
-        int fd = openat(st->dirfd, "audit", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                close(fd);
-                return;
-        }
+        *bytes = 0;
+        DIR *d = pd_opendirat(st->dirfd, sub);
+        if (!d)
+                return 0;
         unsigned n = 0;
-        unsigned long long bytes = 0;
+        size_t sl = strlen(suffix);
         struct dirent *de;
         struct stat sb;
         while ((de = readdir(d)))
-                if (strlen(de->d_name) > 6 && !strcmp(de->d_name + strlen(de->d_name) - 6, ".jsonl") &&
+                if (strlen(de->d_name) > sl && !strcmp(de->d_name + strlen(de->d_name) - sl, suffix) &&
                     fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode)) {
                         n++;
-                        bytes += (unsigned long long)sb.st_size;
+                        *bytes += (unsigned long long)sb.st_size;
                 }
         closedir(d);
-        if (!n)         /* nothing kept (a state dir no server used): no line */
-                return;
-        /* on stderr: stdout stays the one line scripts read ("removed N
-         * sandboxes") */
-        fprintf(stderr,
-                "kept %u audit log%s (%llu bytes) in %s/audit: paddock serve removes each one\n"
-                "--audit-retention days (default 7) after its sandbox's last event\n",
-                n, n == 1 ? "" : "s", bytes, st->dir);
+        return n;
 }
+
+/* The console logs of failed microvm starts (src/tiers/microvm_console.c):
+ * the microvm tier's gc removes those past their retention. */
+#define CONSOLE_DIR "vm/failed"
+#define CONSOLE_SUFFIX ".console.log"
 
 int pd_cmd_gc(int argc, char **argv)
 {
         const char *state_dir = pd_state_dir_default();
         static const struct option opts[] = {
                 { "state-dir", required_argument, NULL, 's' },
+                { "json", no_argument, NULL, 'j' },
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
         int c;
+        bool json = false;
         optind = 1;
         while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
                 switch (c) {
                 case 's': state_dir = optarg; break;
+                case 'j': json = true; break;
                 case 'h':
-                        printf("usage: paddock gc [--state-dir DIR]\n"
+                        printf("usage: paddock gc [--state-dir DIR] [--json]\n"
                                "Destroy every sandbox, cgroup and uid range owned by the state directory,\n"
                                "and its network router. The audit logs of the sandboxes stay (the server\n"
-                               "removes them after --audit-retention days); gc says how many it kept.\n");
+                               "removes them after --audit-retention days), and the console logs of failed\n"
+                               "microvm starts for 7 days; gc says how many it kept and removed (stderr,\n"
+                               "or all of it as one JSON object on stdout with --json).\n");
                         return 0;
                 default: return PD_EXIT_PADDOCK;
                 }
@@ -96,19 +97,47 @@ int pd_cmd_gc(int argc, char **argv)
                 return PD_EXIT_PADDOCK;
         }
         int n = 0;
+        unsigned long long cbytes, abytes;
+        unsigned consoles0 = count_files(&st, CONSOLE_DIR, CONSOLE_SUFFIX, &cbytes);
         int r = pd_gc(&st, &n, &err);
         /* no sandbox is left: the network router (netns, netd) goes too */
         if (r >= 0)
                 r = pd_router_gc(&st, NULL, NULL, &err);
         if (r >= 0)
                 remove_runtime_leftovers(&st);
+        /* outdated base templates moved aside while sandboxes used them */
+        int kept_tpl = r >= 0 ? pd_template_sweep_retired(&st) : 0;
         if (r < 0) {
                 pd_state_close(&st);
                 pd_cli_error("gc: %s", err.msg);
                 return PD_EXIT_PADDOCK;
         }
+        unsigned consoles = count_files(&st, CONSOLE_DIR, CONSOLE_SUFFIX, &cbytes);
+        unsigned consoles_removed = consoles0 > consoles ? consoles0 - consoles : 0;
+        unsigned audits = count_files(&st, "audit", ".jsonl", &abytes);
+        if (json) {
+                printf("{\"removed_sandboxes\": %d, \"audit_logs_kept\": %u, \"audit_log_bytes\": %llu, "
+                       "\"console_logs_kept\": %u, \"console_log_bytes\": %llu, \"console_logs_removed\": %u, "
+                       "\"outdated_base_templates_kept\": %d}\n",
+                       n, audits, abytes, consoles, cbytes, consoles_removed, kept_tpl);
+                pd_state_close(&st);
+                return 0;
+        }
         printf("removed %d sandbox%s\n", n, n == 1 ? "" : "es");
-        report_audit_logs(&st);
+        /* the rest on stderr: stdout stays the one line scripts read. Audit
+         * logs are not gc's to remove (their owners may still read them). */
+        if (audits)
+                fprintf(stderr,
+                        "kept %u audit log%s (%llu bytes) in %s/audit: paddock serve removes each one\n"
+                        "--audit-retention days (default 7) after its sandbox's last event\n",
+                        audits, audits == 1 ? "" : "s", abytes, st.dir);
+        if (consoles || consoles_removed)
+                fprintf(stderr, "kept %u console log%s of failed microvm starts (%llu bytes) in %s/" CONSOLE_DIR
+                                ", removed %u (older than 7 days, or beyond the newest 32)\n",
+                        consoles, consoles == 1 ? "" : "s", cbytes, st.dir, consoles_removed);
+        if (kept_tpl > 0)
+                fprintf(stderr, "kept %d outdated base template%s in %s/templates: still mounted\n", kept_tpl,
+                        kept_tpl == 1 ? "" : "s", st.dir);
         pd_state_close(&st);
         return 0;
 }

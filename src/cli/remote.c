@@ -405,21 +405,27 @@ static int cmd_kill(const struct pd_rc *rc, int argc, char **argv)
                 return DONE(i);
         if (i >= argc)
                 return pd_remote_usage_error("kill", "missing sandbox id");
+        return pd_remote_delete_each(rc, "kill", "/sandboxes/%s", "%s\n", pd_remote_check_id, argc - i, argv + i);
+}
+
+int pd_remote_delete_each(const struct pd_rc *rc, const char *verb, const char *path_fmt, const char *done_fmt,
+                          int (*check)(const char *verb, const char *name), int n, char **names)
+{
         int ret = 0;
-        for (; i < argc; i++) {
-                if (pd_remote_check_id("kill", argv[i])) {
-                        ret = PD_RC_USAGE;
+        for (int i = 0; i < n; i++) {
+                if (check(verb, names[i])) {
+                        ret = ret ? ret : PD_RC_USAGE;
                         continue;
                 }
-                char path[64];
-                snprintf(path, sizeof path, "/sandboxes/%s", argv[i]);
+                char path[160];
+                snprintf(path, sizeof path, path_fmt, names[i]);
                 int k = pd_rc_json(rc, "DELETE", path, NULL, NULL);
                 if (k == PD_RC_UNREACHABLE)
                         return k;
                 if (k)
                         ret = ret ? ret : k;
                 else
-                        printf("%s\n", argv[i]);
+                        printf(done_fmt, names[i]);
         }
         return ret;
 }

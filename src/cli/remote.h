@@ -21,3 +21,9 @@ int pd_remote_cp_tar_in(const struct pd_rc *rc, const char *src, const char *id,
 int pd_remote_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* An id operand: PD_RC_USAGE after a message if it is not [a-z0-9]{20}. */
 int pd_remote_check_id(const char *verb, const char *id);
+/* DELETE path_fmt (one %s: the name) for each name, in order: a name check
+ * refuses (nonzero: it said why) go on to the next; a success prints
+ * done_fmt (one %s); returns the first failure's code, or at once
+ * PD_RC_UNREACHABLE. `paddock kill`, `paddock snapshot rm`. */
+int pd_remote_delete_each(const struct pd_rc *rc, const char *verb, const char *path_fmt, const char *done_fmt,
+                          int (*check)(const char *verb, const char *name), int n, char **names);

@@ -67,29 +67,19 @@ static int snap_ls(const struct pd_rc *rc, bool as_json)
         return 0;
 }
 
+static int snap_check(const char *verb, const char *name)
+{
+        if (name_ok(name))
+                return 0;
+        pd_remote_usage_error(verb, "invalid snapshot name '%s' (expected [a-z0-9-]{1,64})", name);
+        return PD_RC_USAGE;
+}
+
 static int snap_rm(const struct pd_rc *rc, int argc, char **argv)
 {
         if (argc < 1)
                 return pd_remote_usage_error("snapshot rm", "missing snapshot name");
-        int ret = 0;
-        for (int i = 0; i < argc; i++) {
-                if (!name_ok(argv[i])) {
-                        pd_remote_usage_error("snapshot rm", "invalid snapshot name '%s' (expected [a-z0-9-]{1,64})",
-                                              argv[i]);
-                        ret = ret ? ret : PD_RC_USAGE;
-                        continue;
-                }
-                char path[96];
-                snprintf(path, sizeof path, "/snapshots/%s", argv[i]);
-                int k = pd_rc_json(rc, "DELETE", path, NULL, NULL);
-                if (k == PD_RC_UNREACHABLE)
-                        return k;
-                if (k)
-                        ret = ret ? ret : k;
-                else
-                        printf("removed %s\n", argv[i]);
-        }
-        return ret;
+        return pd_remote_delete_each(rc, "snapshot rm", "/snapshots/%s", "removed %s\n", snap_check, argc, argv);
 }
 
 int pd_remote_snapshot_admin(const struct pd_rc *rc, int argc, char **argv)

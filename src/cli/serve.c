@@ -17,12 +17,15 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "jail/caps.h"
+#include "lib/agentpath.h"
 #include "server/core/manager.h"
 #include "server/core/server.h"
 #include "server/core/store.h"
 #include "server/routes.h"
 #include "lib/template.h"
 #include "lib/util.h"
+#include "vm/vm.h"
 
 extern char **environ;
 
@@ -284,6 +287,9 @@ int pd_cmd_serve(int argc, char **argv)
         sigaddset(&mask, SIGHUP);
         pthread_sigmask(SIG_BLOCK, &mask, NULL);
         signal(SIGPIPE, SIG_IGN);
+        /* ~8 fds per sandbox: 1024 would end near 120 sandboxes (accept's
+         * EMFILE leaves new clients unanswered) */
+        pd_rlimits_raise_nofile();
 
         /* E2B's own default: the internet, now that egress works out of
          * the box (the default uplink) */
@@ -299,6 +305,11 @@ int pd_cmd_serve(int argc, char **argv)
         int lockfd = openat(srv.state.dirfd, "serve.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         if (lockfd < 0 || flock(lockfd, LOCK_EX | LOCK_NB) < 0) {
                 pd_cli_error("another paddock serve is running on state directory %s", srv.state.dir);
+                return PD_EXIT_PADDOCK;
+        }
+        /* creates keep working while the agent is rebuilt or upgraded */
+        if (pd_agent_pin(srv.state.dirfd, srv.state.dir, &err) < 0) {
+                pd_cli_error("serve: %s", err.msg);
                 return PD_EXIT_PADDOCK;
         }
 
@@ -359,6 +370,8 @@ int pd_cmd_serve(int argc, char **argv)
                 ;
         pd_log("info", "stopping signal=%d destroy_on_exit=%s", sig, cfg.destroy_on_exit ? "yes" : "no");
         pd_manager_begin_stop(&srv);
+        /* a template build in progress (microvm assets) ends with us */
+        pd_vm_builders_stop();
         /* Destroying first ends the agent connections that streaming
          * requests are blocked on, so the HTTP threads can finish. */
         if (cfg.destroy_on_exit)

@@ -187,6 +187,49 @@ async function inspectTemplate(name) {
   box.hidden = false;
 }
 
+// ---- streamed answers: read, and resume after a drop ----
+
+// GET urlOf() again after a dropped stream, up to `tries` times: urlOf
+// builds the URL from what the caller kept of the bytes already shown (its
+// offsets), so a resume loses nothing. read(reader) takes the body; it
+// returns true when the stream is over for good. giveUp(e) on an error:
+// true ends the loop. Returns true if read finished, false otherwise.
+async function followResuming(urlOf, read, { tries, delayMs = 0, signal, giveUp = () => false, alive = () => true }) {
+  for (let i = 0; alive() && i < tries; i++) {
+    try {
+      const r = await fetch(urlOf(), { credentials: 'same-origin', headers: { 'X-Paddock-Console': '1' }, signal });
+      if (!r.ok) throw new ApiError(r.status, r.status + ' ' + r.statusText);
+      if (await read(r.body.getReader())) return true;
+    } catch (e) {
+      if (e.name === 'AbortError' || !alive() || giveUp(e)) return false;
+    }
+    if (delayMs) await new Promise((res) => setTimeout(res, delayMs));
+  }
+  return false;
+}
+
+// JSON lines of a streamed answer, one onLine(parsed) each (lines that do
+// not parse are skipped); onLine returning true stops the reading. Returns
+// true if it did, false at the stream's end.
+async function readJsonLines(reader, onLine) {
+  const td = new TextDecoder();
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return false;
+    buf += td.decode(value, { stream: true });
+    let nl;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      if (!line) continue;
+      let v;
+      try { v = JSON.parse(line); } catch (e) { continue; }
+      if (onLine(v)) return true;
+    }
+  }
+}
+
 // ---- templates: pull or build one, its build log streamed ----
 
 // Follow a template's build log to the build's end (the same route the CLI
@@ -201,24 +244,17 @@ async function followLog(name) {
   delete status.dataset.status;
   let got = 0;
   const dec = new TextDecoder();
-  for (let tries = 0; tries < 5; tries++) {
-    try {
-      const r = await fetch(path + '/log?follow=1&offset=' + got,
-        { credentials: 'same-origin', headers: { 'X-Paddock-Console': '1' } });
-      if (!r.ok) throw new ApiError(r.status, 'log: ' + r.status);
-      const rd = r.body.getReader();
-      for (;;) {
-        const { value, done } = await rd.read();
-        if (done) break;
-        got += value.length;
-        pre.textContent += dec.decode(value, { stream: true });
-        pre.scrollTop = pre.scrollHeight;
-      }
-      break;
-    } catch (e) {
-      if (e.status && e.status !== 416) { status.textContent = name + ': ' + e.message; return; }
+  let failed = null;
+  await followResuming(() => path + '/log?follow=1&offset=' + got, async (rd) => {
+    for (;;) {
+      const { value, done } = await rd.read();
+      if (done) return true;
+      got += value.length;
+      pre.textContent += dec.decode(value, { stream: true });
+      pre.scrollTop = pre.scrollHeight;
     }
-  }
+  }, { tries: 5, giveUp: (e) => { if (e.status && e.status !== 416) failed = e; return !!failed; } });
+  if (failed) { status.textContent = name + ': log: ' + failed.status; return; }
   try {
     const t = await api('GET', 'templates/' + encodeURIComponent(name));
     status.textContent = name + ': ' + t.status + (t.error ? ' - ' + t.error : '');
@@ -600,36 +636,17 @@ function followAudit(id) {
   const ctl = new AbortController();
   const body = $('#audit tbody');
   body.replaceChildren();
-  (async () => {
-    try {
-      const r = await fetch(API + '/sandboxes/' + id + '/audit?follow=1',
-        { credentials: 'same-origin', headers: { 'X-Paddock-Console': '1' }, signal: ctl.signal });
-      if (!r.ok) return;
-      const reader = r.body.getReader();
-      const td = new TextDecoder();
-      let buf = '';
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) return;
-        buf += td.decode(value, { stream: true });
-        let nl;
-        while ((nl = buf.indexOf('\n')) >= 0) {
-          const line = buf.slice(0, nl);
-          buf = buf.slice(nl + 1);
-          if (!line) continue;
-          let ev;
-          try { ev = JSON.parse(line); } catch (e) { continue; }
-          const { ts, sandbox, key, event, ...rest } = ev;
-          const tr = el('tr', { 'data-event': event || '', 'data-decision': rest.decision || '' },
-            el('td', {}, (ts || '').replace('T', ' ').replace('Z', '')),
-            el('td', {}, event || ''),
-            el('td', {}, el('code', {}, JSON.stringify(rest))));
-          tr.hidden = !auditVisible(tr);
-          body.append(tr);
-        }
-      }
-    } catch (e) { /* aborted, or the sandbox went away */ }
-  })();
+  // once: aborted, or the sandbox went away, ends it
+  followResuming(() => API + '/sandboxes/' + id + '/audit?follow=1', (reader) => readJsonLines(reader, (ev) => {
+    const { ts, sandbox, key, event, ...rest } = ev;
+    const tr = el('tr', { 'data-event': event || '', 'data-decision': rest.decision || '' },
+      el('td', {}, (ts || '').replace('T', ' ').replace('Z', '')),
+      el('td', {}, event || ''),
+      el('td', {}, el('code', {}, JSON.stringify(rest))));
+    tr.hidden = !auditVisible(tr);
+    body.append(tr);
+    return false;
+  }).then(() => true), { tries: 1, signal: ctl.signal, giveUp: () => true });
   return ctl;
 }
 
@@ -899,43 +916,22 @@ async function followOutput(id, pid) {
   out.dataset.exit = '';
   $('#out-pid').textContent = 'of ' + pid;
   const dec = { stdout: new TextDecoder(), stderr: new TextDecoder() };
-  for (let tries = 0; follow === f && tries < 20; tries++) {
-    try {
-      const url = API + '/sandboxes/' + id + '/processes/' + pid + '/output?format=frames&follow=1' +
-        '&from_stdout=' + f.next.stdout + '&from_stderr=' + f.next.stderr;
-      const r = await fetch(url, { credentials: 'same-origin', headers: { 'X-Paddock-Console': '1' }, signal: f.ctl.signal });
-      if (!r.ok) throw new ApiError(r.status, 'output: ' + r.status);
-      const reader = r.body.getReader();
-      const td = new TextDecoder();
-      let buf = '';
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buf += td.decode(value, { stream: true });
-        let nl;
-        while ((nl = buf.indexOf('\n')) >= 0) {
-          const line = buf.slice(0, nl);
-          buf = buf.slice(nl + 1);
-          if (!line) continue;
-          const fr = JSON.parse(line);
-          if (fr.data_b64 !== undefined) {
-            const bytes = Uint8Array.from(atob(fr.data_b64), (c) => c.charCodeAt(0));
-            const s = fr.stream === 'stderr' ? 'stderr' : 'stdout';
-            f.next[s] = fr.offset + bytes.length;
-            out.append(dec[s].decode(bytes, { stream: true }));
-            out.scrollTop = out.scrollHeight;
-          } else if (fr.exit) {
-            out.dataset.exit = fr.exit.exit_code == null ? 'signal ' + fr.exit.signal : String(fr.exit.exit_code);
-            return;
-          }
-        }
-      }
-    } catch (e) {
-      if (e.name === 'AbortError' || follow !== f) return;
-      if (e.status === 404 || e.status === 409) return;
+  const url = () => API + '/sandboxes/' + id + '/processes/' + pid + '/output?format=frames&follow=1' +
+    '&from_stdout=' + f.next.stdout + '&from_stderr=' + f.next.stderr;
+  await followResuming(url, (reader) => readJsonLines(reader, (fr) => {
+    if (fr.data_b64 !== undefined) {
+      const bytes = Uint8Array.from(atob(fr.data_b64), (c) => c.charCodeAt(0));
+      const s = fr.stream === 'stderr' ? 'stderr' : 'stdout';
+      f.next[s] = fr.offset + bytes.length;
+      out.append(dec[s].decode(bytes, { stream: true }));
+      out.scrollTop = out.scrollHeight;
+    } else if (fr.exit) {
+      out.dataset.exit = fr.exit.exit_code == null ? 'signal ' + fr.exit.signal : String(fr.exit.exit_code);
+      return true;
     }
-    await new Promise((res) => setTimeout(res, 1000));
-  }
+    return false;
+  }), { tries: 20, delayMs: 1000, signal: f.ctl.signal, alive: () => follow === f,
+        giveUp: (e) => e.status === 404 || e.status === 409 });
 }
 
 $('#run-form').addEventListener('submit', async (ev) => {

@@ -91,6 +91,20 @@ int pd_rlimits_set(const struct pd_rlimit *l, size_t n, struct pd_error *err)
         return 0;
 }
 
+/* The soft RLIMIT_NOFILE before pd_rlimits_raise_nofile; 0: not raised. */
+static rlim_t nofile_given;
+
+void pd_rlimits_raise_nofile(void)
+{
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+                return;
+        rlim_t given = rl.rlim_cur;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+                nofile_given = given;
+}
+
 int pd_rlimits_apply(struct pd_error *err)
 {
         struct pd_rlimit core = { RLIMIT_CORE, 0, 0 };
@@ -102,6 +116,8 @@ int pd_rlimits_apply(struct pd_error *err)
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
                 if (rl.rlim_max > 1048576)
                         rl.rlim_max = 1048576;
+                if (nofile_given && rl.rlim_cur > nofile_given)
+                        rl.rlim_cur = nofile_given;      /* what the parent was given */
                 if (rl.rlim_cur > rl.rlim_max)
                         rl.rlim_cur = rl.rlim_max;
                 if (setrlimit(RLIMIT_NOFILE, &rl) < 0)

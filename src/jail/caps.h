@@ -42,3 +42,9 @@ int pd_rlimits_set(const struct pd_rlimit *l, size_t n, struct pd_error *err);
 /* Sandbox rlimits: core dumps off, open files capped (never raised above
  * what we hold: CAP_SYS_RESOURCE may be withheld). */
 int pd_rlimits_apply(struct pd_error *err);
+/* For a long-running parent (paddock serve): raise our own soft
+ * RLIMIT_NOFILE to the hard limit (it holds ~8 fds per sandbox, and
+ * systemd's soft default is 1024) and remember the soft limit we were
+ * given, which pd_rlimits_apply gives back to the sandboxes, so their
+ * limit does not change. */
+void pd_rlimits_raise_nofile(void);

@@ -151,14 +151,19 @@ int pd_cgroup_create(struct pd_cgroup *cg, const struct pd_cgroup_limits *lim, s
         return r;
 }
 
-int pd_cgroup_open_procs(const struct pd_cgroup *cg, const char *leaf, int *fds, int max,
+int pd_cgroup_open_procs(const struct pd_cgroup *cg, const char *leaf, bool all, int *fds, int max,
                          struct pd_error *err)
 {
         int n = 0;
-        for (unsigned i = 0; i < cg->n && n < max; i++) {
-                /* Unsplit hierarchies: children inherit the agent's cgroup. */
-                if (!cg->h[i].split)
+        for (unsigned i = 0; i < cg->n; i++) {
+                /* Unsplit hierarchies: the agent's children inherit its cgroup. */
+                if (!cg->h[i].split && !all)
                         continue;
+                if (n == max) {
+                        while (n > 0)
+                                close(fds[--n]);
+                        return pd_error_setx(err, E2BIG, "more cgroup hierarchies than %d", max);
+                }
                 char dir[256], path[272];
                 snprintf(path, sizeof path, "%s/cgroup.procs", pd_cgroup_path(dir, sizeof dir, cg, i, leaf));
                 int fd = openat(cg->h[i].rootfd, path, O_WRONLY | O_CLOEXEC);

@@ -57,8 +57,14 @@ struct pd_cgroup_stats {
 int pd_cgroup_init(struct pd_cgroup *cg, const char *instance, const char *id, struct pd_error *err);
 int pd_cgroup_create(struct pd_cgroup *cg, const struct pd_cgroup_limits *lim, struct pd_error *err);
 /* Open the cgroup.procs files of leaf ("agent" or "work") for writing; fds[]
- * gets one fd per hierarchy; returns how many. */
-int pd_cgroup_open_procs(const struct pd_cgroup *cg, const char *leaf, int *fds, int max, struct pd_error *err);
+ * gets one fd per hierarchy; returns how many. all: every hierarchy the
+ * sandbox is in (leaf where it splits, the sandbox level elsewhere: v1
+ * cpu, cpuacct, freezer), for a process that is not the agent's child
+ * (QEMU, runsc). !all: the split hierarchies only, for the agent's own
+ * children: they inherit the sandbox level from the agent, and each fd is
+ * one more cgroup write per spawned command (a global kernel lock in v1). */
+int pd_cgroup_open_procs(const struct pd_cgroup *cg, const char *leaf, bool all, int *fds, int max,
+                         struct pd_error *err);
 int pd_cgroup_attach(const struct pd_cgroup *cg, const char *leaf, pid_t pid, struct pd_error *err);
 /* The directory of leaf ("agent", "work"; NULL: the sandbox level) in
  * hierarchy i, relative to its mount: the sandbox level where the

@@ -1,6 +1,7 @@
 #include "lib/template.h"
 #include "lib/base_profile.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -16,6 +17,8 @@
 
 /* Bump when the base template's contents change: old ones are rebuilt. */
 #define PD_BASE_VERSION "5"
+/* An outdated base template moved aside until no mount uses it. */
+#define RETIRED_PREFIX ".base-retired-"
 
 extern char **environ;
 
@@ -179,6 +182,8 @@ static int build_base(const char *dir, struct pd_error *err)
         return write_text(dir, "version", PD_BASE_VERSION "\n", 0644, err);
 }
 
+static int write_users(struct pd_state *st, const char *dir, struct pd_error *err);
+
 int pd_template_ensure_base(struct pd_state *st, struct pd_error *err)
 {
         char dir[PATH_MAX], buf[16];
@@ -207,13 +212,97 @@ int pd_template_ensure_base(struct pd_state *st, struct pd_error *err)
                 pd_rm_rf(tmp, NULL);
                 return pd_error_prefix(err, "build template 'base'");
         }
-        pd_rm_rf(dir, NULL);
+        /* The outdated one is moved aside, not removed: running sandboxes
+         * (a server on the previous build) have their root mounted from
+         * it. A rename keeps their mounts; it goes when the sandboxes
+         * alive now are gone. */
+        char old[PATH_MAX];
+        snprintf(old, sizeof old, "%s/templates/" RETIRED_PREFIX "%d-%llx", st->dir, (int)getpid(),
+                 (unsigned long long)pd_now_ns());
+        struct stat sb;
+        if (stat(dir, &sb) == 0 && (r = write_users(st, dir, err)) < 0) {
+                pd_rm_rf(tmp, NULL);
+                return r;
+        }
+        if (rename(dir, old) < 0 && errno != ENOENT) {
+                r = pd_error_set(err, errno, "move the outdated template 'base' aside");
+                pd_rm_rf(tmp, NULL);
+                return r;
+        }
         if (rename(tmp, dir) < 0) {
                 r = pd_error_set(err, errno, "install template 'base'");
                 pd_rm_rf(tmp, NULL);
                 return r;
         }
+        pd_template_sweep_retired(st);
         return 0;
+}
+
+/* The live sandboxes of this state dir, one id a line, into dir/users:
+ * the ones whose root may be mounted from the base about to retire (a
+ * sandbox's mounts name no path: its overlay's layers were detached). */
+static int write_users(struct pd_state *st, const char *dir, struct pd_error *err)
+{
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/users", dir);
+        FILE *out = fopen(path, "we");
+        if (!out)
+                return pd_error_set(err, errno, "create '%s'", path);
+        DIR *d = pd_opendirat(st->rundirfd, "sandboxes");
+        struct dirent *de;
+        while (d && (de = readdir(d)))
+                if (de->d_name[0] != '.' && pd_id_check(de->d_name) == 0)
+                        fprintf(out, "%s\n", de->d_name);
+        if (d)
+                closedir(d);
+        if (fclose(out) != 0)
+                return pd_error_set(err, EIO, "write '%s'", path);
+        return 0;
+}
+
+/* 1 while a sandbox listed in dir/users is still alive (or the list
+ * cannot be read: keep it). */
+static int still_used(struct pd_state *st, int tdirfd, const char *name)
+{
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/users", name);
+        int fd = openat(tdirfd, path, O_RDONLY | O_CLOEXEC);
+        FILE *in = fd >= 0 ? fdopen(fd, "re") : NULL;
+        if (!in) {
+                if (fd >= 0)
+                        close(fd);
+                return 1;
+        }
+        char line[128];
+        int used = 0;
+        while (!used && fgets(line, sizeof line, in)) {
+                line[strcspn(line, "\n")] = '\0';
+                char sb[160];
+                snprintf(sb, sizeof sb, "sandboxes/%s", line);
+                used = pd_id_check(line) == 0 && faccessat(st->rundirfd, sb, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+        }
+        fclose(in);
+        return used;
+}
+
+int pd_template_sweep_retired(struct pd_state *st)
+{
+        DIR *d = pd_opendirat(st->dirfd, "templates");
+        if (!d)
+                return 0;
+        int fd = dirfd(d);
+        int kept = 0;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (strncmp(de->d_name, RETIRED_PREFIX, strlen(RETIRED_PREFIX)))
+                        continue;
+                char path[PATH_MAX];
+                snprintf(path, sizeof path, "%s/templates/%s", st->dir, de->d_name);
+                if (still_used(st, fd, de->d_name) || pd_rm_rf(path, NULL) < 0)
+                        kept++;
+        }
+        closedir(d);
+        return kept;
 }
 
 static int resolve_bottom(struct pd_state *st, const char *name, struct pd_template *t, struct pd_error *err);

@@ -66,6 +66,10 @@ int pd_template_resolve(struct pd_state *st, const struct pd_spec *spec, struct 
                         struct pd_error *err);
 /* Build <state>/templates/base if missing or outdated. */
 int pd_template_ensure_base(struct pd_state *st, struct pd_error *err);
+/* Remove the outdated base templates that ensure_base moved aside once the
+ * sandboxes alive when it did (their users file) are gone; returns
+ * how many are still kept. Called after a rebuild and by `paddock gc`. */
+int pd_template_sweep_retired(struct pd_state *st);
 /* Check a host directory is usable as a template (not a symlink, not "/"). */
 int pd_template_check_dir(const char *dir, char *canonical, struct pd_error *err);
 

@@ -229,6 +229,20 @@ static int rm_rf_at(int dfd, const char *name, dev_t dev, int depth)
         return r;
 }
 
+DIR *pd_opendirat(int dirfd, const char *path)
+{
+        int fd = openat(dirfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return NULL;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                int e = errno;
+                close(fd);
+                errno = e;
+        }
+        return d;
+}
+
 int pd_rm_rf(const char *path, struct pd_error *err)
 {
         struct stat st;

@@ -1,6 +1,7 @@
 /* Small helpers shared by every part: cleanup attributes, full reads and
  * writes, size and duration parsing. */
 #pragma once
+#include <dirent.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -64,3 +65,6 @@ struct pd_fd_path pd_fd_path(int fd);
 int pd_mkdir_p(const char *path, mode_t mode, struct pd_error *err);
 /* rm -rf of a directory tree, not crossing mount points. Missing is fine. */
 int pd_rm_rf(const char *path, struct pd_error *err);
+/* opendir of path under dirfd (O_NOFOLLOW on the last part: a directory,
+ * not a link to one); NULL with errno set. closedir() closes it. */
+DIR *pd_opendirat(int dirfd, const char *path);

@@ -656,7 +656,7 @@ static int create_tier(struct pd_sandbox *sb, bool supervised, struct pd_error *
         if ((r = pd_cgroup_create(&pd_host(sb)->cg, &lim, err)) < 0 ||
             (r = pd_cgroup_attach(&pd_host(sb)->cg, "agent", pid, err)) < 0)
                 goto abort_child;
-        if ((r = pd_cgroup_open_procs(&pd_host(sb)->cg, "work", cg_fds, PD_CG_MAX_CTRL, err)) < 0)
+        if ((r = pd_cgroup_open_procs(&pd_host(sb)->cg, "work", false, cg_fds, PD_CG_MAX_CTRL, err)) < 0)
                 goto abort_child;
         if (r != a->n_cg) {
                 for (int i = 0; i < r; i++)

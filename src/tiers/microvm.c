@@ -168,7 +168,7 @@ static int start_qemu(struct pd_sandbox *sb, const struct pd_vm_assets *as, cons
                 .nic = sb->spec.net != PD_NET_NONE, .append_extra = append_extra(),
         };
         if (pd_host(sb)->have_cgroup) {
-                int r = pd_cgroup_open_procs(&pd_host(sb)->cg, "agent", l.cg_fds, (int)PD_ARRAY_SIZE(l.cg_fds), err);
+                int r = pd_cgroup_open_procs(&pd_host(sb)->cg, "agent", true, l.cg_fds, (int)PD_ARRAY_SIZE(l.cg_fds), err);
                 if (r < 0)
                         return r;
                 l.n_cg = r;

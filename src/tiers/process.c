@@ -380,7 +380,7 @@ static int process_create(struct pd_sandbox *sb, struct pd_error *err)
         if ((r = pd_seccomp_load(cache, &so, &a.filter, err)) < 0)
                 goto out;
         if (pd_host(sb)->have_cgroup) {
-                if ((r = pd_cgroup_open_procs(&pd_host(sb)->cg, "work", a.cg_fds, PD_CG_MAX_CTRL, err)) < 0)
+                if ((r = pd_cgroup_open_procs(&pd_host(sb)->cg, "work", false, a.cg_fds, PD_CG_MAX_CTRL, err)) < 0)
                         goto out;
                 a.n_cg = r;
         }

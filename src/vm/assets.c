@@ -5,10 +5,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -52,16 +56,62 @@ int pd_vm_hash_file(uint64_t *h, const char *path, struct pd_error *err)
         return n < 0 ? pd_error_set(err, errno, "read '%s'", path) : 0;
 }
 
+/* The builders running now (mkroot, mkfs.erofs), each the leader of its
+ * own process group, so that a stopping server can end them with all their
+ * children (cp, ldd, ...) instead of leaving them writing into the state
+ * dir (pd_vm_builders_stop). */
+static pthread_mutex_t builders_lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t builders[16];
+static bool builders_stopped;
+
+static bool builder_add(pid_t pid)
+{
+        bool ok = false;
+        pthread_mutex_lock(&builders_lock);
+        for (size_t i = 0; !builders_stopped && i < PD_ARRAY_SIZE(builders) && !ok; i++)
+                if (!builders[i]) {
+                        builders[i] = pid;
+                        ok = true;
+                }
+        pthread_mutex_unlock(&builders_lock);
+        return ok;
+}
+
+static void builder_del(pid_t pid)
+{
+        pthread_mutex_lock(&builders_lock);
+        for (size_t i = 0; i < PD_ARRAY_SIZE(builders); i++)
+                if (builders[i] == pid)
+                        builders[i] = 0;
+        pthread_mutex_unlock(&builders_lock);
+}
+
+void pd_vm_builders_stop(void)
+{
+        pthread_mutex_lock(&builders_lock);
+        builders_stopped = true;
+        for (size_t i = 0; i < PD_ARRAY_SIZE(builders); i++)
+                if (builders[i] > 0)
+                        kill(-builders[i], SIGKILL);    /* not yet reaped: the group is ours */
+        pthread_mutex_unlock(&builders_lock);
+}
+
 /* Run argv; with out, capture up to size-1 bytes of its stdout. */
 static int run(char *const argv[], char *out, size_t size, struct pd_error *err)
 {
         int p[2] = { -1, -1 };
         if (out && pipe2(p, O_CLOEXEC) < 0)
                 return pd_error_set(err, errno, "pipe");
+        pid_t parent = getpid();
         pid_t pid = fork();
         if (pid < 0)
                 return pd_error_set(err, errno, "fork");
         if (pid == 0) {
+                /* its own group (ended as one); and gone if we die first */
+                setpgid(0, 0);
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                if (getppid() != parent)
+                        _exit(127);
                 if (out)
                         dup2(p[1], 1);
                 else
@@ -69,6 +119,10 @@ static int run(char *const argv[], char *out, size_t size, struct pd_error *err)
                 execvp(argv[0], argv);
                 _exit(127);
         }
+        setpgid(pid, pid);      /* also here: no window where kill(-pid) misses */
+        bool registered = builder_add(pid);
+        if (!registered)
+                kill(-pid, SIGKILL);    /* stopping, or too many at once */
         size_t len = 0;
         if (out) {
                 close(p[1]);
@@ -83,6 +137,9 @@ static int run(char *const argv[], char *out, size_t size, struct pd_error *err)
         int st;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
                 ;
+        builder_del(pid);
+        if (!registered)
+                return pd_error_setx(err, ECANCELED, "%s: the server is stopping", argv[0]);
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
                 return pd_error_setx(err, EIO, "%s failed (status %d)", argv[0], st);
         return 0;

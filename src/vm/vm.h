@@ -22,6 +22,9 @@ struct pd_vm_assets {
 /* Find or build the assets; prints a progress line on stderr while it
  * builds (the first use takes seconds). */
 int pd_vm_assets_get(struct pd_state *st, struct pd_vm_assets *out, struct pd_error *err);
+/* For a stopping server: end the asset builders running now (each one's
+ * whole process group) and refuse new ones; their builds fail. */
+void pd_vm_builders_stop(void);
 /* assets_memo.c: the assets' key remembered per state dir, keyed by a
  * signature (stat identity of paths, NULL-terminated, and extra text) of
  * what the key is computed from. get: 1 when sig matches the memo. */

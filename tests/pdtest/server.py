@@ -124,6 +124,7 @@ class Server:
         self.proc = None
         self.key = None
         self.env = None
+        self.popen_kw = {}      # more subprocess.Popen arguments for start (pass_fds, preexec_fn)
         self.v1 = Api(self)
 
     # ---- the process ----
@@ -137,7 +138,7 @@ class Server:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen([PADDOCK_BIN, "serve", "--listen", "127.0.0.1:%d" % self.port,
                                           "--state-dir", self.state] + self.extra, env=self.env,
-                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log, **self.popen_kw)
         deadline = time.monotonic() + START_TIMEOUT
         try:
             while True:

@@ -4,6 +4,7 @@ sandbox and template; request latency histograms by route class; exec
 counts and durations; the warm pool's sizes, hit rate and memory; network
 drops); every 5xx logged with its cause; an ordinary client disconnect is
 no warning."""
+import json
 import re
 import socket
 import struct
@@ -203,3 +204,35 @@ def test_client_disconnect_is_no_warning(srv):
     finally:
         if sid:
             srv.delete(sid)
+
+
+def test_commands_counted_by_path(srv):
+    """Every way a command starts is counted (path=exec|process|e2b), not
+    only POST .../exec; a refused start is not."""
+    def counts():
+        f = scrape(srv)
+        return {p: value(f, "paddock_commands_started_total", path=p) for p in ("exec", "process", "e2b")}
+    st, _h, body = srv.request("POST", "/v2/sandboxes", {"templateID": "base"}, key=None,
+                               headers={"X-API-Key": srv.key, "Content-Type": "application/json"})
+    assert st == 201, (st, body)
+    e2b = json.loads(body)
+    sid = e2b["sandboxID"]
+    try:
+        c0 = counts()
+        assert None not in c0.values(), c0
+        assert srv.exec(sid, ["true"])["exit_code"] == 0
+        srv.json("POST", "/api/v1/sandboxes/%s/processes" % sid, {"cmd": ["true"]}, expect=201)
+        h = {"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49983", "Content-Type": "application/json",
+             "X-Access-Token": e2b["envdAccessToken"]}
+        st, _h, b = srv.request("POST", "/process.Process/Start", {"process": {"cmd": "/bin/true"}}, key=None,
+                                headers=h)
+        assert st == 200 and b'"end"' in b, (st, b)
+        assert counts() == {"exec": c0["exec"] + 1, "process": c0["process"] + 1, "e2b": c0["e2b"] + 1}
+        # refused before anything ran: not counted
+        srv.json("POST", "/api/v1/sandboxes/%s/processes" % sid, {"cmd": []}, expect=400)
+        st, _h, b = srv.request("POST", "/process.Process/Start", {"process": {"cmd": "/bin/true", "cwd": "a\u0000"}},
+                                key=None, headers=h)
+        assert st == 400, (st, b)
+        assert counts() == {"exec": c0["exec"] + 1, "process": c0["process"] + 1, "e2b": c0["e2b"] + 1}
+    finally:
+        srv.delete(sid)

@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 
 #include "server/api/api.h"
+#include "server/api/ports.h"
 #include "lib/util.h"
 
 #define WS_HIGH (256u << 10)
@@ -284,17 +285,9 @@ static void relay_run(struct relay *x)
                         x->why = x->why ? x->why : "agent connection";
                         break;
                 }
-                while (out_used(x)) {
-                        ssize_t n = send(x->sock, x->out + x->out_pos, out_used(x), MSG_DONTWAIT | MSG_NOSIGNAL);
-                        if (n < 0 && errno == EINTR)
-                                continue;
-                        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-                                break;
-                        if (n <= 0) {
-                                x->why = "client gone";
-                                return;
-                        }
-                        x->out_pos += (size_t)n;
+                if (pd_upgraded_send(x->sock, x->out, x->out_len, &x->out_pos) < 0) {
+                        x->why = "client gone";
+                        return;
                 }
                 if (x->closing && !out_used(x))
                         return;
@@ -376,19 +369,6 @@ static void upgraded(void *cls, struct MHD_Connection *mc, void *con_cls, const 
 
 /* ---- the handshake ---- */
 
-static bool has_token(const char *v, const char *t)
-{
-        size_t tl = strlen(t);
-        for (const char *p = v; p && *p;) {
-                while (*p == ' ' || *p == ',')
-                        p++;
-                if (!strncasecmp(p, t, tl) && (p[tl] == '\0' || p[tl] == ',' || p[tl] == ' '))
-                        return true;
-                p = strchr(p, ',');
-        }
-        return false;
-}
-
 /* A PD_ROUTE_STREAM_BODY route only to be told when the request is over
  * (chunk_len NULL, or the completion after the upgrade handler returned):
  * its state lives in r->route_state until then, whether the 101 went out
@@ -405,11 +385,9 @@ static enum MHD_Result get_pty_ws(struct pd_req *r, const char *chunk, size_t *c
                 *chunk_len = 0;         /* a GET's body: ignored */
                 return MHD_YES;
         }
-        const char *up = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Upgrade");
-        const char *co = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Connection");
         const char *ver = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Sec-WebSocket-Version");
         const char *key = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Sec-WebSocket-Key");
-        if (!up || strcasecmp(up, "websocket") || !co || !has_token(co, "upgrade"))
+        if (!pd_http_upgrade_asked(r->conn, "websocket"))
                 return pd_reply_error(r, 426, "upgrade_required", "this is a WebSocket endpoint (Upgrade: websocket)");
         if (!ver || strcmp(ver, "13") || !key || strlen(key) != 24)
                 return pd_reply_error(r, 400, "bad_request", "Sec-WebSocket-Version 13 and a Sec-WebSocket-Key needed");

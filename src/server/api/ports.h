@@ -16,6 +16,14 @@ struct pd_ports_ws;
 /* true if the request asks for a protocol switch: an Upgrade header and
  * the "upgrade" token in Connection. */
 bool pd_ports_is_upgrade(struct MHD_Connection *conn);
+/* An HTTP Upgrade request (ports_ws.c): an Upgrade header (protocol, any
+ * case; NULL: any) and "upgrade" among the Connection header's tokens.
+ * The port relay's WebSocket passthrough and the console's PTY socket. */
+bool pd_http_upgrade_asked(struct MHD_Connection *conn, const char *protocol);
+/* Send buf[*pos, len) to an upgraded client socket without blocking,
+ * moving *pos on: 0 when all went or the socket is full, -1 when the
+ * client is gone. Both WebSocket relays' way out. */
+int pd_upgraded_send(int sock, const void *buf, size_t len, size_t *pos);
 
 /* Send head (request line and headers, HTTP/1.1, Upgrade and Connection
  * kept) and body through tunnel tid of st, read the service's answer and

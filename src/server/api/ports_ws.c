@@ -75,11 +75,31 @@ static bool has_token(const char *v, const char *t)
         return false;
 }
 
-bool pd_ports_is_upgrade(struct MHD_Connection *conn)
+bool pd_http_upgrade_asked(struct MHD_Connection *conn, const char *protocol)
 {
         const char *up = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Upgrade");
         const char *co = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Connection");
-        return up && *up && has_token(co, "upgrade");
+        return up && *up && (!protocol || !strcasecmp(up, protocol)) && has_token(co, "upgrade");
+}
+
+int pd_upgraded_send(int sock, const void *buf, size_t len, size_t *pos)
+{
+        while (*pos < len) {
+                ssize_t n = send(sock, (const char *)buf + *pos, len - *pos, MSG_DONTWAIT | MSG_NOSIGNAL);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                        return 0;
+                if (n <= 0)
+                        return -1;
+                *pos += (size_t)n;
+        }
+        return 0;
+}
+
+bool pd_ports_is_upgrade(struct MHD_Connection *conn)
+{
+        return pd_http_upgrade_asked(conn, NULL);
 }
 
 /* ---- the service's answer ---- */
@@ -381,17 +401,9 @@ static void relay_run(struct relay *x)
                         x->why = "agent connection";
                         break;
                 }
-                while (out_used(x)) {
-                        ssize_t n = send(x->sock, x->out + x->out_pos, out_used(x), MSG_DONTWAIT | MSG_NOSIGNAL);
-                        if (n < 0 && errno == EINTR)
-                                continue;
-                        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-                                break;
-                        if (n <= 0) {
-                                x->why = "client gone";
-                                goto out;
-                        }
-                        x->out_pos += (size_t)n;
+                if (pd_upgraded_send(x->sock, x->out, x->out_len, &x->out_pos) < 0) {
+                        x->why = "client gone";
+                        goto out;
                 }
                 if (x->up_eof && !out_used(x) && !x->shut) {
                         /* the service closed: so do we, after the client

@@ -43,6 +43,7 @@ static void exec_spawned(void *ctx, uint32_t pid)
 {
         struct exec_out *x = ctx;
         pd_spawn_audit(x->r, x->s, x->sr, pid, "exec");
+        pd_metrics_command(PD_METRICS_EXEC);
 }
 
 static void exec_output(void *ctx, uint32_t stream, uint64_t offset, const uint8_t *data, size_t n)

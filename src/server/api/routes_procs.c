@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/core/metrics.h"
 #include "server/api/procs.h"
 #include "lib/util.h"
 
@@ -82,6 +83,7 @@ static enum MHD_Result route_start(struct pd_req *r, const char *chunk, size_t *
                 goto out;
         }
         pd_spawn_audit(r, s, &sr, pid, "processes");
+        pd_metrics_command(PD_METRICS_PROCESS);
         ret = pd_reply_json(r, 201, json_pack("{s:i,s:o}", "pid", (int)pid, "tag",
                                               sr.tag ? json_string(sr.tag) : json_null()));
 out:

@@ -30,6 +30,9 @@ static const char *const reasons[] = { "exit", "signal", "timeout", "oom", "othe
 static struct hist exec_hist;
 static uint64_t exec_by_reason[N_REASONS];
 
+static const char *const paths[] = { "exec", "process", "e2b" };   /* enum pd_metrics_path */
+static uint64_t commands[PD_ARRAY_SIZE(paths)];
+
 static uint64_t pool_hits, pool_misses;
 
 static void hist_add(struct hist *h, uint64_t ns)
@@ -105,6 +108,12 @@ void pd_metrics_exec(const char *reason, uint64_t duration_ns)
         hist_add(&exec_hist, duration_ns);
 }
 
+void pd_metrics_command(enum pd_metrics_path path)
+{
+        if ((size_t)path < PD_ARRAY_SIZE(paths))
+                __atomic_add_fetch(&commands[path], 1, __ATOMIC_RELAXED);
+}
+
 void pd_metrics_pool(int hit)
 {
         __atomic_add_fetch(hit ? &pool_hits : &pool_misses, 1, __ATOMIC_RELAXED);
@@ -146,6 +155,12 @@ void pd_metrics_write(FILE *f)
         fprintf(f, "# HELP paddock_exec_duration_seconds How long commands run through POST .../exec took.\n"
                    "# TYPE paddock_exec_duration_seconds histogram\n");
         hist_write(f, "paddock_exec_duration_seconds", "", &exec_hist);
+        fprintf(f, "# HELP paddock_commands_started_total Commands started in sandboxes, by the path they came "
+                   "through (exec: POST .../exec; process: POST .../processes; e2b: envd's Process.Start).\n"
+                   "# TYPE paddock_commands_started_total counter\n");
+        for (size_t i = 0; i < PD_ARRAY_SIZE(paths); i++)
+                fprintf(f, "paddock_commands_started_total{path=\"%s\"} %llu\n", paths[i],
+                        (unsigned long long)__atomic_load_n(&commands[i], __ATOMIC_RELAXED));
         fprintf(f, "# HELP paddock_pool_takes_total Creates that asked the warm pool, by result (hit: a warm "
                    "sandbox was handed out).\n# TYPE paddock_pool_takes_total counter\n");
         fprintf(f, "paddock_pool_takes_total{result=\"hit\"} %llu\npaddock_pool_takes_total{result=\"miss\"} %llu\n",

@@ -12,6 +12,11 @@ void pd_metrics_request(const char *route, unsigned status, uint64_t duration_ns
 /* One POST .../exec that ran to its end: reason "exit", "signal",
  * "timeout" or "oom" (anything else counts as "other"). */
 void pd_metrics_exec(const char *reason, uint64_t duration_ns);
+/* One command started in a sandbox, by the path it came through. Counted
+ * at the start: /processes and E2B commands end when nobody may be
+ * waiting, so their ends (reason, duration) are counted for exec only. */
+enum pd_metrics_path { PD_METRICS_EXEC, PD_METRICS_PROCESS, PD_METRICS_E2B };
+void pd_metrics_command(enum pd_metrics_path path);
 /* A create that could have used the warm pool: hit (a warm sandbox was
  * taken) or miss. */
 void pd_metrics_pool(int hit);

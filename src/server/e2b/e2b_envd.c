@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "server/e2b/e2b.h"
+#include "server/core/metrics.h"
 #include "server/core/manager.h"
 #include "server/api/procs.h"
 #include "server/core/store.h"
@@ -805,6 +806,7 @@ static enum MHD_Result proc_start(struct pd_req *r, struct pd_e2b_call *c, json_
         pd_audit(r->srv, st->s->id, st->s->key_id, "process.start",
                  json_pack("{s:s, s:s, s:s, s:i, s:b, s:s}", "cmd", x.args.v[0], "user", x.u.name, "cwd", x.cwd,
                            "pid", (int)pid, "pty", x.o.pty_rows != 0, "via", "e2b"));
+        pd_metrics_command(PD_METRICS_E2B);
         st->id = pid;
         st->pty = x.o.pty_rows != 0;
         estart_free(&x);
