@@ -23,7 +23,8 @@ int pd_server_routes(struct pd_server *srv, struct pd_error *err)
                 { "native", pd_routes_files },     { "e2b", pd_routes_e2b },
                 { "native", pd_routes_ports },     { "native", pd_routes_snapshots },
                 { "native", pd_routes_network },   { "native", pd_routes_templates },
-                { "e2b", pd_routes_e2b_templates }, { "e2b", pd_routes_e2b_snapshots },
+                { "e2b", pd_routes_e2b_templates }, { "e2b", pd_routes_e2b_tags },
+                { "e2b", pd_routes_e2b_snapshots },
                 { "console", pd_routes_console },  { "native", pd_routes_console_session },
                 { "native", pd_routes_console_pty }, { "native", pd_routes_tiers },
         };
