@@ -248,10 +248,14 @@ static enum MHD_Result assign_tags(struct pd_req *r, const char *chunk, size_t *
         _pd_cleanup_json_ json_t *want = body_tags(r, body, name, &ret);
         if (!want)
                 return ret;
-        own_build_id(r->srv, name, r->key.id, build);
-        if (!build[0])
-                return pd_e2b_reply_error(r, 404, "template '%s' not found", name);
+        /* the build id read under the lock: a new build's request records
+         * its tags under it too, after its build id */
         pthread_mutex_lock(&tags_lock);
+        own_build_id(r->srv, name, r->key.id, build);
+        if (!build[0]) {
+                pthread_mutex_unlock(&tags_lock);
+                return pd_e2b_reply_error(r, 404, "template '%s' not found", name);
+        }
         json_t *tags = load_tags(r->srv, name, build);
         /* the target's tag names the build (the only one: any tag of the
          * template does) */
@@ -294,10 +298,12 @@ static enum MHD_Result remove_tags(struct pd_req *r, const char *chunk, size_t *
         if (!gone)
                 return ret;
         char build[64];
-        own_build_id(r->srv, name, r->key.id, build);
-        if (!build[0])
-                return pd_e2b_reply_error(r, 404, "template '%s' not found", name);
         pthread_mutex_lock(&tags_lock);
+        own_build_id(r->srv, name, r->key.id, build);
+        if (!build[0]) {
+                pthread_mutex_unlock(&tags_lock);
+                return pd_e2b_reply_error(r, 404, "template '%s' not found", name);
+        }
         json_t *tags = load_tags(r->srv, name, build), *t;
         size_t i;
         /* all or nothing: an unknown tag changes nothing */
