@@ -1,6 +1,7 @@
 /* The server assembled: the one place that knows core/, api/ and e2b/
- * together. Order matters for the matchers only (the tables' patterns do
- * not overlap): a sandbox port's Host or path wins over everything, as the
+ * together. Order matters for the matchers (the tables' patterns do not
+ * overlap, but for E2B's DELETE /templates/tags, whose table precedes the
+ * snapshots' DELETE /templates/{id}): a sandbox port's Host or path wins over everything, as the
  * service behind it is relayed the request as sent; then E2B's envd, which
  * the SDK reaches on our address with an E2b-Sandbox-Id header whatever
  * the path; then the paths. */
