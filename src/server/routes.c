@@ -1,10 +1,10 @@
 /* The server assembled: the one place that knows core/, api/ and e2b/
- * together. Order matters for the matchers (the tables' patterns do not
- * overlap, but for E2B's DELETE /templates/tags, whose table precedes the
- * snapshots' DELETE /templates/{id}): a sandbox port's Host or path wins over everything, as the
- * service behind it is relayed the request as sent; then E2B's envd, which
- * the SDK reaches on our address with an E2b-Sandbox-Id header whatever
- * the path; then the paths. */
+ * together. Order matters for the matchers: a sandbox port's Host or path
+ * wins over everything, as the service behind it is relayed the request as
+ * sent; then E2B's envd, which the SDK reaches on our address with an
+ * E2b-Sandbox-Id header whatever the path; then the paths. The tables'
+ * patterns do not overlap but for E2B's DELETE /templates/tags, whose table
+ * comes before the snapshots' DELETE /templates/{id} (the first match wins). */
 #include "server/routes.h"
 
 #include <errno.h>
