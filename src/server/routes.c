@@ -1,9 +1,10 @@
 /* The server assembled: the one place that knows core/, api/ and e2b/
- * together. Order matters for the matchers only (the tables' patterns do
- * not overlap): a sandbox port's Host or path wins over everything, as the
- * service behind it is relayed the request as sent; then E2B's envd, which
- * the SDK reaches on our address with an E2b-Sandbox-Id header whatever
- * the path; then the paths. */
+ * together. Order matters for the matchers: a sandbox port's Host or path
+ * wins over everything, as the service behind it is relayed the request as
+ * sent; then E2B's envd, which the SDK reaches on our address with an
+ * E2b-Sandbox-Id header whatever the path; then the paths. The tables'
+ * patterns do not overlap but for E2B's DELETE /templates/tags, whose table
+ * comes before the snapshots' DELETE /templates/{id} (the first match wins). */
 #include "server/routes.h"
 
 #include <errno.h>
@@ -23,7 +24,8 @@ int pd_server_routes(struct pd_server *srv, struct pd_error *err)
                 { "native", pd_routes_files },     { "e2b", pd_routes_e2b },
                 { "native", pd_routes_ports },     { "native", pd_routes_snapshots },
                 { "native", pd_routes_network },   { "native", pd_routes_templates },
-                { "e2b", pd_routes_e2b_templates }, { "e2b", pd_routes_e2b_snapshots },
+                { "e2b", pd_routes_e2b_templates }, { "e2b", pd_routes_e2b_tags },
+                { "e2b", pd_routes_e2b_snapshots },
                 { "console", pd_routes_console },  { "native", pd_routes_console_session },
                 { "native", pd_routes_console_pty }, { "native", pd_routes_tiers },
         };

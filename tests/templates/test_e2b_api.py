@@ -321,3 +321,126 @@ def test_run_as_user_and_from_template(srv, built):
         assert out["stdout"] == "0\n1000\nhello from e2b\n1000\n", out
     finally:
         srv.delete(sid)
+
+
+# ---- tags (POST/DELETE /templates/tags, GET /templates/{id}/tags) ----
+
+def tags_of(srv, tid, key="default"):
+    st, j = e2b(srv, "GET", "/templates/%s/tags" % tid, key=key)
+    assert st == 200, j
+    for t in j:
+        assert set(t) == {"tag", "buildID", "createdAt"} and t["createdAt"].endswith("Z"), t
+    return {t["tag"]: t["buildID"] for t in j}
+
+
+def e2b_create(srv, template, key="default"):
+    st, j = e2b(srv, "POST", "/sandboxes", {"templateID": template, "timeout": 60}, key=key)
+    if st == 201:
+        srv.delete(j["sandboxID"])
+    return st, j
+
+
+def test_tags_assign_list_remove(srv, built):
+    """A build's tag (e2bt:v1) names it; assign adds names for the same
+    build, Sandbox.create('NAME:TAG') starts it, remove takes them away."""
+    tid, bid, _s = built
+    assert tags_of(srv, tid) == {"v1": bid}
+    st, j = e2b(srv, "POST", "/templates/tags", {"target": tid + ":v1", "tags": ["production", tid + ":stable"]})
+    assert st == 201 and j == {"buildID": bid, "tags": ["production", "stable"]}, j
+    assert tags_of(srv, tid) == {"v1": bid, "production": bid, "stable": bid}
+    # assigning a tag it has again changes nothing; a target without a tag is the build
+    st, j = e2b(srv, "POST", "/templates/tags", {"target": tid, "tags": ["stable"]})
+    assert st == 201 and j["buildID"] == bid, j
+    assert tags_of(srv, tid) == {"v1": bid, "production": bid, "stable": bid}
+    st, j = e2b_create(srv, tid + ":production")
+    assert st == 201 and j["templateID"] == tid, j
+    st, j = e2b(srv, "DELETE", "/templates/tags", {"name": tid, "tags": ["production"]})
+    assert st == 204, j
+    assert tags_of(srv, tid) == {"v1": bid, "stable": bid}
+    st, j = e2b_create(srv, tid + ":production")
+    assert st == 404 and tid + ":production" in j["message"], j
+    assert e2b_create(srv, tid + ":stable")[0] == 201
+
+
+def test_tags_bad_input_changes_nothing(srv, built):
+    tid, bid, _s = built
+    before = tags_of(srv, tid)
+    cases = [
+        {"tags": ["x"]},
+        {"target": ":v1", "tags": ["x"]},
+        {"target": tid + ":", "tags": ["x"]},
+        {"target": "Bad_Name:v1", "tags": ["x"]},
+        {"target": tid + ":v1", "tags": [":invalid-tag"]},        # E2B's tags.test.ts: no alias
+        {"target": tid + ":v1", "tags": [tid + ":"]},              # ... no tag
+        {"target": tid + ":v1", "tags": ["other-template:x"]},
+        {"target": tid + ":v1", "tags": []},
+        {"target": tid + ":v1", "tags": "x"},
+        {"target": tid + ":v1", "tags": [1]},
+        {"target": tid + ":v1", "tags": [".hidden"]},
+        {"target": tid + ":v1", "tags": ["a b"]},
+        {"target": tid + ":v1", "tags": ["x" * 129]},
+        {"target": tid + ":v1", "tags": ["ok", "bad/tag"]},
+    ]
+    for body in cases:
+        st, j = e2b(srv, "POST", "/templates/tags", body)
+        assert st == 400 and ("tag" in j["message"] or "target" in j["message"]), (body, st, j)
+    for body in ({"tags": ["v1"]}, {"name": "Bad_Name", "tags": ["v1"]}, {"name": tid, "tags": []},
+                 {"name": tid, "tags": [":v1"]}):
+        st, j = e2b(srv, "DELETE", "/templates/tags", body)
+        assert st == 400, (body, st, j)
+    # an unknown tag: 404, and the known one beside it stays
+    st, j = e2b(srv, "DELETE", "/templates/tags", {"name": tid, "tags": ["v1", "no-such-tag"]})
+    assert st == 404 and "no-such-tag" in j["message"], j
+    st, j = e2b(srv, "POST", "/templates/tags", {"target": tid + ":no-such-tag", "tags": ["x"]})
+    assert st == 404 and "no-such-tag" in j["message"], j
+    assert tags_of(srv, tid) == before
+    # a build's own tags are checked as these are
+    for name in ("e2bbadtag:.x", "e2bbadtag:a/b"):
+        st, j = e2b(srv, "POST", "/v3/templates", {"name": name})
+        assert st == 400, (name, j)
+    st, j = e2b(srv, "POST", "/v3/templates", {"name": "e2bbadtag", "tags": ["ok", "no good"]})
+    assert st == 400, j
+    assert e2b(srv, "GET", "/templates/aliases/e2bbadtag")[0] == 404
+
+
+def test_tags_unknown_and_another_keys(srv, built, other):
+    tid, _bid, _s = built
+    before = tags_of(srv, tid)
+    for key in ("default", other):
+        name = "no-such-template" if key == "default" else tid
+        st, j = e2b(srv, "GET", "/templates/%s/tags" % name, key=key)
+        assert st == 404, (key, j)
+        st, j = e2b(srv, "POST", "/templates/tags", {"target": name + ":v1", "tags": ["mine"]}, key=key)
+        assert st == 404, (key, j)
+        st, j = e2b(srv, "DELETE", "/templates/tags", {"name": name, "tags": ["v1"]}, key=key)
+        assert st == 404, (key, j)
+        st, j = e2b_create(srv, name + ":v1", key=key)
+        assert st == 404, (key, j)
+    # shared templates have no tags here
+    assert e2b(srv, "GET", "/templates/base/tags")[0] == 404
+    assert e2b_create(srv, "base:v1")[0] == 404
+    assert tags_of(srv, tid) == before
+
+
+def test_tags_of_a_new_build_replace_the_old(srv):
+    """paddock keeps one build a template: a new build's request names
+    its tags and drops the build before's (their root is going)."""
+    j = reserve(srv, "e2btagnew:one")
+    assert tags_of(srv, "e2btagnew") == {"one": j["buildID"]}
+    st, j2 = e2b(srv, "POST", "/v3/templates", {"name": "e2btagnew", "tags": ["two", "three"]})
+    assert st == 202, j2
+    assert tags_of(srv, "e2btagnew") == {"two": j2["buildID"], "three": j2["buildID"]}
+    st, j3 = e2b(srv, "POST", "/v3/templates", {"name": "e2btagnew"})
+    assert st == 202 and j3["tags"] == ["default"], j3
+    assert tags_of(srv, "e2btagnew") == {"default": j3["buildID"]}
+
+
+def test_tags_survive_a_restart(srv, built, regenv):
+    """Last in this file: the server restarts on the same state."""
+    tid, bid, _s = built
+    before = tags_of(srv, tid)
+    assert before and set(before.values()) == {bid}
+    srv.stop()
+    _start(srv, regenv)
+    assert tags_of(srv, tid) == before
+    assert e2b_create(srv, tid + ":v1")[0] == 201

@@ -19,6 +19,17 @@
 extern const struct pd_route pd_routes_e2b[];
 /* E2B's template build API, on the native builder (e2b_templates.c). */
 extern const struct pd_route pd_routes_e2b_templates[];
+/* E2B's template tags (e2b_tags.c): registered before the snapshots'
+ * table (its DELETE /templates/{id}). */
+extern const struct pd_route pd_routes_e2b_tags[];
+/* A tag as E2B's tags are: 1..128 of [A-Za-z0-9_.-], a word character first. */
+bool pd_e2b_tag_ok(const char *tag);
+/* The tags (strings, checked) of build, the template's new build: they
+ * replace the tags the template had (its one build before). 0 or -errno. */
+int pd_e2b_tags_record(struct pd_server *srv, const char *name, const char *build, json_t *tags);
+/* ref "NAME:TAG": 0 with NAME in name when TAG is a tag of key's own
+ * template NAME (Sandbox.create('NAME:TAG')), else -ENOENT. */
+int pd_e2b_tag_resolve(struct pd_server *srv, const char *key_id, const char *ref, char *name, size_t size);
 /* E2B's snapshots API (e2b_snapshots.c). */
 extern const struct pd_route pd_routes_e2b_snapshots[];
 /* name is one of key's snapshots (Sandbox.create(snapshotID) starts it). */

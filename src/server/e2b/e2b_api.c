@@ -208,6 +208,14 @@ static enum MHD_Result route_create(struct pd_req *r, const char *chunk, size_t 
         if ((v = json_object_get(body, "isolation")) && !json_is_null(v) &&
             (!json_is_string(v) || pd_isolation_parse(json_string_value(v), &cr.spec.isolation) < 0))
                 return pd_e2b_reply_error(r, 400, "isolation must be one of %s", pd_isolation_names());
+        /* "NAME:TAG": a tag of the key's own template names its build
+         * (e2b_tags.c; paddock keeps one, the template's) */
+        char tagged[80];
+        if (strchr(tpl, ':')) {
+                if (pd_e2b_tag_resolve(r->srv, r->key.id, tpl, tagged, sizeof tagged) < 0)
+                        return pd_e2b_reply_error(r, 404, "template '%.140s' not found", tpl);
+                tpl = tagged;
+        }
         const char *real = e2b_template_for(tpl);
         char tpl_owner[40];
         if (pd_template_name_check(real) < 0 ||

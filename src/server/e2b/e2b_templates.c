@@ -8,8 +8,8 @@
  *   GET  /templates/{templateID}/builds/{buildID}/status
  *   GET  /templates/aliases/{alias}                  404 / 403 / 200
  *
- * The templateID is the template's name (E2B's alias; a ":tag" is
- * dropped). The reservation is a native build record (owner, status
+ * The templateID is the template's name (E2B's alias; a ":tag" and the
+ * tags name the build: e2b_tags.c). The reservation is a native build record (owner, status
  * "waiting"); next to it, <state>/e2b-templates/<name>/ holds build_id and
  * files/<hash>, the uploaded tars, checked when they arrive as the native
  * context upload is (pd_tpl_untar) and kept for the next build of the
@@ -122,7 +122,8 @@ static enum MHD_Result request_build(struct pd_req *r, const char *chunk, size_t
         size_t i;
         json_t *t;
         if (json_is_array(tags))
-                json_array_foreach(tags, i, t) tags_ok = tags_ok && json_is_string(t);
+                json_array_foreach(tags, i, t) tags_ok = tags_ok && json_is_string(t) &&
+                                                        pd_e2b_tag_ok(json_string_value(t));
         if (!full || strlen(full) >= sizeof name) {
                 json_decref(body);
                 return pd_e2b_reply_error(r, 400, "name is required (NAME or NAME:TAG)");
@@ -131,10 +132,11 @@ static enum MHD_Result request_build(struct pd_req *r, const char *chunk, size_t
         char *tag = strchr(name, ':');
         if (tag)
                 *tag++ = '\0';
-        if (pd_template_name_check(name) < 0 || (tag && !*tag) || !tags_ok) {
+        if (pd_template_name_check(name) < 0 || (tag && !pd_e2b_tag_ok(tag)) || !tags_ok) {
                 json_decref(body);
                 return pd_e2b_reply_error(r, 400, "invalid template name '%.80s' (names are [a-z0-9-]{1,64}, "
-                                          "with an optional :TAG; tags an array of strings)", full);
+                                          "with an optional :TAG; tags an array of tags: 1 to 128 of "
+                                          "[A-Za-z0-9_.-], a word character first)", full);
         }
         json_t *out_tags = json_array();
         if (tag)
@@ -177,7 +179,9 @@ static enum MHD_Result request_build(struct pd_req *r, const char *chunk, size_t
         if (k == 0)
                 k = write_text(p, r->key.id);
         snprintf(p, sizeof p, "%s/build_id", dir);
-        if (k < 0 || write_text(p, build) < 0) {
+        /* the build's tags (e2b_tags.c), which replace those of the build
+         * before: paddock keeps one build a template */
+        if (k < 0 || write_text(p, build) < 0 || pd_e2b_tags_record(r->srv, name, build, out_tags) < 0) {
                 pd_tpl_unreserve(r->srv, name);
                 json_decref(out_tags);
                 return pd_e2b_reply_error(r, 500, "cannot write the build record");
