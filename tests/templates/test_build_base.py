@@ -188,6 +188,30 @@ def test_failed_rebuild_keeps_the_old_template(tp, ctx):
         tp.tpl("rm", "keepold")
 
 
+def test_rebuild_on_a_built_template_keeps_the_stack_records(tp, ctx):
+    """A rebuild swapped in under its own name: the template it stacks on
+    records it by that name (not the build's temporary one), so that one
+    stays undeletable while it is used and deletable after."""
+    recipe(ctx, "FROM base\nRUN echo low > /opt/low\n")
+    tp.tpl("build", "stacklow", ctx, check=True)
+    try:
+        for n in ("one", "two"):
+            recipe(ctx, "FROM stacklow\nRUN echo %s > /opt/top\n" % n)
+            tp.tpl("build", "stacktop", ctx, check=True)
+            r = tp.sandbox("stacktop", "cat", "/opt/low", "/opt/top")
+            assert r.stdout == "low\n%s\n" % n, (r.stdout, r.stderr)
+        users = os.listdir(os.path.join(tp.state, "templates", "stacklow", "users"))
+        assert users == ["@stacktop"], users
+        r = tp.tpl("rm", "stacklow")
+        assert r.returncode != 0 and "stacktop" in r.stderr, r.stderr
+        tp.tpl("rm", "stacktop", check=True)
+        tp.tpl("rm", "stacklow", check=True)
+        assert tp.debris() == []
+    finally:
+        tp.tpl("rm", "stacktop")
+        tp.tpl("rm", "stacklow")
+
+
 def test_start_cmd_on_an_image_recipe(tp, ctx, bb_image):
     recipe(ctx, 'FROM %s\nLABEL paddock.start-cmd="exec sleep 600" paddock.ready-cmd="[ -f /never ]" '
                 'paddock.ready-timeout=1\n' % bb_image)
