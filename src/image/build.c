@@ -938,18 +938,30 @@ static int read_recipe(const char *path, char **out, struct pd_error *err)
 
 /* The start and ready commands a recipe sets (docs/templates.md "Start
  * and ready commands"): LABEL paddock.start-cmd=... paddock.ready-cmd=...
- * (E2B's setStartCmd becomes those), or NULL. */
-static json_t *start_of(json_t *config)
+ * paddock.ready-timeout=N (E2B's setStartCmd becomes those) into *out, or
+ * NULL. A ready-timeout that is not a whole number of seconds in 1..600 is
+ * refused: a silent 60 would hide the recipe's mistake. */
+static int start_of(json_t *config, json_t **out, struct pd_error *err)
 {
+        *out = NULL;
         json_t *labels = json_object_get(config, "Labels");
         const char *sc = json_string_value(json_object_get(labels, "paddock.start-cmd"));
         const char *rc = json_string_value(json_object_get(labels, "paddock.ready-cmd"));
-        const char *to = json_string_value(json_object_get(labels, "paddock.ready-timeout"));
+        json_t *tv = json_object_get(labels, "paddock.ready-timeout");
+        const char *to = json_string_value(tv);
+        long t = 60;
+        if (tv) {
+                char *end = NULL;
+                errno = 0;
+                t = to && *to >= '0' && *to <= '9' ? strtol(to, &end, 10) : -1;
+                if (!to || errno || t < 1 || t > 600 || !end || *end)
+                        return pd_error_setx(err, EINVAL, "LABEL paddock.ready-timeout=%.40s: the ready timeout is "
+                                             "a whole number of seconds from 1 to 600", to ? to : "?");
+        }
         if (!sc || !*sc)
-                return NULL;
-        long t = to ? strtol(to, NULL, 10) : 60;
-        return json_pack("{s:s, s:s, s:I}", "cmd", sc, "ready", rc ? rc : "", "timeout",
-                         (json_int_t)(t >= 1 && t <= 600 ? t : 60));
+                return 0;
+        *out = json_pack("{s:s, s:s, s:I}", "cmd", sc, "ready", rc ? rc : "", "timeout", (json_int_t)t);
+        return *out ? 0 : pd_error_set(err, ENOMEM, "start command");
 }
 
 /* The build's check of a start command: started in sb as the template's
@@ -1075,8 +1087,11 @@ int pd_image_build(struct pd_state *st, const char *name, const char *recipe_pat
                 snprintf(digest, sizeof digest, "recipe:%s", b.key);
                 bool same = od && !strcmp(od, digest) &&
                             (b.live ? pd_template_is_built_snapshot(st, name) : pd_template_is_image(st, name));
-                json_t *start = start_of(b.config);
-                if (same) {
+                json_t *start = NULL;
+                r = start_of(b.config, &start, err);
+                if (r < 0) {
+                        /* refused before anything runs or is registered */
+                } else if (same) {
                         pd_image_emit(o, PD_IMAGE_EV_STEP, "unchanged", NULL, 0, 0);
                 } else if (b.live) {
                         /* the second pass: the steps, in the sandbox */
@@ -1084,7 +1099,9 @@ int pd_image_build(struct pd_state *st, const char *name, const char *recipe_pat
                         b.live_exec = true;
                         r = run_steps(&b, rec, err);
                         json_decref(start);
-                        start = start_of(b.config);
+                        start = NULL;
+                        if (r == 0)
+                                r = start_of(b.config, &start, err);
                         if (r == 0 && start)
                                 r = check_start(&b, &b.lv, start, err);
                         json_t *run = NULL;

@@ -320,30 +320,50 @@ int pd_live_finish(struct pd_live *l, const char *name, json_t *doc, struct pd_e
         int r = pd_live_sandbox(l, err);
         if (r < 0)
                 return r;
-        char p[PATH_MAX];
+        char p[PATH_MAX], who[80];
         snprintf(p, sizeof p, "templates/%s", name);
-        if (faccessat(l->st->dirfd, p, F_OK, AT_SYMLINK_NOFOLLOW) == 0) {
+        bool old = faccessat(l->st->dirfd, p, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+        if (old) {
                 /* a build replaces its own template: an image template or
                  * a snapshot an earlier build made, not anything else */
                 if (!pd_template_is_image(l->st, name) && !pd_template_is_built_snapshot(l->st, name))
                         return pd_error_setx(err, EEXIST, "a template or snapshot named '%s' exists (not one a "
                                              "build made): pick another name", name);
-                if ((r = pd_image_remove(l->st, name, err)) < 0)
-                        return pd_error_prefix(err, "replace template '%s'", name);
+                /* said now, not after the snapshot (pd_snapshot_swap checks
+                 * again under its lock) */
+                if (pd_template_user(l->st, name, who, sizeof who))
+                        return pd_error_setx(err, EBUSY, "replace template '%s': it is in use by %s%s (remove that "
+                                             "first)", name, who[0] == '@' ? "snapshot " : "sandbox ",
+                                             who + (who[0] == '@'));
         }
-        if ((r = pd_sandbox_snapshot(l->sb, name, err)) < 0)
+        /* built under a name of its own and swapped in at the end: until
+         * then the old template stays whole and usable, and a failure on
+         * the way (the snapshot, its config) leaves it as it was. A dead
+         * build's leftover goes with `paddock template prune`/gc. */
+        char tmpname[65];
+        snprintf(tmpname, sizeof tmpname, "paddock-build-%d-new", (int)getpid());
+        struct pd_error e2;
+        (void)pd_image_remove(l->st, tmpname, &e2);
+        if ((r = pd_sandbox_snapshot(l->sb, tmpname, err)) < 0)
                 return r;
         /* written whole, then renamed: template_run.c reads a full one
          * (its presence marks the snapshot as a built template) */
         char tmp[PATH_MAX], dst[PATH_MAX];
-        snprintf(tmp, sizeof tmp, "%s/templates/%s/.config.json.%d", l->st->dir, name, (int)getpid());
-        snprintf(dst, sizeof dst, "%s/templates/%s/config.json", l->st->dir, name);
+        snprintf(tmp, sizeof tmp, "%s/templates/%s/.config.json.%d", l->st->dir, tmpname, (int)getpid());
+        snprintf(dst, sizeof dst, "%s/templates/%s/config.json", l->st->dir, tmpname);
+        errno = 0;
         if (json_dump_file(doc, tmp, JSON_COMPACT) < 0 || rename(tmp, dst) < 0) {
                 (void)unlink(tmp);
                 r = pd_error_set(err, errno ? errno : EIO, "write '%s'", dst);
-                struct pd_error e2;
-                (void)pd_image_remove(l->st, name, &e2);
+                (void)pd_image_remove(l->st, tmpname, &e2);
                 return r;
         }
+        if ((r = pd_snapshot_swap(l->st, tmpname, name, err)) < 0) {
+                (void)pd_image_remove(l->st, tmpname, &e2);
+                return pd_error_prefix(err, "replace template '%s'", name);
+        }
+        /* the old one, now under tmpname */
+        if (old)
+                (void)pd_image_remove(l->st, tmpname, &e2);
         return 0;
 }

@@ -182,9 +182,9 @@ int pd_template_start(struct pd_sandbox *sb, const struct pd_template_start *s, 
          * passed meanwhile): its status and output */
         drain_nowait(&sc, &st, &exited, &sx);
         if (exited && !(sx.has_code && sx.code == 0)) {
-                r = sx.has_code ? pd_error_setx(err, EIO, "the start command '%.80s' exited with status %u; its last "
+                r = sx.has_code ? pd_error_setx(err, PD_E_START_FAILED, "the start command '%.80s' exited with status %u; its last "
                                                 "output:\n%s", s->start, sx.code, trimmed(&st))
-                                : pd_error_setx(err, EIO, "the start command '%.80s' was killed by signal %u; its "
+                                : pd_error_setx(err, PD_E_START_FAILED, "the start command '%.80s' was killed by signal %u; its "
                                                 "last output:\n%s", s->start, sx.signo, trimmed(&st));
                 goto out;
         }

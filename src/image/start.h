@@ -21,5 +21,9 @@ struct pd_template_start {
         size_t n_env;
         int timeout_ms;
 };
+/* The error code of a start command that exited non-zero or was killed:
+ * the template's fault, not the server's (a create answers 4xx with it,
+ * docs/api.md). An errno nothing else on the create path sets. */
+#define PD_E_START_FAILED EBADE
 int pd_template_start(struct pd_sandbox *sb, const struct pd_template_start *s, uint32_t *pid,
                       struct pd_error *err);

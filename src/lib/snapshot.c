@@ -282,6 +282,63 @@ int pd_snapshot_register(struct pd_state *st, const char *name, const char *pare
         return 0;
 }
 
+/* Walk name's stack down from top (lock held): add (or drop) users/<add>,
+ * drop users/<drop>. */
+static void chain_entries(struct pd_state *st, const char *top, const char *add, const char *drop)
+{
+        char cur[65];
+        snprintf(cur, sizeof cur, "%s", top);
+        for (unsigned depth = 0; depth <= PD_MAX_STACK + 1 &&
+                                 (pd_snapshot_is(st, cur) || pd_template_is_image(st, cur)); depth++) {
+                char path[PATH_MAX];
+                if (add) {
+                        snprintf(path, sizeof path, "templates/%s/users/%s", cur, add);
+                        int fd = openat(st->dirfd, path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+                        if (fd >= 0)
+                                close(fd);
+                }
+                if (drop) {
+                        snprintf(path, sizeof path, "templates/%s/users/%s", cur, drop);
+                        (void)unlinkat(st->dirfd, path, 0);
+                }
+                char next[65];
+                if (parent_of(st, cur, next) < 0)
+                        break;
+                snprintf(cur, sizeof cur, "%s", next);
+        }
+}
+
+int pd_snapshot_swap(struct pd_state *st, const char *tmp, const char *name, struct pd_error *err)
+{
+        if (pd_template_name_check(tmp) < 0 || pd_template_name_check(name) < 0 || !pd_snapshot_is(st, tmp))
+                return pd_error_setx(err, EINVAL, "swap '%.64s' for '%.64s': not a snapshot", tmp, name);
+        _pd_cleanup_close_ int lock = lock_snapshots(st);
+        if (lock < 0)
+                return pd_error_set(err, -lock, "lock the snapshots of '%s'", st->dir);
+        char from[PATH_MAX], to[PATH_MAX], who[80], old_parent[65], entry[70];
+        snprintf(from, sizeof from, "templates/%s", tmp);
+        snprintf(to, sizeof to, "templates/%s", name);
+        bool old = faccessat(st->dirfd, to, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+        if (old && first_user(st, name, who, sizeof who))
+                return who[0] == '@' ? pd_error_setx(err, EBUSY, "template '%s' is in use: snapshot '%s' stacks on "
+                                                     "it (remove that first)", name, who + 1)
+                                     : pd_error_setx(err, EBUSY, "template '%s' is in use by sandbox %s (remove that "
+                                                     "first)", name, who);
+        bool old_has_parent = old && parent_of(st, name, old_parent) == 0;
+        if (renameat2(st->dirfd, from, st->dirfd, to, old ? RENAME_EXCHANGE : RENAME_NOREPLACE) < 0)
+                return pd_error_set(err, errno, "put the new '%s' in place", name);
+        /* the old one's parents forget @name before the new one's learn it
+         * (they may be the same); @tmp keeps a fork both share alive */
+        snprintf(entry, sizeof entry, "@%s", name);
+        if (old_has_parent)
+                chain_entries(st, old_parent, NULL, entry);
+        char parent[65], tmp_entry[70];
+        snprintf(tmp_entry, sizeof tmp_entry, "@%s", tmp);
+        if (parent_of(st, name, parent) == 0)
+                chain_entries(st, parent, entry, tmp_entry);
+        return 0;
+}
+
 void pd_snapshot_layer_path(struct pd_state *st, const char *name, const char *graft, char *out, size_t size)
 {
         if (!graft) {

@@ -96,6 +96,13 @@ void pd_snapshot_unuse(struct pd_state *st, const char *top, const char *id);
 int pd_snapshot_delete(struct pd_state *st, const char *name, struct pd_error *err);
 /* Remove a fork snapshot once nothing uses it (errors ignored). */
 void pd_snapshot_release(struct pd_state *st, const char *name, struct pd_error *err);
+/* A rebuild's swap (build_live.c): snapshot tmp takes name's place in one
+ * rename (RENAME_EXCHANGE when name exists), so name always answers with a
+ * whole template. The old one is then at tmp, for the caller to remove;
+ * the records of who stacks on what follow (@name moves from the old
+ * one's parents to the new one's). -EBUSY (naming the user, nothing
+ * changed) while a sandbox or snapshot uses the old one. */
+int pd_snapshot_swap(struct pd_state *st, const char *tmp, const char *name, struct pd_error *err);
 /* The template a snapshot stacks on (0), or -ENOENT / -EINVAL. */
 int pd_snapshot_parent(struct pd_state *st, const char *name, char parent[65]);
 /* Record the new snapshot name as a user of parent's stack. */

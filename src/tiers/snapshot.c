@@ -29,7 +29,10 @@
 #include "tiers/host.h"
 #include "lib/util.h"
 
-#define MAX_DEPTH 256
+/* below pd_rm_rf's 256 levels, with the snapshot directory's own (its
+ * .snap-/rootfs/grafts levels): a snapshot, whole or half-made, can always
+ * be removed again */
+#define MAX_DEPTH 250
 #define RANGE 65536u
 
 int pd_container_attach_stage(struct pd_sandbox *sb, int tree_fd, struct pd_error *err)

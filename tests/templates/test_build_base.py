@@ -138,6 +138,80 @@ def test_start_cmd_checked_at_build(tp, ctx):
     assert "badstart" not in tp.template_dirs()
 
 
+@pytest.mark.parametrize("bad", ["0", "601", "abc", "5s", "-3"])
+def test_ready_timeout_out_of_range_refused(tp, ctx, bad):
+    """paddock.ready-timeout outside 1..600 (or not a number) is refused at
+    build, naming the label and the range; nothing is registered."""
+    recipe(ctx, 'FROM base\nRUN echo ran > /opt/x\nLABEL paddock.start-cmd="exec sleep 600" '
+                'paddock.ready-timeout=%s\n' % bad)
+    r = tp.tpl("build", "badtimeout", ctx)
+    assert r.returncode != 0
+    assert "paddock.ready-timeout=" + bad in r.stderr and "1 to 600" in r.stderr, r.stderr
+    assert "badtimeout" not in tp.template_dirs()
+    assert tp.debris() == []
+
+
+def test_ready_timeout_refused_on_an_image_recipe(tp, ctx, bb_image):
+    recipe(ctx, 'FROM %s\nLABEL paddock.start-cmd="exec sleep 600" paddock.ready-timeout=9999\n' % bb_image)
+    r = tp.tpl("build", "imgbadtimeout", ctx)
+    assert r.returncode != 0
+    assert "paddock.ready-timeout=9999" in r.stderr and "1 to 600" in r.stderr, r.stderr
+    assert "imgbadtimeout" not in tp.template_dirs()
+    assert tp.debris() == []
+
+
+def test_failed_rebuild_keeps_the_old_template(tp, ctx):
+    """A rebuild whose snapshot fails (directories nested deeper than the
+    snapshot copies) leaves the old template whole and usable."""
+    recipe(ctx, "FROM base\nRUN echo first > /opt/v\n")
+    tp.tpl("build", "keepold", ctx, check=True)
+    try:
+        before = tp.template_dirs()
+        recipe(ctx, "FROM base\nRUN echo second > /opt/v && mkdir -p /opt/deep/$(printf 'd/%.0s' $(seq 300))\n")
+        r = tp.tpl("build", "keepold", ctx)
+        assert r.returncode != 0
+        # the snapshot failed (the message names the path down to the
+        # depth, cut at the error size)
+        assert "snapshot" in r.stderr and "opt: deep: d: d:" in r.stderr, r.stderr
+        r = tp.sandbox("keepold", "cat", "/opt/v")
+        assert r.returncode == 0 and r.stdout == "first\n", (r.stdout, r.stderr)
+        assert tp.template_dirs() == before
+        assert tp.debris() == []
+        # a rebuild that works swaps the new one in, and leaves nothing else
+        recipe(ctx, "FROM base\nRUN echo third > /opt/v\n")
+        tp.tpl("build", "keepold", ctx, check=True)
+        r = tp.sandbox("keepold", "cat", "/opt/v")
+        assert r.stdout == "third\n", (r.stdout, r.stderr)
+        assert tp.template_dirs() == before
+        assert tp.debris() == []
+    finally:
+        tp.tpl("rm", "keepold")
+
+
+def test_rebuild_on_a_built_template_keeps_the_stack_records(tp, ctx):
+    """A rebuild swapped in under its own name: the template it stacks on
+    records it by that name (not the build's temporary one), so that one
+    stays undeletable while it is used and deletable after."""
+    recipe(ctx, "FROM base\nRUN echo low > /opt/low\n")
+    tp.tpl("build", "stacklow", ctx, check=True)
+    try:
+        for n in ("one", "two"):
+            recipe(ctx, "FROM stacklow\nRUN echo %s > /opt/top\n" % n)
+            tp.tpl("build", "stacktop", ctx, check=True)
+            r = tp.sandbox("stacktop", "cat", "/opt/low", "/opt/top")
+            assert r.stdout == "low\n%s\n" % n, (r.stdout, r.stderr)
+        users = os.listdir(os.path.join(tp.state, "templates", "stacklow", "users"))
+        assert users == ["@stacktop"], users
+        r = tp.tpl("rm", "stacklow")
+        assert r.returncode != 0 and "stacktop" in r.stderr, r.stderr
+        tp.tpl("rm", "stacktop", check=True)
+        tp.tpl("rm", "stacklow", check=True)
+        assert tp.debris() == []
+    finally:
+        tp.tpl("rm", "stacktop")
+        tp.tpl("rm", "stacklow")
+
+
 def test_start_cmd_on_an_image_recipe(tp, ctx, bb_image):
     recipe(ctx, 'FROM %s\nLABEL paddock.start-cmd="exec sleep 600" paddock.ready-cmd="[ -f /never ]" '
                 'paddock.ready-timeout=1\n' % bb_image)
@@ -186,8 +260,10 @@ def test_start_cmd_at_create(tp, ctx, srv):
     st, j = srv.api("POST", "/sandboxes", {"template": "webstart", "env": {"MODE": "bad"}})
     if st == 201:
         srv.delete(j["id"])
-    assert st >= 400, j
+    # the template's fault, not the server's: 422, not 500
+    assert st == 422, (st, j)
     text = json.dumps(j)
+    assert "start_command_failed" in text, j
     assert "start command" in text and "refused-mode-bad" in text and "status 5" in text, j
     assert sandboxes(srv) == before
     assert not [n for n in os.listdir(os.path.join(srv.rundir, "sandboxes"))

@@ -14,6 +14,7 @@
 #include "server/core/metrics.h"
 #include "lib/state.h"
 #include "server/api/templates.h"
+#include "image/start.h"
 #include "server/core/store.h"
 #include "net/policy.h"
 #include "lib/template.h"
@@ -36,6 +37,8 @@ static enum MHD_Result reply_manager_error(struct pd_req *r, int rc, const struc
         case EAGAIN: return pd_reply_error(r, 429, "too_many", "%s", err->msg);
         case ESHUTDOWN: return pd_reply_error(r, 503, "unavailable", "%s", err->msg);
         case ENOTSUP: return pd_reply_error(r, 400, "bad_request", "%s", err->msg);
+        /* the template's start command failed: its fault, its output */
+        case PD_E_START_FAILED: return pd_reply_error(r, 422, "start_command_failed", "%s", err->msg);
         default: return pd_reply_errno(r, rc, err->msg);
         }
 }

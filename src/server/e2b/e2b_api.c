@@ -31,6 +31,7 @@
 #include "server/e2b/e2b.h"
 #include "server/e2b/e2b_pool.h"
 #include "server/api/templates.h"
+#include "image/start.h"
 #include "server/core/manager.h"
 #include "server/core/store.h"
 #include "lib/template.h"
@@ -175,7 +176,10 @@ static enum MHD_Result manager_error(struct pd_req *r, int rc, const struct pd_e
         case ESRCH: return pd_e2b_reply_error(r, 404, "%s", err->msg);
         case EBUSY: return pd_e2b_reply_error(r, 409, "%s", err->msg);
         case EINVAL:
-        case ENOTSUP: return pd_e2b_reply_error(r, 400, "%s", err->msg);
+        case ENOTSUP:
+        /* the template's start command failed (its output in the
+         * message): 400, the 4xx E2B's spec lists for a create */
+        case PD_E_START_FAILED: return pd_e2b_reply_error(r, 400, "%s", err->msg);
         default: return pd_e2b_reply_error(r, 500, "%s", err->msg);
         }
 }

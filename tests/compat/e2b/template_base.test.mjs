@@ -78,6 +78,8 @@ test('a start command that fails at create: a clear error, no sandbox left', asy
   const n = await count()
   await assert.rejects(Sandbox.create('e2bbase-mode', { envs: { MODE: 'bad' }, timeoutMs: 60000 }), (e) => {
     assert.match(String(e.message), /refusing-mode-bad/)
+    // the template's fault, not the server's: a 4xx (E2B's spec: 400)
+    assert.equal(e.statusCode, 400, String(e.message))
     return true
   })
   assert.equal(await count(), n)
