@@ -530,6 +530,9 @@ BRIDGE = Bridge()
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"
     server_version = "paddock-kernel-bridge/0.1"
+    # TCP_NODELAY: each /execute line goes out as it is written, not held
+    # back (Nagle) until the agent acknowledges the one before
+    disable_nagle_algorithm = True
 
     def log_message(self, fmt, *args):
         pass

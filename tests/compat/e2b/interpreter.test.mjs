@@ -84,3 +84,22 @@ test('the sandbox id alone runs nothing: /execute and /contexts need a credentia
   })
   assert.equal(run.status, 401)
 })
+
+test('runCode calls at once and in turn, small and past 64 KiB: each gets its own output, whole', async () => {
+  // a request up to 64 KiB goes out with the tunnel's TUNNEL_OPEN, a larger
+  // one after it (e2b_ci.c): both, side by side, on tunnels of their own
+  const big = 'x'.repeat(100 * 1024)
+  const code = (i) => i % 2 ? `s = '${big}'\nprint('run-${i}')\nlen(s) + ${i}` : `print('run-${i}')\n${i}`
+  const want = (i) => String(i % 2 ? big.length + i : i)
+  const together = await Promise.all([0, 1, 2, 3].map((i) => sbx.runCode(code(i))))
+  together.forEach((r, i) => {
+    assert.equal(r.error, undefined, `run ${i}`)
+    assert.deepEqual(r.logs.stdout, [`run-${i}\n`], `run ${i}`)
+    assert.equal(r.text, want(i), `run ${i}`)
+  })
+  for (const i of [4, 5, 6, 7]) {
+    const r = await sbx.runCode(code(i))
+    assert.deepEqual(r.logs.stdout, [`run-${i}\n`], `run ${i}`)
+    assert.equal(r.text, want(i), `run ${i}`)
+  }
+})
