@@ -104,3 +104,10 @@ test('runCode calls at once and in turn, small and past 64 KiB: each gets its ow
     assert.equal(r.text, want(i), `run ${i}`)
   }
 })
+
+test('the input history is kept in memory: In and Out work, no SQLite history written', async () => {
+  await sbx.runCode('21 * 2')
+  const r = await sbx.runCode('(get_ipython().history_manager.enabled, In[-2], Out[len(In) - 2])')
+  assert.equal(r.error, undefined)
+  assert.equal(r.text, "(False, '21 * 2', 42)")
+})
