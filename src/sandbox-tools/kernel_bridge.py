@@ -271,7 +271,11 @@ class Context:
         self.cwd = cwd
         self.lock = threading.Lock()
         self.km = KernelManager(kernel_name=LANGUAGES[language])
-        self.km.start_kernel(cwd=cwd if os.path.isdir(cwd) else None)
+        # the input history in memory only (In, Out, _i still work): the
+        # default writes each run to ~/.ipython's SQLite file with four
+        # fdatasyncs, beside the run, on every runCode
+        self.km.start_kernel(cwd=cwd if os.path.isdir(cwd) else None,
+                             extra_arguments=["--HistoryManager.enabled=False"])
         self.kc = None
         self._connect()
         if warm:
@@ -530,6 +534,9 @@ BRIDGE = Bridge()
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"
     server_version = "paddock-kernel-bridge/0.1"
+    # TCP_NODELAY: each /execute line goes out as it is written, not held
+    # back (Nagle) until the agent acknowledges the one before
+    disable_nagle_algorithm = True
 
     def log_message(self, fmt, *args):
         pass

@@ -252,17 +252,80 @@ static enum MHD_Result ci_error(struct pd_req *r, unsigned status, const char *m
         return pd_reply_json(r, status, json_pack("{s:s, s:s}", "error", msg, "message", msg));
 }
 
+/* Up to this much of a request (head and body) goes out with the
+ * TUNNEL_OPEN, as the port relay's (api/ports.c): the agent buffers a
+ * connecting tunnel's bytes only so far. */
+#define PIPELINE_MAX (64u << 10)
+
+/* The agent connection and tunnel to the bridge, with req (NULL: too big)
+ * queued behind the TUNNEL_OPEN and the HELLO pipelined, as the port relay
+ * opens its tunnels: one agent round trip where a connect, a TUNNEL_OPEN
+ * and the request took three, on every runCode. *sent: req went with it.
+ * Nobody listening (the bridge not started yet): bridge_tunnel starts it
+ * and req is the caller's to send. */
+static int ci_open(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_client *c, const char *req, size_t n,
+                   uint32_t *tid, bool *sent, struct pd_error *err)
+{
+        *sent = false;
+        int k;
+        if (!req) {
+                if ((k = pd_route_agent(s, c, err)) < 0)
+                        return k;
+                return bridge_tunnel(srv, s, c, tid, err);
+        }
+        k = pd_agentc_connect_pipelined(s, c, err);
+        if (k == 0) {
+                pd_route_watch(c, srv, NULL, s);
+                k = pd_client_tunnel_open_with(c, PD_E2B_CI_PORT, req, n, tid, err);
+        }
+        if (k < 0 && pd_route_agent_untouched(c, k)) {
+                pd_client_close(c);
+                *err = (struct pd_error){ 0 };
+                if ((k = pd_route_agent(s, c, err)) == 0) {
+                        pd_route_watch(c, srv, NULL, s);
+                        k = pd_client_tunnel_open_with(c, PD_E2B_CI_PORT, req, n, tid, err);
+                }
+        }
+        if (k == 0)
+                *sent = true;
+        if (k != -ECONNREFUSED)
+                return k;
+        /* the agent dropped req with the failed connect */
+        *err = (struct pd_error){ 0 };
+        return bridge_tunnel(srv, s, c, tid, err);
+}
+
 enum MHD_Result pd_e2b_ci_forward(struct pd_req *r, struct pd_e2b_call *c)
 {
+        /* the request, HTTP/1.1 with a length and Connection: close, and
+         * the sandbox's envVars for a bridge started before they were known */
+        const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type");
+        _pd_cleanup_free_ char *envh = sandbox_env_b64(c->s);
+        _pd_cleanup_free_ char *req = NULL;
+        int hn = asprintf(&req,
+                          "%s %s HTTP/1.1\r\nHost: localhost:49999\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                          "%s%s%sConnection: close\r\n\r\n",
+                          r->method, c->path, ct ? ct : "application/json", c->len, envh ? "X-Paddock-Env: " : "",
+                          envh ? envh : "", envh ? "\r\n" : "");
+        if (hn < 0 || strpbrk(c->path, "\r\n ") || (ct && strpbrk(ct, "\r\n")))
+                return ci_error(r, 400, "bad request line");
+        size_t rn = (size_t)hn + c->len;
+        bool whole = rn <= PIPELINE_MAX;
+        if (whole && c->len) {
+                char *nb = realloc(req, rn);
+                if (!nb)
+                        return ci_error(r, 500, "out of memory");
+                req = nb;
+                memcpy(req + hn, c->body, c->len);
+        }
         struct pd_agent_stream *st = pd_e2b_stream_new(r, c->s);
         if (!st)
                 return MHD_NO;
         c->s = NULL;
         struct pd_error err = { 0 };
         uint32_t tid = 0;
-        int k = pd_route_agent(st->s, &st->cl, &err);
-        if (k >= 0)
-                k = bridge_tunnel(r->srv, st->s, &st->cl, &tid, &err);
+        bool sent = false;
+        int k = ci_open(r->srv, st->s, &st->cl, whole ? req : NULL, rn, &tid, &sent, &err);
         if (k < 0) {
                 pd_log("warn", "e2b code interpreter unreachable sandbox=%s error=\"%s\"", st->s->id, err.msg);
                 enum MHD_Result ret = ci_error(r, 502, err.msg);
@@ -270,20 +333,7 @@ enum MHD_Result pd_e2b_ci_forward(struct pd_req *r, struct pd_e2b_call *c)
                 return ret;
         }
         st->id = tid;
-        /* the request, HTTP/1.1 with a length and Connection: close, and
-         * the sandbox's envVars for a bridge started before they were known */
-        const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type");
-        _pd_cleanup_free_ char *envh = sandbox_env_b64(st->s);
-        _pd_cleanup_free_ char *head = NULL;
-        int hn = asprintf(&head,
-                          "%s %s HTTP/1.1\r\nHost: localhost:49999\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                          "%s%s%sConnection: close\r\n\r\n",
-                          r->method, c->path, ct ? ct : "application/json", c->len, envh ? "X-Paddock-Env: " : "",
-                          envh ? envh : "", envh ? "\r\n" : "");
-        if (hn < 0 || strpbrk(c->path, "\r\n ") || (ct && strpbrk(ct, "\r\n"))) {
-                pd_agent_stream_free(st);
-                return ci_error(r, 400, "bad request line");
-        }
-        return pd_tunnel_http_relay(r, st, tid, head, (size_t)hn, c->body, c->len, false, "the code interpreter");
+        if (sent)
+                return pd_tunnel_http_relay(r, st, tid, NULL, 0, NULL, 0, false, "the code interpreter");
+        return pd_tunnel_http_relay(r, st, tid, req, (size_t)hn, c->body, c->len, false, "the code interpreter");
 }
-

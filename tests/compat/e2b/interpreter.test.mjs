@@ -84,3 +84,30 @@ test('the sandbox id alone runs nothing: /execute and /contexts need a credentia
   })
   assert.equal(run.status, 401)
 })
+
+test('runCode calls at once and in turn, small and past 64 KiB: each gets its own output, whole', async () => {
+  // a request up to 64 KiB goes out with the tunnel's TUNNEL_OPEN, a larger
+  // one after it (e2b_ci.c): both, side by side, on tunnels of their own
+  const big = 'x'.repeat(100 * 1024)
+  const code = (i) => i % 2 ? `s = '${big}'\nprint('run-${i}')\nlen(s) + ${i}` : `print('run-${i}')\n${i}`
+  const want = (i) => String(i % 2 ? big.length + i : i)
+  const together = await Promise.all([0, 1, 2, 3].map((i) => sbx.runCode(code(i))))
+  together.forEach((r, i) => {
+    assert.equal(r.error, undefined, `run ${i}`)
+    // the kernel may send a print's text and its newline apart
+    assert.equal(r.logs.stdout.join(''), `run-${i}\n`, `run ${i}`)
+    assert.equal(r.text, want(i), `run ${i}`)
+  })
+  for (const i of [4, 5, 6, 7]) {
+    const r = await sbx.runCode(code(i))
+    assert.equal(r.logs.stdout.join(''), `run-${i}\n`, `run ${i}`)
+    assert.equal(r.text, want(i), `run ${i}`)
+  }
+})
+
+test('the input history is kept in memory: In and Out work, no SQLite history written', async () => {
+  await sbx.runCode('21 * 2')
+  const r = await sbx.runCode('(get_ipython().history_manager.enabled, In[-2], Out[len(In) - 2])')
+  assert.equal(r.error, undefined)
+  assert.equal(r.text, "(False, '21 * 2', 42)")
+})
