@@ -26,6 +26,9 @@ extern const struct pd_route pd_routes_e2b_tags[];
 bool pd_e2b_tag_ok(const char *tag);
 /* The tags (strings, checked) of build, the template's new build: they
  * replace the tags the template had (its one build before). 0 or -errno. */
+/* The first line of a small record file under the state dir (O_NOFOLLOW):
+ * 0, or -errno; e2b_templates.c. */
+int pd_e2b_read_line(const char *path, char *buf, size_t size);
 int pd_e2b_tags_record(struct pd_server *srv, const char *name, const char *build, json_t *tags);
 /* ref "NAME:TAG": 0 with NAME in name when TAG is a tag of key's own
  * template NAME (Sandbox.create('NAME:TAG')), else -ENOENT. */

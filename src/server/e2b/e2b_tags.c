@@ -40,20 +40,6 @@ static void e2b_file(struct pd_server *srv, const char *name, const char *leaf, 
         snprintf(out, size, "%s/e2b-templates/%s/%s", srv->state.dir, name, leaf);
 }
 
-static int read_line(const char *path, char *buf, size_t size)
-{
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-                return -errno;
-        ssize_t n = read(fd, buf, size - 1);
-        close(fd);
-        if (n < 0)
-                return -EIO;
-        buf[n] = '\0';
-        buf[strcspn(buf, "\n")] = '\0';
-        return 0;
-}
-
 bool pd_e2b_tag_ok(const char *t)
 {
         /* Docker's tag grammar: a word character first, then word
@@ -76,10 +62,10 @@ static void own_build_id(struct pd_server *srv, const char *name, const char *ke
         if (!status[0] || !pd_tpl_visible(srv, name, key_id, owner) || !owner[0])
                 return;
         e2b_file(srv, name, "owner", p, sizeof p);
-        if (read_line(p, e2b_owner, sizeof e2b_owner) < 0 || strcmp(e2b_owner, key_id))
+        if (pd_e2b_read_line(p, e2b_owner, sizeof e2b_owner) < 0 || strcmp(e2b_owner, key_id))
                 return;
         e2b_file(srv, name, "build_id", p, sizeof p);
-        if (read_line(p, build, 64) < 0)
+        if (pd_e2b_read_line(p, build, 64) < 0)
                 build[0] = '\0';
 }
 

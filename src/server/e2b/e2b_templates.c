@@ -44,7 +44,8 @@ static bool hash_ok(const char *h)
         return strlen(h) == 64 && strspn(h, "0123456789abcdef") == 64;
 }
 
-static int read_text(const char *path, char *buf, size_t size)
+/* The first line of a small record file (e2b.h). */
+int pd_e2b_read_line(const char *path, char *buf, size_t size)
 {
         int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
@@ -96,7 +97,7 @@ static bool own_build(struct pd_req *r, enum MHD_Result *ret)
                 return false;
         e2b_dir(r->srv, name, p, sizeof p);
         strcat(p, "/build_id");
-        if (read_text(p, id, sizeof id) < 0 || !pd_e2b_streq(id, build)) {
+        if (pd_e2b_read_line(p, id, sizeof id) < 0 || !pd_e2b_streq(id, build)) {
                 *ret = pd_e2b_reply_error(r, 404, "build '%.64s' of template '%s' not found", build, name);
                 return false;
         }
@@ -171,7 +172,7 @@ static enum MHD_Result request_build(struct pd_req *r, const char *chunk, size_t
          * deleted and taken by another key starts with none */
         char prev[64];
         snprintf(p, sizeof p, "%s/owner", dir);
-        if (read_text(p, prev, sizeof prev) < 0 || strcmp(prev, r->key.id))
+        if (pd_e2b_read_line(p, prev, sizeof prev) < 0 || strcmp(prev, r->key.id))
                 (void)pd_rm_rf(dir, NULL);
         snprintf(p, sizeof p, "%s/files", dir);
         int k = pd_mkdir_p(p, 0700, NULL);
