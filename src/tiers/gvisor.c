@@ -478,26 +478,12 @@ static int read_pid(struct pd_sandbox *sb, pid_t *out, struct pd_error *err)
         return 0;
 }
 
-/* cgroup.procs of every hierarchy for runsc: the "work" leaf where the
- * layout splits (memory, pids), the sandbox level elsewhere (cpu, freezer).
- * pd_cgroup_open_procs gives the split ones only (a container's agent has
- * joined the sandbox level before); runsc joins nothing by itself. */
+/* cgroup.procs of every hierarchy for runsc ("all": runsc joins nothing by
+ * itself, so the unsplit ones — cpu, freezer — are opened too, at the
+ * sandbox level; memory and pids at the "work" leaf). */
 static int open_procs(const struct pd_cgroup *cg, int *fds, int max, struct pd_error *err)
 {
-        int n = 0;
-        for (unsigned i = 0; i < cg->n && n < max; i++) {
-                char dir[256], path[272];
-                snprintf(path, sizeof path, "%s/cgroup.procs", pd_cgroup_path(dir, sizeof dir, cg, i, "work"));
-                int fd = openat(cg->h[i].rootfd, path, O_WRONLY | O_CLOEXEC);
-                if (fd < 0) {
-                        int r = pd_error_set(err, errno, "open cgroup '%s' (%s)", path, cg->h[i].name);
-                        while (n > 0)
-                                close(fds[--n]);
-                        return r;
-                }
-                fds[n++] = fd;
-        }
-        return n;
+        return pd_cgroup_open_procs(cg, "work", true, fds, max, err);
 }
 
 /* Fork the child that builds the root in a private mount namespace and
