@@ -12,7 +12,14 @@ creates --count (default 1000) sandboxes with a few threads, and measures:
     stacks, shmem); per idle sandbox beyond its own processes;
   - that every sandbox still answers (POST /exec {"cmd": ["true"]} on each);
   - the deletion rate, the memory given back, and that nothing is left
-    (server's children, /api/v1/health count, `paddock gc`, cgroups).
+    (server's children, /api/v1/health count, `paddock gc`, cgroups);
+  - the same-run peer (--peer bwrap, the default): --count idle
+    `bwrap --unshare-all` sandboxes on a minimal root (/usr read-only, its
+    own /proc, /dev, /tmp), each running a shell that echoes lines from a
+    pipe, measured the same way (host memory before/after, the PSS of every
+    process they run, /proc/slabinfo by cache) and each one asked to answer
+    (a line written to it comes back). It runs before the paddock part, with
+    nothing of paddock's up; `--peer none` leaves it out.
 
 If --count cannot be reached it reports how far it got and what stopped it.
 
@@ -220,6 +227,88 @@ def run_threads(nthreads, work, items):
         t.join()
     return stop.is_set()
 
+BWRAP_ARGV = ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+              "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+              "--symlink", "usr/sbin", "/sbin", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+              "/bin/sh", "-c", 'while read -r x; do echo "$x"; done']
+
+
+def ask(p, word):
+    """Write a line to an echo sandbox and read it back: does it answer?"""
+    try:
+        p.stdin.write(word + b"\n")
+        p.stdin.flush()
+        return p.stdout.readline() == word + b"\n"
+    except (OSError, ValueError):
+        return False
+
+
+def bwrap_peer(args):
+    """--count idle bwrap sandboxes, measured like paddock's (see the module
+    doc). Returns a dict for the report; every sandbox is ended (stdin
+    closed, then SIGKILL if it lingers) before it returns."""
+    import subprocess
+    R = {"argv": BWRAP_ARGV, "n": 0, "errs": [], "answered": 0, "not_answered": []}
+    procs = []
+    me = os.getpid()
+    try:
+        R["mem0"], R["noise0"] = mem_sample()
+        R["slab0"] = slabinfo()
+        t0 = time.monotonic()
+        # started in batches of 32 at a time (as paddock's creates run several
+        # in flight); each batch's sandboxes are asked for their first line
+        i = 0
+        while i < args.count and len(R["errs"]) < args.max_errors:
+            batch = []
+            for _ in range(min(32, args.count - i)):
+                try:
+                    batch.append(subprocess.Popen(BWRAP_ARGV, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                  stderr=subprocess.DEVNULL, close_fds=True))
+                except OSError as e:
+                    R["errs"].append("%s: %s" % (type(e).__name__, e))
+                    break
+            procs += batch
+            for p in batch:
+                # started means answering: the first line comes back
+                if not ask(p, b"ready"):
+                    R["errs"].append("sandbox %d did not answer its first line (exit %s)" % (i, p.poll()))
+                i += 1
+                if i % 100 == 0:
+                    print("bwrap: %d started" % i, file=sys.stderr)
+            if not batch:
+                break
+        R["create_secs"] = time.monotonic() - t0
+        R["n"] = sum(1 for p in procs if p.poll() is None)
+        time.sleep(args.settle)
+        R["mem1"], R["noise1"] = mem_sample()
+        R["slab1"] = slabinfo()
+        R["procs"] = procs_memory(descendants(me))     # bwrap's and the shells: nothing else runs yet
+        t0 = time.monotonic()
+        for i, p in enumerate(procs):
+            if ask(p, b"ping %d" % i):
+                R["answered"] += 1
+            else:
+                R["not_answered"].append(i)
+        R["answer_secs"] = time.monotonic() - t0
+    finally:
+        for p in procs:
+            try:
+                p.stdin.close()
+            except OSError:
+                pass
+        deadline = time.monotonic() + 60
+        for p in procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            p.stdout.close()
+        time.sleep(args.settle)
+        R["mem2"], R["noise2"] = mem_sample()
+        R["left"] = [(d, comm(d)) for d in descendants(me)]
+    return R
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -229,6 +318,8 @@ def main():
                     help="stop creating after this many failed creates (default 20)")
     ap.add_argument("--settle", type=float, default=3.0, help="seconds to wait before memory samples (default 3)")
     ap.add_argument("--report", default=DEFAULT_REPORT, help="Markdown report path")
+    ap.add_argument("--peer", choices=("bwrap", "none"), default="bwrap",
+                    help="same-run peer measured first (default bwrap)")
     args = ap.parse_args()
 
     def on_signal(signum, _frame):
@@ -243,6 +334,8 @@ def main():
                             os.path.join(ROOT, "build", "src", "agent", "paddock-agent"))
     ctx = sb.machine_ctx(shlex.join(["/usr/bin/python3", os.path.relpath(SCRIPT, ROOT)] + sys.argv[1:]))
     ctx["versions"] = [("paddock", sb.version_of([paddock, "version"])), ("python", sys.version.split()[0])]
+    if args.peer == "bwrap":
+        ctx["versions"].append(("bwrap", sb.version_of(["bwrap", "--version"])))
     cap = max(1100, args.count + 100)
     work = tempfile.mkdtemp(prefix="paddock-bench-density-")
     srv = sb.Server(paddock, agent, work, "density",
@@ -251,6 +344,14 @@ def main():
          "delete_ms": [], "delete_errs": []}
     lock = threading.Lock()
     problems, failed = [], None
+    if args.peer == "bwrap":
+        print("peer: %d bwrap sandboxes ..." % args.count, file=sys.stderr)
+        try:
+            R["bwrap"] = bwrap_peer(args)
+        except Exception as e:  # noqa: BLE001 - reported; paddock's part still runs
+            R["bwrap"] = {"failed": "%s: %s" % (type(e).__name__, e)}
+        if R["bwrap"].get("left"):
+            problems.append("bwrap peer: processes left: %s" % R["bwrap"]["left"][:5])
     try:
         srv.start()
         spid = srv.p.pid
@@ -377,6 +478,74 @@ def main():
     ctx["load_after"] = sb.loadavg()
     return report(args, ctx, srv, R, problems, failed)
 
+def bwrap_section(args, R, out):
+    """The peer's rows, and paddock / bwrap per sandbox, same run."""
+    B = R.get("bwrap")
+    if not B:
+        return []
+    L = ["## Same-run peer: %d idle bwrap sandboxes" % args.count, ""]
+    if B.get("failed"):
+        return L + ["**The peer failed**: %s" % B["failed"], ""]
+    n = B["n"]
+    L += ["Measured first, before paddock's server started, the same way: `%s`, one per sandbox, "
+          "stdin and stdout pipes to this process; each counts as started when a first line "
+          "written to it came back. Its own processes are bwrap's (the outer one and the pid-1 "
+          "reaper of its pid namespace) and the shell: every descendant of this process." %
+          " ".join(shlex.quote(a) for a in B["argv"]), ""]
+    if B["errs"]:
+        L.append("- Failures while starting: %d; first: `%s`." % (len(B["errs"]), B["errs"][0]))
+    if not n or "mem1" not in B:
+        return L + ["- No bwrap sandbox was running: nothing to compare.", ""]
+    m0, m1, m2 = B["mem0"], B["mem1"], B["mem2"]
+    pr = B["procs"]
+    d_used = m1["Used"] - m0["Used"]
+    beyond = d_used - pr["Pss"]
+    rows = []
+
+    def row(label, kib, note=""):
+        rows.append([label, "%.1f" % (kib / 1024), "%.0f" % (kib / n), "%.3f" % (kib / n / 1024), note])
+    row("host memory in use, after − before", d_used,
+        "median of 7 samples each; spread %.0f / %.0f MiB" % (B["noise0"] / 1024, B["noise1"] / 1024))
+    row("  their own processes: PSS sum", pr["Pss"], "%d processes (%s); RSS sum %.0f MiB" % (
+        pr["n"], ", ".join("%d %s" % (v, k) for k, v in sorted(pr["comms"].items())), pr["Rss"] / 1024))
+    row("  **beyond their own processes**", beyond, "")
+    for k in ("Slab", "SUnreclaim", "PageTables", "KernelStack", "Percpu"):
+        row("    of which (kernel, host-wide Δ): %s" % k, m1[k] - m0[k])
+    row("given back on ending all", m1["Used"] - m2["Used"], "cross-check of the first row")
+    L += ["- Started **%d of %d** in %.1f s; **%d of %d answered** a line (%.1f s)%s." % (
+        n, args.count, B["create_secs"], B["answered"], n, B["answer_secs"],
+        "; not answering: %s" % B["not_answered"][:10] if B["not_answered"] else ""), "",
+        sb.md_table(["what", "MiB total", "KiB per sandbox", "MiB per sandbox", "note"], rows, left=(0, 4)), ""]
+    out.append("bwrap peer: %d/%d answered; host memory %.0f KiB per sandbox, own processes %.0f KiB, "
+               "beyond them %.0f KiB" % (B["answered"], n, d_used / n, pr["Pss"] / n, beyond / n))
+    # side by side, per sandbox
+    pn = len(R.get("ids", []))
+    if "mem1" in R and pn:
+        p_used = R["mem1"]["Used"] - R["mem0"]["Used"]
+        p_beyond = p_used - R["agents"]["Pss"]
+        cmp_rows = [
+            ["host memory in use", "%.0f" % (p_used / pn), "%.0f" % (d_used / n), "%.2f×" % ((p_used / pn) / (d_used / n))],
+            ["own processes (PSS)", "%.0f" % (R["agents"]["Pss"] / pn), "%.0f" % (pr["Pss"] / n),
+             "%.2f×" % ((R["agents"]["Pss"] / pn) / (pr["Pss"] / n)) if pr["Pss"] else "-"],
+            ["beyond own processes", "%.0f" % (p_beyond / pn), "%.0f" % (beyond / n),
+             "%.2f×" % ((p_beyond / pn) / (beyond / n)) if beyond > 0 else "-"],
+            ["Slab (Δ)", "%.0f" % ((R["mem1"]["Slab"] - R["mem0"]["Slab"]) / pn), "%.0f" % ((m1["Slab"] - m0["Slab"]) / n),
+             "%.2f×" % (((R["mem1"]["Slab"] - R["mem0"]["Slab"]) / pn) / ((m1["Slab"] - m0["Slab"]) / n))
+             if m1["Slab"] > m0["Slab"] else "-"],
+        ]
+        L += ["### paddock vs bwrap, per idle sandbox (KiB, this run)", "",
+              sb.md_table(["what", "paddock", "bwrap", "paddock / bwrap"], cmp_rows, left=(0,)), ""]
+        out.append("paddock / bwrap per idle sandbox: in use %.2f×, beyond own processes %s" % (
+            (p_used / pn) / (d_used / n), cmp_rows[2][3]))
+        pa = dict((k, v) for k, v, _ in slab_delta(R.get("slab0", {}), R.get("slab1", {}), pn, top=40))
+        bw = dict((k, v) for k, v, _ in slab_delta(B["slab0"], B["slab1"], n, top=40))
+        keys = sorted(set(pa) | set(bw), key=lambda k: -max(pa.get(k, 0), bw.get(k, 0)))[:20]
+        L += ["### Slab by cache per sandbox, both (KiB per sandbox, /proc/slabinfo growth)", "",
+              "The 20 caches that grew most in either part; host-wide, so other work moves them too.", "",
+              sb.md_table(["cache", "paddock", "bwrap"],
+                          [[k, "%.1f" % pa.get(k, 0), "%.1f" % bw.get(k, 0)] for k in keys], left=(0,)), ""]
+    return L
+
 
 def report(args, ctx, srv, R, problems, failed):
     n = len(R["ids"])
@@ -482,6 +651,7 @@ def report(args, ctx, srv, R, problems, failed):
                    % (d_used / n, ag["Pss"] / n, beyond / n, per, "met" if per <= 1 else "NOT met", (s1 - s0) / n))
         if m2:
             out.append("given back on delete: %.0f KiB per sandbox" % ((m1["Used"] - m2["Used"]) / n))
+    L += bwrap_section(args, R, out)
     if "exec_secs" in R:
         em = R["exec_ms"]
         ok = len(em)

@@ -62,6 +62,13 @@ struct ag_stream {
         struct pd_ring ring;
         bool paused;            /* EPOLLIN removed: a FOLLOW reader is behind */
         bool pipe_grown;        /* F_SETPIPE_SZ tried (proc.c) */
+        bool pipe_big;          /* ... and the pipe holds AG_READ_MAX now */
+        /* coalescing of a busy stream (proc.c): EPOLLIN off, read every
+         * AG_BATCH_NS instead of on every write of the process */
+        bool batching;
+        uint64_t batch_due_ns;
+        uint64_t win_start_ns;  /* immediate mode: bytes read in this window */
+        size_t win_bytes;
 };
 
 struct ag_sudo_client;
@@ -206,6 +213,10 @@ void ag_attach_notify(struct agent *ag, struct ag_proc *p);
 struct ag_proc *ag_proc_find(struct agent *ag, uint32_t pid);
 void ag_proc_reap_all(struct agent *ag);
 void ag_proc_resume_streams(struct agent *ag, struct ag_proc *p);
+/* Coalesced reads of busy streams (proc.c): how long the loop may sleep
+ * before one is due (ns; -1: none batching), and the reads that are due. */
+int64_t ag_batch_wait_ns(struct agent *ag);
+void ag_batch_run(struct agent *ag);
 void ag_procs_collect(struct agent *ag);
 void ag_proc_kill_all(struct agent *ag);
 int ag_req_list(struct agent *ag, struct ag_conn *c, struct ag_req *r);

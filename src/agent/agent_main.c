@@ -251,7 +251,18 @@ static void run(struct agent *ag)
 {
         struct epoll_event ev[64];
         while (!ag->quit) {
-                int n = epoll_wait(ag->epfd, ev, PD_ARRAY_SIZE(ev), -1);
+                /* a batching stream (proc.c) is due within the next
+                 * half millisecond: wait with a finer clock than epoll_wait's */
+                int64_t wait_ns = ag_batch_wait_ns(ag);
+                int n;
+                if (wait_ns < 0) {
+                        n = epoll_wait(ag->epfd, ev, PD_ARRAY_SIZE(ev), -1);
+                } else {
+                        struct timespec ts = { .tv_sec = wait_ns / 1000000000, .tv_nsec = wait_ns % 1000000000 };
+                        n = epoll_pwait2(ag->epfd, ev, PD_ARRAY_SIZE(ev), &ts, NULL);
+                        if (n < 0 && errno != EINTR)    /* ENOSYS: before Linux 5.11, or gVisor */
+                                n = epoll_wait(ag->epfd, ev, PD_ARRAY_SIZE(ev), (int)((wait_ns + 999999) / 1000000));
+                }
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -263,6 +274,7 @@ static void run(struct agent *ag)
                         if (h->fd >= 0)
                                 h->fn(ag, h, ev[i].events);
                 }
+                ag_batch_run(ag);
                 ag_procs_collect(ag);
                 ag_sudod_reap(ag);
                 ag_conns_reap(ag);

@@ -11,6 +11,7 @@
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
@@ -24,6 +25,23 @@ static uint8_t read_buf[64u << 10];     /* reads while the ring is small */
  * the ring before the read, and a process with a few bytes of output must
  * keep its 16 KiB ring (an idle sandbox keeps up to AG_MAX_EXITED of them). */
 #define AG_DIRECT_MIN (256u << 10)
+/* Coalescing. A process writing fast wakes the agent on every write (4 KiB
+ * at a time for head, 128 KiB for cat), and every wake-up became a frame, a
+ * wake-up of the server, an HTTP chunk and a wake-up of the client: ~20 KiB
+ * per hop, three context switches each, which is where a stream's time went
+ * (bench/reports/streams.md). Once a stream delivered AG_BATCH_ENTER bytes
+ * within AG_BATCH_WINDOW_NS, and its pipe could be grown to AG_READ_MAX so
+ * the writer keeps going meanwhile, it is read every AG_BATCH_NS instead of
+ * on EPOLLIN: at most AG_BATCH_NS more latency on a stream that is busy
+ * anyway. A round that finds less than AG_BATCH_LEAVE bytes puts it back on
+ * EPOLLIN. A pty is never batched (its buffer is a few KiB: the writer
+ * would wait out every period), nor is interactive output, far below the
+ * threshold. Offsets, gaps and backpressure are untouched: the same reads
+ * into the same ring, only later and bigger. */
+#define AG_BATCH_NS (500u * 1000u)
+#define AG_BATCH_WINDOW_NS (2u * 1000u * 1000u)
+#define AG_BATCH_ENTER (128u << 10)
+#define AG_BATCH_LEAVE (64u << 10)
 
 struct ag_proc *ag_proc_find(struct agent *ag, uint32_t pid)
 {
@@ -54,13 +72,13 @@ static void stream_grow_pipe(struct ag_stream *s, size_t got)
         if (s->pipe_grown || got < (64u << 10))
                 return;
         s->pipe_grown = true;
-        (void)fcntl(s->h.fd, F_SETPIPE_SZ, (int)AG_READ_MAX);
+        s->pipe_big = fcntl(s->h.fd, F_SETPIPE_SZ, (int)AG_READ_MAX) >= (int)AG_READ_MAX;
 }
 
 enum { RD_DRAINED, RD_PAUSED, RD_MORE };
 
-/* Read up to max_reads times. */
-static int stream_read(struct agent *ag, struct ag_stream *s, int max_reads)
+/* Read up to max_reads times; *got (if not NULL): bytes read. */
+static int stream_read(struct agent *ag, struct ag_stream *s, int max_reads, size_t *got)
 {
         for (int i = 0; i < max_reads; i++) {
                 if (s->h.fd < 0)
@@ -81,6 +99,8 @@ static int stream_read(struct agent *ag, struct ag_stream *s, int max_reads)
                         else
                                 pd_ring_append(&s->ring, read_buf, (size_t)n);
                         stream_grow_pipe(s, (size_t)n);
+                        if (got)
+                                *got += (size_t)n;
                         continue;
                 }
                 if (n < 0 && errno == EINTR)
@@ -132,7 +152,7 @@ static void proc_finish(struct agent *ag, struct ag_proc *p)
         for (int i = 0; i < 2; i++) {
                 int k;
                 int guard = 0;
-                while ((k = stream_read(ag, &p->out[i], 64)) == RD_MORE && ++guard < 16)
+                while ((k = stream_read(ag, &p->out[i], 64, NULL)) == RD_MORE && ++guard < 16)
                         ;
                 if (k == RD_PAUSED)
                         return;     /* a reader must catch up first */
@@ -152,12 +172,107 @@ static void proc_finish(struct agent *ag, struct ag_proc *p)
         enforce_exited_limit(ag);
 }
 
+static uint64_t now_ns(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Immediate mode: has this stream become busy enough to batch? */
+static void batch_consider(struct agent *ag, struct ag_stream *s, size_t got)
+{
+        if (s->batching || s->h.fd < 0 || s->paused || !got)
+                return;
+        uint64_t now = now_ns();
+        if (now - s->win_start_ns > AG_BATCH_WINDOW_NS) {
+                s->win_start_ns = now;
+                s->win_bytes = 0;
+        }
+        s->win_bytes += got;
+        if (s->win_bytes < AG_BATCH_ENTER)
+                return;
+        if (!s->pipe_grown) {
+                s->pipe_grown = true;
+                s->pipe_big = fcntl(s->h.fd, F_SETPIPE_SZ, (int)AG_READ_MAX) >= (int)AG_READ_MAX;
+        }
+        if (!s->pipe_big)
+                return;         /* a pty, or past the pipe quota: stay on EPOLLIN */
+        s->batching = true;
+        s->batch_due_ns = now + AG_BATCH_NS;
+        ag_ev_mod(ag, &s->h, 0);
+}
+
+static void batch_leave(struct agent *ag, struct ag_stream *s)
+{
+        s->batching = false;
+        s->win_start_ns = 0;
+        s->win_bytes = 0;
+        if (s->h.fd >= 0 && !s->paused)
+                ag_ev_mod(ag, &s->h, EPOLLIN);
+}
+
 static void on_stream(struct agent *ag, struct ag_handler *h, uint32_t events)
 {
         struct ag_stream *s = ag_container_of(h, struct ag_stream, h);
-        stream_read(ag, s, 16);
+        size_t got = 0;
+        stream_read(ag, s, 16, &got);
+        if (s->batching) {
+                /* a resume re-armed EPOLLIN meanwhile: the period reads it */
+                if (s->h.fd >= 0 && !s->paused)
+                        ag_ev_mod(ag, &s->h, 0);
+        } else {
+                batch_consider(ag, s, got);
+        }
         ag_attach_notify(ag, s->p);
         proc_finish(ag, s->p);
+}
+
+int64_t ag_batch_wait_ns(struct agent *ag)
+{
+        int64_t wait = -1;
+        uint64_t now = 0;
+        for (struct ag_proc *p = ag->procs; p; p = p->next) {
+                for (int i = 0; i < 2; i++) {
+                        const struct ag_stream *s = &p->out[i];
+                        if (!s->batching || s->h.fd < 0 || p->dead)
+                                continue;
+                        if (!now)
+                                now = now_ns();
+                        int64_t w = s->batch_due_ns > now ? (int64_t)(s->batch_due_ns - now) : 0;
+                        if (wait < 0 || w < wait)
+                                wait = w;
+                }
+        }
+        return wait;
+}
+
+void ag_batch_run(struct agent *ag)
+{
+        uint64_t now = 0;
+        for (struct ag_proc *p = ag->procs; p; p = p->next) {
+                for (int i = 0; i < 2; i++) {
+                        struct ag_stream *s = &p->out[i];
+                        if (!s->batching)
+                                continue;
+                        if (s->h.fd < 0 || p->dead) {
+                                s->batching = false;
+                                continue;
+                        }
+                        if (!now)
+                                now = now_ns();
+                        if (now < s->batch_due_ns)
+                                continue;
+                        size_t got = 0;
+                        int k = stream_read(ag, s, 16, &got);
+                        if (k == RD_PAUSED || s->h.fd < 0 || got < AG_BATCH_LEAVE)
+                                batch_leave(ag, s);
+                        else
+                                s->batch_due_ns = now + AG_BATCH_NS;
+                        ag_attach_notify(ag, p);
+                        proc_finish(ag, p);
+                }
+        }
 }
 
 void ag_proc_resume_streams(struct agent *ag, struct ag_proc *p)
