@@ -382,6 +382,9 @@ bool sv_root_is_sandbox(struct sv_main *m, pid_t tid)
 {
         if (!m->root_mnt_mask)
                 return false;
+        /* No chroot yet: it is (see chroot_seen), no statx needed. */
+        if (!m->chroot_seen)
+                return true;
         char name[32];
         snprintf(name, sizeof name, "%d/root", (int)tid);
         struct statx sx;
@@ -806,6 +809,13 @@ static void serve(struct sv_main *m)
                 case SYS_execve:
                 case SYS_execveat:
                         handle_exec(m, n);
+                        break;
+                case SYS_chroot:
+                        /* Noted before the call can take effect (the caller
+                         * waits for this answer, and we handle notifications
+                         * one at a time), then the kernel's own chroot runs. */
+                        m->chroot_seen = true;
+                        sv_respond(m, n->id, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
                         break;
                 default:
                         sv_respond(m, n->id, ENOSYS, 0);

@@ -27,6 +27,12 @@ struct sv_main {
          * this very directory on this very mount needs no root fd. */
         uint64_t root_ino, root_mnt;
         uint32_t root_dev_major, root_dev_minor, root_mnt_mask;
+        /* A process of the sandbox called chroot (its notification is seen
+         * before the call takes effect): from then on each caller's root is
+         * checked per call. Until then every caller's root is the sandbox's:
+         * nothing else inside can change a root (pivot_root, setns, mount
+         * namespaces and the new mount API are refused). */
+        bool chroot_seen;
         struct seccomp_notif *req;
         struct seccomp_notif_resp *resp;
         size_t req_size, resp_size;
