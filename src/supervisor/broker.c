@@ -18,8 +18,10 @@
  * credentials), resolve with openat2(RESOLVE_NO_MAGICLINKS, and
  * RESOLVE_IN_ROOT against the caller's root for absolute paths) to an
  * O_PATH fd, decide on the path of that fd (its /proc/self/fd link), then
- * reopen that very fd with the caller's flags, check ID_VALID and inject
- * the result with ADDFD+SEND. Nothing read from the caller's memory is read
+ * reopen that very fd with the caller's flags and inject the result with
+ * ADDFD+SEND (itself the check that the caller is still the caller: inject).
+ * A read-only O_DIRECTORY open is resolved and opened in one step
+ * (open_dir_direct). Nothing read from the caller's memory is read
  * again: a racing thread can change what the path string says, not what we
  * opened. Calls that may block (a FIFO without O_NONBLOCK, any connect) are
  * finished by a forked child, so one blocked caller stalls only itself. */
