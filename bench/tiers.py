@@ -172,8 +172,11 @@ def main():
             lines.append("| %s | %s | %.1f | %.1f | %.1f× | %.1f–%.1f |" % (what.replace("|", "\\|"), t, s, s - c, s / c, lo, hi))
     lines += ["", "Load average (1/5/15 min) when the job runs started: %.2f %.2f %.2f; when they ended: "
               "%.2f %.2f %.2f (2 CPUs shared with other work: ratios within this run are what count)." % (load0 + load1)]
-    lines += ["", "Each brokered open costs the supervised tier a round trip to its supervisor and a",
-              "second open performed there (docs/security.md); the syscall-heavy job is dominated by them."]
+    lines += ["", "Each brokered open costs the supervised tier a round trip through its supervisor's two",
+              "processes (three hand-offs: caller, main, broker, caller) and the open performed by the broker",
+              "(docs/security.md); the syscall-heavy job is dominated by them. CPU ms are user + system time of",
+              "every process the run reaped (paddock, the sandbox's processes, the supervisor): less sensitive",
+              "to the machine's load than wall time. Where the time goes: bench/README.md."]
     text = "\n".join(lines) + "\n"
     os.makedirs(os.path.join(REPO, "bench/reports"), exist_ok=True)
     with open(os.path.join(REPO, "bench/reports/tiers.md"), "w") as f:
