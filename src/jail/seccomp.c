@@ -27,7 +27,7 @@
 
 /* Bump whenever the rules in this file or the list in seccomp-list.h
  * change: it is part of the cache key. */
-#define PD_SECCOMP_POLICY_VERSION 3u
+#define PD_SECCOMP_POLICY_VERSION 4u
 
 #ifndef CLONE_NEWTIME
 #define CLONE_NEWTIME 0x00000080
@@ -362,6 +362,9 @@ static int build_rules(scmp_filter_ctx ctx, const struct pd_seccomp_opts *o, str
                 SCMP_SYS(creat),
 #endif
                 SCMP_SYS(openat), SCMP_SYS(openat2), SCMP_SYS(connect), SCMP_SYS(execve), SCMP_SYS(execveat),
+                /* continued; tells the supervisor that callers' roots may
+                 * differ from here on (sv_root_is_sandbox) */
+                SCMP_SYS(chroot),
         };
         /* ... when the policy has ro or deny rules: every call that
          * creates, removes, renames or links a name, or changes a file's

@@ -142,6 +142,9 @@ int pd_supervisor_start(struct pd_sandbox *sb, uint32_t uid_base, int listener_f
         char *argv[] = { "paddock-supervisor", "--listener-fd", "3", "--ready-fd", ifd >= 0 ? "5" : "4",
                          "--pid", pid_s, "--uid-base", base_s, "--sandbox", sb->id, "--audit", audit,
                          "--deny-inodes-fd", ifd >= 0 ? "4" : "-1",
+                         /* every process the listener sees descends from
+                          * the agent: none joins from outside (setns) */
+                         "--root-fixed",
                          policy[0] ? "--policy" : NULL, policy, NULL };
         /* fds: 0 /dev/null, 1 and 2 the log, 3 the listener, 4 the denied
          * files' identities (a memfd from the sandbox's setup, if any), then

@@ -18,8 +18,10 @@
  * credentials), resolve with openat2(RESOLVE_NO_MAGICLINKS, and
  * RESOLVE_IN_ROOT against the caller's root for absolute paths) to an
  * O_PATH fd, decide on the path of that fd (its /proc/self/fd link), then
- * reopen that very fd with the caller's flags, check ID_VALID and inject
- * the result with ADDFD+SEND. Nothing read from the caller's memory is read
+ * reopen that very fd with the caller's flags and inject the result with
+ * ADDFD+SEND (itself the check that the caller is still the caller: inject).
+ * A read-only O_DIRECTORY open is resolved and opened in one step
+ * (open_dir_direct). Nothing read from the caller's memory is read
  * again: a racing thread can change what the path string says, not what we
  * opened. Calls that may block (a FIFO without O_NONBLOCK, any connect) are
  * finished by a forked child, so one blocked caller stalls only itself. */
@@ -243,12 +245,15 @@ static void audit_open(const struct sv_job *j, const char *resolved, const char 
         sv_audit_end(&B.audit);
 }
 
-/* Hand fd to the caller as its syscall's return value. */
+/* Hand fd to the caller as its syscall's return value. ADDFD is itself
+ * the check that what main read (memory, credentials, /proc/TID objects)
+ * was the caller's: the kernel injects only while that very notification
+ * is pending (else ENOENT, nothing injected), and a notification that
+ * stopped being pending never is again (ids are not reused), so it was
+ * pending all along, its thread pinned. A separate ID_VALID right before
+ * would check the same thing one system call earlier. */
 static int inject(const struct sv_job *j, int fd)
 {
-        /* Between our reading the caller's memory and acting on it. */
-        if (!sv_b_id_valid(j->id))
-                return -ENOENT;
         struct seccomp_notif_addfd af = { .id = j->id, .flags = SECCOMP_ADDFD_FLAG_SEND, .srcfd = (uint32_t)fd,
                                           .newfd_flags = j->cloexec ? O_CLOEXEC : 0 };
         if (ioctl(B.a->listener, SECCOMP_IOCTL_NOTIF_ADDFD, &af) < 0) {
@@ -457,6 +462,30 @@ int sv_b_fork_child(void)
         return 1;
 }
 
+/* A read-only O_DIRECTORY open (find's, ls's, every directory walk): one
+ * openat2 with the caller's flags, resolved as sv_b_resolve does, instead
+ * of resolving to O_PATH, fstat, reopening through /proc/self/fd and
+ * closing. Opening a directory for reading has no effect to undo (O_DIRECTORY:
+ * the kernel opens nothing that is not one), so deciding right after the
+ * open is deciding before anything happened; the decision is on the path
+ * of what was opened, as in the general path. -1 on any failure: the
+ * general path then runs and answers what the caller would have had
+ * (/proc/self walks, /dev/fd/N, errnos). */
+static int open_dir_direct(const struct sv_job *j, int root, int dir)
+{
+        uint64_t flags = j->flags;
+        if (!(flags & O_DIRECTORY) || (flags & O_PATH) || wants_write(flags) || (flags & ~(uint64_t)0xffffffff))
+                return -1;
+        struct open_how how = { .flags = flags | O_NOCTTY | O_CLOEXEC,
+                                .resolve = j->resolve | RESOLVE_NO_MAGICLINKS };
+        int base = dir;
+        if (j->path[0] == '/' && root >= 0) {
+                base = root;
+                how.resolve |= RESOLVE_IN_ROOT;
+        }
+        return pd_openat2(base, j->path, &how);
+}
+
 static void do_open(struct sv_job *j, int root, int dir, int extra)
 {
         char resolved[PATH_MAX];
@@ -470,6 +499,15 @@ static void do_open(struct sv_job *j, int root, int dir, int extra)
         if (flags & ~(uint64_t)0xffffffff || j->mode & ~(uint64_t)07777) {
                 e = EINVAL;     /* what openat2 says to unknown flags or mode bits */
                 goto fail;
+        }
+        fd = open_dir_direct(j, root, dir);
+        if (fd >= 0) {
+                sv_b_fd_path(fd, resolved, sizeof resolved);
+                if ((e = policy_check(resolved, flags)) != 0) {
+                        close(fd);
+                        goto deny;
+                }
+                goto done;
         }
         int opath = sv_b_resolve(j, root, dir, j->path, probe);
         if (opath < 0 && (errno == ELOOP || errno == ENOENT || errno == EACCES) && extra >= 0) {

@@ -3,6 +3,7 @@
  *
  *   paddock-supervisor --listener-fd 3 --ready-fd 4 --pid AGENT_PID
  *                      --uid-base BASE --sandbox ID --audit FILE [--policy FILE]
+ *                      [--deny-inodes-fd N] [--root-fixed]
  *
  * Started by pd_supervisor_start (src/jail/supervisor_launch.c) while the
  * sandbox's first process waits in its execveat of paddock-agent, which is
@@ -382,6 +383,9 @@ bool sv_root_is_sandbox(struct sv_main *m, pid_t tid)
 {
         if (!m->root_mnt_mask)
                 return false;
+        /* No chroot yet: it is (see root_fixed), no statx needed. */
+        if (m->root_fixed && !m->chroot_seen)
+                return true;
         char name[32];
         snprintf(name, sizeof name, "%d/root", (int)tid);
         struct statx sx;
@@ -807,6 +811,13 @@ static void serve(struct sv_main *m)
                 case SYS_execveat:
                         handle_exec(m, n);
                         break;
+                case SYS_chroot:
+                        /* Noted before the call can take effect (the caller
+                         * waits for this answer, and we handle notifications
+                         * one at a time), then the kernel's own chroot runs. */
+                        m->chroot_seen = true;
+                        sv_respond(m, n->id, 0, SECCOMP_USER_NOTIF_FLAG_CONTINUE);
+                        break;
                 default:
                         sv_respond(m, n->id, ENOSYS, 0);
                 }
@@ -827,9 +838,10 @@ int main(int argc, char **argv)
                 { "pid", required_argument, NULL, 'p' },         { "uid-base", required_argument, NULL, 'u' },
                 { "sandbox", required_argument, NULL, 's' },     { "audit", required_argument, NULL, 'a' },
                 { "policy", required_argument, NULL, 'P' },      { "deny-inodes-fd", required_argument, NULL, 'I' },
-                { NULL, 0, NULL, 0 },
+                { "root-fixed", no_argument, NULL, 'F' },        { NULL, 0, NULL, 0 },
         };
         int listener = -1, ready = -1, inodes = -1, c;
+        bool root_fixed = false;
         long agent = 0;
         unsigned long base = 0;
         const char *sandbox = NULL, *audit_path = NULL, *policy_path = NULL;
@@ -843,8 +855,9 @@ int main(int argc, char **argv)
                 case 'a': audit_path = optarg; break;
                 case 'P': policy_path = optarg; break;
                 case 'I': inodes = parse_fd(optarg); break;
+                case 'F': root_fixed = true; break;
                 default: die(ready, "usage: paddock-supervisor --listener-fd N --ready-fd N --pid PID "
-                                    "--uid-base N --sandbox ID --audit FILE [--policy FILE]");
+                                    "--uid-base N --sandbox ID --audit FILE [--policy FILE] [--root-fixed]");
                 }
         }
         if (listener < 0 || agent <= 0 || !base || !sandbox || !audit_path)
@@ -876,6 +889,7 @@ int main(int argc, char **argv)
         static struct sv_main m;
         m.listener = listener;
         m.uid_base = (uint32_t)base;
+        m.root_fixed = root_fixed;
         m.procfd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
         for (unsigned i = 0; i < STATUS_CACHE; i++)
                 m.status[i].fd = -1;

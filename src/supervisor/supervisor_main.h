@@ -27,6 +27,14 @@ struct sv_main {
          * this very directory on this very mount needs no root fd. */
         uint64_t root_ino, root_mnt;
         uint32_t root_dev_major, root_dev_minor, root_mnt_mask;
+        /* --root-fixed: every caller descends from the sandbox's first
+         * process (none joins from outside, as an OCI exec does), so until
+         * one of them calls chroot every caller's root is the sandbox's:
+         * nothing else inside can change a root (pivot_root, setns, mount
+         * namespaces and the new mount API are refused). chroot_seen: one
+         * did (its notification is seen before the call takes effect); from
+         * then on each caller's root is checked per call. */
+        bool root_fixed, chroot_seen;
         struct seccomp_notif *req;
         struct seccomp_notif_resp *resp;
         size_t req_size, resp_size;

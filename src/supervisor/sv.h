@@ -18,8 +18,9 @@
  *           each call it takes on the caller's fsuid, fsgid, groups, umask
  *           and effective capabilities, performs the open or connect
  *           itself on what main copied, decides on what it actually
- *           opened, checks SECCOMP_IOCTL_NOTIF_ID_VALID and injects the
- *           result (SECCOMP_IOCTL_NOTIF_ADDFD with SEND) or the error.
+ *           opened and injects the result (SECCOMP_IOCTL_NOTIF_ADDFD with
+ *           SEND, which fails unless the notification is still pending) or
+ *           the error.
  * Files: main.c and intake.c (main: opens, connects, execs; the calls that
  * change paths and sends), broker.c, modify.c, send.c and denied.c (the
  * broker), policy.c, audit.c. */
@@ -92,7 +93,7 @@ struct sv_job {
         int8_t has_dir2;                /* path2 is relative to its own directory */
         int8_t sandbox_root;            /* no root fd: the caller's root is the sandbox's (the broker's own) */
         int8_t validated;               /* main checked ID_VALID after its reads (else the broker checks
-                                         * before any action with a side effect, and before ADDFD) */
+                                         * before any action with a side effect; ADDFD checks itself) */
         int8_t cloexec;                 /* O_CLOEXEC requested: for ADDFD's newfd_flags */
         int8_t has_path2;
         uint64_t flags, mode, resolve;  /* open_how */
