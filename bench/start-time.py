@@ -111,6 +111,12 @@ def measure(argv, env=None, rss_path=None):
         if rc < 0:
             rc = 128 - rc
         p.returncode = rc  # reaped by wait4; keep Popen from trying again
+        # what it left running when it exited (paddock's teardown and the
+        # sandbox's PID 1, reparented to us): the wall time ends at the
+        # exit, the CPU counts all of it; done_ns is when the last ended.
+        # Before reading stderr: the teardown's trace lines go there too.
+        orphan_ns = reap_orphans()
+        t2 = time.perf_counter_ns()
         errf.seek(0)
         err = errf.read().decode(errors="replace")
         rss = None
@@ -123,12 +129,6 @@ def measure(argv, env=None, rss_path=None):
         # CPU: user + system of the spawned process and of every descendant
         # it reaped (wait4's rusage), so paddock's agent and the command count.
         cpu_ns = int((ru.ru_utime + ru.ru_stime) * 1e9)
-        # and of what it left running when it exited (paddock's teardown
-        # and the sandbox's PID 1, reparented to us): the wall time ends at
-        # the exit, the CPU counts all of it; done_ns is when the last of
-        # them ended
-        orphan_ns = reap_orphans()
-        t2 = time.perf_counter_ns()
         return {"wall_ns": t1 - t0, "cpu_ns": cpu_ns + orphan_ns, "orphan_cpu_ns": orphan_ns,
                 "done_ns": t2 - t0, "maxrss_kib": rss, "rc": rc, "err": err}
     finally:

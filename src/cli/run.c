@@ -807,7 +807,7 @@ int pd_cmd_run(int argc, char **argv)
         if (bg && o.json)
                 print_json(&o, &res, pd_now_ns() - t0, &stats, id);
         pd_trace("result reported");
-        if (!bg || pd_run_teardown_fork(sb, &st) < 0) {
+        if (!bg || pd_run_teardown_handoff(sb, &st, res.status) < 0) {
                 if (pd_sandbox_destroy(sb, &err) < 0)
                         pd_cli_error("teardown: %s", err.msg);
                 pd_trace("destroyed");
