@@ -542,6 +542,16 @@ def goal_lines(peers):
                    % (sp["median"] / ss["median"], paired_ratio(pad, sy),
                       sp["cpu"] / ss["cpu"] if ss["cpu"] else float("nan"),
                       paired_ratio(pad, sy, "cpu_ns") or float("nan")))
+    left = []
+    for p in peers:
+        on = [r.get("orphan_cpu_ns", 0) for r in p.runs]
+        if on and statistics.median(on) > 0:
+            left.append("%s %.2f ms (%d of %d runs)" % (p.label, ms(statistics.median(on)),
+                                                       sum(1 for x in on if x > 0), len(on)))
+    if left:
+        out.append("CPU of what a peer left running when it exited (reparented to the benchmark, a "
+                   "subreaper, which reaps it and adds its CPU to that run's), median per run: %s. "
+                   "A benchmark that is no subreaper never sees it (init reaps it)." % "; ".join(left))
     dn = [r["done_ns"] for r in pad.runs if r.get("done_ns")]
     on = [r["orphan_cpu_ns"] for r in pad.runs if r.get("orphan_cpu_ns") is not None]
     if dn:
@@ -679,8 +689,9 @@ def trace_section(trace_runs, trace_err):
         ]
         if "teardown process" in pcpu:
             lines += [
-                "- The `teardown` rows run in paddock's teardown process, forked once the result is "
-                "reported (after `result reported`; its totals start at 0 at the fork): median CPU %.3f "
+                "- The `teardown` rows run in paddock's teardown process, started once the result is "
+                "reported (after `result reported`; a clone that shares paddock's memory, its totals "
+                "start at 0): median CPU %.3f "
                 "ms. It and the sandbox's PID 1 outlive paddock; the benchmark, a subreaper, reaps them "
                 "and counts their CPU in the run's total (median %.3f ms of the total above), which is "
                 "why the reaped-children figure of the paddock process is small. The wall time ends at "
