@@ -104,7 +104,10 @@ int pd_run_teardown_handoff(struct pd_sandbox *sb, struct pd_state *st, int stat
          * our memory instead, as posix_spawn's does; it is safe because we
          * touch nothing after the clone: we _exit at once, and the child
          * then has the memory (our stack included, where st lives) to
-         * itself. Its fd table is its own copy. */
+         * itself. Its fd table is its own copy. glibc's thread data is
+         * ours too, and the kernel zeroes its tid field when we exit
+         * (set_tid_address): nothing the teardown calls reads it (no
+         * pthread calls, no raise). */
         const size_t stack_size = 1u << 20;
         void *stack = mmap(NULL, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
         if (stack == MAP_FAILED) {
