@@ -43,6 +43,48 @@ TIME = "/usr/bin/time"
 MAX_STREAK = 3  # consecutive failed timed runs that drop a peer
 
 
+# Children that live across runs (the crun/runc helper): never reaped as
+# orphans by measure().
+LONG_LIVED = set()
+
+
+def become_subreaper():
+    """PR_SET_CHILD_SUBREAPER: what a measured process leaves running when it
+    exits (paddock's teardown, which goes on after `paddock run` reported the
+    command's exit, and the sandbox's PID 1 it no longer reaps) is
+    reparented to us, so its CPU is still counted (reap_orphans)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+
+
+def our_children():
+    out = set()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open("/proc/self/task/%s/children" % tid) as f:
+                out.update(int(x) for x in f.read().split())
+        except OSError:
+            pass
+    return out - LONG_LIVED
+
+
+def reap_orphans():
+    """Wait for every child the measured process left to us; their CPU
+    (with what they reaped) in ns."""
+    cpu = 0
+    while True:
+        kids = our_children()
+        if not kids:
+            return cpu
+        for pid in kids:
+            try:
+                _, _, ru = os.wait4(pid, 0)
+            except ChildProcessError:
+                continue
+            cpu += int((ru.ru_utime + ru.ru_stime) * 1e9)
+
+
 def measure(argv, env=None, rss_path=None):
     """Spawn argv, wait for it with wait4. Returns a dict: wall_ns, rc (exit
     status, or 128+signal), err (its stderr), maxrss_kib.
@@ -69,6 +111,12 @@ def measure(argv, env=None, rss_path=None):
         if rc < 0:
             rc = 128 - rc
         p.returncode = rc  # reaped by wait4; keep Popen from trying again
+        # what it left running when it exited (paddock's teardown and the
+        # sandbox's PID 1, reparented to us): the wall time ends at the
+        # exit, the CPU counts all of it; done_ns is when the last ended.
+        # Before reading stderr: the teardown's trace lines go there too.
+        orphan_ns = reap_orphans()
+        t2 = time.perf_counter_ns()
         errf.seek(0)
         err = errf.read().decode(errors="replace")
         rss = None
@@ -81,7 +129,8 @@ def measure(argv, env=None, rss_path=None):
         # CPU: user + system of the spawned process and of every descendant
         # it reaped (wait4's rusage), so paddock's agent and the command count.
         cpu_ns = int((ru.ru_utime + ru.ru_stime) * 1e9)
-        return {"wall_ns": t1 - t0, "cpu_ns": cpu_ns, "maxrss_kib": rss, "rc": rc, "err": err}
+        return {"wall_ns": t1 - t0, "cpu_ns": cpu_ns + orphan_ns, "orphan_cpu_ns": orphan_ns,
+                "done_ns": t2 - t0, "maxrss_kib": rss, "rc": rc, "err": err}
     finally:
         errf.close()
 
@@ -114,6 +163,7 @@ class Helper:
                      sys.executable, SCRIPT, "--helper"]
         self.p = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   text=True)
+        LONG_LIVED.add(self.p.pid)
         line = self.p.stdout.readline()
         if not line:
             self.p.wait()
@@ -484,6 +534,32 @@ def goal_lines(peers):
                    "(paired %.2f)." % (sp["median"] / sb["median"], paired_ratio(pad, before),
                                        sp["cpu"] / sb["cpu"] if sb["cpu"] else float("nan"),
                                        paired_ratio(pad, before, "cpu_ns") or float("nan")))
+    sy = next((p for p in peers if p.name == "sync"), None)
+    if sy and sy.runs:
+        ss, sp = summarize(sy), summarize(pad)
+        out.append("Teardown after the exit / before it (this build, PADDOCK_TEARDOWN=sync): wall %.2f "
+                   "(paired %.2f), CPU %.2f (paired %.2f)."
+                   % (sp["median"] / ss["median"], paired_ratio(pad, sy),
+                      sp["cpu"] / ss["cpu"] if ss["cpu"] else float("nan"),
+                      paired_ratio(pad, sy, "cpu_ns") or float("nan")))
+    left = []
+    for p in peers:
+        on = [r.get("orphan_cpu_ns", 0) for r in p.runs]
+        if on and statistics.median(on) > 0:
+            left.append("%s %.2f ms (%d of %d runs)" % (p.label, ms(statistics.median(on)),
+                                                       sum(1 for x in on if x > 0), len(on)))
+    if left:
+        out.append("CPU of what a peer left running when it exited (reparented to the benchmark, a "
+                   "subreaper, which reaps it and adds its CPU to that run's), median per run: %s. "
+                   "A benchmark that is no subreaper never sees it (init reaps it)." % "; ".join(left))
+    dn = [r["done_ns"] for r in pad.runs if r.get("done_ns")]
+    on = [r["orphan_cpu_ns"] for r in pad.runs if r.get("orphan_cpu_ns") is not None]
+    if dn:
+        out.append("paddock's teardown, after its exit: median %.2f ms until it had ended too (the "
+                   "wall figures end at paddock's exit), and %.2f ms of CPU of what paddock left "
+                   "running (its teardown process and the sandbox's PID 1, reparented to the "
+                   "benchmark, which is a subreaper): counted in paddock's CPU above."
+                   % (ms(statistics.median(dn)), ms(statistics.median(on)) if on else 0.0))
     ax = next((p for p in peers if p.name == "agentexec"), None)
     if ax and ax.runs:
         sa, sp = summarize(ax), summarize(pad)
@@ -513,6 +589,7 @@ def parse_trace(text):
     cpu = {}
     seen = {}
     last = {}
+    in_teardown = False
     for line in text.splitlines():
         m = TRACE_RE.match(line.strip())
         if not m:
@@ -522,8 +599,12 @@ def parse_trace(text):
         if seen[name] > 1:
             name = "%s (#%d)" % (name, seen[name])
         steps.append((name, float(m.group(1))))
+        if name.startswith("teardown:"):
+            in_teardown = True
         if m.group(3) is not None:
-            who = "child" if name.startswith("child:") else "paddock"
+            # the teardown goes on in a child of paddock forked after the
+            # result (its totals start at 0 at the fork)
+            who = "child" if name.startswith("child:") else "teardown" if in_teardown else "paddock"
             c, f, k = float(m.group(3)), int(m.group(4)), float(m.group(5))
             pc, pf = last.get(who, (0.0, 0))
             if who == "paddock" and who not in last:
@@ -534,7 +615,14 @@ def parse_trace(text):
             if who == "paddock":
                 cpu["children"] = (k, 0)
                 cpu["paddock process"] = (c, f)
+            if who == "teardown":
+                cpu["teardown process"] = (c, f)
     return steps, cpu
+
+
+# Steps of the teardown, which runs in a child of paddock after the result
+# is reported (a step of paddock's own when PADDOCK_TEARDOWN=sync).
+TEARDOWN_STEPS = ("teardown:", "destroy")
 
 
 def trace_section(trace_runs, trace_err):
@@ -556,7 +644,9 @@ def trace_section(trace_runs, trace_err):
             pcpu.setdefault(name, []).append(v)
     n = len(trace_runs)
     walls = [ms(r["wall_ns"]) for r in trace_runs]
-    parent_sums = [sum(v for name, v in r["steps"] if not name.startswith("child:")) for r in trace_runs]
+    parent_sums = [sum(v for name, v in r["steps"] if not name.startswith("child:") and
+                       not ("teardown process" in r.get("cpu", {}) and name.startswith(TEARDOWN_STEPS)))
+                   for r in trace_runs]
     outside = [w - s for w, s in zip(walls, parent_sums)]
     lines += [
         "%d runs of `paddock run --state-dir <dir> -- /bin/true` with `PADDOCK_TRACE=cpu`, "
@@ -574,7 +664,8 @@ def trace_section(trace_runs, trace_err):
                 "%d" % statistics.median(f for _, f in pcpu[name]))
     for name in order:
         v = per[name]
-        who = "child" if name.startswith("child:") else "paddock"
+        who = ("child" if name.startswith("child:") else "teardown" if name.startswith(TEARDOWN_STEPS)
+               and "teardown process" in pcpu else "paddock")
         lines.append("| %s | %s | %.3f | %.3f | %.3f | %.3f | %d/%d | %s | %s |" %
                      ((name, who, statistics.median(v), statistics.mean(v), min(v), max(v), len(v), n)
                       + cpu_cells(name)))
@@ -596,6 +687,18 @@ def trace_section(trace_runs, trace_err):
                "%d" % statistics.median(f for _, f in pcpu["before main"]),
                statistics.median(c for c, _ in pcpu["children"])),
         ]
+        if "teardown process" in pcpu:
+            lines += [
+                "- The `teardown` rows run in paddock's teardown process, started once the result is "
+                "reported (after `result reported`; a clone that shares paddock's memory, its totals "
+                "start at 0): median CPU %.3f "
+                "ms. It and the sandbox's PID 1 outlive paddock; the benchmark, a subreaper, reaps them "
+                "and counts their CPU in the run's total (median %.3f ms of the total above), which is "
+                "why the reaped-children figure of the paddock process is small. The wall time ends at "
+                "paddock's exit; the sum below leaves the teardown rows out."
+                % (statistics.median(c for c, _ in pcpu["teardown process"]),
+                   statistics.median(ms(r.get("orphan_cpu_ns", 0)) for r in trace_runs)),
+            ]
     lines += [
         "- Median sum of the paddock-process steps: %.3f ms; median wall minus that sum "
         "(exec of paddock, dynamic loading, everything before the first trace call, exit): %.3f ms."
@@ -889,12 +992,18 @@ def main():
     ap.add_argument("--agent-exec-peer", action="store_true",
                     help="add this build with PADDOCK_AGENT_EXEC=1 (the sandbox child execs "
                          "paddock-agent) as a peer")
+    ap.add_argument("--sync-teardown-peer", action="store_true",
+                    help="add this build with PADDOCK_TEARDOWN=sync (the teardown done before paddock "
+                         "exits, as before) as a peer")
     ap.add_argument("--helper", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.helper:
         return helper_main()
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
+    if not become_subreaper():
+        print("warning: PR_SET_CHILD_SUBREAPER failed: the CPU of paddock's teardown (after its "
+              "exit) is not counted", file=sys.stderr)
 
     # SIGTERM/SIGHUP: unwind through the finally blocks so everything is cleaned up.
     def on_signal(signum, _frame):
@@ -966,6 +1075,15 @@ def main():
         agent_exec.namespaces = ("the same as paddock run, this build, but the sandbox child execs "
                                  "paddock-agent instead of running the agent linked into paddock")
         peers.append(agent_exec)
+    if args.sync_teardown_peer:
+        sstate = os.path.join(work, "paddock-sync-state")
+        os.mkdir(sstate, 0o700)
+        senv = dict(pad_env, PADDOCK_TEARDOWN="sync")
+        sync_peer = PaddockPeer(paddock, sstate, senv, name="sync", label="paddock run (teardown before exit)")
+        sync_peer.commands = ["PADDOCK_TEARDOWN=sync " + pad.commands[0]]
+        sync_peer.namespaces = ("the same as paddock run, this build, but the sandbox is torn down "
+                                "before paddock exits (PADDOCK_TEARDOWN=sync)")
+        peers.append(sync_peer)
     bw = ExecPeer("bwrap", "bwrap", ["bwrap", "--unshare-all", "--ro-bind", "/", "/",
                                      "--dev", "/dev", "--proc", "/proc", "/bin/true"])
     bw.namespaces = ("--unshare-all: user, mount, pid, net, ipc, uts, cgroup; no cgroup limits, "
@@ -1095,7 +1213,7 @@ def main():
                         continue
                     streak = 0
                     steps, cpu = parse_trace(r["err"])
-                    trace_runs.append({"wall_ns": r["wall_ns"], "cpu_ns": r["cpu_ns"], "steps": steps, "cpu": cpu})
+                    trace_runs.append({"wall_ns": r["wall_ns"], "cpu_ns": r["cpu_ns"], "orphan_cpu_ns": r.get("orphan_cpu_ns", 0), "steps": steps, "cpu": cpu})
                 if len(trace_runs) == args.trace_runs:
                     trace_err = None
                 if trace_runs and not any(t["steps"] for t in trace_runs):

@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "net/router.h"
 #include "lib/sandbox.h"
+#include "lib/teardown.h"
 #include "lib/template.h"
 #include "lib/util.h"
 
@@ -65,26 +66,34 @@ int pd_cmd_gc(int argc, char **argv)
         static const struct option opts[] = {
                 { "state-dir", required_argument, NULL, 's' },
                 { "json", no_argument, NULL, 'j' },
+                { "wait", no_argument, NULL, 'w' },
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
         int c;
-        bool json = false;
+        bool json = false, wait_only = false;
         optind = 1;
         while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
                 switch (c) {
                 case 's': state_dir = optarg; break;
                 case 'j': json = true; break;
+                case 'w': wait_only = true; break;
                 case 'h':
-                        printf("usage: paddock gc [--state-dir DIR] [--json]\n"
+                        printf("usage: paddock gc [--state-dir DIR] [--json | --wait]\n"
                                "Destroy every sandbox, cgroup and uid range owned by the state directory,\n"
                                "and its network router. The audit logs of the sandboxes stay (the server\n"
                                "removes them after --audit-retention days), and the console logs of failed\n"
                                "microvm starts for 7 days; gc says how many it kept and removed (stderr,\n"
-                               "or all of it as one JSON object on stdout with --json).\n");
+                               "or all of it as one JSON object on stdout with --json).\n"
+                               "--wait: destroy nothing; return once every teardown that `paddock run` left\n"
+                               "running after reporting its command's exit has finished.\n");
                         return 0;
                 default: return PD_EXIT_PADDOCK;
                 }
+        }
+        if (json && wait_only) {
+                pd_cli_error("gc: --wait destroys nothing and prints nothing: not with --json");
+                return PD_EXIT_PADDOCK;
         }
         if (optind < argc) {
                 pd_cli_error("gc: unexpected argument '%s'", argv[optind]);
@@ -95,6 +104,18 @@ int pd_cmd_gc(int argc, char **argv)
         if (pd_state_open(state_dir, &st, &err) < 0) {
                 pd_cli_error("%s", err.msg);
                 return PD_EXIT_PADDOCK;
+        }
+        if (wait_only) {
+                /* the completion event of `paddock run`'s teardowns
+                 * (lib/teardown.h): scripts and tests check for leftovers
+                 * after it, never after a sleep */
+                int w = pd_teardown_wait(&st);
+                pd_state_close(&st);
+                if (w < 0) {
+                        pd_cli_error("gc --wait: %s: %s", PD_TEARDOWN_LOCK, strerror(-w));
+                        return PD_EXIT_PADDOCK;
+                }
+                return 0;
         }
         int n = 0;
         unsigned long long cbytes, abytes;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/run_teardown.h"
 #include "proto/client.h"
 #include "net/policy.h"
 #include "net/router.h"
@@ -663,6 +664,8 @@ int pd_cmd_run(int argc, char **argv)
                 pd_cli_error("--policy applies to --isolation supervised only");
                 return PD_EXIT_PADDOCK;
         }
+        if (pd_run_teardown_check_env() < 0)
+                return PD_EXIT_PADDOCK;
         if (o.tty && !isatty(0)) {
                 pd_cli_error("-t: standard input is not a terminal");
                 return PD_EXIT_PADDOCK;
@@ -798,11 +801,19 @@ int pd_cmd_run(int argc, char **argv)
         char id[PD_ID_LEN + 1];
         snprintf(id, sizeof id, "%s", sb->id);
         pd_client_close(&s.cl);
-        if (pd_sandbox_destroy(sb, &err) < 0)
-                pd_cli_error("teardown: %s", err.msg);
-        pd_state_close(&st);
-        pd_trace("destroyed");
-        if (o.json)
+        /* The result first when the teardown goes on after we exit
+         * (cli/run_teardown.h): wall_ms then ends here. */
+        bool bg = pd_run_teardown_in_background(sb);
+        if (bg && o.json)
                 print_json(&o, &res, pd_now_ns() - t0, &stats, id);
+        pd_trace("result reported");
+        if (!bg || pd_run_teardown_handoff(sb, &st, res.status) < 0) {
+                if (pd_sandbox_destroy(sb, &err) < 0)
+                        pd_cli_error("teardown: %s", err.msg);
+                pd_trace("destroyed");
+                if (!bg && o.json)
+                        print_json(&o, &res, pd_now_ns() - t0, &stats, id);
+        }
+        pd_state_close(&st);
         return res.status;
 }

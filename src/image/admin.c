@@ -12,6 +12,7 @@
 #include "image/digest.h"
 #include "image/image.h"
 #include "image/layers.h"
+#include "lib/teardown.h"
 #include "lib/template.h"
 #include "lib/util.h"
 
@@ -216,6 +217,10 @@ int pd_image_remove(struct pd_state *st, const char *name, struct pd_error *err)
                 return pd_error_setx(err, EINVAL, "invalid template name '%.80s'", name);
         if (!strcmp(name, "base"))
                 return pd_error_setx(err, EINVAL, "'base' is built in");
+        /* a `paddock run` that used it may still be tearing down (its
+         * runtime dir, which makes it a user, goes last): not "in use"
+         * for that. Before the template lock, which its teardown takes. */
+        (void)pd_teardown_wait(st);
         if (pd_snapshot_is(st, name))
                 return pd_snapshot_delete(st, name, err);
         if (!pd_template_is_image(st, name)) {

@@ -15,6 +15,7 @@
 #include "image/image.h"
 #include "lib/openat2.h"
 #include "image/layers.h"
+#include "lib/teardown.h"
 #include "lib/template.h"
 #include "lib/util.h"
 
@@ -333,6 +334,9 @@ static int write_json(int dfd, const char *name, json_t *j, struct pd_error *err
 static int install(struct pd_state *st, const char *tmp, const char *name, const struct pd_image_opts *o,
                    struct pd_error *err)
 {
+        /* a `paddock run` that used the old one may still be tearing
+         * down: not "in use" for that (pd_image_remove) */
+        (void)pd_teardown_wait(st);
         _pd_cleanup_close_ int lock = pd_template_lock(st, err);
         if (lock < 0)
                 return lock;

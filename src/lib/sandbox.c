@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/teardown.h"
 #include "lib/template.h"
 #include "lib/util.h"
 
@@ -305,6 +306,9 @@ int pd_sandbox_load(struct pd_state *st, const char *id, struct pd_sandbox **out
 int pd_gc(struct pd_state *st, int *destroyed, struct pd_error *err)
 {
         int count = 0, ret = 0;
+        /* a `paddock run` teardown still in flight would race this one on
+         * the same sandbox: let it finish first (lib/teardown.h) */
+        (void)pd_teardown_wait(st);
         _pd_cleanup_close_ int dfd = openat(st->rundirfd, "sandboxes", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0) {
                 DIR *d = fdopendir(dfd);

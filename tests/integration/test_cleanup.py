@@ -8,7 +8,7 @@ import signal
 import subprocess
 import time
 
-from pdtest import UID_BASE, pid_alive, sandbox_dirs
+from pdtest import UID_BASE, pid_alive, sandbox_dirs, wait_teardowns
 
 
 def _procs():
@@ -61,6 +61,7 @@ def test_200_runs_leave_nothing(fresh_paddock):
     bad = [(r.returncode, r.stderr) for r in results if r.returncode != 0 or r.stdout or r.stderr]
     assert bad == [], bad[:3]
 
+    wait_teardowns(p.state)     # they go on after each run's result
     after = _procs()
     new = {pid: v for pid, v in after.items() if pid not in before_procs}
     ours = {pid: v for pid, v in new.items() if "paddock-" + p.instance in v[1]}

@@ -1,6 +1,6 @@
 """Resource limits of `paddock run`: memory (OOM), pids (fork bomb), the
 writable layer (ENOSPC), CPU accounting (DESIGN §4, §5, §8)."""
-from pdtest import parse_json_result
+from pdtest import parse_json_result, wait_teardowns
 
 
 def test_oom_kill(paddock):
@@ -162,6 +162,7 @@ def test_v1_memory_cgroups_have_no_sandbox_level(paddock):
             assert os.path.isdir(os.path.join(pids, "work")) and os.path.isdir(os.path.join(pids, "agent"))
         out, err = p.communicate("go\n", timeout=60)
         assert p.returncode == 0, err
+        wait_teardowns(paddock.state)   # it goes on after the exit (docs/cli.md)
         assert not os.path.exists(os.path.join(inst, sid + ".work"))
         assert not os.path.exists(os.path.join(inst, sid + ".agent"))
     finally:

@@ -392,6 +392,10 @@ def net_dir(p):
 
 
 def router_files(p):
+    """What the router of p's state dir holds, once the teardowns `paddock
+    run` left running are done (docs/cli.md)."""
+    from pdtest import wait_teardowns
+    wait_teardowns(p.state)
     d = net_dir(p)
     if not os.path.isdir(d):
         return []

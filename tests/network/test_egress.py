@@ -259,6 +259,7 @@ def test_teardown_leaves_nothing(pd, fakenet):
     res = probe(pd, fakenet, ["--net", "open"], [[WEB[0], 80, "tcp"]])
     assert ok(res, WEB[0])
     # the router stays for the next sandbox; this sandbox left nothing in it
+    # (router_files waits for the run's teardown first)
     assert [f for f in router_files(pd) if f.startswith(("sb/", "slots/"))] == []
     pin = os.path.join(net_dir(pd), "router")
     out = subprocess.run(["nsenter", "--net=" + pin, "nft", "list", "table", "inet", "paddock"],

@@ -17,5 +17,5 @@ puts tests/ on sys.path, so `import pdtest` works from any test folder).
 """
 from .cli import NETNS, WRAP, Paddock, netns_prefix, parse_json_result  # noqa: F401
 from .env import (DEFAULT_TIMEOUT, PADDOCK_AGENT, PADDOCK_BIN, REPO, UID_BASE, UID_REGISTRY, child_env,  # noqa: F401
-                  free_port, instance_of, kill_by_cmdline, leftovers, new_leftovers, pid_alive, procs_with,
+                  free_port, instance_of, kill_by_cmdline, leftovers, wait_teardowns, new_leftovers, pid_alive, procs_with,
                   remove_cgroup_parents, runtime_dir, sandbox_dirs, wait_until)

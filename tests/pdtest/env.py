@@ -11,6 +11,7 @@ import glob
 import os
 import signal
 import socket
+import subprocess
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -73,10 +74,31 @@ def sandbox_dirs(state_dir, runtime_root=None):
     return sorted(out)
 
 
+# The lock each teardown `paddock run` leaves running after it reported the
+# command's exit holds (shared) until it is done (src/lib/teardown.h).
+TEARDOWN_LOCK = "teardown.lock"
+
+
+def wait_teardowns(state_dir, timeout=DEFAULT_TIMEOUT):
+    """Block until no teardown of state_dir is in flight: an exclusive flock
+    on its teardown lock (what `paddock gc --wait` does), the completion
+    event; a teardown that holds it past timeout fails the test."""
+    path = os.path.join(state_dir, TEARDOWN_LOCK)
+    if not os.path.exists(path):
+        return
+    # util-linux flock(1): a deadline without SIGALRM (any thread may call us)
+    r = subprocess.run(["flock", "-x", "-w", str(timeout), path, "true"], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, "a teardown of %s held %s for over %ss (flock: %s)" % (
+        state_dir, TEARDOWN_LOCK, timeout, r.stderr.strip())
+
+
 def leftovers(state_dir, runtime_root=None):
     """Everything a state dir's instance still holds on the host, besides the
     state dir's own skeleton and the (empty) per-instance cgroup parents:
-    sandbox directories, cgroups, uid ranges in the host-wide registry."""
+    sandbox directories, cgroups, uid ranges in the host-wide registry.
+    Teardowns still in flight are waited for first (wait_teardowns)."""
+    wait_teardowns(state_dir)
     inst = instance_of(state_dir)
     out = {}
     left = sandbox_dirs(state_dir, runtime_root)
