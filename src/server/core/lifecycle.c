@@ -313,12 +313,17 @@ int pd_mgr_delete(struct pd_server *srv, struct pd_srv_sandbox *s, enum pd_sb_ev
                 }
         }
         struct pd_error e2 = { 0 };
+        /* later: its processes are dead now, the rest (mounts, network,
+         * cgroups, directory) goes after the answer (teardown.c) */
+        bool later = false;
         if (s->sb) {
                 /* Frozen tasks cannot die: thaw before the kill (a
                  * sandbox paused to disk has nothing running to thaw). */
                 if (s->state == PD_SB_PAUSED)
                         (void)pd_sandbox_resume(s->sb, NULL);
-                if (s->sb->ops->destroy(s->sb, &e2) < 0)
+                if (s->sb->ops->stop && M(srv)->teardown)
+                        later = s->sb->ops->stop(s->sb, &e2) == 0;
+                if (!later && s->sb->ops->destroy(s->sb, &e2) < 0)
                         pd_log("warn", "sandbox teardown incomplete, `paddock gc` will finish it sandbox=%s "
                                        "error=\"%s\"",
                                s->id, e2.msg);
@@ -326,6 +331,11 @@ int pd_mgr_delete(struct pd_server *srv, struct pd_srv_sandbox *s, enum pd_sb_ev
         /* deleted (set_state) before the audit line: a follower that wakes
          * on that line must see the sandbox gone and end its stream. */
         r = pd_mgr_transition(srv, e, ev, NULL, err);
+        /* not deleted after all (the store refused), or no teardown thread:
+         * the rest goes now, as before */
+        if (later && (r < 0 || !pd_teardown_queue(srv, e)) && s->sb->ops->destroy(s->sb, &e2) < 0)
+                pd_log("warn", "sandbox teardown incomplete, `paddock gc` will finish it sandbox=%s error=\"%s\"",
+                       s->id, e2.msg);
         pthread_mutex_unlock(&s->lock);
         if (r == 0)
                 pd_log("info", "sandbox deleted sandbox=%s reason=%s", s->id, pd_sb_event_name(ev));
