@@ -6,6 +6,8 @@
 //      {"cmd":"echo hi"} + DELETE, the same with the argv form
 //      {"cmd":["echo","hi"]}, and `bwrap --unshare-all ... echo hi` run
 //      from Node; the peers' order rotates round by round.
+//   1b. (--kill-rounds N) the kill alone: sbx.kill() and DELETE of a
+//      pooled sandbox, on this build's server and the --before one.
 //   2. commands.run('true') in one running sandbox, against POST .../exec
 //      {"cmd":"true"} in the same sandbox; alternated.
 //
@@ -30,17 +32,18 @@ const { Sandbox } = await import(pathToFileURL(join(sdkDir, 'dist/index.mjs')).h
 const sdkVersion = JSON.parse(readFileSync(join(sdkDir, 'package.json'), 'utf8')).version
 
 // ---- options
-const opts = { rounds: 200, execRounds: 200, warmup: 3, poolWait: 15, report: join(here, 'reports/e2b.md') }
+const opts = { rounds: 200, execRounds: 200, killRounds: 0, warmup: 3, poolWait: 15, report: join(here, 'reports/e2b.md') }
 const argv = process.argv.slice(2)
 for (let i = 0; i < argv.length; i++) {
   const a = argv[i]
   const v = () => { if (i + 1 >= argv.length) throw new Error(`${a} needs a value`); return argv[++i] }
   if (a === '--rounds') opts.rounds = +v()
   else if (a === '--exec-rounds') opts.execRounds = +v()
+  else if (a === '--kill-rounds') opts.killRounds = +v()
   else if (a === '--warmup') opts.warmup = +v()
   else if (a === '--pool-wait') opts.poolWait = +v()
   else if (a === '--report') opts.report = v()
-  else if (a === '-h' || a === '--help') { console.log('usage: bench/e2b-run.sh [--rounds N] [--exec-rounds N] [--warmup N] [--pool-wait S] [--report FILE]'); process.exit(0) }
+  else if (a === '-h' || a === '--help') { console.log('usage: bench/e2b-run.sh [--before OLD_PADDOCK] [--rounds N] [--exec-rounds N] [--kill-rounds N] [--warmup N] [--pool-wait S] [--report FILE]'); process.exit(0) }
   else throw new Error(`unknown option ${a}`)
 }
 const API = process.env.E2B_API_URL
@@ -241,6 +244,35 @@ for (let rnd = 0; rnd < opts.rounds; rnd++) {
 
 const takes1 = await poolTakes()
 
+// ---- 1b. the kill alone (--kill-rounds): a pooled create (untimed), then
+// the timed sbx.kill() / DELETE; peers on both servers, rotated
+const kills = []
+if (opts.killRounds) {
+  const mk = (label, srv, sdkPath) => ({ label, srv, sdkPath, v: [] })
+  kills.push(mk('E2B SDK sbx.kill()', MAIN, true), mk('native DELETE', MAIN, false))
+  if (BEFORE) kills.push(mk('E2B SDK sbx.kill() (before)', BEFORE, true), mk('native DELETE (before)', BEFORE, false))
+  console.error('kill alone ...')
+  for (let rnd = 0; rnd < opts.killRounds; rnd++) {
+    const k = rnd % kills.length
+    for (const p of [...kills.slice(k), ...kills.slice(0, k)]) {
+      try {
+        if (p.sdkPath) {
+          const sbx = await Sandbox.create(p.srv.conn)
+          const t0 = now(); await sbx.kill(); p.v.push(now() - t0)
+        } else {
+          const c = await api('POST', '/sandboxes', {}, p.srv)
+          if (c.status !== 201) throw new Error(`create: HTTP ${c.status}`)
+          const t0 = now(); const d = await api('DELETE', `/sandboxes/${c.json.id}`, undefined, p.srv); const t1 = now()
+          if (d.status !== 204) throw new Error(`delete: HTTP ${d.status}`)
+          p.v.push(t1 - t0)
+        }
+      } catch (e) { console.error(`${p.label}: ${e?.message || e}`) }
+      await waitTeardowns(p.srv)
+      await waitPool(p.srv)
+    }
+  }
+}
+
 // ---- 2. run `true` in one running sandbox
 const ex = { sdk: [], native: [], sdkFail: [], nativeFail: [] }
 let sbx = null
@@ -322,6 +354,7 @@ if (sdk.walls.length) {
     goal += `\n\n- after / before p50, same run: E2B SDK ${(m / median(sdkB.walls)).toFixed(2)}× (${f(median(sdkB.walls))} → ${f(m)} ms), native ${(median(nat.walls) / median(natB.walls)).toFixed(2)}× (${f(median(natB.walls))} → ${f(median(nat.walls))} ms).`
   }
 }
+for (const p of kills) if (p.v.length) console.log(`kill alone: ${p.label}: p50 ${f(median(p.v))} ms (${p.v.length} runs)`)
 console.log()
 console.log("1. Sandbox.create() + commands.run('echo hi') + kill(), end to end (ms; ratios to the native API)")
 console.log(textTable(head1.slice(0, -1), rows1.map((r) => r.slice(0, -1))))
@@ -360,6 +393,12 @@ if (teardownTimeouts) L.push(`- The teardown did not finish within ${opts.poolWa
 L.push(`- Warm pool takes during the timed rounds (\`paddock_pool_takes_total\`): ${takes1.hit - takes0.hit} hits, ${takes1.miss - takes0.miss} misses (${peers.filter((p) => p.name !== 'bwrap' && p.srv === MAIN).reduce((a, p) => a + p.walls.length + p.failures.length, 0)} creates on this build's server).`)
 if (poolTimeouts) L.push(`- The pool did not refill within ${opts.poolWait} s after ${poolTimeouts} run(s).`)
 for (const p of peers) if (p.failures.length) L.push(`- ${p.label}: ${p.failures.length} failed run(s): ${p.failures.slice(0, 3).join('; ')}`)
+if (kills.length) {
+  const nk = kills[1].v.length ? median(kills[1].v) : null
+  const rows = kills.filter((p) => p.v.length).map((p) => [p.label, String(p.v.length), f(Math.min(...p.v)), f(median(p.v)), f(pct(p.v, 99)), f(Math.max(...p.v)), nk ? `${(median(p.v) / nk).toFixed(2)}×` : '-'])
+  L.push('', '## 1b. The kill alone', '', `A pooled create (untimed), then the timed \`await sbx.kill()\` or \`DELETE /api/v1/sandboxes/{id}\`; the peers' order rotated each round (${opts.killRounds} rounds), the teardown and the pool's refill waited for (untimed) after each.`, '',
+    mdTable(['peer', 'runs', 'min ms', 'p50 ms', 'p99 ms', 'max ms', 'p50 / native DELETE'], rows), '')
+}
 L.push('', "## 2. `run('true')` in one running sandbox", '')
 if (rows2.length) {
   L.push(`One sandbox from \`Sandbox.create()\`; then, alternating, \`await sbx.commands.run('true')\` (the SDK's Connect stream: start, output events, end) and the native \`POST /api/v1/sandboxes/{id}/exec {"cmd":"true"}\` on the same sandbox, ${opts.execRounds} each.`, '', mdTable(head2, rows2), '')
