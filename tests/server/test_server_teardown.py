@@ -104,3 +104,20 @@ def test_server_killed_during_teardown_next_one_finishes_it(tmproot, monkeypatch
         assert mine(s, keep) == {}, s.leftovers()
     finally:
         s.finish()
+
+
+def test_sandboxes_being_torn_down_count_against_the_maximum(tmproot, monkeypatch):
+    monkeypatch.setenv("PADDOCK_TEST_TEARDOWN_HOLD", "1")
+    s = Server(os.path.join(tmproot, "max"), "--pool", "0", "--max-sandboxes", "1").start()
+    monkeypatch.delenv("PADDOCK_TEST_TEARDOWN_HOLD")
+    try:
+        sid = s.create()["id"]
+        assert s.delete(sid, wait=False) == 204
+        assert s.teardowns_pending() == 1
+        # its mounts, cgroups and network are still there: no room yet
+        st, j = s.json("POST", "/api/v1/sandboxes", {})
+        assert st in (429, 503), (st, j)
+        assert "still being torn down" in j["error"]["message"], j
+        assert s.json("GET", "/api/v1/sandboxes", expect=200)[1]["sandboxes"] == []
+    finally:
+        s.finish()

@@ -159,14 +159,23 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
         if (!e)
                 return pd_error_set(err, ENOMEM, "allocate sandbox");
         snprintf(e->s.key_id, sizeof e->s.key_id, "%s", key->id);
+        /* Deleted sandboxes whose teardown is not done still hold mounts
+         * (their writable layer's memory), cgroups and a network: they
+         * count against the server's maximum until it is (teardown.c).
+         * Read before srv->lock (teardown.c takes its own lock first). */
+        uint64_t tearing = 0, torn = 0;
+        pd_teardown_counts(srv, &tearing, &torn);
         /* Reserve a slot first, so concurrent creates cannot overshoot the limits. */
         pthread_mutex_lock(&srv->lock);
         int r = 0;
         if (m->stopping) {
                 r = pd_error_setx(err, ESHUTDOWN, "the server is shutting down");
-        } else if (srv->n_sandboxes >= srv->cfg.max_sandboxes) {
-                r = pd_error_setx(err, EAGAIN, "the server holds its maximum of %u sandboxes",
-                                  srv->cfg.max_sandboxes);
+        } else if (srv->n_sandboxes + tearing >= srv->cfg.max_sandboxes) {
+                r = tearing ? pd_error_setx(err, EAGAIN, "the server holds its maximum of %u sandboxes (%llu of "
+                                                         "them deleted, still being torn down)",
+                                            srv->cfg.max_sandboxes, (unsigned long long)tearing)
+                            : pd_error_setx(err, EAGAIN, "the server holds its maximum of %u sandboxes",
+                                            srv->cfg.max_sandboxes);
         } else {
                 unsigned mine = 0;
                 for (size_t i = 0; i < srv->n_sandboxes; i++)
