@@ -2,7 +2,7 @@
 # E2B SDK benchmark wrapper: a private `paddock serve --pool N` on a free
 # loopback port, bench/e2b.mjs against it with the project's Node 20, then the
 # server stopped (SIGTERM) and `paddock gc` run, also on failure.
-# Usage: sudo bench/e2b-run.sh [--before OLD_PADDOCK] [--rounds N] [--exec-rounds N] [--report FILE]
+# Usage: sudo bench/e2b-run.sh [--before OLD_PADDOCK] [--rounds N] [--exec-rounds N] [--kill-rounds N] [--report FILE]
 #   --before: also a server of that older build (its agent beside it), whose
 #   peers alternate with this build's in part 1 (before/after in one run).
 # Environment: PADDOCK_BENCH_POOL (default 4), PADDOCK_BIN, PADDOCK_AGENT, PADDOCK_NODE.

@@ -136,7 +136,15 @@ struct pd_tier_ops {
          * snapshot + create (filesystem only). */
         int (*fork)(struct pd_sandbox *src, struct pd_sandbox *const *dst, unsigned n,
                     struct pd_error *err);
-        /* Kill everything and remove every trace; safe on a half-built sandbox. */
+        /* End every process of the sandbox and nothing more: its mounts,
+         * network, cgroups and directory (with the record) stay for
+         * destroy, which may run later, from another thread or another
+         * process (a server answers a delete after stop and tears down
+         * after the answer; a crash leaves a stray that adoption or gc
+         * finishes). NULL: destroy does it all, at once. */
+        int (*stop)(struct pd_sandbox *sb, struct pd_error *err);
+        /* Kill everything and remove every trace; safe on a half-built
+         * sandbox, and after stop. */
         int (*destroy)(struct pd_sandbox *sb, struct pd_error *err);
         int (*stats)(struct pd_sandbox *sb, struct pd_sandbox_stats *out, struct pd_error *err);
         /* Re-attach to a sandbox created by an earlier process, from its record. */

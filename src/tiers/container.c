@@ -821,6 +821,25 @@ static int container_destroy(struct pd_sandbox *sb, struct pd_error *err)
         return teardown(sb, true, err);
 }
 
+/* The agent is the pid namespace's init: its exit, which pd_host_kill_agent
+ * waits for, is reported once every process in the namespace is gone. */
+static int container_stop(struct pd_sandbox *sb, struct pd_error *err)
+{
+        (void)err;
+        pd_host_kill_agent(sb);
+        return 0;
+}
+
+/* supervised: the supervisor too, so that its audit lines are written
+ * before the delete answers. */
+static int supervised_stop(struct pd_sandbox *sb, struct pd_error *err)
+{
+        (void)err;
+        pd_host_kill_agent(sb);
+        pd_supervisor_stop(sb);
+        return 0;
+}
+
 /* unuse: the sandbox stops using its template's snapshots (not while a
  * filesystem-only pause keeps its files in one). */
 static int teardown(struct pd_sandbox *sb, bool unuse, struct pd_error *err)
@@ -884,6 +903,7 @@ const struct pd_tier_ops pd_tier_container = {
         .pause_files = container_pause_files,
         .resume = container_resume,
         .snapshot = pd_container_snapshot,
+        .stop = container_stop,
         .destroy = container_destroy,
         .stats = container_stats,
         .adopt = pd_host_adopt,
@@ -909,6 +929,7 @@ const struct pd_tier_ops pd_tier_supervised = {
         .pause_files = container_pause_files,
         .resume = container_resume,
         .snapshot = pd_container_snapshot,
+        .stop = supervised_stop,
         .destroy = container_destroy,
         .stats = container_stats,
         .adopt = pd_host_adopt,

@@ -28,7 +28,7 @@ import urllib.parse
 import pytest
 
 from .env import (DEFAULT_TIMEOUT, PADDOCK_AGENT, PADDOCK_BIN, child_env, free_port, instance_of, keep,
-                  kill_by_cmdline, leftovers, remove_cgroup_parents, runtime_dir)
+                  kill_by_cmdline, leftovers, remove_cgroup_parents, runtime_dir, wait_until)
 
 START_TIMEOUT = 30      # seconds for /api/v1/health to answer after the exec
 STOP_TIMEOUT = 30       # seconds for the server to exit after SIGTERM
@@ -302,9 +302,25 @@ class Server:
         assert st == expect, (st, j)
         return j
 
-    def delete(self, sid, key="default"):
-        """DELETE /api/v1/sandboxes/SID; the status."""
-        return self.request("DELETE", "/api/v1/sandboxes/" + sid, key=key)[0]
+    def delete(self, sid, key="default", wait=True):
+        """DELETE /api/v1/sandboxes/SID; the status. The answer comes once
+        the sandbox's processes are dead; with wait, also wait for the rest
+        of its teardown (wait_teardowns), so a test may look for leftovers."""
+        st = self.request("DELETE", "/api/v1/sandboxes/" + sid, key=key)[0]
+        if wait:
+            self.wait_teardowns()
+        return st
+
+    def teardowns_pending(self):
+        st, j = self.json("GET", "/api/v1/health", key=None, expect=200)
+        return j["teardowns_pending"]
+
+    def wait_teardowns(self, limit=60):
+        """Wait for the server's completion state of deleted sandboxes'
+        teardowns (GET /api/v1/health "teardowns_pending" == 0): after it,
+        nothing of a sandbox deleted before the call is left on the host."""
+        assert wait_until(lambda: self.teardowns_pending() == 0, limit=limit, step=0.02), \
+            "teardowns still pending after %d s: %s" % (limit, self.logtext())
 
     def audit_events(self, sid, key="default"):
         """A sandbox's audit log (GET .../audit, 200 required), decoded."""

@@ -585,8 +585,11 @@ static enum MHD_Result health(struct pd_req *r, const char *chunk, size_t *chunk
 {
         struct pd_manager_counts c;
         pd_manager_counts(r->srv, &c);
-        return pd_reply_json(r, 200, json_pack("{s:s, s:s, s:I}", "status", "ok", "version", PD_VERSION, "sandboxes",
-                                               (json_int_t)(c.running + c.paused + c.failed)));
+        /* teardowns_pending: deleted sandboxes whose kernel objects are
+         * still being removed (after the delete answered); 0 = none left */
+        return pd_reply_json(r, 200, json_pack("{s:s, s:s, s:I, s:I}", "status", "ok", "version", PD_VERSION,
+                                               "sandboxes", (json_int_t)(c.running + c.paused + c.failed),
+                                               "teardowns_pending", (json_int_t)c.teardowns_pending));
 }
 
 static void appendf(char **buf, size_t *len, size_t *cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -629,6 +632,13 @@ static enum MHD_Result prom_metrics(struct pd_req *r, const char *chunk, size_t 
                 "# HELP paddock_sandbox_creates_total Sandboxes created since start.\n"
                 "# TYPE paddock_sandbox_creates_total counter\npaddock_sandbox_creates_total %" PRIu64 "\n",
                 c.creates_total);
+        appendf(&b, &len, &cap,
+                "# HELP paddock_teardowns_pending Deleted sandboxes whose mounts, network, cgroups and directory "
+                "are still being removed (the delete answered once their processes were dead).\n"
+                "# TYPE paddock_teardowns_pending gauge\npaddock_teardowns_pending %" PRIu64 "\n"
+                "# HELP paddock_teardowns_total Deleted sandboxes torn down after the answer since start.\n"
+                "# TYPE paddock_teardowns_total counter\npaddock_teardowns_total %" PRIu64 "\n",
+                c.teardowns_pending, c.teardowns_total);
         appendf(&b, &len, &cap, "# HELP paddock_pool_ready Warm sandboxes ready, by template.\n"
                                 "# TYPE paddock_pool_ready gauge\n");
         struct pd_pool_count pools[PD_POOL_CLASSES_MAX];

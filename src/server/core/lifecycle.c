@@ -159,14 +159,23 @@ int pd_manager_create(struct pd_server *srv, const struct pd_key *key, const str
         if (!e)
                 return pd_error_set(err, ENOMEM, "allocate sandbox");
         snprintf(e->s.key_id, sizeof e->s.key_id, "%s", key->id);
+        /* Deleted sandboxes whose teardown is not done still hold mounts
+         * (their writable layer's memory), cgroups and a network: they
+         * count against the server's maximum until it is (teardown.c).
+         * Read before srv->lock (teardown.c takes its own lock first). */
+        uint64_t tearing = 0, torn = 0;
+        pd_teardown_counts(srv, &tearing, &torn);
         /* Reserve a slot first, so concurrent creates cannot overshoot the limits. */
         pthread_mutex_lock(&srv->lock);
         int r = 0;
         if (m->stopping) {
                 r = pd_error_setx(err, ESHUTDOWN, "the server is shutting down");
-        } else if (srv->n_sandboxes >= srv->cfg.max_sandboxes) {
-                r = pd_error_setx(err, EAGAIN, "the server holds its maximum of %u sandboxes",
-                                  srv->cfg.max_sandboxes);
+        } else if (srv->n_sandboxes + tearing >= srv->cfg.max_sandboxes) {
+                r = tearing ? pd_error_setx(err, EAGAIN, "the server holds its maximum of %u sandboxes (%llu of "
+                                                         "them deleted, still being torn down)",
+                                            srv->cfg.max_sandboxes, (unsigned long long)tearing)
+                            : pd_error_setx(err, EAGAIN, "the server holds its maximum of %u sandboxes",
+                                            srv->cfg.max_sandboxes);
         } else {
                 unsigned mine = 0;
                 for (size_t i = 0; i < srv->n_sandboxes; i++)
@@ -313,12 +322,17 @@ int pd_mgr_delete(struct pd_server *srv, struct pd_srv_sandbox *s, enum pd_sb_ev
                 }
         }
         struct pd_error e2 = { 0 };
+        /* later: its processes are dead now, the rest (mounts, network,
+         * cgroups, directory) goes after the answer (teardown.c) */
+        bool later = false;
         if (s->sb) {
                 /* Frozen tasks cannot die: thaw before the kill (a
                  * sandbox paused to disk has nothing running to thaw). */
                 if (s->state == PD_SB_PAUSED)
                         (void)pd_sandbox_resume(s->sb, NULL);
-                if (s->sb->ops->destroy(s->sb, &e2) < 0)
+                if (s->sb->ops->stop && M(srv)->teardown)
+                        later = s->sb->ops->stop(s->sb, &e2) == 0;
+                if (!later && s->sb->ops->destroy(s->sb, &e2) < 0)
                         pd_log("warn", "sandbox teardown incomplete, `paddock gc` will finish it sandbox=%s "
                                        "error=\"%s\"",
                                s->id, e2.msg);
@@ -326,6 +340,11 @@ int pd_mgr_delete(struct pd_server *srv, struct pd_srv_sandbox *s, enum pd_sb_ev
         /* deleted (set_state) before the audit line: a follower that wakes
          * on that line must see the sandbox gone and end its stream. */
         r = pd_mgr_transition(srv, e, ev, NULL, err);
+        /* not deleted after all (the store refused), or no teardown thread:
+         * the rest goes now, as before */
+        if (later && (r < 0 || !pd_teardown_queue(srv, e)) && s->sb->ops->destroy(s->sb, &e2) < 0)
+                pd_log("warn", "sandbox teardown incomplete, `paddock gc` will finish it sandbox=%s error=\"%s\"",
+                       s->id, e2.msg);
         pthread_mutex_unlock(&s->lock);
         if (r == 0)
                 pd_log("info", "sandbox deleted sandbox=%s reason=%s", s->id, pd_sb_event_name(ev));

@@ -77,6 +77,8 @@ int pd_manager_start(struct pd_server *srv, struct pd_error *err)
         if ((r = pthread_create(&m->reaper, NULL, pd_mgr_reaper_main, srv)) != 0)
                 return pd_error_set(err, r, "start the reaper thread");
         m->reaper_started = true;
+        if ((r = pd_teardown_start(srv, err)) < 0)
+                return r;
         if ((r = pd_pool_start(m->pool, err)) < 0)
                 return r;
         if ((r = pthread_create(&m->watcher, NULL, pd_watcher_main, srv)) != 0)
@@ -114,16 +116,17 @@ void pd_manager_stop(struct pd_server *srv)
         m->reaper_started = m->watcher_started = false;
         if (m->pool)
                 pd_pool_stop(m->pool);
-        if (!srv->cfg.destroy_on_exit)
-                return;
         struct pd_srv_sandbox **v;
         size_t n;
-        if (pd_manager_snapshot(srv, NULL, &v, &n) < 0)
-                return;
-        for (size_t i = 0; i < n; i++) {
-                struct pd_error err = { 0 };
-                if (pd_manager_delete(srv, v[i], &err) < 0)
-                        pd_log("warn", "destroy on exit sandbox=%s error=\"%s\"", v[i]->id, err.msg);
+        if (srv->cfg.destroy_on_exit && pd_manager_snapshot(srv, NULL, &v, &n) == 0) {
+                for (size_t i = 0; i < n; i++) {
+                        struct pd_error err = { 0 };
+                        if (pd_manager_delete(srv, v[i], &err) < 0)
+                                pd_log("warn", "destroy on exit sandbox=%s error=\"%s\"", v[i]->id, err.msg);
+                }
+                pd_manager_snapshot_free(srv, v, n);
         }
-        pd_manager_snapshot_free(srv, v, n);
+        /* last: the deletes above, and those answered before, are
+         * finished before the server exits */
+        pd_teardown_stop(srv);
 }

@@ -44,6 +44,9 @@ struct pd_create_req {
 struct pd_manager_counts {
         size_t running, paused, failed;
         uint64_t creates_total;
+        /* deleted sandboxes whose teardown (after the answer) is queued or
+         * running, and those finished since start (core/teardown.c) */
+        uint64_t teardowns_pending, teardowns_total;
 };
 
 /* A sandbox as the manager knows it. env, metadata and notes are new

@@ -9,6 +9,7 @@
  *   adopt.c      re-adoption of an earlier server's sandboxes, strays
  *   network.c    a sandbox's network, through its tier
  *   snapshots.c  snapshots and forks
+ *   teardown.c   what is left of a deleted sandbox, removed after the answer
  *
  * Locking: s->lock (one sandbox's lifecycle) may be taken before srv->lock
  * (the table, deadlines, refs), never the other way round. */
@@ -49,6 +50,7 @@ struct mgr {
         uint64_t next_audit_prune_ms;   /* CLOCK_BOOTTIME (reaper.c) */
         char boot_id[40];
         struct pd_pool *pool;
+        struct pd_teardown *teardown;   /* teardown.c */
 };
 
 static inline struct mgr *M(struct pd_server *srv)
@@ -95,6 +97,17 @@ int pd_mgr_delete(struct pd_server *srv, struct pd_srv_sandbox *s, enum pd_sb_ev
                   struct pd_error *err);
 /* Deadlines change under srv->lock (the reaper reads them there). */
 void pd_mgr_set_deadline(struct pd_server *srv, struct entry *e, uint64_t deadline);
+
+/* ---- teardown.c ---- */
+/* The thread that finishes deleted sandboxes (the tier's destroy after its
+ * stop). Started after adoption; stop finishes every queued teardown. */
+int pd_teardown_start(struct pd_server *srv, struct pd_error *err);
+void pd_teardown_stop(struct pd_server *srv);
+/* Queue e (DELETED, its processes stopped) with a reference of its own;
+ * false when the thread is not running (the caller destroys it now). */
+bool pd_teardown_queue(struct pd_server *srv, struct entry *e);
+/* Queued or running, and finished since start. */
+void pd_teardown_counts(struct pd_server *srv, uint64_t *pending, uint64_t *done);
 
 /* ---- reaper.c ---- */
 void *pd_mgr_reaper_main(void *srv);

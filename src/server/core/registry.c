@@ -163,6 +163,7 @@ void pd_manager_counts(struct pd_server *srv, struct pd_manager_counts *out)
         }
         out->creates_total = M(srv)->creates_total;
         pthread_mutex_unlock(&srv->lock);
+        pd_teardown_counts(srv, &out->teardowns_pending, &out->teardowns_total);
 }
 
 size_t pd_manager_pool_ready(struct pd_server *srv, struct pd_pool_count *out, size_t max)
