@@ -3,6 +3,8 @@
  *
  *   POST   /templates/tags               {target: "NAME[:TAG]", tags}  201 {buildID, tags}
  *   DELETE /templates/tags               {name, tags}                  204
+ *          (without a body: the delete of a snapshot named "tags",
+ *          DELETE /templates/{id} of e2b_snapshots.c, which this shadows)
  *   GET    /templates/{templateID}/tags                                200 [{tag, buildID, createdAt}]
  *
  * and Sandbox.create('NAME:TAG'). A tag is another name of one build of
@@ -12,7 +14,8 @@
  * drops those of the build before it, whose root is about to go. The
  * tags live next to the build id, in <state>/e2b-templates/<name>/tags (a
  * JSON array, written then renamed): they outlive a server restart and go
- * with the template's E2B record. Only the key that owns the template sees
+ * with the template's E2B record, and with its build record: a native
+ * build of the name (after a native delete, or replacing it) drops them. Only the key that owns the template sees
  * or changes them (another key's template is unknown: 404, as the build
  * routes answer). */
 #include <errno.h>
@@ -64,6 +67,20 @@ static void own_build_id(struct pd_server *srv, const char *name, const char *ke
         e2b_file(srv, name, "owner", p, sizeof p);
         if (pd_e2b_read_line(p, e2b_owner, sizeof e2b_owner) < 0 || strcmp(e2b_owner, key_id))
                 return;
+        /* the template's build is E2B's only while its record says so: a
+         * native build of the name since (after a delete, or replacing it)
+         * made a template these tags never named. Its build id and tags
+         * are stale: dropped, so a later E2B build starts with its own. */
+        char rec[PATH_MAX], source[16];
+        pd_tpl_dir(srv, name, rec, sizeof rec);
+        snprintf(p, sizeof p, "%s/source", rec);
+        if (pd_e2b_read_line(p, source, sizeof source) < 0 || strcmp(source, "e2b")) {
+                e2b_file(srv, name, "tags", p, sizeof p);
+                (void)unlink(p);
+                e2b_file(srv, name, "build_id", p, sizeof p);
+                (void)unlink(p);
+                return;
+        }
         e2b_file(srv, name, "build_id", p, sizeof p);
         if (pd_e2b_read_line(p, build, 64) < 0)
                 build[0] = '\0';
@@ -273,6 +290,11 @@ static enum MHD_Result remove_tags(struct pd_req *r, const char *chunk, size_t *
 {
         (void)chunk;
         (void)chunk_len;
+        /* no body: not removeTags (which always sends one) but the
+         * snapshot delete DELETE /templates/{id} of a snapshot named
+         * "tags", which this route shadows */
+        if (!r->body_len)
+                return pd_e2b_snapshot_delete(r, "tags");
         enum MHD_Result ret;
         _pd_cleanup_json_ json_t *body = pd_req_json(r, &ret);
         if (!body)
