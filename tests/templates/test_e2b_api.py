@@ -4,12 +4,14 @@ signed upload URL and the upload (GET /templates/{id}/files/{hash}, PUT
 it), the build start (POST /v2/templates/{id}/builds/{buildID}), its status
 with log entries, and aliases; each bad input a clear 4xx that changes
 nothing. Images come from the suite's loopback registry only."""
+import datetime
 import gzip
 import hashlib
 import io
 import json
 import os
 import tarfile
+import time
 import urllib.parse
 
 import pytest
@@ -330,6 +332,9 @@ def tags_of(srv, tid, key="default"):
     assert st == 200, j
     for t in j:
         assert set(t) == {"tag", "buildID", "createdAt"} and t["createdAt"].endswith("Z"), t
+        # when the tag was given, on the wall clock (not 1970: the monotonic one)
+        assert abs(datetime.datetime.strptime(t["createdAt"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+            tzinfo=datetime.timezone.utc).timestamp() - time.time()) < 86400, t
     return {t["tag"]: t["buildID"] for t in j}
 
 

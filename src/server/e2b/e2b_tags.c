@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/template.h"
@@ -41,6 +42,15 @@ static pthread_mutex_t tags_lock = PTHREAD_MUTEX_INITIALIZER;
 static void e2b_file(struct pd_server *srv, const char *name, const char *leaf, char *out, size_t size)
 {
         snprintf(out, size, "%s/e2b-templates/%s/%s", srv->state.dir, name, leaf);
+}
+
+/* createdAt: the wall clock (pd_now_ms is the monotonic one, which made
+ * dates in 1970) */
+static uint64_t wall_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 bool pd_e2b_tag_ok(const char *t)
@@ -156,7 +166,7 @@ static void add_tag(json_t *tags, const char *tag, const char *build, const char
 int pd_e2b_tags_record(struct pd_server *srv, const char *name, const char *build, json_t *tags)
 {
         char now[32];
-        pd_rfc3339_ms(pd_now_ms(), now);
+        pd_rfc3339_ms(wall_ms(), now);
         json_t *list = json_array(), *t;
         size_t i;
         json_array_foreach(tags, i, t) add_tag(list, json_string_value(t), build, now);
@@ -268,7 +278,7 @@ static enum MHD_Result assign_tags(struct pd_req *r, const char *chunk, size_t *
                 return pd_e2b_reply_error(r, 404, "tag '%s' of template '%s' not found", colon + 1, name);
         }
         char now[32];
-        pd_rfc3339_ms(pd_now_ms(), now);
+        pd_rfc3339_ms(wall_ms(), now);
         size_t i;
         json_t *t;
         json_array_foreach(want, i, t) add_tag(tags, json_string_value(t), build, now);
