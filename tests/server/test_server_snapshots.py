@@ -241,6 +241,24 @@ def test_restart_with_files_paused_sandbox(tmproot):
         s.finish()
 
 
+def test_gc_removes_a_files_paused_sandbox(tmproot):
+    """A sandbox paused keeping its files, its server stopped: `paddock gc`
+    removes it (its runtime record) and the snapshot its files were in."""
+    s = Server(os.path.join(tmproot, "gc-files"), "--pool", "0").start()
+    try:
+        sid = s.create({"timeout": 600})["id"]
+        s.json("POST", "/api/v1/sandboxes/%s/pause" % sid, {"mode": "files"}, expect=200)
+        tdir = os.path.join(s.state, "templates")
+        assert [d for d in os.listdir(tdir) if d.startswith("fork-" + sid[:20])], os.listdir(tdir)
+        s.stop()
+        g = s.gc()
+        assert g.returncode == 0 and g.stdout == "removed 1 sandbox\n", (g.stdout, g.stderr)
+        assert [d for d in os.listdir(tdir) if d.startswith("fork-" + sid[:20])] == [], os.listdir(tdir)
+        assert not os.path.exists(os.path.join(s.rundir, "sandboxes", sid))
+    finally:
+        s.finish()
+
+
 def test_cli_snapshot_and_fork(srv):
     def cli(*args):
         return srv.cli(*args, remote=True, timeout=120)
