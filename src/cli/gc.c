@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,6 +32,29 @@ static void remove_runtime_leftovers(struct pd_state *st)
         (void)unlinkat(st->rundirfd, "sandboxes", AT_REMOVEDIR);
         (void)rmdir(st->rundir);
         (void)rmdir("/dev/shm/paddock");
+}
+
+/* A `paddock serve` of this state dir holds serve.lock (serve.c) for its
+ * whole life, and every sandbox, the router and the runtime dir are its:
+ * gc refuses while one runs rather than take them away under it (its
+ * DELETE, or stopping it first, is the way). Held shared until gc ends, so
+ * no server starts on the state dir half-way through. Returns the lock's
+ * fd (or -1 when there is none to hold), or -2 with the message said. */
+static int hold_off_server(struct pd_state *st)
+{
+        int fd = openat(st->dirfd, "serve.lock", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -1;
+        if (flock(fd, LOCK_SH | LOCK_NB) == 0)
+                return fd;
+        char buf[24] = "";
+        ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+        buf[n > 0 ? n : 0] = '\0';
+        buf[strcspn(buf, "\n")] = '\0';
+        close(fd);
+        pd_cli_error("gc: paddock serve (pid %s) is running on state directory %s: its sandboxes and runtime "
+                     "dir are left alone; stop it first", buf[0] ? buf : "unknown", st->dir);
+        return -2;
 }
 
 /* Regular files in <state>/<sub> whose names end in suffix: how many and
@@ -85,6 +109,8 @@ int pd_cmd_gc(int argc, char **argv)
                                "removes them after --audit-retention days), and the console logs of failed\n"
                                "microvm starts for 7 days; gc says how many it kept and removed (stderr,\n"
                                "or all of it as one JSON object on stdout with --json).\n"
+                               "While a paddock serve runs on the state directory, gc refuses (exit 125,\n"
+                               "naming the server's pid) and changes nothing: the sandboxes are the server's.\n"
                                "--wait: destroy nothing; return once every teardown that `paddock run` left\n"
                                "running after reporting its command's exit has finished.\n");
                         return 0;
@@ -117,6 +143,11 @@ int pd_cmd_gc(int argc, char **argv)
                 }
                 return 0;
         }
+        int held = hold_off_server(&st);
+        if (held == -2) {
+                pd_state_close(&st);
+                return PD_EXIT_PADDOCK;
+        }
         int n = 0;
         unsigned long long cbytes, abytes;
         unsigned consoles0 = count_files(&st, CONSOLE_DIR, CONSOLE_SUFFIX, &cbytes);
@@ -130,6 +161,8 @@ int pd_cmd_gc(int argc, char **argv)
         int kept_tpl = r >= 0 ? pd_template_sweep_retired(&st) : 0;
         if (r < 0) {
                 pd_state_close(&st);
+                if (held >= 0)
+                        close(held);
                 pd_cli_error("gc: %s", err.msg);
                 return PD_EXIT_PADDOCK;
         }
@@ -142,6 +175,8 @@ int pd_cmd_gc(int argc, char **argv)
                        "\"outdated_base_templates_kept\": %d}\n",
                        n, audits, abytes, consoles, cbytes, consoles_removed, kept_tpl);
                 pd_state_close(&st);
+                if (held >= 0)
+                        close(held);
                 return 0;
         }
         printf("removed %d sandbox%s\n", n, n == 1 ? "" : "es");
@@ -160,5 +195,7 @@ int pd_cmd_gc(int argc, char **argv)
                 fprintf(stderr, "kept %d outdated base template%s in %s/templates: still mounted\n", kept_tpl,
                         kept_tpl == 1 ? "" : "s", st.dir);
         pd_state_close(&st);
+        if (held >= 0)
+                close(held);
         return 0;
 }

@@ -307,6 +307,12 @@ int pd_cmd_serve(int argc, char **argv)
                 pd_cli_error("another paddock serve is running on state directory %s", srv.state.dir);
                 return PD_EXIT_PADDOCK;
         }
+        /* the holder's pid, for `paddock gc` to name (gc.c): the lock is
+         * what says a server is alive, the pid only who it is */
+        char pidtext[24];
+        int pidlen = snprintf(pidtext, sizeof pidtext, "%d\n", (int)getpid());
+        if (ftruncate(lockfd, 0) < 0 || pwrite(lockfd, pidtext, (size_t)pidlen, 0) != pidlen)
+                pd_log("warn", "cannot write the pid into %s/serve.lock", srv.state.dir);
         /* creates keep working while the agent is rebuilt or upgraded */
         if (pd_agent_pin(srv.state.dirfd, srv.state.dir, &err) < 0) {
                 pd_cli_error("serve: %s", err.msg);

@@ -1147,13 +1147,26 @@ int pd_image_build(struct pd_state *st, const char *name, const char *recipe_pat
                                         (void)pd_image_remove(st, tname, &e3);
                                 }
                         }
-                        /* an earlier build of this name made on base */
-                        if (r == 0 && pd_template_is_built_snapshot(st, name) &&
-                            (r = pd_image_remove(st, name, err)) < 0)
-                                pd_error_prefix(err, "replace template '%s'", name);
+                        /* an earlier build of this name made on base: the
+                         * new one is registered under a name of its own and
+                         * swapped in (pd_snapshot_swap) once whole, so a
+                         * failure on the way leaves the old one usable */
+                        bool over_snapshot = r == 0 && pd_template_is_built_snapshot(st, name);
+                        char newname[65];
+                        snprintf(newname, sizeof newname, "paddock-build-%d-new", (int)getpid());
                         if (r == 0) {
                                 pd_image_emit(o, PD_IMAGE_EV_STEP, "registering", NULL, 0, 0);
-                                r = pd_image_register(st, name, b.layers, b.n, b.config, meta, &ro, err);
+                                struct pd_error e3;
+                                if (over_snapshot)
+                                        (void)pd_image_remove(st, newname, &e3);
+                                r = pd_image_register(st, over_snapshot ? newname : name, b.layers, b.n, b.config,
+                                                      meta, &ro, err);
+                                if (r == 0 && over_snapshot) {
+                                        if ((r = pd_snapshot_swap(st, newname, name, err)) < 0)
+                                                pd_error_prefix(err, "replace template '%s'", name);
+                                        /* the new one's on failure, the old one's after the swap */
+                                        (void)pd_image_remove(st, newname, &e3);
+                                }
                         }
                         json_decref(meta);
                 }

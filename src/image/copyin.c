@@ -18,7 +18,7 @@
 #include "lib/template.h"
 #include "lib/util.h"
 
-#define MAX_DEPTH 256
+#define MAX_DEPTH PD_TREE_DEPTH_MAX
 
 struct walk {
         struct pd_sha256 *h;            /* hashing, or */

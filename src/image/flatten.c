@@ -19,7 +19,7 @@
 #include "image/unpack.h"
 #include "lib/util.h"
 
-#define MAX_DEPTH 512
+#define MAX_DEPTH PD_TREE_DEPTH_MAX
 
 static int copy_meta(int sfd, int dfd, const struct stat *s)
 {

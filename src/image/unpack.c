@@ -25,7 +25,7 @@
 #define MAX_PATH_LEN 4096
 #define MAX_XATTRS 128
 #define MAX_XATTR_VALUE (64u << 10)
-#define MAX_DEPTH 512
+#define MAX_DEPTH PD_TREE_DEPTH_MAX
 #define ID_RANGE 65536u
 #define OPAQUE_XATTR "user.overlay.opaque"
 
@@ -113,6 +113,10 @@ static int clean_path(const char *in, char *out, size_t size, struct pd_error *e
                         p++;
         }
         out[o] = '\0';
+        unsigned depth = pd_path_depth(out);
+        if (depth > MAX_DEPTH)
+                return pd_error_setx(err, ELOOP, "entry '%.120s...' is nested %u levels deep (at most %d)", out,
+                                     depth, MAX_DEPTH);
         return 0;
 }
 

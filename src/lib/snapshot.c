@@ -310,8 +310,10 @@ static void chain_entries(struct pd_state *st, const char *top, const char *add,
 
 int pd_snapshot_swap(struct pd_state *st, const char *tmp, const char *name, struct pd_error *err)
 {
-        if (pd_template_name_check(tmp) < 0 || pd_template_name_check(name) < 0 || !pd_snapshot_is(st, tmp))
-                return pd_error_setx(err, EINVAL, "swap '%.64s' for '%.64s': not a snapshot", tmp, name);
+        if (pd_template_name_check(tmp) < 0 || pd_template_name_check(name) < 0 ||
+            (!pd_snapshot_is(st, tmp) && !pd_template_is_image(st, tmp)))
+                return pd_error_setx(err, EINVAL, "swap '%.64s' for '%.64s': not a snapshot or image template", tmp,
+                                     name);
         _pd_cleanup_close_ int lock = lock_snapshots(st);
         if (lock < 0)
                 return pd_error_set(err, -lock, "lock the snapshots of '%s'", st->dir);

@@ -96,9 +96,10 @@ void pd_snapshot_unuse(struct pd_state *st, const char *top, const char *id);
 int pd_snapshot_delete(struct pd_state *st, const char *name, struct pd_error *err);
 /* Remove a fork snapshot once nothing uses it (errors ignored). */
 void pd_snapshot_release(struct pd_state *st, const char *name, struct pd_error *err);
-/* A rebuild's swap (build_live.c): snapshot tmp takes name's place in one
- * rename (RENAME_EXCHANGE when name exists), so name always answers with a
- * whole template. The old one is then at tmp, for the caller to remove;
+/* A rebuild's swap (build_live.c; build.c for an image recipe replacing a
+ * template built on base): snapshot or image template tmp takes name's
+ * place in one rename (RENAME_EXCHANGE when name exists), so name always
+ * answers with a whole template. The old one is then at tmp, for the caller to remove;
  * the records of who stacks on what follow (@name moves from the old
  * one's parents to the new one's). -EBUSY (naming the user, nothing
  * changed) while a sandbox or snapshot uses the old one. */

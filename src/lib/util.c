@@ -195,9 +195,22 @@ int pd_mkdir_p(const char *path, mode_t mode, struct pd_error *err)
         return 0;
 }
 
+unsigned pd_path_depth(const char *path)
+{
+        unsigned n = 0;
+        for (const char *p = path; *p;) {
+                size_t len = strcspn(p, "/");
+                if (len && !(len == 1 && p[0] == '.'))
+                        n++;
+                p += len;
+                p += strspn(p, "/");
+        }
+        return n;
+}
+
 static int rm_rf_at(int dfd, const char *name, dev_t dev, int depth)
 {
-        if (depth > 256)
+        if (depth > PD_RM_RF_DEPTH_MAX)
                 return -ELOOP;
         struct stat st;
         if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)

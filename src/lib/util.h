@@ -63,7 +63,21 @@ struct pd_fd_path pd_fd_path(int fd);
 
 /* mkdir -p with mode; existing directories are fine. */
 int pd_mkdir_p(const char *path, mode_t mode, struct pd_error *err);
-/* rm -rf of a directory tree, not crossing mount points. Missing is fine. */
+/* How deep a tree paddock makes from what it is sent may nest: an archive
+ * entry (an image layer, a template upload, a build context) has at most
+ * this many path components, and the trees made of them (layers, their
+ * flattening, copies into a layer) stop there. pd_rm_rf removes trees
+ * PD_RM_RF_DEPTH_MAX deep: every such tree plus the state dir's own levels
+ * above it (templates/NAME/rootfs, layers/HEX/...), so whatever was made
+ * can be removed. One constant: a limit that let more in than rm -rf takes
+ * out left trees nobody could clean up. */
+#define PD_TREE_DEPTH_MAX 512
+#define PD_RM_RF_DEPTH_MAX (PD_TREE_DEPTH_MAX + 32)
+/* The number of components of a relative path ("a/b/c" is 3; empty ones
+ * and "." do not count). */
+unsigned pd_path_depth(const char *path);
+/* rm -rf of a directory tree, not crossing mount points. Missing is fine.
+ * Deeper than PD_RM_RF_DEPTH_MAX: ELOOP (what is above is still removed). */
 int pd_rm_rf(const char *path, struct pd_error *err);
 /* opendir of path under dirfd (O_NOFOLLOW on the last part: a directory,
  * not a link to one); NULL with errno set. closedir() closes it. */

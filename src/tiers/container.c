@@ -735,13 +735,86 @@ static int container_pause(struct pd_sandbox *sb, struct pd_error *err)
 
 static int teardown(struct pd_sandbox *sb, bool unuse, struct pd_error *err);
 
+/* A filesystem-only pause outlives the server (adopt.c): the runtime dir
+ * stays, holding only the record (files_paused=1, the snapshot as its
+ * template, no agent) and the network policy in force, in this file. The
+ * record there also keeps the snapshot's users/<id> entry alive. */
+#define FILES_NETPOL "files-netpol.json"
+
+static int files_record_save(struct pd_sandbox *sb, struct pd_error *err)
+{
+        struct pd_host_data *h = pd_host(sb);
+        if (mkdir(sb->dir, 0700) < 0 && errno != EEXIST)
+                return pd_error_set(err, errno, "create sandbox dir '%s'", sb->dir);
+        if (h->files_netpol) {
+                char p[PATH_MAX + 32];
+                snprintf(p, sizeof p, "%s/" FILES_NETPOL, sb->dir);
+                _pd_cleanup_close_ int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+                if (fd < 0 || pd_write_all(fd, h->files_netpol, strlen(h->files_netpol)) < 0)
+                        return pd_error_set(err, errno ? errno : EIO, "write '%s'", p);
+        }
+        sb->agent_pid = 0;
+        sb->agent_start = 0;
+        sb->supervisor_pid = 0;
+        sb->supervisor_start = 0;
+        /* the record last: its files_paused=1 is what adoption reads */
+        return pd_sandbox_save(sb, err);
+}
+
+static void container_save(const struct pd_sandbox *sb, struct pd_record *rec)
+{
+        pd_host_save(sb, rec);
+        if (pd_host(sb)->files_paused)
+                pd_record_add(rec, "files_paused", "1");
+}
+
+static void container_load(struct pd_sandbox *sb, const struct pd_record *rec)
+{
+        pd_host_load(sb, rec);
+        struct pd_host_data *h = pd_host(sb);
+        uint64_t v;
+        if (pd_record_get_u64(rec, "files_paused", &v) < 0 || v != 1 || !sb->template_buf[0])
+                return;
+        h->files_paused = true;
+        snprintf(h->files_snapshot, sizeof h->files_snapshot, "%s", sb->template_buf);
+        char p[PATH_MAX + 32];
+        snprintf(p, sizeof p, "%s/" FILES_NETPOL, sb->dir);
+        /* as written (JSON text; resume parses it); at most 1 MiB */
+        _pd_cleanup_close_ int fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size > (1 << 20))
+                return;
+        char *text = malloc((size_t)st.st_size + 1);
+        if (!text)
+                return;
+        ssize_t n = pd_read_all(fd, text, (size_t)st.st_size);
+        if (n != st.st_size) {
+                free(text);
+                return;
+        }
+        text[n] = '\0';
+        h->files_netpol = text;
+}
+
+/* Paused keeping the filesystem only: nothing runs to find, resume boots
+ * it (container_resume). */
+static int container_adopt(struct pd_sandbox *sb, struct pd_error *err)
+{
+        if (pd_host(sb)->files_paused) {
+                sb->paused = sb->paused_files = true;
+                return 0;
+        }
+        return pd_host_adopt(sb, err);
+}
+
 /* Filesystem-only pause (E2B's keepMemory: false): the writable layer is
  * saved as an unlisted snapshot on the state dir's disk (as a fork's),
  * then everything else goes as on delete: processes, cgroups, uid range,
  * network slot, and the tmpfs layer with the memory it held. Resume
  * creates the sandbox again, same id, on that snapshot: a fresh boot with
  * its files. The snapshot names this sandbox as its user meanwhile, so
- * nothing removes it; it goes with the sandbox's delete. */
+ * nothing removes it; it goes with the sandbox's delete. What resume needs
+ * is on disk (files_record_save), for a server started after this one. */
 static int container_pause_files(struct pd_sandbox *sb, struct pd_error *err)
 {
         struct pd_host_data *h = pd_host(sb);
@@ -779,6 +852,10 @@ static int container_pause_files(struct pd_sandbox *sb, struct pd_error *err)
                 pd_trace("pause files: teardown incomplete (gc finishes it)");
         snprintf(sb->template_buf, sizeof sb->template_buf, "%s", name);
         sb->agent_start = 0;
+        /* paused now whatever this says: a server restart before the
+         * resume is what loses it (the sandbox is then marked failed) */
+        if (files_record_save(sb, &e2) < 0)
+                pd_trace("pause files: the record for a restart not written");
         return 0;
 }
 
@@ -791,19 +868,30 @@ static int container_resume(struct pd_sandbox *sb, struct pd_error *err)
         sb->spec.template_dir = NULL;
         struct pd_netpol np = { 0 };
         int r = 0;
+        /* the mode the policy says (a sandbox adopted by a new server has
+         * nothing else to go by) */
+        sb->spec.net = PD_NET_NONE;
         if (h->files_netpol) {
                 if ((r = pd_netpol_from_json_str(h->files_netpol, strlen(h->files_netpol), &np, err)) < 0)
                         return pd_error_prefix(err, "resume: the saved network policy");
-                sb->spec.netpol = &np;
+                sb->spec.net = np.mode == PD_NETPOL_OPEN ? PD_NET_OPEN
+                             : np.mode == PD_NETPOL_POLICY ? PD_NET_POLICY : PD_NET_NONE;
+                sb->spec.netpol = sb->spec.net != PD_NET_NONE ? &np : NULL;
         }
+        /* the pause's record goes: create makes the dir and its own */
+        (void)pd_rm_rf(sb->dir, NULL);
+        h->files_paused = false;
         r = create_tier(sb, sb->ops == &pd_tier_supervised, err);
         sb->spec.netpol = NULL;
         pd_netpol_free(&np);
         if (r < 0) {
                 /* still paused, its files kept in the snapshot: a later
-                 * resume may try again */
+                 * resume may try again (also after a restart) */
                 struct pd_error e2 = { 0 };
                 (void)teardown(sb, false, &e2);
+                h->files_paused = true;
+                snprintf(sb->template_buf, sizeof sb->template_buf, "%s", h->files_snapshot);
+                (void)files_record_save(sb, &e2);
                 return pd_error_prefix(err, "resume (a fresh boot on the saved filesystem)");
         }
         h->files_paused = false;
@@ -891,8 +979,8 @@ const struct pd_tier_ops pd_tier_container = {
         .isolates = PD_ISOLATES_CONTAINER,
         .host_check = pd_facts_container,
         .data_size = sizeof(struct pd_host_data),
-        .save = pd_host_save,
-        .load = pd_host_load,
+        .save = container_save,
+        .load = container_load,
         .close = pd_host_close,
         .gc = pd_host_gc,
         .net_info = pd_host_net_info,
@@ -906,7 +994,7 @@ const struct pd_tier_ops pd_tier_container = {
         .stop = container_stop,
         .destroy = container_destroy,
         .stats = container_stats,
-        .adopt = pd_host_adopt,
+        .adopt = container_adopt,
 };
 
 /* supervised: the container tier plus a supervisor brokering opens and
@@ -917,8 +1005,8 @@ const struct pd_tier_ops pd_tier_supervised = {
         .host_check = pd_facts_container,
         .caps = PD_TIER_POLICY_FILE,
         .data_size = sizeof(struct pd_host_data),
-        .save = pd_host_save,
-        .load = pd_host_load,
+        .save = container_save,
+        .load = container_load,
         .close = pd_host_close,
         .gc = pd_host_gc,
         .net_info = pd_host_net_info,
@@ -932,5 +1020,5 @@ const struct pd_tier_ops pd_tier_supervised = {
         .stop = supervised_stop,
         .destroy = container_destroy,
         .stats = container_stats,
-        .adopt = pd_host_adopt,
+        .adopt = container_adopt,
 };

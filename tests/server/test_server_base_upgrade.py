@@ -45,8 +45,10 @@ def test_running_sandbox_keeps_its_root_across_a_rebuild(srv):
     finally:
         srv.delete(old)
     srv.delete(new)
-    # no sandbox uses it now: gc removes it (and says nothing of it); the
-    # last thing this module does, gc empties the server's runtime dir
+    # no sandbox uses it now: gc removes it (and says nothing of it); gc
+    # refuses while the server runs (its runtime dir is the server's), so
+    # the server stops first, the last thing this module does
+    srv.stop()
     g = srv.gc()
     assert g.returncode == 0, g.stderr
     assert retired(srv.state) == [], g.stderr

@@ -203,6 +203,62 @@ def test_restart_with_paused_sandbox(tmproot):
         s.finish()
 
 
+def test_restart_with_files_paused_sandbox(tmproot):
+    """A filesystem-only pause is kept across a server restart (kill -9):
+    the new server finds the sandbox paused that way, resume boots it on
+    its files with the network policy in force at the pause, and delete
+    takes everything (its snapshot included)."""
+    s = Server(os.path.join(tmproot, "restart-files"), "--pool", "0").start()
+    try:
+        sid = s.create({"timeout": 600, "network": {"mode": "policy", "allow": ["203.0.113.1"]}})["id"]
+        sh(s, sid, "echo kept > /home/user/f")
+        _, before = s.json("GET", "/api/v1/sandboxes/" + sid, expect=200)
+        _, j = s.json("POST", "/api/v1/sandboxes/%s/pause" % sid, {"mode": "files"}, expect=200)
+        assert j["state"] == "paused" and j["paused_to"] == "files", j
+        tdir = os.path.join(s.state, "templates")
+        assert [d for d in os.listdir(tdir) if d.startswith("fork-" + sid[:20])], os.listdir(tdir)
+        s.stop(signal.SIGKILL)
+        s.start()
+        _, j = s.json("GET", "/api/v1/sandboxes/" + sid, expect=200)
+        assert j["state"] == "paused" and j["paused_to"] == "files", j
+        assert j["notes"] == before["notes"], j
+        _, j = s.json("POST", "/api/v1/sandboxes/%s/resume" % sid, expect=200)
+        assert j["state"] == "running", j
+        assert sh(s, sid, "cat /home/user/f") == "kept\n"
+        assert j["network"] == before["network"], (j["network"], before["network"])
+        # a second round after the restart, and a restart while running
+        s.json("POST", "/api/v1/sandboxes/%s/pause" % sid, {"mode": "files"}, expect=200)
+        s.json("POST", "/api/v1/sandboxes/%s/resume" % sid, expect=200)
+        assert sh(s, sid, "cat /home/user/f") == "kept\n"
+        s.json("POST", "/api/v1/sandboxes/%s/pause" % sid, {"mode": "files"}, expect=200)
+        s.stop(signal.SIGKILL)
+        s.start()
+        # deleted while paused that way after a restart: nothing of it stays
+        assert s.delete(sid) == 204
+        assert [d for d in os.listdir(tdir) if d.startswith("fork-" + sid[:20])] == [], os.listdir(tdir)
+        assert not os.path.exists(os.path.join(s.rundir, "sandboxes", sid))
+    finally:
+        s.finish()
+
+
+def test_gc_removes_a_files_paused_sandbox(tmproot):
+    """A sandbox paused keeping its files, its server stopped: `paddock gc`
+    removes it (its runtime record) and the snapshot its files were in."""
+    s = Server(os.path.join(tmproot, "gc-files"), "--pool", "0").start()
+    try:
+        sid = s.create({"timeout": 600})["id"]
+        s.json("POST", "/api/v1/sandboxes/%s/pause" % sid, {"mode": "files"}, expect=200)
+        tdir = os.path.join(s.state, "templates")
+        assert [d for d in os.listdir(tdir) if d.startswith("fork-" + sid[:20])], os.listdir(tdir)
+        s.stop()
+        g = s.gc()
+        assert g.returncode == 0 and g.stdout == "removed 1 sandbox\n", (g.stdout, g.stderr)
+        assert [d for d in os.listdir(tdir) if d.startswith("fork-" + sid[:20])] == [], os.listdir(tdir)
+        assert not os.path.exists(os.path.join(s.rundir, "sandboxes", sid))
+    finally:
+        s.finish()
+
+
 def test_cli_snapshot_and_fork(srv):
     def cli(*args):
         return srv.cli(*args, remote=True, timeout=120)

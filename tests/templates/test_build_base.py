@@ -188,6 +188,33 @@ def test_failed_rebuild_keeps_the_old_template(tp, ctx):
         tp.tpl("rm", "keepold")
 
 
+def test_failed_image_rebuild_keeps_a_template_built_on_base(tp, ctx, bb_image):
+    """An image recipe rebuilding a template built on base is registered
+    under its own name and swapped in whole: one that fails (here at its
+    registration: the image has no such USER) leaves the old one usable,
+    and one that works replaces it and leaves nothing else."""
+    recipe(ctx, "FROM base\nRUN echo first > /opt/v\n")
+    tp.tpl("build", "keepbase", ctx, check=True)
+    try:
+        before = tp.template_dirs()
+        recipe(ctx, "FROM %s\nUSER nosuch\n" % bb_image)
+        r = tp.tpl("build", "keepbase", ctx)
+        assert r.returncode != 0
+        assert "'nosuch' is not in its /etc/passwd" in r.stderr, r.stderr
+        r = tp.sandbox("keepbase", "cat", "/opt/v")
+        assert r.returncode == 0 and r.stdout == "first\n", (r.returncode, r.stdout, r.stderr)
+        assert tp.template_dirs() == before
+        assert tp.debris() == []
+        recipe(ctx, "FROM %s\nENV SECOND=yes\n" % bb_image)
+        tp.tpl("build", "keepbase", ctx, check=True)
+        r = tp.sandbox("keepbase", "sh", "-c", "echo $SECOND $FROM_IMAGE; test -e /opt/v || echo no-old-file")
+        assert r.stdout == "yes yes\nno-old-file\n", (r.stdout, r.stderr)
+        assert tp.template_dirs() == before
+        assert tp.debris() == []
+    finally:
+        tp.tpl("rm", "keepbase")
+
+
 def test_rebuild_on_a_built_template_keeps_the_stack_records(tp, ctx):
     """A rebuild swapped in under its own name: the template it stacks on
     records it by that name (not the build's temporary one), so that one

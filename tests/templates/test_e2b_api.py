@@ -4,12 +4,14 @@ signed upload URL and the upload (GET /templates/{id}/files/{hash}, PUT
 it), the build start (POST /v2/templates/{id}/builds/{buildID}), its status
 with log entries, and aliases; each bad input a clear 4xx that changes
 nothing. Images come from the suite's loopback registry only."""
+import datetime
 import gzip
 import hashlib
 import io
 import json
 import os
 import tarfile
+import time
 import urllib.parse
 
 import pytest
@@ -330,6 +332,9 @@ def tags_of(srv, tid, key="default"):
     assert st == 200, j
     for t in j:
         assert set(t) == {"tag", "buildID", "createdAt"} and t["createdAt"].endswith("Z"), t
+        # when the tag was given, on the wall clock (not 1970: the monotonic one)
+        assert abs(datetime.datetime.strptime(t["createdAt"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+            tzinfo=datetime.timezone.utc).timestamp() - time.time()) < 86400, t
     return {t["tag"]: t["buildID"] for t in j}
 
 
@@ -433,6 +438,67 @@ def test_tags_of_a_new_build_replace_the_old(srv):
     st, j3 = e2b(srv, "POST", "/v3/templates", {"name": "e2btagnew"})
     assert st == 202 and j3["tags"] == ["default"], j3
     assert tags_of(srv, "e2btagnew") == {"default": j3["buildID"]}
+
+
+def test_native_delete_and_rebuild_drop_the_tags(srv, bb_image):
+    """Tags name an E2B build: a native delete of the template, or a native
+    build of the name by the same key (after a delete, or replacing it),
+    makes a template they never named. They are gone (GET answers 404, as
+    for any template without an E2B build; NAME:TAG starts nothing), and
+    the next E2B build starts with its own tags only."""
+    name = "e2bnat"
+    tags_file = os.path.join(srv.state, "e2b-templates", name, "tags")
+
+    def native_build():
+        st, j = srv.api("POST", "/templates", {"name": name, "image": bb_image})
+        assert st == 202, j
+        follow_log(srv, name)
+        assert state_of(srv, name) == "ready"
+    try:
+        reserve(srv, name + ":v1")
+        st, j = e2b(srv, "POST", "/templates/tags", {"target": name + ":v1", "tags": ["prod"]})
+        assert st == 201, j
+        assert set(tags_of(srv, name)) == {"v1", "prod"}
+        assert srv.api("DELETE", "/templates/" + name)[0] == 204
+        native_build()
+        st, j = e2b(srv, "GET", "/templates/%s/tags" % name)
+        assert st == 404, (st, j)
+        for tag in ("v1", "prod"):
+            assert e2b_create(srv, "%s:%s" % (name, tag))[0] == 404
+        assert not os.path.exists(tags_file)
+        # the name's E2B build after that: its own tags, nothing of before
+        j = reserve(srv, name + ":v2")
+        assert tags_of(srv, name) == {"v2": j["buildID"]}
+        # a native rebuild replacing it (no delete between) drops them too
+        native_build()
+        assert e2b(srv, "GET", "/templates/%s/tags" % name)[0] == 404
+        assert e2b_create(srv, name + ":v2")[0] == 404
+        assert e2b_create(srv, name)[0] == 201      # the native template itself starts
+    finally:
+        srv.api("DELETE", "/templates/" + name)
+
+
+def test_snapshot_named_tags_is_deletable(srv):
+    """DELETE /templates/tags is also removeTags' path: without a body it
+    is the snapshot delete of a snapshot named "tags"; with one, removeTags
+    as before."""
+    sid = srv.create()["id"]
+    try:
+        st, j = e2b(srv, "POST", "/sandboxes/%s/snapshots" % sid, {"name": "tags"})
+        assert st == 201 and j["snapshotID"] == "tags", j
+    finally:
+        srv.delete(sid)
+    st, j = e2b(srv, "GET", "/snapshots?name=tags")
+    assert st == 200 and [s["snapshotID"] for s in j] == ["tags"], j
+    st, j = e2b(srv, "DELETE", "/templates/tags")
+    assert st == 204, (st, j)
+    st, j = e2b(srv, "GET", "/snapshots?name=tags")
+    assert st == 200 and j == [], j
+    assert "tags" not in os.listdir(os.path.join(srv.state, "templates"))
+    # gone: a second delete is 404, and removeTags still answers as removeTags
+    assert e2b(srv, "DELETE", "/templates/tags")[0] == 404
+    st, j = e2b(srv, "DELETE", "/templates/tags", {"name": "no-such-template", "tags": ["v1"]})
+    assert st == 404 and "no-such-template" in j["message"], j
 
 
 def test_tags_survive_a_restart(srv, built, regenv):

@@ -140,3 +140,34 @@ def test_wrong_diff_id_refused(tp, work):
 def test_oversized_path_refused(tp, work):
     evil = _oci.Layer().file("a/" * 2100 + "f", "x")
     pull_refused(tp, work, "longpath", [_oci.busybox_layer().bytes(), evil.bytes()], "bytes long")
+
+
+def test_deep_tree_is_removed_with_its_layer(tp, work):
+    """A layer 300 directories deep (under the limit: PD_TREE_DEPTH_MAX) is
+    pulled, and its template's removal and the prune take all of it away
+    (pd_rm_rf goes as deep as an unpack may make)."""
+    lay = os.path.join(work, "deep300")
+    shutil.rmtree(lay, ignore_errors=True)
+    _oci.write_layout(lay, [_oci.busybox_layer().bytes(), _oci.Layer().file("d/" * 300 + "f", "deep\n").bytes()])
+    before = set(tp.layer_dirs())
+    tp.tpl("pull", "deep300", "oci:%s:latest" % lay, check=True)
+    new = set(tp.layer_dirs()) - before
+    assert new, tp.layer_dirs()
+    r = tp.sandbox("deep300", "cat", "/" + "d/" * 300 + "f")
+    assert r.returncode == 0 and r.stdout == "deep\n", (r.returncode, r.stdout, r.stderr)
+    tp.tpl("rm", "deep300", check=True)
+    tp.tpl("prune", check=True)
+    assert "deep300" not in tp.template_dirs()
+    assert not new & set(tp.layer_dirs()), tp.layer_dirs()
+    assert tp.debris() == []
+    gone = [n for n in os.listdir(os.path.join(tp.state, "layers")) if n.startswith(".")
+            and not n.endswith(".lock")]
+    assert gone == [], gone
+
+
+def test_too_deep_tree_refused(tp, work):
+    """Deeper than PD_TREE_DEPTH_MAX: refused with the depth said, nothing
+    registered and nothing half made left."""
+    evil = _oci.Layer().file("d/" * 600 + "f", "x")
+    pull_refused(tp, work, "deep600", [_oci.busybox_layer().bytes(), evil.bytes()],
+                 "is nested 601 levels deep (at most 512)")

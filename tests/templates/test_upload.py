@@ -132,6 +132,9 @@ LAYOUT = ("oci-layout", "file", b'{"imageLayoutVersion": "1.0.0"}')
     (_tar([LAYOUT, ("blobs/x", "symlink", "../../etc/passwd")]), "symlink out"),
     (_tar([LAYOUT, ("index.json", "hardlink", "oci-layout")]), "hard link"),
     (_tar([LAYOUT, ("null", "dev", None)]), "only files"),
+    # deeper than paddock makes trees (PD_TREE_DEPTH_MAX): refused before
+    # anything is unpacked, so nothing is left that rm -rf could not take
+    (_tar([LAYOUT, ("d/" * 600 + "f", "file", b"x")]), "is nested 601 levels deep (at most 512)"),
     (b"", "empty"),
 ])
 def test_bad_archives_refused(srv, body, why):

@@ -87,6 +87,10 @@ int pd_tpl_tar_next(struct archive *a, struct pd_tpl_tar_walk *w, struct archive
                         return -EINVAL;
                 } else if (!name_ok(n)) {
                         bad = "absolute paths and '..' are refused";
+                } else if (pd_path_depth(n) > PD_TREE_DEPTH_MAX) {
+                        snprintf(why, whysz, "%s entry '%.120s...' is nested %u levels deep (at most %d)", w->entry, n,
+                                 pd_path_depth(n), PD_TREE_DEPTH_MAX);
+                        return -EINVAL;
                 } else if (archive_entry_hardlink(*e)) {
                         bad = "hard links are refused";
                 } else if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK) {

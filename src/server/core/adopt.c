@@ -145,6 +145,14 @@ static void adopt_one(struct pd_server *srv, const struct pd_store_row *row)
                         r = 0;
                 if (r == 0) {
                         e->s.sb = sb;
+                        /* paused keeping its files only: resume boots it
+                         * afresh, with the limits its record here has and
+                         * the router this server gives sandboxes */
+                        if (sb->paused_files) {
+                                sb->spec.disk_bytes = e->spec.disk_bytes;
+                                sb->spec.net_uplink = srv->cfg.net_uplink;
+                                sb->spec.net_resolver = srv->cfg.net_resolver;
+                        }
                         /* adopt found it paused to disk (no process to find):
                          * the kernel's facts win over the record's */
                         if (sb->paused && e->s.state == PD_SB_PAUSED)

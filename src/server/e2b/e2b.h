@@ -37,6 +37,9 @@ int pd_e2b_tag_resolve(struct pd_server *srv, const char *key_id, const char *re
 extern const struct pd_route pd_routes_e2b_snapshots[];
 /* name is one of key's snapshots (Sandbox.create(snapshotID) starts it). */
 bool pd_e2b_own_snapshot(struct pd_server *srv, const struct pd_key *key, const char *name);
+/* DELETE /templates/{id} of snapshot name (also for the id "tags", which
+ * the tags' DELETE /templates/tags route takes first: e2b_tags.c). */
+enum MHD_Result pd_e2b_snapshot_delete(struct pd_req *r, const char *name);
 /* envd and the code interpreter: every request that carries an
  * E2b-Sandbox-Id header, whatever its path, without API-key auth (the
  * handler checks X-Access-Token itself). */

@@ -98,7 +98,11 @@ static enum MHD_Result route_list(struct pd_req *r, const char *chunk, size_t *c
 
 static enum MHD_Result route_delete(struct pd_req *r, const char *chunk, size_t *chunk_len)
 {
-        const char *name = r->n_params ? r->params[0] : "";
+        return pd_e2b_snapshot_delete(r, r->n_params ? r->params[0] : "");
+}
+
+enum MHD_Result pd_e2b_snapshot_delete(struct pd_req *r, const char *name)
+{
         char owner[64];
         /* only the key's own snapshots: a registered template, another key's
          * snapshot and an unknown name all answer 404 */

@@ -3,6 +3,8 @@
  *
  *   POST   /templates/tags               {target: "NAME[:TAG]", tags}  201 {buildID, tags}
  *   DELETE /templates/tags               {name, tags}                  204
+ *          (without a body: the delete of a snapshot named "tags",
+ *          DELETE /templates/{id} of e2b_snapshots.c, which this shadows)
  *   GET    /templates/{templateID}/tags                                200 [{tag, buildID, createdAt}]
  *
  * and Sandbox.create('NAME:TAG'). A tag is another name of one build of
@@ -12,7 +14,8 @@
  * drops those of the build before it, whose root is about to go. The
  * tags live next to the build id, in <state>/e2b-templates/<name>/tags (a
  * JSON array, written then renamed): they outlive a server restart and go
- * with the template's E2B record. Only the key that owns the template sees
+ * with the template's E2B record, and with its build record: a native
+ * build of the name (after a native delete, or replacing it) drops them. Only the key that owns the template sees
  * or changes them (another key's template is unknown: 404, as the build
  * routes answer). */
 #include <errno.h>
@@ -20,6 +23,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/template.h"
@@ -38,6 +42,15 @@ static pthread_mutex_t tags_lock = PTHREAD_MUTEX_INITIALIZER;
 static void e2b_file(struct pd_server *srv, const char *name, const char *leaf, char *out, size_t size)
 {
         snprintf(out, size, "%s/e2b-templates/%s/%s", srv->state.dir, name, leaf);
+}
+
+/* createdAt: the wall clock (pd_now_ms is the monotonic one, which made
+ * dates in 1970) */
+static uint64_t wall_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 bool pd_e2b_tag_ok(const char *t)
@@ -64,6 +77,20 @@ static void own_build_id(struct pd_server *srv, const char *name, const char *ke
         e2b_file(srv, name, "owner", p, sizeof p);
         if (pd_e2b_read_line(p, e2b_owner, sizeof e2b_owner) < 0 || strcmp(e2b_owner, key_id))
                 return;
+        /* the template's build is E2B's only while its record says so: a
+         * native build of the name since (after a delete, or replacing it)
+         * made a template these tags never named. Its build id and tags
+         * are stale: dropped, so a later E2B build starts with its own. */
+        char rec[PATH_MAX], source[16];
+        pd_tpl_dir(srv, name, rec, sizeof rec);
+        snprintf(p, sizeof p, "%s/source", rec);
+        if (pd_e2b_read_line(p, source, sizeof source) < 0 || strcmp(source, "e2b")) {
+                e2b_file(srv, name, "tags", p, sizeof p);
+                (void)unlink(p);
+                e2b_file(srv, name, "build_id", p, sizeof p);
+                (void)unlink(p);
+                return;
+        }
         e2b_file(srv, name, "build_id", p, sizeof p);
         if (pd_e2b_read_line(p, build, 64) < 0)
                 build[0] = '\0';
@@ -139,7 +166,7 @@ static void add_tag(json_t *tags, const char *tag, const char *build, const char
 int pd_e2b_tags_record(struct pd_server *srv, const char *name, const char *build, json_t *tags)
 {
         char now[32];
-        pd_rfc3339_ms(pd_now_ms(), now);
+        pd_rfc3339_ms(wall_ms(), now);
         json_t *list = json_array(), *t;
         size_t i;
         json_array_foreach(tags, i, t) add_tag(list, json_string_value(t), build, now);
@@ -251,7 +278,7 @@ static enum MHD_Result assign_tags(struct pd_req *r, const char *chunk, size_t *
                 return pd_e2b_reply_error(r, 404, "tag '%s' of template '%s' not found", colon + 1, name);
         }
         char now[32];
-        pd_rfc3339_ms(pd_now_ms(), now);
+        pd_rfc3339_ms(wall_ms(), now);
         size_t i;
         json_t *t;
         json_array_foreach(want, i, t) add_tag(tags, json_string_value(t), build, now);
@@ -273,6 +300,11 @@ static enum MHD_Result remove_tags(struct pd_req *r, const char *chunk, size_t *
 {
         (void)chunk;
         (void)chunk_len;
+        /* no body: not removeTags (which always sends one) but the
+         * snapshot delete DELETE /templates/{id} of a snapshot named
+         * "tags", which this route shadows */
+        if (!r->body_len)
+                return pd_e2b_snapshot_delete(r, "tags");
         enum MHD_Result ret;
         _pd_cleanup_json_ json_t *body = pd_req_json(r, &ret);
         if (!body)

@@ -95,9 +95,14 @@ static bool own_build(struct pd_req *r, enum MHD_Result *ret)
         char p[PATH_MAX + 16], id[64];
         if (!own_record(r, name, ret))
                 return false;
+        /* (a native build of the name since has no E2B build: e2b_tags.c) */
+        char rec[PATH_MAX], source[16];
+        pd_tpl_dir(r->srv, name, rec, sizeof rec);
+        snprintf(p, sizeof p, "%.*s/source", (int)(sizeof p - 8), rec);
+        bool e2b = pd_e2b_read_line(p, source, sizeof source) == 0 && !strcmp(source, "e2b");
         e2b_dir(r->srv, name, p, sizeof p);
         strcat(p, "/build_id");
-        if (pd_e2b_read_line(p, id, sizeof id) < 0 || !pd_e2b_streq(id, build)) {
+        if (!e2b || pd_e2b_read_line(p, id, sizeof id) < 0 || !pd_e2b_streq(id, build)) {
                 *ret = pd_e2b_reply_error(r, 404, "build '%.64s' of template '%s' not found", build, name);
                 return false;
         }
