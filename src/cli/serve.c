@@ -196,8 +196,9 @@ int pd_cmd_serve(int argc, char **argv)
                 case O_DESTROY: cfg.destroy_on_exit = true; break;
                 case O_UPLINK:
                         if (strncmp(optarg, "netns:/", 7) && !strchr(optarg, ':') && strcmp(optarg, "auto") &&
-                            strcmp(optarg, "pasta") && strcmp(optarg, "slirp4netns") && strcmp(optarg, "none")) {
-                                fprintf(stderr, "paddock serve: --net-uplink '%s': expected auto, pasta, "
+                            strcmp(optarg, "pasta") && strcmp(optarg, "slirp4netns") && strcmp(optarg, "relay") &&
+                            strcmp(optarg, "none")) {
+                                fprintf(stderr, "paddock serve: --net-uplink '%s': expected auto, relay, pasta, "
                                                 "slirp4netns, none, netns:/PATH or IFACE:ADDR/PREFIX:GATEWAY\n",
                                         optarg);
                                 return PD_EXIT_PADDOCK;
