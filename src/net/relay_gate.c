@@ -34,6 +34,7 @@ struct entry {
         int state;
         uint32_t id;                    /* our request id */
         uint32_t pkt;                   /* the held packet's queue id */
+        uint32_t isn;                   /* the SYN's sequence number */
         uint64_t at;
         struct pd_relay_req key;
 };
@@ -134,8 +135,8 @@ static struct entry *slot(void)
         return NULL;
 }
 
-/* The tuple of a queued IPv4/IPv6 TCP packet, or -1. */
-static int parse(const uint8_t *p, size_t len, struct pd_relay_req *k)
+/* The tuple and sequence number of a queued IPv4/IPv6 TCP packet, or -1. */
+static int parse(const uint8_t *p, size_t len, struct pd_relay_req *k, uint32_t *isn)
 {
         memset(k, 0, sizeof *k);
         size_t l4;
@@ -156,10 +157,11 @@ static int parse(const uint8_t *p, size_t len, struct pd_relay_req *k)
         } else {
                 return -1;
         }
-        if (len < l4 + 4)
+        if (len < l4 + 8)
                 return -1;
         memcpy(&k->sport, p + l4, 2);
         memcpy(&k->dport, p + l4 + 2, 2);
+        memcpy(isn, p + l4 + 4, 4);
         return 0;
 }
 
@@ -170,7 +172,8 @@ struct ctx {
 static void on_packet(struct ctx *c, uint32_t pkt, const uint8_t *p, size_t len)
 {
         struct pd_relay_req k;
-        if (parse(p, len, &k) < 0) {
+        uint32_t isn;
+        if (parse(p, len, &k, &isn) < 0) {
                 verdict(c->nfq, pkt, NF_DROP, 0);
                 return;
         }
@@ -179,10 +182,12 @@ static void on_packet(struct ctx *c, uint32_t pkt, const uint8_t *p, size_t len)
                 verdict(c->nfq, pkt, NF_DROP, 0);       /* a retransmission: the first is held */
                 return;
         }
-        if (e && e->state == DONE) {
+        if (e && e->state == DONE && e->isn == isn) {
                 verdict(c->nfq, pkt, NF_ACCEPT, 0);     /* its SYN-ACK was lost: the listener answers */
                 return;
         }
+        if (e && e->state == DONE)
+                e->state = FREE;        /* the tuple used again by a new connection */
         if (c->chan < 0 || !(e = slot())) {
                 verdict(c->nfq, pkt, NF_DROP, 0);       /* no worker, or full: as a lost SYN */
                 return;
@@ -192,6 +197,7 @@ static void on_packet(struct ctx *c, uint32_t pkt, const uint8_t *p, size_t len)
         if (!next_id)
                 next_id = 1;
         e->pkt = pkt;
+        e->isn = isn;
         e->at = pd_now_ms();
         e->key = k;
         e->key.id = e->id;
