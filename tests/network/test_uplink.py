@@ -1,9 +1,10 @@
 """The default uplink (issue 15): without --net-uplink, a router's traffic
 leaves through a user-mode network process (slirp4netns, else pasta) whose
-sockets are the host's. Every test here runs paddock inside a stand-in host
+sockets are the host's, TCP through paddock's relay (test_relay.py). Every test here runs paddock inside a stand-in host
 (_fakenet.py, FakeNet(uplink=...)): a network namespace whose route leads to
 the fake internet, so the uplink process's sockets are that namespace's and
-no test traffic leaves the machine. Each test runs once per uplink program.
+no test traffic leaves the machine. Each test runs once per uplink:
+pasta, slirp4netns (every protocol through the process) and relay.
 
 What is checked: egress by name and address through it; the host's
 loopback and its own addresses stay closed in every mode (canaries, and
