@@ -72,6 +72,19 @@ struct relay {
         pid_t gate;
 };
 
+/* bind + listen; the listener of a supervisor that was just killed may
+ * still be held by its dying children for a moment: retried for 3 s */
+static int listen_on(int fd, const struct sockaddr *sa, socklen_t len)
+{
+        for (int i = 0; bind(fd, sa, len) < 0; i++) {
+                if (errno != EADDRINUSE || i >= 60)
+                        return -1;
+                struct timespec ts = { 0, 50 * 1000 * 1000 };
+                nanosleep(&ts, NULL);
+        }
+        return listen(fd, 4096);
+}
+
 /* The listeners and the queue socket, made in the router netns as root. */
 static int relay_open(const struct opts *o, struct relay *rl)
 {
@@ -83,14 +96,14 @@ static int relay_open(const struct opts *o, struct relay *rl)
         struct sockaddr_in a4 = { .sin_family = AF_INET, .sin_port = htons(PD_RELAY_PORT) };
         rl->l4 = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (rl->l4 < 0 || setsockopt(rl->l4, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-            bind(rl->l4, (struct sockaddr *)&a4, sizeof a4) < 0 || listen(rl->l4, 4096) < 0)
+            listen_on(rl->l4, (struct sockaddr *)&a4, sizeof a4) < 0)
                 r = -errno;
         if (r == 0 && o->ipv6) {
                 struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_port = htons(PD_RELAY_PORT) };
                 rl->l6 = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
                 if (rl->l6 < 0 || setsockopt(rl->l6, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) < 0 ||
                     setsockopt(rl->l6, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-                    bind(rl->l6, (struct sockaddr *)&a6, sizeof a6) < 0 || listen(rl->l6, 4096) < 0)
+                    listen_on(rl->l6, (struct sockaddr *)&a6, sizeof a6) < 0)
                         r = -errno;
         }
         if (r == 0 && (rl->nfq = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER)) < 0)
@@ -112,6 +125,7 @@ static int relay_open(const struct opts *o, struct relay *rl)
                         r = -errno;
                 } else {
                         rl->ctl = sp[0];
+                        pid_t sup = getpid();
                         rl->gate = fork();
                         if (rl->gate == 0) {
                                 close(sp[0]);
@@ -136,7 +150,10 @@ static int relay_open(const struct opts *o, struct relay *rl)
                                     setresgid(o->uid, o->uid, o->uid) < 0 || setresuid(o->uid, o->uid, o->uid) < 0 ||
                                     syscall(SYS_capset, &h, d) < 0)
                                         _exit(120);
-                                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0) < 0)
+                                /* again: the change of credentials cleared it
+                                 * (and the ctl channel's end says the same) */
+                                if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != sup ||
+                                    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0) < 0)
                                         _exit(121);
                                 (void)prctl(PR_SET_NAME, "pd-relay-gate");
                                 /* nothing of the supervisor's (the uplink

@@ -134,7 +134,7 @@ def test_unreachable_is_unreachable(pd, fn):
 def test_the_relay_is_unprivileged(pd, fn):
     run(pd, ["true"])
     sup, worker, gate = relay_pids(pd)
-    assert worker and gate, (worker, gate)
+    assert worker and gate, (worker, gate, open(os.path.join(net_dir(pd), "uplink.log")).read()[-2000:])
     st = status(worker)
     assert int(st["Uid"][0]) >= 1000000000 and len(set(st["Uid"])) == 1, st["Uid"]
     assert st["CapEff"] == ["0000000000000000"] and st["CapPrm"] == ["0000000000000000"], st["CapEff"]
@@ -186,3 +186,45 @@ def test_gate_killed_fails_closed_and_comes_back(pd, fn):
     run(pd, ["true"])
     wait_for(lambda: relay_pids(pd)[2] not in (None, gate), "the gate was not revived")
     wait_for(lambda: connect(pd, WEB[1], 80, 5)[0] == "connected, then data", "egress did not come back")
+
+
+KEEP_READING = r"""
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30)
+s.sendall(b"%d\n" % (64 << 20))
+got = 0
+while got < 4 << 20:
+    got += len(s.recv(1 << 16))
+print("STREAMING", flush=True)
+sys.stdin.readline()                    # the uplink process is killed meanwhile
+while True:
+    d = s.recv(1 << 16)
+    if not d:
+        break
+    got += len(d)
+print("END", got, flush=True)
+"""
+
+
+def test_slirp4netns_killed_leaves_relayed_tcp_alone(pd, fn):
+    """Relayed TCP does not cross the packet-level process: killing it
+    (restarted by the supervisor) ends no relayed connection."""
+    from test_uplink import uplink_pids
+    run(pd, ["true"])
+    sup, proc = uplink_pids(pd)
+    assert proc and open("/proc/%d/comm" % proc).read().strip() == "slirp4netns"
+    reader = pd.popen(["--net", "open", "--net-uplink", "relay", "--net-resolver", DNS, "--", "python3", "-c",
+                       KEEP_READING, WEB[0], str(BULK_PORT)], env=child_env(env()), text=True,
+                      stdin=subprocess.PIPE)
+    try:
+        assert reader.stdout.readline().strip() == "STREAMING", reader.stderr.read()
+        os.kill(proc, signal.SIGKILL)
+        wait_for(lambda: uplink_pids(pd)[1] not in (None, proc), "slirp4netns was not restarted")
+        reader.stdin.write("go\n")
+        reader.stdin.flush()
+        assert reader.stdout.readline().split() == ["END", str(64 << 20)]
+        assert reader.wait(timeout=60) == 0
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.wait()
