@@ -57,10 +57,11 @@ for s in arch integration security server sdk network oci microvm; do
   san=()
   [[ $sanitized == *" $s "* ]] && san=(scripts/san-run.sh "$s")
   budget=600
-  # network: the egress suites run once per user-mode uplink (pasta,
-  # slirp4netns) besides the netns uplink, 100 sandboxes at once included,
-  # under the sanitizers: ~10 min here
-  [ "$s" = network ] && budget=900
+  # network: test_uplink runs once per user-mode uplink (pasta, slirp4netns,
+  # relay), the egress suites on the netns uplink and the default (relay),
+  # 100 sandboxes at once (slirp4netns and relay) included, under the
+  # sanitizers: ~10-13 min here
+  [ "$s" = network ] && budget=1100
   suite "$s" "$budget" "${san[@]}" "$py" -m pytest -q -rs -p no:cacheprovider "tests/$s" \
     --junitxml="$results/$s.xml"
   [ ${#san[@]} -gt 0 ] && "$py" scripts/san-junit.py "$results/$s.xml" "$results/san/$s"

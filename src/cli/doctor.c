@@ -214,6 +214,8 @@ static void report(const struct facts *f)
         else
                 line("uplink", "%s (%s)%s%s", pd_uplink_kind_name(f->up.kind), f->up.bin,
                      f->probed ? ": " : "", f->probed ? f->probe : "");
+        if (f->up.relay)
+                line("", "TCP through paddock's relay (the rest through %s)", pd_uplink_kind_name(f->up.kind));
         if (f->up.kind != PD_UPLINK_NONE)
                 line("", "%s: %s", other, have_other ? other_bin : "not installed");
         if (f->resolvers[0])

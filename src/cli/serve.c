@@ -100,9 +100,10 @@ static void serve_usage(FILE *f)
                 "                         inside a sandbox (default localhost, given out with\n"
                 "                         the server's port unless D names one; docs/api.md)\n"
                 "  --net-uplink UPLINK    where sandbox traffic leaves (the router's uplink;\n"
-                "                         docs/network.md): auto (default: slirp4netns, else\n"
+                "                         docs/network.md): auto (default: relay, else\n"
                 "                         pasta; traffic leaves as the host's own sockets),\n"
-                "                         pasta, slirp4netns, none, netns:PATH or\n"
+                "                         relay (TCP relayed, the rest through slirp4netns),\n"
+                "                         slirp4netns, pasta, none, netns:PATH or\n"
                 "                         IFACE:ADDR/PREFIX:GW\n"
                 "  --net-resolver IP[,IP] upstream DNS resolvers for paddock's resolver\n"
                 "                         (default: the host's, from /etc/resolv.conf)\n"
@@ -196,8 +197,9 @@ int pd_cmd_serve(int argc, char **argv)
                 case O_DESTROY: cfg.destroy_on_exit = true; break;
                 case O_UPLINK:
                         if (strncmp(optarg, "netns:/", 7) && !strchr(optarg, ':') && strcmp(optarg, "auto") &&
-                            strcmp(optarg, "pasta") && strcmp(optarg, "slirp4netns") && strcmp(optarg, "none")) {
-                                fprintf(stderr, "paddock serve: --net-uplink '%s': expected auto, pasta, "
+                            strcmp(optarg, "pasta") && strcmp(optarg, "slirp4netns") && strcmp(optarg, "relay") &&
+                            strcmp(optarg, "none")) {
+                                fprintf(stderr, "paddock serve: --net-uplink '%s': expected auto, relay, pasta, "
                                                 "slirp4netns, none, netns:/PATH or IFACE:ADDR/PREFIX:GATEWAY\n",
                                         optarg);
                                 return PD_EXIT_PADDOCK;

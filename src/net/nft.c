@@ -296,6 +296,8 @@ int pd_nft_router_init(struct pd_nft *n, const struct pd_nft_router_cfg *cfg, st
         if (cfg->proxy_port)
                 pd_nft_tx_rule(&tx, verdict_rule(rule_l4_dport(rule_iif_prefix("input", 0), IPPROTO_TCP,
                                                                cfg->proxy_port), NF_ACCEPT, 0));
+        if (cfg->relay_port)
+                pd_nft_relay_input_rule(&tx, cfg->relay_port);
         /* IPv6 neighbour solicitation and advertisement, from sandboxes
          * and from the uplink (conntrack leaves them untracked) */
         for (uint8_t type = 135; type <= 136; type++) {
@@ -319,6 +321,8 @@ int pd_nft_router_init(struct pd_nft *n, const struct pd_nft_router_cfg *cfg, st
         pd_nft_tx_rule(&tx, rr);
 
         map_rule(&tx, "prerouting", NFT_META_IIFNAME, "natmap");
+        if (cfg->relay_port)
+                pd_nft_relay_rules(&tx, cfg->relay_port, cfg->relay_queue);
         if (cfg->uplink_ifname) {
                 char ifn[IFNAMSIZ] = { 0 };
                 strncpy(ifn, cfg->uplink_ifname, IFNAMSIZ - 1);
@@ -501,6 +505,9 @@ static int program_sandbox(struct pd_nft_tx *tx, const char *key, const struct p
                 if ((r = fill_set(tx, set, fams[f], rules->deny, rules->n_deny, err)) < 0)
                         goto out;
         }
+        /* relayed TCP (nft_relay.c) is judged by this chain from
+         * prerouting; what must keep the packet path leaves it first */
+        pd_nft_relay_sandbox_rules(tx, sb, rules->bytes_per_sec != 0, rules->strict_port != 0);
         if (rules->bytes_per_sec) {
                 ru = pd_nft_rule_new(sb);
                 if (ru)

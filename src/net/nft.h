@@ -112,6 +112,11 @@ struct pd_nft_router_cfg {
         size_t n_hard_deny;
         uint16_t dns_port;              /* router port sandboxes may query (53) */
         uint16_t proxy_port;            /* strict proxy port, 0 = none */
+        /* the socket-level TCP relay (relay.h, nft_relay.c): new TCP
+         * connections are judged in prerouting, held in this NFQUEUE
+         * queue until the relay's own connect answers, then redirected to
+         * this port of the router; 0 = off (TCP takes the packet path) */
+        uint16_t relay_port, relay_queue;
 };
 
 struct pd_nft;  /* a NETLINK_NETFILTER socket bound to one netns */

@@ -1,6 +1,7 @@
 /* Internals shared by nft.c (the rule-set layout), nft_batch.c (socket,
  * transactions, expression helpers) and nft_elems.c (set elements). */
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <libmnl/libmnl.h>
@@ -89,3 +90,11 @@ void pd_nft_elems_add_pin(struct nftnl_set *s, const struct pd_nft_pin *p);
 struct nftnl_set *pd_nft_set_new_addrproto(const char *name, int family);
 int pd_nft_elems_add_addrproto(struct nftnl_set *s, int family, const struct pd_nft_cidr *c,
                                size_t n, struct pd_error *err);
+
+/* The TCP relay's rules (nft_relay.c): router-wide, the input rule for its
+ * port, and the head of a sandbox's chain (packet_path: a sandbox whose
+ * TCP keeps the packet path; strict: its ports 80/443 go to the proxy). */
+void pd_nft_e_mark_set(struct nftnl_rule *r, uint32_t mark);
+void pd_nft_relay_rules(struct pd_nft_tx *tx, uint16_t port, uint16_t queue);
+void pd_nft_relay_input_rule(struct pd_nft_tx *tx, uint16_t port);
+void pd_nft_relay_sandbox_rules(struct pd_nft_tx *tx, const char *sb, bool packet_path, bool strict);

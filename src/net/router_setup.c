@@ -17,6 +17,7 @@
 #include "net/router.h"
 #include "net/router_int.h"
 #include "net/rtnl.h"
+#include "net/relay.h"
 #include "net/uplink.h"
 #include "lib/util.h"
 
@@ -216,7 +217,7 @@ int pd_router_setup(struct pd_router *r, const struct pd_router_cfg *cfg, struct
         if (usermode < 0)
                 return usermode;
         bool explicit_uplink = cfg->uplink && *cfg->uplink && strcmp(cfg->uplink, "auto");
-        snprintf(uplink_name, sizeof uplink_name, "%s", usermode ? pd_uplink_kind_name(u.kind)
+        snprintf(uplink_name, sizeof uplink_name, "%s", usermode ? (u.relay ? "relay" : pd_uplink_kind_name(u.kind))
                                                   : !strncmp(cfg->uplink, "netns:", 6) ? "netns" : "macvlan");
         if (usermode && u.kind == PD_UPLINK_NONE) {
                 snprintf(problem, sizeof problem, "%s", u.why);
@@ -320,7 +321,9 @@ links:
         never_text(extra, n_extra, r->never, sizeof r->never);
         struct pd_nft_router_cfg nc = { .uplink_ifname = uplink_if, .open_deny = deny, .n_open_deny = n,
                                         .hard_deny = hard, .n_hard_deny = n_hard,
-                                        .dns_port = 53, .proxy_port = PD_ROUTER_PROXY_PORT };
+                                        .dns_port = 53, .proxy_port = PD_ROUTER_PROXY_PORT,
+                                        .relay_port = usermode && u.relay ? PD_RELAY_PORT : 0,
+                                        .relay_queue = PD_RELAY_QUEUE };
         if ((rc = pd_nft_router_init(r->nft, &nc, err)) < 0)
                 return rc;
 
@@ -392,7 +395,8 @@ int pd_router_egress(const struct pd_state *st, struct pd_router_egress *out)
         field(text, "uplink", out->uplink, sizeof out->uplink);
         field(text, "resolvers", out->resolvers, sizeof out->resolvers);
         field(text, "problem", out->problem, sizeof out->problem);
-        if (!out->problem[0] && (!strcmp(out->uplink, "pasta") || !strcmp(out->uplink, "slirp4netns")))
+        if (!out->problem[0] && (!strcmp(out->uplink, "pasta") || !strcmp(out->uplink, "slirp4netns") ||
+                                  !strcmp(out->uplink, "relay")))
                 (void)pd_uplink_up(&r, out->problem, sizeof out->problem);
         close(r.dirfd);
         return 0;

@@ -61,7 +61,8 @@ int pd_uplink_choose(const char *spec, struct pd_uplink *u, struct pd_error *err
                 snprintf(u->why, sizeof u->why, "no uplink (--net-uplink none): sandboxes reach only paddock's resolver");
                 return 1;
         }
-        bool pasta = any || !strcmp(spec, "pasta"), slirp = any || !strcmp(spec, "slirp4netns");
+        bool relay = any || !strcmp(spec, "relay");
+        bool pasta = any || !strcmp(spec, "pasta"), slirp = relay || !strcmp(spec, "slirp4netns");
         if (!pasta && !slirp)
                 return 0;
         /* slirp4netns first: pasta is faster (bench/uplink.py), but the
@@ -71,10 +72,17 @@ int pd_uplink_choose(const char *spec, struct pd_uplink *u, struct pd_error *err
          * passed every fault test (docs/network.md, "Why slirp4netns") */
         if (slirp && pd_uplink_find_bin("slirp4netns", "PADDOCK_SLIRP4NETNS", u->bin, sizeof u->bin)) {
                 u->kind = PD_UPLINK_SLIRP;
+                /* TCP through the socket-level relay (relay.h): the
+                 * kernel's TCP on both sides, bytes spliced; $PADDOCK_RELAY=0
+                 * keeps the packet path on the default (benchmarks) */
+                const char *env = getenv("PADDOCK_RELAY");
+                u->relay = relay && !(any && env && !strcmp(env, "0"));
                 return 1;
         }
         if (!any && slirp)
-                return pd_error_setx(err, ENOENT, "uplink slirp4netns: the slirp4netns program was not found "
+                return pd_error_setx(err, ENOENT, "uplink %s", relay ? "relay: the relay carries TCP only; slirp4netns, "
+                                     "which carries the rest, was not found (install Debian's slirp4netns package)" :
+                                     "slirp4netns: the slirp4netns program was not found "
                                                   "(install Debian's slirp4netns package)");
         if (pasta && pd_uplink_find_bin("pasta", "PADDOCK_PASTA", u->bin, sizeof u->bin)) {
                 u->kind = PD_UPLINK_PASTA;
@@ -295,7 +303,7 @@ static void stop_supervisor(struct pd_router *r)
 
 /* uplink.kind: "<kind> <bin> <dns_forward 0|1>", what a revive needs */
 static int start_supervisor(struct pd_router *r, enum pd_uplink_kind kind, const char *prog, bool dns_forward,
-                            bool ipv6, struct pd_error *err)
+                            bool ipv6, bool relay, struct pd_error *err)
 {
         char bin[PATH_MAX];
         struct pd_error e2;
@@ -304,7 +312,8 @@ static int start_supervisor(struct pd_router *r, enum pd_uplink_kind kind, const
         unsigned slot, uid;
         if (read_uid(r, &slot, &uid) < 0)
                 return pd_error_setx(err, ENOENT, "the uplink has no uid (%s/uplink.uid)", r->dir);
-        char userns[PATH_MAX + 16], netns[PATH_MAX + 16], uidtext[16];
+        char userns[PATH_MAX + 16], netns[PATH_MAX + 16], uidtext[16], router[PATH_MAX + 16];
+        snprintf(router, sizeof router, "%s/router", r->dir);
         snprintf(userns, sizeof userns, "%s/uplink-user", r->dir);
         snprintf(netns, sizeof netns, "%s/uplink-net", r->dir);
         snprintf(uidtext, sizeof uidtext, "%u", uid);
@@ -327,6 +336,10 @@ static int start_supervisor(struct pd_router *r, enum pd_uplink_kind kind, const
         }
         if (ipv6)
                 argv[a++] = "--ipv6";
+        if (relay) {
+                argv[a++] = "--relay-netns";
+                argv[a++] = router;
+        }
         argv[a] = NULL;
         int pp[2];
         if (pipe2(pp, O_CLOEXEC) < 0)
@@ -375,7 +388,8 @@ static int start_supervisor(struct pd_router *r, enum pd_uplink_kind kind, const
         char text[PATH_MAX + 64];
         snprintf(text, sizeof text, "%d\n", (int)pid);
         int rc = pd_router_file_write(r, "uplink.pid", text, err);
-        snprintf(text, sizeof text, "%s %s %d %d\n", pd_uplink_kind_name(kind), prog, dns_forward ? 1 : 0, ipv6 ? 1 : 0);
+        snprintf(text, sizeof text, "%s %s %d %d %d\n", pd_uplink_kind_name(kind), prog, dns_forward ? 1 : 0,
+                 ipv6 ? 1 : 0, relay ? 1 : 0);
         if (rc == 0)
                 rc = pd_router_file_write(r, "uplink.kind", text, err);
         return rc;
@@ -392,7 +406,7 @@ int pd_uplink_start(struct pd_router *r, const struct pd_uplink *u, bool dns_for
                     struct pd_error *err)
 {
         why[0] = 0;
-        int rc = start_supervisor(r, u->kind, u->bin, dns_forward, r->ipv6, err);
+        int rc = start_supervisor(r, u->kind, u->bin, dns_forward, r->ipv6, u->relay, err);
         if (rc < 0)
                 return rc;
         _pd_cleanup_close_ int ns = uplink_nsfd(r);
@@ -416,13 +430,13 @@ int pd_uplink_revive(struct pd_router *r, struct pd_error *err)
         if (pid == -ENOENT || is_supervisor(pid))
                 return 0;       /* no user-mode uplink, or it runs */
         char buf[PATH_MAX + 64], kind[32], prog[PATH_MAX];
-        int fwd = 0, v6 = 0;
+        int fwd = 0, v6 = 0, relay = 0;
         if (pd_router_file_read(r, "uplink.kind", buf, sizeof buf) <= 0 ||
-            sscanf(buf, "%31s %4095s %d %d", kind, prog, &fwd, &v6) < 2)
+            sscanf(buf, "%31s %4095s %d %d %d", kind, prog, &fwd, &v6, &relay) < 2)
                 return pd_error_setx(err, ENOENT, "the uplink's settings are gone (%s/uplink.kind)", r->dir);
         enum pd_uplink_kind k = !strcmp(kind, "pasta") ? PD_UPLINK_PASTA : PD_UPLINK_SLIRP;
         (void)unlinkat(r->dirfd, "uplink.pid", 0);
-        int rc = start_supervisor(r, k, prog, fwd != 0, v6 != 0, err);
+        int rc = start_supervisor(r, k, prog, fwd != 0, v6 != 0, relay != 0, err);
         return rc < 0 ? pd_error_prefix(err, "restart the uplink supervisor") : 0;
 }
 

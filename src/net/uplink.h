@@ -53,12 +53,17 @@ enum pd_uplink_kind {
 struct pd_uplink {
         enum pd_uplink_kind kind;
         char bin[256];                  /* the program */
+        /* TCP through the socket-level relay (relay.h) instead of the
+         * process; slirp4netns only (UDP and the rest stay with it) */
+        bool relay;
         char why[256];                  /* kind NONE by default: why */
 };
 
 /* Is spec (the router's uplink setting) a user-mode uplink? NULL, "" and
- * "auto" pick slirp4netns, else pasta, else none (u->why says why);
- * "pasta" and "slirp4netns" ask for one (an error if it is missing);
+ * "auto" pick slirp4netns with the TCP relay, else pasta, else none
+ * (u->why says why); "pasta" and "slirp4netns" ask for one alone (every
+ * protocol through the process: the packet path), "relay" for slirp4netns
+ * with the relay (an error if a program is missing);
  * "none" is no uplink. Returns 1 for these, 0 for any other setting
  * (netns:PATH, IFACE:...), -errno on error. $PADDOCK_PASTA and
  * $PADDOCK_SLIRP4NETNS override where the programs are ("" = absent). */

@@ -17,7 +17,8 @@ paddock reaches it in one of two ways (FakeNet(..., uplink=)):
 
   "netns"        --net-uplink netns:/run/netns/<name>: the router's veth
                  goes straight into the fake internet.
-  "pasta",       the default user-mode uplink. A second namespace, "host"
+  "relay",       a user-mode uplink (relay: the default, TCP relayed and
+  "pasta",       the rest through slirp4netns). A second namespace, "host"
   "slirp4netns"  (pdt-host-<pid>-<n>), stands in for the host: address
                  HOST_ADDR/24 on a veth to the fake internet (GATEWAY there),
                  its default route through it. paddock itself runs in it
@@ -28,7 +29,8 @@ paddock reaches it in one of two ways (FakeNet(..., uplink=)):
 Either way with --net-resolver 198.51.100.53 (resolver). stop() kills what
 start() spawned (by pid) and deletes the namespaces. The module fixture
 `fakenet` runs a module's tests once per uplink of $PADDOCK_TEST_UPLINKS
-(default "netns,slirp4netns": the operator's and the default; add "pasta").
+(default "netns,relay": the operator's and the default; add "slirp4netns",
+"pasta": test_uplink.py runs every user-mode uplink).
 """
 import itertools
 import json
@@ -277,7 +279,7 @@ if __name__ == "__main__":
 
 
 def uplinks():
-    return [u for u in os.environ.get("PADDOCK_TEST_UPLINKS", "netns,slirp4netns").split(",") if u]
+    return [u for u in os.environ.get("PADDOCK_TEST_UPLINKS", "netns,relay").split(",") if u]
 
 
 class hosted:

@@ -6,7 +6,8 @@ npm metadata fetch of a small package and one `apt-get update` of one
 suite and component.
 
 Nothing is configured: no --net-uplink, no --net-resolver. paddock's
-default uplink (slirp4netns, else pasta) and the host's resolvers carry it.
+default uplink (TCP through the relay, the rest through slirp4netns) and
+the host's resolvers carry it.
 A test skips, saying why, only when the host itself cannot reach the
 registry (checked with one request from the host, and only after the
 sandbox failed).

@@ -1,9 +1,10 @@
 """The default uplink (issue 15): without --net-uplink, a router's traffic
 leaves through a user-mode network process (slirp4netns, else pasta) whose
-sockets are the host's. Every test here runs paddock inside a stand-in host
+sockets are the host's, TCP through paddock's relay (test_relay.py). Every test here runs paddock inside a stand-in host
 (_fakenet.py, FakeNet(uplink=...)): a network namespace whose route leads to
 the fake internet, so the uplink process's sockets are that namespace's and
-no test traffic leaves the machine. Each test runs once per uplink program.
+no test traffic leaves the machine. Each test runs once per uplink:
+pasta, slirp4netns (every protocol through the process) and relay.
 
 What is checked: egress by name and address through it; the host's
 loopback and its own addresses stay closed in every mode (canaries, and
@@ -35,7 +36,7 @@ from pdtest import PADDOCK_BIN, Paddock, child_env  # noqa: E402
 
 NETD = os.environ.get("PADDOCK_NETD") or os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-netd")
 UPLINK = os.environ.get("PADDOCK_UPLINK") or os.path.join(os.path.dirname(PADDOCK_BIN), "net", "paddock-uplink")
-KINDS = [k for k in os.environ.get("PADDOCK_TEST_USERMODE", "pasta,slirp4netns").split(",") if k]
+KINDS = [k for k in os.environ.get("PADDOCK_TEST_USERMODE", "pasta,slirp4netns,relay").split(",") if k]
 
 # fetch http://NAME/ (or an address) and print one JSON object per target
 FETCH = r"""
@@ -134,7 +135,15 @@ def uplink_pids(p):
         kids = open("/proc/%d/task/%d/children" % (sup, sup)).read().split()
     except (OSError, ValueError):
         return None, None
-    return sup, (int(kids[0]) if kids else None)
+    # not the TCP relay's gate and worker (test_relay.py)
+    procs = []
+    for k in kids:
+        try:
+            if not open("/proc/%s/comm" % k).read().startswith("pd-relay"):
+                procs.append(int(k))
+        except OSError:
+            pass
+    return sup, (procs[0] if procs else None)
 
 
 def status(pid):
@@ -233,7 +242,7 @@ c.close()
 """
 
 
-@pytest.mark.uplink_only("slirp4netns")     # pasta 2023-03 resets such connections (docs/network.md)
+@pytest.mark.uplink_only("slirp4netns", "relay")     # pasta 2023-03 resets such connections (docs/network.md)
 def test_a_slow_answer_arrives(pd, fn):
     """A server that is silent for 40 s after the request still answers
     through the default uplink. (pasta 2023-03 resets such a connection
@@ -311,6 +320,7 @@ while True:
 """
 
 
+@pytest.mark.uplink_only("pasta", "slirp4netns")    # relayed TCP does not cross the process: test_relay.py
 def test_uplink_killed_mid_transfer(pd, fn):
     fetch(pd, fn, ["--net", "open"], [WEB[0]])             # the router and its uplink exist
     sup, old = uplink_pids(pd)
@@ -566,7 +576,7 @@ print(f.readline().strip())
 """
 
 
-@pytest.mark.uplink_only("slirp4netns")     # pasta 2023-03 resets the first ones while they wait
+@pytest.mark.uplink_only("slirp4netns", "relay")     # pasta 2023-03 resets the first ones while they wait
 def test_hundred_sandboxes_open_at_once(pd, fn):
     """100 sandboxes with --net open alive at the same time, each holding a
     connection to the fake internet until all 100 do."""
@@ -600,7 +610,7 @@ def test_hundred_sandboxes_open_at_once(pd, fn):
     assert [f for f in router_files(pd) if f.startswith(("sb/", "slots/"))] == []
 
 
-@pytest.mark.uplink_only("slirp4netns")     # one TCG guest is enough: the default uplink
+@pytest.mark.uplink_only("relay")     # one TCG guest is enough: the default uplink
 def test_microvm_guest_reaches_the_internet_through_the_default_uplink(pd, fn):
     r = run(pd, fn, ["--net", "open"], ["python3", "-c", FETCH, json.dumps(["web.example.test", WEB[2]])],
             extra=["--isolation", "microvm", "--memory", "256M"], timeout=900)
