@@ -59,7 +59,7 @@ class DirectBoot:
 
     def run(self, memory_mb=512):
         """Seconds from QEMU's exec to 'hi' on the guest's serial console."""
-        argv = [QEMU, "-accel", "tcg", "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
+        argv = [QEMU, "-accel", "tcg", "-cpu", "qemu64,+arat", "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
                 "-m", str(memory_mb), "-smp", "1", "-M", "microvm,isa-serial=on,pit=off,pic=off",
                 "-kernel", self.kernel, "-initrd", self.initrd, "-append",
                 APPEND + (" tsc_early_khz=%d tsc=reliable" % _tsc_khz() if _tsc_khz() else ""), "-serial", "stdio"]
