@@ -59,10 +59,10 @@ class DirectBoot:
 
     def run(self, memory_mb=512):
         """Seconds from QEMU's exec to 'hi' on the guest's serial console."""
-        argv = [QEMU, "-accel", "tcg", "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
+        argv = [QEMU, "-accel", "tcg", "-cpu", "qemu64,+arat", "-nodefaults", "-no-user-config", "-nographic", "-no-reboot",
                 "-m", str(memory_mb), "-smp", "1", "-M", "microvm,isa-serial=on,pit=off,pic=off",
                 "-kernel", self.kernel, "-initrd", self.initrd, "-append",
-                APPEND + (" tsc_early_khz=%d" % _tsc_khz() if _tsc_khz() else ""), "-serial", "stdio"]
+                APPEND + (" tsc_early_khz=%d tsc=reliable" % _tsc_khz() if _tsc_khz() else ""), "-serial", "stdio"]
         t0 = time.perf_counter()
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         buf = b""

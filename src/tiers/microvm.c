@@ -36,8 +36,10 @@
 
 #define VM_BOOT_TIMEOUT_MS 120000       /* TCG on a busy host: a cold boot is seconds */
 #define VM_CLONE_TIMEOUT_MS 30000
-/* the template warm-up's version, in the template's name (warm_template) */
-#define WARM_TAG "-w2"
+/* the template's version, in its name: its warm-up (warm_template) and the
+ * guest kernel's command line (src/vm/qemu.c; w3: tsc=reliable), both saved
+ * in the snapshot */
+#define WARM_TAG "-w3"
 #define QEMU_OVERHEAD (384ull << 20)    /* QEMU's own memory beside the guest's (TCG cache) */
 
 struct vm_tpl {

@@ -86,6 +86,15 @@ static void build_argv(const struct pd_vm_launch *l, struct argv_buf *a)
         arg(a, "%s", QEMU_BIN);
         arg(a, "-accel");
         arg(a, "%s", kvm ? "kvm" : "tcg");
+        if (!kvm) {
+                /* arat: the guest's local APIC timer keeps running when idle,
+                 * which Linux needs (no HPET or PIT here to stand in) to stop
+                 * its tick when idle and to use high-resolution timers;
+                 * without it an idle guest took 250 emulated timer interrupts
+                 * a second */
+                arg(a, "-cpu");
+                arg(a, "qemu64,+arat");
+        }
         arg(a, "-nodefaults");
         arg(a, "-no-user-config");
         arg(a, "-nographic");
@@ -115,8 +124,16 @@ static void build_argv(const struct pd_vm_launch *l, struct argv_buf *a)
         arg(a, "%s", l->assets->initrd);
         unsigned khz = cpu_khz();
         char tsc[48] = "";
+        /* tsc=reliable under TCG: QEMU's TSC is the host's (continuous
+         * across stop and restore), but TCG delivers timer interrupts late
+         * under load, so the clocksource watchdog, comparing the TSC with
+         * jiffies, marked it unstable and the guest fell back to
+         * refined-jiffies: no tickless idle (250 timer interrupts a second,
+         * each emulated, in every idle guest) and no high-resolution timers
+         * (every guest sleep and poll timeout rounded to 4 ms). KVM guests
+         * use kvm-clock. */
         if (khz)
-                snprintf(tsc, sizeof tsc, " tsc_early_khz=%u", khz);
+                snprintf(tsc, sizeof tsc, " tsc_early_khz=%u%s", khz, kvm ? "" : " tsc=reliable");
         arg(a, "-append");
         arg(a, "console=ttyS0 reboot=t panic=-1%s quiet cryptomgr.notests i8042.noaux i8042.nomux "
                "i8042.nopnp i8042.dumbkbd no_timer_check random.trust_cpu=on 8250.nr_uarts=1 "

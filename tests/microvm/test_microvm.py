@@ -170,6 +170,20 @@ def test_pty(vm):
     assert "33 99" in r.stdout
 
 
+def test_guest_clock_is_tsc_with_high_resolution_timers(vm):
+    """The guest keeps a clocksource with high-resolution timers (under TCG:
+    the TSC, trusted with tsc=reliable, and a CPU with arat so the local APIC
+    timer runs in one-shot mode; under KVM: kvm-clock). On refined-jiffies the
+    guest ticked 250 times a second even when idle and rounded every sleep to
+    a jiffy (clock_getres reported 4 ms)."""
+    r = vrun(vm, ["--", "sh", "-c", "cat /sys/devices/system/clocksource/clocksource0/current_clocksource; "
+                  "python3 -c 'import time; print(time.clock_getres(time.CLOCK_MONOTONIC))'"])
+    assert r.returncode == 0, r.stderr
+    source, res = r.stdout.split()
+    assert source in ("tsc", "kvm-clock"), r.stdout
+    assert float(res) == 1e-9, "no high-resolution timers in the guest: %s" % r.stdout
+
+
 # --- clones -------------------------------------------------------------------
 
 def test_twenty_clones_differ_and_keep_their_writes(vm):
