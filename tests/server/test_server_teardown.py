@@ -121,3 +121,29 @@ def test_sandboxes_being_torn_down_count_against_the_maximum(tmproot, monkeypatc
         assert s.json("GET", "/api/v1/sandboxes", expect=200)[1]["sandboxes"] == []
     finally:
         s.finish()
+
+
+def test_snapshot_deletable_right_after_its_sandbox(tmproot, monkeypatch):
+    """A sandbox started from a snapshot uses it until its teardown, which
+    comes after the delete's answer: deleting the snapshot right after the
+    sandbox (what a client does next) waits for that teardown instead of
+    answering 409 "in use" (native and E2B routes alike). Each teardown
+    starts 0.5 s late here, so the delete always comes before it."""
+    monkeypatch.setenv("PADDOCK_TEST_TEARDOWN_DELAY_MS", "500")
+    s = Server(os.path.join(tmproot, "snapdel"), "--pool", "0").start()
+    monkeypatch.delenv("PADDOCK_TEST_TEARDOWN_DELAY_MS")
+    try:
+        for route in ("/api/v1/snapshots/", "/templates/"):
+            sid = s.create()["id"]
+            name = "td-snap-" + ("native" if "v1" in route else "e2b")
+            s.json("POST", "/api/v1/sandboxes/%s/snapshots" % sid, {"name": name}, expect=201)
+            assert s.delete(sid) == 204
+            user = s.create({"template": name})["id"]
+            assert s.exec(user, "echo up")["stdout"] == "up\n"
+            assert s.delete(user, wait=False) == 204
+            st, _h, body = s.request("DELETE", route + name)
+            assert st == 204, (route, st, body[:500])
+            assert s.teardowns_pending() == 0
+            assert s.request("DELETE", route + name)[0] == 404
+    finally:
+        s.stop()

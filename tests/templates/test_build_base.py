@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from _tplfix import *  # noqa: F401,F403  (the suite's fixtures)
+from pdtest import wait_teardowns
 from pdtest.server import Server
 
 
@@ -227,6 +228,9 @@ def test_rebuild_on_a_built_template_keeps_the_stack_records(tp, ctx):
             tp.tpl("build", "stacktop", ctx, check=True)
             r = tp.sandbox("stacktop", "cat", "/opt/low", "/opt/top")
             assert r.stdout == "low\n%s\n" % n, (r.stdout, r.stderr)
+        # `paddock run` tears its sandbox down after reporting the exit: the
+        # sandbox's own use of the template goes with the teardown
+        wait_teardowns(tp.state)
         users = os.listdir(os.path.join(tp.state, "templates", "stacklow", "users"))
         assert users == ["@stacktop"], users
         r = tp.tpl("rm", "stacklow")

@@ -132,6 +132,10 @@ static enum MHD_Result delete_snapshot(struct pd_req *r, const char *chunk, size
                 return pd_reply_error(r, 404, "not_found", "no snapshot '%s'", name);
         struct pd_error err = { 0 };
         int rc = pd_snapshot_delete(&r->srv->state, name, &err);
+        if (rc == -EBUSY && pd_teardown_drain(r->srv, PD_TEARDOWN_WAIT_MS)) {
+                memset(&err, 0, sizeof err);
+                rc = pd_snapshot_delete(&r->srv->state, name, &err);
+        }
         if (rc < 0 && rc != -ENOENT)
                 return reply_error(r, rc, &err);
         if ((rc = pd_store_snapshot_delete(r->srv->store, name, &err)) < 0)

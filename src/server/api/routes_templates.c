@@ -468,7 +468,12 @@ static enum MHD_Result delete_template(struct pd_req *r, const char *chunk, size
                 return pd_reply_error(r, 409, "conflict", "template '%s' is being built; delete it when the build "
                                       "has ended", name);
         struct pd_error err = { 0 };
-        if (template_there(r->srv, name) && pd_image_remove(&r->srv->state, name, &err) < 0)
+        int rc = template_there(r->srv, name) ? pd_image_remove(&r->srv->state, name, &err) : 0;
+        if (rc < 0 && err.code == EBUSY && pd_teardown_drain(r->srv, PD_TEARDOWN_WAIT_MS)) {
+                memset(&err, 0, sizeof err);
+                rc = pd_image_remove(&r->srv->state, name, &err);
+        }
+        if (rc < 0)
                 return pd_reply_error(r, err.code == EBUSY || err.code == ENOTSUP ? 409 : 500,
                                       err.code == EBUSY || err.code == ENOTSUP ? "conflict" : "internal", "%s",
                                       err.msg);

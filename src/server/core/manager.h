@@ -152,6 +152,13 @@ int pd_manager_stats(struct pd_server *srv, struct pd_srv_sandbox *s, struct pd_
 int pd_manager_snapshot(struct pd_server *srv, const struct pd_key *key, struct pd_srv_sandbox ***out, size_t *n);
 void pd_manager_snapshot_free(struct pd_server *srv, struct pd_srv_sandbox **v, size_t n);
 void pd_manager_counts(struct pd_server *srv, struct pd_manager_counts *out);
+/* teardown.c: wait (at most timeout_ms) until no deleted sandbox's
+ * teardown is queued or running; true if there was one and now there is
+ * none. A template or snapshot "in use" by a sandbox deleted a moment ago
+ * is released by its teardown, which runs after the delete's answer: the
+ * template and snapshot deletes wait for it once before answering 409. */
+bool pd_teardown_drain(struct pd_server *srv, int timeout_ms);
+#define PD_TEARDOWN_WAIT_MS 30000
 /* network.c: the network s runs with, as its tier reports it (-ENOENT: it
  * has none, mode none); a live change of its policy, audited as
  * sandbox.network for key (-ENOENT: it has none to change). */

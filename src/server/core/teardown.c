@@ -17,17 +17,23 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "server/core/mgr_int.h"
 
 struct pd_teardown {
         pthread_mutex_t lock;
         pthread_cond_t cond;
+        pthread_cond_t idle;    /* broadcast when nothing is queued or running */
         pthread_t thread;
         bool started, stopping;
         /* PADDOCK_TEST_TEARDOWN_HOLD=1: queued teardowns wait for the
          * server's stop (tests kill the server in the middle of one) */
         bool hold;
+        /* PADDOCK_TEST_TEARDOWN_DELAY_MS=N: each teardown starts N ms late
+         * (tests widen the window between a delete's answer and its
+         * teardown without holding it) */
+        unsigned delay_ms;
         struct entry **q;
         size_t n, cap;
         size_t busy;            /* taken off the queue, not finished */
@@ -61,10 +67,16 @@ static void *worker(void *arg)
                 memmove(t->q, t->q + 1, --t->n * sizeof *t->q);
                 t->busy++;
                 pthread_mutex_unlock(&t->lock);
+                if (t->delay_ms) {
+                        struct timespec d = { t->delay_ms / 1000, (long)(t->delay_ms % 1000) * 1000000L };
+                        nanosleep(&d, NULL);
+                }
                 finish(srv, e);
                 pthread_mutex_lock(&t->lock);
                 t->busy--;
                 t->done++;
+                if (!t->n && !t->busy)
+                        pthread_cond_broadcast(&t->idle);
         }
         pthread_mutex_unlock(&t->lock);
         return NULL;
@@ -77,8 +89,15 @@ int pd_teardown_start(struct pd_server *srv, struct pd_error *err)
                 return pd_error_set(err, ENOMEM, "teardown queue");
         pthread_mutex_init(&t->lock, NULL);
         pthread_cond_init(&t->cond, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&t->idle, &ca);
+        pthread_condattr_destroy(&ca);
         const char *hold = getenv("PADDOCK_TEST_TEARDOWN_HOLD");
         t->hold = hold && !strcmp(hold, "1");
+        const char *delay = getenv("PADDOCK_TEST_TEARDOWN_DELAY_MS");
+        t->delay_ms = delay ? (unsigned)strtoul(delay, NULL, 10) % 60000 : 0;
         M(srv)->teardown = t;
         int r = pthread_create(&t->thread, NULL, worker, srv);
         if (r != 0)
@@ -127,6 +146,29 @@ void pd_teardown_counts(struct pd_server *srv, uint64_t *pending, uint64_t *done
         *pending = t->n + t->busy;
         *done = t->done;
         pthread_mutex_unlock(&t->lock);
+}
+
+bool pd_teardown_drain(struct pd_server *srv, int timeout_ms)
+{
+        struct pd_teardown *t = M(srv) ? M(srv)->teardown : NULL;
+        if (!t)
+                return false;
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += timeout_ms / 1000;
+        until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&t->lock);
+        bool waited = t->n + t->busy > 0;
+        while (t->started && (t->n || t->busy))
+                if (pthread_cond_timedwait(&t->idle, &t->lock, &until) == ETIMEDOUT)
+                        break;
+        bool drained = waited && !t->n && !t->busy;
+        pthread_mutex_unlock(&t->lock);
+        return drained;
 }
 
 void pd_teardown_stop(struct pd_server *srv)

@@ -111,6 +111,10 @@ enum MHD_Result pd_e2b_snapshot_delete(struct pd_req *r, const char *name)
                 return pd_e2b_reply_error(r, 404, "template '%.64s' not found", name);
         struct pd_error err = { 0 };
         int rc = pd_snapshot_delete(&r->srv->state, name, &err);
+        if (rc == -EBUSY && pd_teardown_drain(r->srv, PD_TEARDOWN_WAIT_MS)) {
+                memset(&err, 0, sizeof err);
+                rc = pd_snapshot_delete(&r->srv->state, name, &err);
+        }
         if (rc < 0 && rc != -ENOENT)
                 return pd_e2b_reply_error(r, rc == -EBUSY ? 409 : 500, "%s", err.msg);
         if ((rc = pd_store_snapshot_delete(r->srv->store, name, &err)) < 0)
