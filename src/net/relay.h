@@ -56,6 +56,10 @@ struct pd_relay_res {
 /* The gate's loop (relay_gate.c): nfq is a NETLINK_NETFILTER socket bound
  * to PD_RELAY_QUEUE, ctl the supervisor's channel (each message carries a
  * new worker channel as SCM_RIGHTS). Returns when ctl closes. */
+/* One line on paddock-uplink's stderr (the router's uplink.log): the time,
+ * "paddock-uplink", the part speaking if any ("relay", "relay gate"). */
+void pd_uplink_log(const char *part, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 int pd_relay_gate_run(int nfq, int ctl);
 /* Bind nfq (a NETLINK_NETFILTER socket, in the router netns, by root) to
  * the queue. 0 or -errno. */

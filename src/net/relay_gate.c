@@ -42,18 +42,7 @@ struct entry {
 static struct entry tab[MAX_ENTRIES];
 static uint32_t next_id = 1;
 
-static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void logf_(const char *fmt, ...)
-{
-        char buf[512];
-        va_list ap;
-        va_start(ap, fmt);
-        int n = snprintf(buf, sizeof buf, "paddock-uplink (relay gate): ");
-        vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
-        va_end(ap);
-        strcat(buf, "\n");
-        (void)!write(2, buf, strlen(buf));
-}
+#define logf_(...) pd_uplink_log("relay gate", __VA_ARGS__)
 
 static int nl_send(int fd, struct nlmsghdr *h)
 {

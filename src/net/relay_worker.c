@@ -44,18 +44,7 @@ struct conn {
 static struct conn tab[MAX_CONN];
 static int chan_fd = -1;
 
-static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void logf_(const char *fmt, ...)
-{
-        char buf[512];
-        va_list ap;
-        va_start(ap, fmt);
-        int n = snprintf(buf, sizeof buf, "paddock-uplink (relay): ");
-        vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
-        va_end(ap);
-        strcat(buf, "\n");
-        (void)!write(2, buf, strlen(buf));
-}
+#define logf_(...) pd_uplink_log("relay", __VA_ARGS__)
 
 /* ---- what the relay never connects to (defence in depth: the router
  * already dropped these; nft_relay.c) ---- */

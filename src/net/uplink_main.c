@@ -63,7 +63,7 @@ struct opts {
         int ipv6;
 };
 
-static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define logf_(...) pd_uplink_log(NULL, __VA_ARGS__)
 
 /* ---- the TCP relay (relay.h) ---- */
 
@@ -219,14 +219,14 @@ static pid_t relay_worker(struct relay *rl, const int *keep_out, int n_out, pid_
         return pid;
 }
 
-static void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void logf_(const char *fmt, ...)
+void pd_uplink_log(const char *part, const char *fmt, ...)
 {
         char buf[512];
         time_t t = time(NULL);
         struct tm tm;
         gmtime_r(&t, &tm);
-        size_t n = strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ paddock-uplink: ", &tm);
+        size_t n = strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ paddock-uplink", &tm);
+        n += (size_t)snprintf(buf + n, sizeof buf - n, part ? " (%s): " : ": ", part);
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(buf + n, sizeof buf - n - 1, fmt, ap);
